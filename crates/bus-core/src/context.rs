@@ -1,0 +1,53 @@
+//! What a handler knows about the message it handles.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use tokio_util::sync::CancellationToken;
+
+use crate::{Bus, Headers, MessageId};
+
+/// The message's metadata and the handles a handler needs.
+#[derive(Debug, Clone)]
+pub struct Context {
+    pub(crate) message_id: MessageId,
+    pub(crate) message_type: String,
+    pub(crate) delivery_count: u32,
+    pub(crate) headers: Headers,
+    pub(crate) sent_at_ms: u64,
+    pub(crate) cancellation: CancellationToken,
+    pub(crate) bus: Bus,
+}
+
+impl Context {
+    /// The message's id.
+    pub fn message_id(&self) -> &MessageId {
+        &self.message_id
+    }
+    /// The message's wire name.
+    pub fn message_type(&self) -> &str {
+        &self.message_type
+    }
+    /// How many times this message has been delivered, this delivery included (1 on
+    /// the first attempt). Survives retries, crashes and lock expiry.
+    pub fn delivery_count(&self) -> u32 {
+        self.delivery_count
+    }
+    /// The message's headers.
+    pub fn headers(&self) -> &Headers {
+        &self.headers
+    }
+    /// When the message was sent (enqueued).
+    pub fn enqueued_at(&self) -> SystemTime {
+        UNIX_EPOCH + Duration::from_millis(self.sent_at_ms)
+    }
+    /// Fires when the host shuts down past its grace period or the message's lock was
+    /// lost; a long handler should stop when it fires.
+    pub fn cancellation(&self) -> &CancellationToken {
+        &self.cancellation
+    }
+    /// The bus, for follow-up messages. Messages sent through it carry this message's
+    /// trace context (`traceparent`, `tracestate`) and its id as `correlation-id`.
+    pub fn bus(&self) -> &Bus {
+        &self.bus
+    }
+}

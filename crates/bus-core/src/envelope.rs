@@ -1,0 +1,281 @@
+//! The versioned envelope stored in the transport (see `docs/wire-format.md`).
+//!
+//! JSON envelopes embed the JSON body as a raw value, so a producer in any language writes
+//! one plain JSON object. MessagePack envelopes are a map with the same keys and the body
+//! as a binary string. A decoder tells them apart by the first byte (`{` is JSON).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+use crate::{Error, Format, Result};
+
+/// The envelope format version this crate writes and reads.
+pub const ENVELOPE_VERSION: u32 = 1;
+
+/// Message headers: string to string, ordered for stable encoding.
+pub type Headers = BTreeMap<String, String>;
+
+/// A message id: a ULID string unless a foreign producer chose another unique string.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct MessageId(String);
+
+impl MessageId {
+    /// A new, time-ordered, unique id.
+    pub fn generate() -> Self {
+        MessageId(ulid::Ulid::new().to_string())
+    }
+    /// The id as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<String> for MessageId {
+    fn from(id: String) -> Self {
+        MessageId(id)
+    }
+}
+
+impl fmt::Display for MessageId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// One message as it travels: id, type, headers, send time and the encoded body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Envelope {
+    /// Unique message id.
+    pub id: MessageId,
+    /// The message's wire name.
+    pub message_type: String,
+    /// Headers, including W3C `traceparent` / `tracestate` when present.
+    pub headers: Headers,
+    /// When the message was sent, in milliseconds since the Unix epoch.
+    pub sent_at_ms: u64,
+    /// The encoding of both the envelope and the body.
+    pub format: Format,
+    /// The encoded body.
+    pub body: Bytes,
+}
+
+#[derive(Serialize)]
+struct JsonHead<'a> {
+    v: u32,
+    id: &'a str,
+    #[serde(rename = "type")]
+    message_type: &'a str,
+    sent: u64,
+    headers: &'a Headers,
+}
+
+#[derive(Deserialize)]
+struct JsonEnvelope<'a> {
+    v: u32,
+    id: String,
+    #[serde(rename = "type")]
+    message_type: String,
+    sent: u64,
+    #[serde(default)]
+    headers: Headers,
+    #[serde(borrow)]
+    body: &'a RawValue,
+}
+
+#[derive(Serialize, Deserialize)]
+struct PackedEnvelope<'a> {
+    v: u32,
+    id: String,
+    #[serde(rename = "type")]
+    message_type: String,
+    sent: u64,
+    #[serde(default)]
+    headers: Headers,
+    #[serde(with = "serde_bytes", borrow)]
+    body: &'a [u8],
+}
+
+/// Milliseconds since the Unix epoch, now.
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+impl Envelope {
+    /// A new envelope with a fresh id, sent now.
+    pub fn new(message_type: impl Into<String>, format: Format, body: impl Into<Bytes>) -> Self {
+        Envelope {
+            id: MessageId::generate(),
+            message_type: message_type.into(),
+            headers: Headers::new(),
+            sent_at_ms: now_ms(),
+            format,
+            body: body.into(),
+        }
+    }
+
+    /// Encodes the envelope for the transport.
+    pub fn encode(&self) -> Result<Vec<u8>> {
+        let fail = |source: crate::BoxError| Error::Encode {
+            message_type: self.message_type.clone(),
+            source,
+        };
+        match self.format {
+            Format::Json => {
+                let head = JsonHead {
+                    v: ENVELOPE_VERSION,
+                    id: self.id.as_str(),
+                    message_type: &self.message_type,
+                    sent: self.sent_at_ms,
+                    headers: &self.headers,
+                };
+                // The body is already JSON: splice it in rather than re-serializing it.
+                let mut out = Vec::with_capacity(self.body.len() + 128);
+                serde_json::to_writer(&mut out, &head).map_err(|e| fail(e.into()))?;
+                out.pop(); // the closing '}'
+                out.extend_from_slice(br#","body":"#);
+                out.extend_from_slice(&self.body);
+                out.push(b'}');
+                Ok(out)
+            }
+            Format::MessagePack => rmp_serde::to_vec_named(&PackedEnvelope {
+                v: ENVELOPE_VERSION,
+                id: self.id.to_string(),
+                message_type: self.message_type.clone(),
+                sent: self.sent_at_ms,
+                headers: self.headers.clone(),
+                body: &self.body,
+            })
+            .map_err(|e| fail(e.into())),
+        }
+    }
+
+    /// Decodes an envelope. Garbage gives [`Error::Decode`], never a panic.
+    pub fn decode(bytes: &[u8]) -> Result<Self> {
+        let envelope = match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
+            None => return Err(Error::decode("envelope", "empty element")),
+            Some(b'{') => {
+                let wire: JsonEnvelope<'_> = serde_json::from_slice(bytes).map_err(|e| {
+                    Error::Decode {
+                        what: "envelope".into(),
+                        reason: format!("not a JSON envelope: {e}"),
+                        source: Some(e.into()),
+                    }
+                })?;
+                Envelope {
+                    id: MessageId(wire.id),
+                    message_type: wire.message_type,
+                    headers: wire.headers,
+                    sent_at_ms: wire.sent,
+                    format: Format::Json,
+                    body: Bytes::copy_from_slice(wire.body.get().as_bytes()),
+                }
+                .checked_version(wire.v)?
+            }
+            Some(_) => {
+                let wire: PackedEnvelope<'_> = rmp_serde::from_slice(bytes).map_err(|e| {
+                    Error::Decode {
+                        what: "envelope".into(),
+                        reason: format!("neither a JSON nor a MessagePack envelope: {e}"),
+                        source: Some(e.into()),
+                    }
+                })?;
+                Envelope {
+                    id: MessageId(wire.id),
+                    message_type: wire.message_type,
+                    headers: wire.headers,
+                    sent_at_ms: wire.sent,
+                    format: Format::MessagePack,
+                    body: Bytes::copy_from_slice(wire.body),
+                }
+                .checked_version(wire.v)?
+            }
+        };
+        if envelope.id.as_str().is_empty() {
+            return Err(Error::decode("envelope", "empty message id"));
+        }
+        Ok(envelope)
+    }
+
+    fn checked_version(self, version: u32) -> Result<Self> {
+        if version == ENVELOPE_VERSION {
+            Ok(self)
+        } else {
+            Err(Error::decode(
+                "envelope",
+                format!("unsupported envelope version {version} (this bus reads {ENVELOPE_VERSION})"),
+            ))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn headers() -> impl Strategy<Value = Headers> {
+        proptest::collection::btree_map(".{0,12}", ".{0,24}", 0..4)
+    }
+
+    proptest! {
+        #[test]
+        fn json_round_trips(id in "[0-9A-Za-z-]{1,30}", ty in "[a-z.-]{1,20}", text in ".*",
+                            n in any::<i64>(), sent in any::<u64>(), headers in headers()) {
+            let body = serde_json::to_vec(&serde_json::json!({ "text": text, "n": n })).unwrap();
+            let mut env = Envelope::new(ty, Format::Json, body);
+            env.id = MessageId::from(id);
+            env.sent_at_ms = sent;
+            env.headers = headers;
+            let decoded = Envelope::decode(&env.encode().unwrap()).unwrap();
+            prop_assert_eq!(decoded, env);
+        }
+
+        #[test]
+        fn msgpack_round_trips(ty in "[a-z.-]{1,20}", body in proptest::collection::vec(any::<u8>(), 0..300),
+                               sent in any::<u64>(), headers in headers()) {
+            let mut env = Envelope::new(ty, Format::MessagePack, body);
+            env.sent_at_ms = sent;
+            env.headers = headers;
+            let decoded = Envelope::decode(&env.encode().unwrap()).unwrap();
+            prop_assert_eq!(decoded, env);
+        }
+
+        #[test]
+        fn garbage_is_an_error_not_a_panic(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+            // Whatever comes back, decoding must return rather than panic; a success must
+            // at least carry a non-empty id.
+            if let Ok(env) = Envelope::decode(&bytes) {
+                prop_assert!(!env.id.as_str().is_empty());
+            }
+        }
+    }
+
+    #[test]
+    fn typical_garbage_gives_typed_errors() {
+        for bad in [&b""[..], b"   ", b"hello", b"{\"v\":1", b"{\"v\":2,\"id\":\"a\",\"type\":\"t\",\"sent\":1,\"body\":{}}", b"\xc1\xff"] {
+            match Envelope::decode(bad) {
+                Err(Error::Decode { what, .. }) => assert_eq!(what, "envelope"),
+                other => panic!("{bad:?} gave {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn json_envelope_is_plain_json_with_embedded_body() {
+        let env = Envelope::new("thumbnail-requested", Format::Json, &b"{\"image_id\":\"7\"}"[..]);
+        let value: serde_json::Value = serde_json::from_slice(&env.encode().unwrap()).unwrap();
+        assert_eq!(value["v"], 1);
+        assert_eq!(value["type"], "thumbnail-requested");
+        assert_eq!(value["body"]["image_id"], "7");
+        assert_eq!(value["id"], env.id.as_str());
+    }
+}

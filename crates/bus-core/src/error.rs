@@ -1,0 +1,106 @@
+//! The one error type of bus-core.
+
+use std::time::Duration;
+
+/// A boxed error, used where a user's code meets the framework.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// `Result` with [`Error`] as the default error.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in the bus outside a handler.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A message could not be encoded.
+    #[error("cannot encode message `{message_type}`")]
+    Encode {
+        /// The message's wire name.
+        message_type: String,
+        /// Why the serializer failed.
+        #[source]
+        source: BoxError,
+    },
+    /// Bytes could not be decoded as an envelope or as a message body.
+    #[error("cannot decode {what}: {reason}")]
+    Decode {
+        /// What was being decoded ("envelope", or the message type).
+        what: String,
+        /// A short description of the problem.
+        reason: String,
+        /// The decoder's error, when there is one.
+        #[source]
+        source: Option<BoxError>,
+    },
+    /// A message is larger than the configured maximum; it was not sent.
+    #[error("message of {size} bytes exceeds the maximum of {max} bytes")]
+    MessageTooLarge {
+        /// Size of the encoded envelope.
+        size: usize,
+        /// The configured maximum.
+        max: usize,
+    },
+    /// A queue, topic or subscription name that would break the key layout.
+    #[error("invalid {what} name {name:?}: {reason}")]
+    InvalidName {
+        /// "queue", "topic" or "subscription".
+        what: &'static str,
+        /// The offending name.
+        name: String,
+        /// Why it is refused.
+        reason: &'static str,
+    },
+    /// The host was configured inconsistently.
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    /// The transport failed (connection lost, server error, ...).
+    #[error("transport error: {0}")]
+    Transport(#[source] BoxError),
+    /// No saga exists under this key.
+    #[error("saga `{key}` not found")]
+    SagaNotFound {
+        /// The saga's key.
+        key: String,
+    },
+    /// A saga with this key already exists.
+    #[error("saga `{key}` already exists")]
+    SagaExists {
+        /// The saga's key.
+        key: String,
+    },
+    /// The saga changed since it was read: the write was refused.
+    #[error("saga `{key}` was changed concurrently (stale stamp)")]
+    SagaConflict {
+        /// The saga's key.
+        key: String,
+    },
+    /// Something at a saga's key is not a saga (another layout, another type).
+    #[error("key `{key}` is not a saga: {reason}; it was left unchanged")]
+    NotASaga {
+        /// The offending key.
+        key: String,
+        /// What was found there.
+        reason: String,
+    },
+    /// The operation was cancelled before it completed.
+    #[error("cancelled")]
+    Cancelled,
+    /// The operation did not complete in time.
+    #[error("timed out after {0:?}")]
+    Timeout(Duration),
+}
+
+impl Error {
+    /// Wraps any transport-level error.
+    pub fn transport(source: impl Into<BoxError>) -> Self {
+        Error::Transport(source.into())
+    }
+
+    pub(crate) fn decode(what: impl Into<String>, reason: impl Into<String>) -> Self {
+        Error::Decode {
+            what: what.into(),
+            reason: reason.into(),
+            source: None,
+        }
+    }
+}

@@ -1,0 +1,44 @@
+//! Body serializers: JSON (default) and MessagePack.
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::{Error, Result};
+
+/// How a message body (and its envelope) is encoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum Format {
+    /// `serde_json`: readable, and the format any language can produce.
+    #[default]
+    Json,
+    /// `rmp-serde`, with field names (maps), so fields can be added compatibly.
+    MessagePack,
+}
+
+impl Format {
+    /// Encodes a body.
+    pub fn encode<T: Serialize>(self, message_type: &str, value: &T) -> Result<Vec<u8>> {
+        let encoded = match self {
+            Format::Json => serde_json::to_vec(value).map_err(Into::into),
+            Format::MessagePack => rmp_serde::to_vec_named(value).map_err(Into::into),
+        };
+        encoded.map_err(|source| Error::Encode {
+            message_type: message_type.to_owned(),
+            source,
+        })
+    }
+
+    /// Decodes a body; a body that does not fit `T` is an [`Error::Decode`], never a panic.
+    pub fn decode<T: DeserializeOwned>(self, message_type: &str, bytes: &[u8]) -> Result<T> {
+        let decoded: Result<T, crate::BoxError> = match self {
+            Format::Json => serde_json::from_slice(bytes).map_err(Into::into),
+            Format::MessagePack => rmp_serde::from_slice(bytes).map_err(Into::into),
+        };
+        decoded.map_err(|source| Error::Decode {
+            what: format!("body of `{message_type}`"),
+            reason: source.to_string(),
+            source: Some(source),
+        })
+    }
+}

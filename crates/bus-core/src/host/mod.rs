@@ -1,0 +1,229 @@
+//! The host: registration at start-up, then `run` until a shutdown signal.
+
+mod registration;
+mod worker;
+
+use std::collections::HashSet;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+pub(crate) use registration::Registration;
+
+use crate::{
+    Bus, BusConfig, Command, CommandProcessor, ConsumerOptions, Error, EventProcessor, Format,
+    MessageDescriptor, Middleware, Result, Subscription, Transport,
+};
+
+/// Builds a [`Host`]: the transport, the processors, the middleware.
+///
+/// ```no_run
+/// # use bus_core::{Host, MemoryTransport};
+/// # async fn demo() -> bus_core::Result<()> {
+/// let host = Host::builder()
+///     .transport(MemoryTransport::new())
+///     // .command::<ThumbnailRequested, _>(ThumbnailProcessor)
+///     // .event::<CacheSubscription, _>(CacheProcessor)
+///     .build()?;
+/// let bus = host.bus();
+/// host.run(async { tokio::signal::ctrl_c().await.ok(); }).await
+/// # }
+/// ```
+#[derive(Debug)]
+#[must_use]
+pub struct HostBuilder {
+    transport: Option<Arc<dyn Transport>>,
+    bus_config: BusConfig,
+    registrations: Vec<Registration>,
+    middleware: Vec<Arc<dyn Middleware>>,
+    shutdown_grace: Duration,
+    recovery_interval: Duration,
+    errors: Vec<Error>,
+}
+
+impl Default for HostBuilder {
+    fn default() -> Self {
+        HostBuilder {
+            transport: None,
+            bus_config: BusConfig::default(),
+            registrations: Vec::new(),
+            middleware: Vec::new(),
+            shutdown_grace: Duration::from_secs(30),
+            recovery_interval: Duration::from_secs(1),
+            errors: Vec::new(),
+        }
+    }
+}
+
+impl HostBuilder {
+    /// The transport (Redis, or [`MemoryTransport`](crate::MemoryTransport)).
+    pub fn transport(self, transport: impl Transport) -> Self {
+        self.transport_arc(Arc::new(transport))
+    }
+
+    /// A shared transport.
+    pub fn transport_arc(mut self, transport: Arc<dyn Transport>) -> Self {
+        self.transport = Some(transport);
+        self
+    }
+
+    /// The format of messages that do not declare one (JSON by default).
+    pub fn format(mut self, format: Format) -> Self {
+        self.bus_config = self.bus_config.format(format);
+        self
+    }
+
+    /// The largest encoded message accepted at send (1 MiB by default).
+    pub fn max_message_size(mut self, bytes: usize) -> Self {
+        self.bus_config = self.bus_config.max_message_size(bytes);
+        self
+    }
+
+    /// Registers a command processor for `C` on `C`'s queue.
+    pub fn command<C: Command, P: CommandProcessor<C>>(self, processor: P) -> Self {
+        self.register(Registration::command::<C, P>(processor))
+    }
+
+    /// Registers an event processor for subscription `S`.
+    pub fn event<S: Subscription, P: EventProcessor<S>>(self, processor: P) -> Self {
+        self.register(Registration::event::<S, P>(processor))
+    }
+
+    pub(crate) fn register(mut self, registration: Result<Registration>) -> Self {
+        match registration {
+            Ok(r) => self.registrations.push(r),
+            Err(e) => self.errors.push(e),
+        }
+        self
+    }
+
+    /// Adds a middleware; the first added runs outermost.
+    pub fn middleware(mut self, middleware: impl Middleware) -> Self {
+        self.middleware.push(Arc::new(middleware));
+        self
+    }
+
+    /// How long shutdown waits for running handlers (30 s by default). Handlers still
+    /// running then see their cancellation token fire and are abandoned; their messages
+    /// go back to the queue as a failed delivery.
+    pub fn shutdown_grace(mut self, grace: Duration) -> Self {
+        self.shutdown_grace = grace;
+        self
+    }
+
+    /// How often each consumer looks for messages whose lock expired (1 s by default).
+    pub fn recovery_interval(mut self, interval: Duration) -> Self {
+        self.recovery_interval = interval.max(Duration::from_millis(10));
+        self
+    }
+
+    /// Checks the registrations and builds the host. No I/O happens here.
+    pub fn build(mut self) -> Result<Host> {
+        if let Some(error) = self.errors.into_iter().next() {
+            return Err(error);
+        }
+        let mut seen = HashSet::new();
+        for r in &self.registrations {
+            if !seen.insert(&r.source) {
+                return Err(Error::Config(format!(
+                    "two processors are registered for {}",
+                    r.source
+                )));
+            }
+        }
+        let transport = self
+            .transport
+            .take()
+            .ok_or_else(|| Error::Config("no transport: call HostBuilder::transport".into()))?;
+        let middleware: Arc<[Arc<dyn Middleware>]> = self.middleware.into();
+        Ok(Host {
+            bus: Bus::new(transport, self.bus_config),
+            registrations: self.registrations,
+            middleware,
+            shutdown_grace: self.shutdown_grace,
+            recovery_interval: self.recovery_interval,
+        })
+    }
+}
+
+/// Runs the registered processors until shutdown.
+#[derive(Debug)]
+pub struct Host {
+    bus: Bus,
+    registrations: Vec<Registration>,
+    middleware: Arc<[Arc<dyn Middleware>]>,
+    shutdown_grace: Duration,
+    recovery_interval: Duration,
+}
+
+impl Host {
+    /// Starts building a host.
+    pub fn builder() -> HostBuilder {
+        HostBuilder::default()
+    }
+
+    /// A client for sending messages over this host's transport.
+    pub fn bus(&self) -> Bus {
+        self.bus.clone()
+    }
+
+    /// The message types this host has processors for.
+    pub fn messages(&self) -> Vec<MessageDescriptor> {
+        self.registrations.iter().map(|r| r.message).collect()
+    }
+
+    /// Opens every consumer (registering subscriptions), processes messages until
+    /// `shutdown` completes, then shuts down gracefully: stops fetching, returns
+    /// prefetched messages that never started, lets running handlers finish within the
+    /// grace period, and returns as soon as all is idle.
+    ///
+    /// Fails at once if a consumer cannot be opened.
+    pub async fn run(self, shutdown: impl Future<Output = ()> + Send) -> Result<()> {
+        let stop = CancellationToken::new();
+        let mut workers = Vec::with_capacity(self.registrations.len());
+        for registration in self.registrations {
+            let options = ConsumerOptions::new(
+                registration.settings.lock_timeout(),
+                registration.settings.delivery_limit(),
+            );
+            let consumer = self
+                .bus
+                .transport()
+                .consumer(&registration.source, options)
+                .await?;
+            let worker = worker::Worker {
+                registration,
+                consumer: consumer.into(),
+                middleware: Arc::clone(&self.middleware),
+                bus: self.bus.clone(),
+                recovery_interval: self.recovery_interval,
+                shutdown_grace: self.shutdown_grace,
+            };
+            workers.push(tokio::spawn(worker.run(stop.clone())));
+        }
+        tracing::info!(processors = workers.len(), "bus host running");
+        shutdown.await;
+        tracing::info!("bus host shutting down");
+        stop.cancel();
+        for worker in workers {
+            if let Err(e) = worker.await {
+                tracing::error!(error = %e, "a worker task failed");
+            }
+        }
+        tracing::info!("bus host stopped");
+        Ok(())
+    }
+
+    /// [`Host::run`] until Ctrl-C (SIGINT).
+    pub async fn run_until_ctrl_c(self) -> Result<()> {
+        self.run(async {
+            if let Err(e) = tokio::signal::ctrl_c().await {
+                tracing::error!(error = %e, "cannot listen for Ctrl-C; running until killed");
+                std::future::pending::<()>().await;
+            }
+        })
+        .await
+    }
+}

@@ -1,0 +1,54 @@
+//! The bus's programming model: message contracts, processors, settings, middleware,
+//! the host and its client, serializers, and an in-memory transport.
+//!
+//! Transports live in other crates (`bus-redis`); this crate knows nothing of Redis.
+//!
+//! | Module | What it holds |
+//! |---|---|
+//! | [`Message`], [`Command`], [`Event`], [`Subscription`] | message contracts (derive them with `#[derive(RedisCommand)]`, ...) |
+//! | [`CommandProcessor`], [`EventProcessor`], [`ProcessError`], [`Context`] | handlers |
+//! | [`ProcessingSettings`], [`Backoff`] | per-processor consumption settings |
+//! | [`Middleware`], [`Next`] | the pipeline around handlers |
+//! | [`Host`], [`HostBuilder`], [`Bus`] | registration, running, sending |
+//! | [`Envelope`], [`Format`] | the wire format and serializers |
+//! | [`Transport`], [`Consumer`] | what a transport implements |
+//! | [`MemoryTransport`] | the embedded transport |
+
+mod bus;
+mod context;
+mod envelope;
+mod error;
+mod format;
+mod host;
+mod memory;
+mod message;
+mod middleware;
+mod processor;
+mod settings;
+mod transport;
+
+pub use bus::{Bus, BusConfig, DEFAULT_MAX_MESSAGE_SIZE};
+pub use context::Context;
+pub use envelope::{now_ms, Envelope, Headers, MessageId, ENVELOPE_VERSION};
+pub use error::{BoxError, Error, Result};
+pub use format::Format;
+pub use host::{Host, HostBuilder};
+pub use memory::{MemoryTransport, QueueStats};
+pub use message::{
+    validate_name, Command, Event, Message, MessageDescriptor, MessageKind, Subscription,
+    MAX_NAME_LEN,
+};
+pub use middleware::{Middleware, Next};
+pub use processor::{CommandProcessor, Disposition, EventProcessor, ProcessError};
+pub use settings::{Backoff, ProcessingSettings};
+pub use transport::{
+    Consumer, ConsumerOptions, DeadLetter, DeadLetterReason, Delivery, ErrorRecord, Outgoing,
+    Receipt, Source, Transport, ERROR_HISTORY,
+};
+
+#[cfg(feature = "derive")]
+pub use bus_derive::{EventSubscription, RedisCommand, RedisEvent};
+
+// The derive's generated code and doc links refer to these.
+#[doc(hidden)]
+pub use async_trait::async_trait;

@@ -1,0 +1,437 @@
+//! The in-memory transport: the same semantics as Redis (locks, delivery counts,
+//! retries, delayed delivery, dead letters, event fan-out) inside one process, for
+//! tests and for running without Redis.
+
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, SystemTime};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::envelope::now_ms;
+use crate::{
+    Consumer, ConsumerOptions, DeadLetter, DeadLetterReason, Delivery, ErrorRecord, Outgoing,
+    Receipt, Result, Source, Transport, ERROR_HISTORY,
+};
+
+/// Longest an idle `receive` waits before returning empty.
+const IDLE_WAIT: Duration = Duration::from_secs(1);
+
+/// An in-process transport. Clones share the same queues.
+#[derive(Debug, Clone, Default)]
+pub struct MemoryTransport {
+    state: Arc<Mutex<State>>,
+}
+
+/// Counts of one queue's messages by state.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct QueueStats {
+    /// Waiting to be reserved.
+    pub ready: usize,
+    /// Reserved by a consumer.
+    pub in_flight: usize,
+    /// Waiting for their due time (delayed sends and retries).
+    pub delayed: usize,
+    /// In the dead-letter list.
+    pub dead_letters: usize,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    queues: HashMap<Source, Queue>,
+    subscriptions: HashMap<String, BTreeSet<String>>,
+}
+
+#[derive(Debug, Default)]
+struct Queue {
+    ready: VecDeque<Bytes>,
+    messages: HashMap<Bytes, Stored>,
+    in_flight: HashMap<Bytes, Instant>,
+    delayed: BTreeSet<(Instant, u64, Bytes)>,
+    dead: Vec<Bytes>,
+    sequence: u64,
+    notify: Arc<Notify>,
+}
+
+#[derive(Debug)]
+struct Stored {
+    payload: Bytes,
+    deliveries: u32,
+    errors: Vec<ErrorRecord>,
+    dead: Option<(DeadLetterReason, u64)>,
+}
+
+impl State {
+    fn queue(&mut self, source: &Source) -> &mut Queue {
+        self.queues.entry(source.clone()).or_default()
+    }
+}
+
+impl Queue {
+    fn store(&mut self, messages: Vec<Outgoing>) -> Vec<Bytes> {
+        messages
+            .into_iter()
+            .filter_map(|m| {
+                let key = Bytes::copy_from_slice(m.id.as_str().as_bytes());
+                // Like the Redis script, a repeated id is stored once.
+                let fresh = !self.messages.contains_key(&key);
+                fresh.then(|| {
+                    self.messages.insert(
+                        key.clone(),
+                        Stored {
+                            payload: m.payload,
+                            deliveries: 0,
+                            errors: Vec::new(),
+                            dead: None,
+                        },
+                    );
+                    key
+                })
+            })
+            .collect()
+    }
+
+    fn delay(&mut self, key: Bytes, due: Instant) {
+        self.sequence += 1;
+        self.delayed.insert((due, self.sequence, key));
+    }
+
+    fn promote_due(&mut self, now: Instant) {
+        while let Some(first) = self.delayed.first() {
+            if first.0 > now {
+                break;
+            }
+            if let Some((_, _, key)) = self.delayed.pop_first() {
+                self.ready.push_back(key);
+            }
+        }
+    }
+
+    /// The stored message if `receipt` is its current reservation.
+    fn reserved(&mut self, receipt: &Receipt) -> Option<&mut Stored> {
+        if !self.in_flight.contains_key(&receipt.key) {
+            return None;
+        }
+        self.messages
+            .get_mut(&receipt.key)
+            .filter(|m| m.deliveries == receipt.delivery)
+    }
+
+    fn kill(&mut self, key: Bytes, reason: DeadLetterReason, error: Option<&ErrorRecord>) {
+        self.in_flight.remove(&key);
+        if let Some(stored) = self.messages.get_mut(&key) {
+            stored.record(error);
+            stored.dead = Some((reason, now_ms()));
+            self.dead.push(key);
+        }
+    }
+}
+
+impl Stored {
+    fn record(&mut self, error: Option<&ErrorRecord>) {
+        if let Some(error) = error {
+            self.errors.push(error.clone());
+            let excess = self.errors.len().saturating_sub(ERROR_HISTORY);
+            self.errors.drain(..excess);
+        }
+    }
+}
+
+fn to_instant(due: SystemTime) -> Instant {
+    let wait = due.duration_since(SystemTime::now()).unwrap_or_default();
+    Instant::now() + wait
+}
+
+impl MemoryTransport {
+    /// An empty transport.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Counts of a queue's (or subscription's) messages by state.
+    pub fn stats(&self, source: &Source) -> QueueStats {
+        let state = self.state();
+        state.queues.get(source).map_or_else(QueueStats::default, |q| QueueStats {
+            ready: q.ready.len(),
+            in_flight: q.in_flight.len(),
+            delayed: q.delayed.len(),
+            dead_letters: q.dead.len(),
+        })
+    }
+
+    /// The dead letters of a queue (or subscription), oldest first.
+    pub fn dead_letters(&self, source: &Source) -> Vec<DeadLetter> {
+        let state = self.state();
+        let Some(queue) = state.queues.get(source) else {
+            return Vec::new();
+        };
+        queue
+            .dead
+            .iter()
+            .filter_map(|key| {
+                let m = queue.messages.get(key)?;
+                let (reason, at_ms) = m.dead?;
+                Some(DeadLetter {
+                    key: key.clone(),
+                    payload: m.payload.clone(),
+                    reason,
+                    errors: m.errors.clone(),
+                    delivery_count: m.deliveries,
+                    at_ms,
+                })
+            })
+            .collect()
+    }
+
+    /// The subscriptions registered for a topic.
+    pub fn subscriptions(&self, topic: &str) -> Vec<String> {
+        self.state()
+            .subscriptions
+            .get(topic)
+            .map(|s| s.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Stores raw bytes on a queue as if a foreign producer had written them (for
+    /// testing how consumers treat malformed input).
+    pub fn push_raw(&self, source: &Source, key: impl Into<Bytes>, payload: impl Into<Bytes>) {
+        let mut state = self.state();
+        let queue = state.queue(source);
+        let key = key.into();
+        queue.messages.insert(
+            key.clone(),
+            Stored {
+                payload: payload.into(),
+                deliveries: 0,
+                errors: Vec::new(),
+                dead: None,
+            },
+        );
+        queue.ready.push_back(key);
+        queue.notify.notify_waiters();
+    }
+}
+
+#[async_trait]
+impl Transport for MemoryTransport {
+    async fn send(&self, queue: &str, messages: Vec<Outgoing>) -> Result<()> {
+        let mut state = self.state();
+        let q = state.queue(&Source::queue(queue)?);
+        let keys = q.store(messages);
+        q.ready.extend(keys);
+        q.notify.notify_waiters();
+        Ok(())
+    }
+
+    async fn send_at(&self, queue: &str, messages: Vec<Outgoing>, due: SystemTime) -> Result<()> {
+        let due = to_instant(due);
+        let mut state = self.state();
+        let q = state.queue(&Source::queue(queue)?);
+        for key in q.store(messages) {
+            q.delay(key, due);
+        }
+        // Waiters recompute how long to sleep.
+        q.notify.notify_waiters();
+        Ok(())
+    }
+
+    async fn publish(&self, topic: &str, messages: Vec<Outgoing>) -> Result<usize> {
+        let mut state = self.state();
+        let names: Vec<String> = state
+            .subscriptions
+            .get(topic)
+            .map(|s| s.iter().cloned().collect())
+            .unwrap_or_default();
+        for name in &names {
+            let q = state.queue(&Source::subscription(topic, name.as_str())?);
+            let keys = q.store(messages.clone());
+            q.ready.extend(keys);
+            q.notify.notify_waiters();
+        }
+        Ok(names.len())
+    }
+
+    async fn consumer(&self, source: &Source, options: ConsumerOptions) -> Result<Box<dyn Consumer>> {
+        let mut state = self.state();
+        if let Source::Subscription { topic, name } = source {
+            state
+                .subscriptions
+                .entry(topic.clone())
+                .or_default()
+                .insert(name.clone());
+        }
+        state.queue(source);
+        Ok(Box::new(MemoryConsumer {
+            transport: self.clone(),
+            source: source.clone(),
+            options,
+        }))
+    }
+}
+
+/// A consumer of one source of a [`MemoryTransport`].
+#[derive(Debug)]
+struct MemoryConsumer {
+    transport: MemoryTransport,
+    source: Source,
+    options: ConsumerOptions,
+}
+
+impl MemoryConsumer {
+    fn with_queue<T>(&self, f: impl FnOnce(&mut Queue) -> T) -> T {
+        let mut state = self.transport.state();
+        f(state.queue(&self.source))
+    }
+}
+
+#[async_trait]
+impl Consumer for MemoryConsumer {
+    async fn receive(&self, max: usize, stop: &CancellationToken) -> Result<Vec<Delivery>> {
+        let notify = self.with_queue(|q| Arc::clone(&q.notify));
+        let deadline = Instant::now() + IDLE_WAIT;
+        loop {
+            let notified = notify.notified();
+            tokio::pin!(notified);
+            // Register before looking, so a send between the look and the wait is seen.
+            notified.as_mut().enable();
+            let now = Instant::now();
+            let (deliveries, next_due) = self.with_queue(|q| {
+                q.promote_due(now);
+                let mut deliveries = Vec::new();
+                while deliveries.len() < max {
+                    let Some(key) = q.ready.pop_front() else { break };
+                    let Some(stored) = q.messages.get_mut(&key) else { continue };
+                    stored.deliveries += 1;
+                    q.in_flight.insert(key.clone(), now + self.options.lock_timeout);
+                    deliveries.push(Delivery {
+                        receipt: Receipt {
+                            key,
+                            delivery: stored.deliveries,
+                        },
+                        delivery_count: stored.deliveries,
+                        payload: stored.payload.clone(),
+                    });
+                }
+                (deliveries, q.delayed.first().map(|d| d.0))
+            });
+            if !deliveries.is_empty() || now >= deadline {
+                return Ok(deliveries);
+            }
+            let wake = next_due.map_or(deadline, |due| due.min(deadline));
+            tokio::select! {
+                () = stop.cancelled() => return Ok(Vec::new()),
+                () = notified => {}
+                () = tokio::time::sleep_until(wake) => {}
+            }
+        }
+    }
+
+    async fn ack(&self, receipts: &[Receipt]) -> Result<()> {
+        self.with_queue(|q| {
+            for receipt in receipts {
+                if q.reserved(receipt).is_some() {
+                    q.in_flight.remove(&receipt.key);
+                    q.messages.remove(&receipt.key);
+                }
+            }
+        });
+        Ok(())
+    }
+
+    async fn renew(&self, receipts: &[Receipt]) -> Result<Vec<bool>> {
+        let deadline = Instant::now() + self.options.lock_timeout;
+        Ok(self.with_queue(|q| {
+            receipts
+                .iter()
+                .map(|receipt| {
+                    let kept = q.reserved(receipt).is_some();
+                    if kept {
+                        q.in_flight.insert(receipt.key.clone(), deadline);
+                    }
+                    kept
+                })
+                .collect()
+        }))
+    }
+
+    async fn retry(&self, receipt: &Receipt, delay: Duration, error: &ErrorRecord) -> Result<()> {
+        self.with_queue(|q| {
+            let Some(stored) = q.reserved(receipt) else { return };
+            stored.record(Some(error));
+            q.in_flight.remove(&receipt.key);
+            if delay.is_zero() {
+                q.ready.push_back(receipt.key.clone());
+            } else {
+                q.delay(receipt.key.clone(), Instant::now() + delay);
+            }
+            q.notify.notify_waiters();
+        });
+        Ok(())
+    }
+
+    async fn dead_letter(
+        &self,
+        receipt: &Receipt,
+        reason: DeadLetterReason,
+        error: Option<&ErrorRecord>,
+    ) -> Result<()> {
+        self.with_queue(|q| {
+            if q.reserved(receipt).is_some() {
+                q.kill(receipt.key.clone(), reason, error);
+            }
+        });
+        Ok(())
+    }
+
+    async fn release(&self, receipts: &[Receipt]) -> Result<()> {
+        self.with_queue(|q| {
+            // In reverse, so that the released messages keep their order at the head.
+            for receipt in receipts.iter().rev() {
+                if let Some(stored) = q.reserved(receipt) {
+                    stored.deliveries -= 1;
+                    q.in_flight.remove(&receipt.key);
+                    q.ready.push_front(receipt.key.clone());
+                }
+            }
+            q.notify.notify_waiters();
+        });
+        Ok(())
+    }
+
+    async fn recover(&self) -> Result<()> {
+        let now = Instant::now();
+        let limit = self.options.delivery_limit;
+        self.with_queue(|q| {
+            let expired: Vec<Bytes> = q
+                .in_flight
+                .iter()
+                .filter(|(_, deadline)| **deadline <= now)
+                .map(|(key, _)| key.clone())
+                .collect();
+            for key in expired {
+                let error = ErrorRecord::now("lock expired: the consumer stopped or lost its connection");
+                let deliveries = q.messages.get(&key).map_or(0, |m| m.deliveries);
+                if deliveries >= limit {
+                    q.kill(key, DeadLetterReason::DeliveryLimit, Some(&error));
+                } else {
+                    q.in_flight.remove(&key);
+                    if let Some(stored) = q.messages.get_mut(&key) {
+                        stored.record(Some(&error));
+                    }
+                    q.ready.push_front(key);
+                }
+            }
+            q.notify.notify_waiters();
+        });
+        Ok(())
+    }
+}

@@ -1,0 +1,224 @@
+//! The contract between the host and a transport (in-memory here, Redis in `bus-redis`).
+//!
+//! The host owns the processing policy (concurrency, retries, dead-letter decisions,
+//! middleware, lock renewal schedule); a transport owns storage and the atomic state
+//! transitions of a message: send, reserve, ack, renew, retry, dead-letter, release.
+
+use std::fmt;
+use std::time::{Duration, SystemTime};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+use crate::{validate_name, MessageId, Result};
+
+/// Where a consumer reads: a command queue, or one subscription of a topic.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum Source {
+    /// A command queue.
+    Queue(String),
+    /// One named subscription of a topic.
+    Subscription {
+        /// The event's topic.
+        topic: String,
+        /// The subscription's name.
+        name: String,
+    },
+}
+
+impl Source {
+    /// A command queue, with its name checked.
+    pub fn queue(name: impl Into<String>) -> Result<Self> {
+        let name = name.into();
+        validate_name("queue", &name)?;
+        Ok(Source::Queue(name))
+    }
+    /// A topic's subscription, with both names checked.
+    pub fn subscription(topic: impl Into<String>, name: impl Into<String>) -> Result<Self> {
+        let (topic, name) = (topic.into(), name.into());
+        validate_name("topic", &topic)?;
+        validate_name("subscription", &name)?;
+        Ok(Source::Subscription { topic, name })
+    }
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Source::Queue(q) => write!(f, "queue {q}"),
+            Source::Subscription { topic, name } => write!(f, "subscription {name} of topic {topic}"),
+        }
+    }
+}
+
+/// An encoded envelope ready to be stored.
+#[derive(Debug, Clone)]
+pub struct Outgoing {
+    /// The message id (the storage key of the message).
+    pub id: MessageId,
+    /// The encoded envelope.
+    pub payload: Bytes,
+}
+
+/// Identifies one reservation of one message. Transitions with a stale receipt (the
+/// message was recovered or reserved again since) are ignored.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Receipt {
+    /// The message's storage key.
+    pub key: Bytes,
+    /// The delivery count at reservation: the reservation's token.
+    pub delivery: u32,
+}
+
+/// A reserved message.
+#[derive(Debug, Clone)]
+pub struct Delivery {
+    /// What to pass back to ack, retry, dead-letter or release it.
+    pub receipt: Receipt,
+    /// Deliveries so far, this one included.
+    pub delivery_count: u32,
+    /// The stored element: normally an encoded envelope; whatever was stored otherwise.
+    pub payload: Bytes,
+}
+
+/// Why a message was dead-lettered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum DeadLetterReason {
+    /// Its delivery count reached the limit.
+    DeliveryLimit,
+    /// Its handler said "do not retry".
+    Rejected,
+    /// The element or its body could not be decoded.
+    Undecodable,
+    /// No processor of this queue knows its type.
+    UnknownType,
+}
+
+impl DeadLetterReason {
+    /// The reason as stored and shown: `delivery_limit`, `rejected`, `undecodable`,
+    /// `unknown_type`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeadLetterReason::DeliveryLimit => "delivery_limit",
+            DeadLetterReason::Rejected => "rejected",
+            DeadLetterReason::Undecodable => "undecodable",
+            DeadLetterReason::UnknownType => "unknown_type",
+        }
+    }
+}
+
+impl fmt::Display for DeadLetterReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One failed delivery: the error text and when it happened.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorRecord {
+    /// The error, as displayed (with its sources).
+    pub message: String,
+    /// Milliseconds since the Unix epoch.
+    pub at_ms: u64,
+}
+
+impl ErrorRecord {
+    /// An error that happened now.
+    pub fn now(message: impl Into<String>) -> Self {
+        ErrorRecord {
+            message: message.into(),
+            at_ms: crate::envelope::now_ms(),
+        }
+    }
+}
+
+/// How many error records a message keeps (the most recent ones).
+pub const ERROR_HISTORY: usize = 10;
+
+/// A dead letter: the original element unchanged, plus why and what happened.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct DeadLetter {
+    /// The message's storage key.
+    pub key: Bytes,
+    /// The original element, unchanged.
+    pub payload: Bytes,
+    /// Why it was dead-lettered.
+    pub reason: DeadLetterReason,
+    /// The last errors, oldest first (at most [`ERROR_HISTORY`]).
+    pub errors: Vec<ErrorRecord>,
+    /// Deliveries it had.
+    pub delivery_count: u32,
+    /// When it was dead-lettered (ms since the Unix epoch).
+    pub at_ms: u64,
+}
+
+/// What a consumer is asked to honour.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ConsumerOptions {
+    /// Lock duration of a reservation (renewed by the host while handlers run).
+    pub lock_timeout: Duration,
+    /// Recovery dead-letters an expired message that already had this many deliveries.
+    pub delivery_limit: u32,
+}
+
+impl ConsumerOptions {
+    /// Options for a consumer.
+    pub fn new(lock_timeout: Duration, delivery_limit: u32) -> Self {
+        ConsumerOptions {
+            lock_timeout,
+            delivery_limit,
+        }
+    }
+}
+
+/// The producer side of a transport, and a factory of consumers.
+#[async_trait]
+pub trait Transport: Send + Sync + fmt::Debug + 'static {
+    /// Appends messages to a queue's ready list, all or none.
+    async fn send(&self, queue: &str, messages: Vec<Outgoing>) -> Result<()>;
+    /// Stores messages to become ready at `due`, all or none.
+    async fn send_at(&self, queue: &str, messages: Vec<Outgoing>, due: SystemTime) -> Result<()>;
+    /// Writes a copy of each message to every subscription of `topic`, all or none.
+    /// Returns the number of subscriptions reached.
+    async fn publish(&self, topic: &str, messages: Vec<Outgoing>) -> Result<usize>;
+    /// Opens a consumer; for a subscription this registers it, so that it receives
+    /// events published from now on.
+    async fn consumer(&self, source: &Source, options: ConsumerOptions) -> Result<Box<dyn Consumer>>;
+}
+
+/// One consumer of one [`Source`]. Every method is one atomic transition per message.
+#[async_trait]
+pub trait Consumer: Send + Sync + fmt::Debug {
+    /// Reserves up to `max` ready messages (promoting due delayed ones first), each with a
+    /// lock and an incremented delivery count. When none is ready it waits, without
+    /// polling, until one is, `stop` fires, or a transport-chosen bound (about a second)
+    /// passes; so it may return none.
+    async fn receive(&self, max: usize, stop: &CancellationToken) -> Result<Vec<Delivery>>;
+    /// Removes handled messages.
+    async fn ack(&self, receipts: &[Receipt]) -> Result<()>;
+    /// Extends the locks of held messages; `false` where the lock was already lost.
+    async fn renew(&self, receipts: &[Receipt]) -> Result<Vec<bool>>;
+    /// Records the error and makes the message ready again after `delay`.
+    async fn retry(&self, receipt: &Receipt, delay: Duration, error: &ErrorRecord) -> Result<()>;
+    /// Moves the message to the dead-letter list, unchanged, with the reason.
+    async fn dead_letter(
+        &self,
+        receipt: &Receipt,
+        reason: DeadLetterReason,
+        error: Option<&ErrorRecord>,
+    ) -> Result<()>;
+    /// Returns reserved messages that never started to the head of the ready list and
+    /// takes back their delivery count (used at shutdown).
+    async fn release(&self, receipts: &[Receipt]) -> Result<()>;
+    /// Recovers messages whose lock expired (bounded per call), counting the lost
+    /// delivery and dead-lettering those at the limit. Safe when several consumers run
+    /// it at once.
+    async fn recover(&self) -> Result<()>;
+}

@@ -1,0 +1,1 @@
+//! The samples' message contracts.
