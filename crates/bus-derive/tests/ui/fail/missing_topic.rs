@@ -1,0 +1,7 @@
+use bus_core::RedisEvent;
+
+#[derive(RedisEvent)]
+#[bus()]
+struct NoTopic;
+
+fn main() {}

@@ -1,0 +1,6 @@
+use bus_core::EventSubscription;
+
+#[derive(EventSubscription)]
+struct Nothing;
+
+fn main() {}
