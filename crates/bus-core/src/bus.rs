@@ -6,8 +6,8 @@ use std::time::{Duration, SystemTime};
 use bytes::Bytes;
 
 use crate::{
-    validate_name, Command, Envelope, Error, Event, Format, Headers, Message, MessageId,
-    Outgoing, Result, Transport,
+    validate_name, Command, Envelope, Error, Event, Format, Headers, Message, MessageId, Outgoing,
+    Result, Transport,
 };
 
 /// Default largest encoded envelope a bus accepts (1 MiB).
@@ -92,7 +92,11 @@ impl Bus {
     }
 
     /// Sends a command that becomes ready after `delay`.
-    pub async fn send_delayed<C: Command>(&self, command: &C, delay: Duration) -> Result<MessageId> {
+    pub async fn send_delayed<C: Command>(
+        &self,
+        command: &C,
+        delay: Duration,
+    ) -> Result<MessageId> {
         self.send_at(command, SystemTime::now() + delay).await
     }
 
@@ -125,7 +129,10 @@ impl Bus {
     async fn publish_encoded<E: Event>(&self, batch: Vec<Outgoing>) -> Result<()> {
         let reached = self.transport.publish(checked::<E>()?, batch).await?;
         if reached == 0 {
-            tracing::debug!(topic = E::NAME, "published to a topic without subscriptions");
+            tracing::debug!(
+                topic = E::NAME,
+                "published to a topic without subscriptions"
+            );
         }
         Ok(())
     }
@@ -147,8 +154,7 @@ impl Bus {
         messages
             .iter()
             .map(|message| {
-                let mut envelope =
-                    Envelope::new(M::NAME, format, format.encode(M::NAME, message)?);
+                let mut envelope = Envelope::new(M::NAME, format, format.encode(M::NAME, message)?);
                 if let Some(inherited) = &self.inherited {
                     envelope.headers.clone_from(inherited);
                 }

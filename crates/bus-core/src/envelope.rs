@@ -163,13 +163,12 @@ impl Envelope {
         let envelope = match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
             None => return Err(Error::decode("envelope", "empty element")),
             Some(b'{') => {
-                let wire: JsonEnvelope<'_> = serde_json::from_slice(bytes).map_err(|e| {
-                    Error::Decode {
+                let wire: JsonEnvelope<'_> =
+                    serde_json::from_slice(bytes).map_err(|e| Error::Decode {
                         what: "envelope".into(),
                         reason: format!("not a JSON envelope: {e}"),
                         source: Some(e.into()),
-                    }
-                })?;
+                    })?;
                 Envelope {
                     id: MessageId(wire.id),
                     message_type: wire.message_type,
@@ -181,13 +180,12 @@ impl Envelope {
                 .checked_version(wire.v)?
             }
             Some(_) => {
-                let wire: PackedEnvelope<'_> = rmp_serde::from_slice(bytes).map_err(|e| {
-                    Error::Decode {
+                let wire: PackedEnvelope<'_> =
+                    rmp_serde::from_slice(bytes).map_err(|e| Error::Decode {
                         what: "envelope".into(),
                         reason: format!("neither a JSON nor a MessagePack envelope: {e}"),
                         source: Some(e.into()),
-                    }
-                })?;
+                    })?;
                 Envelope {
                     id: MessageId(wire.id),
                     message_type: wire.message_type,
@@ -211,7 +209,9 @@ impl Envelope {
         } else {
             Err(Error::decode(
                 "envelope",
-                format!("unsupported envelope version {version} (this bus reads {ENVELOPE_VERSION})"),
+                format!(
+                    "unsupported envelope version {version} (this bus reads {ENVELOPE_VERSION})"
+                ),
             ))
         }
     }
@@ -261,7 +261,14 @@ mod tests {
 
     #[test]
     fn typical_garbage_gives_typed_errors() {
-        for bad in [&b""[..], b"   ", b"hello", b"{\"v\":1", b"{\"v\":2,\"id\":\"a\",\"type\":\"t\",\"sent\":1,\"body\":{}}", b"\xc1\xff"] {
+        for bad in [
+            &b""[..],
+            b"   ",
+            b"hello",
+            b"{\"v\":1",
+            b"{\"v\":2,\"id\":\"a\",\"type\":\"t\",\"sent\":1,\"body\":{}}",
+            b"\xc1\xff",
+        ] {
             match Envelope::decode(bad) {
                 Err(Error::Decode { what, .. }) => assert_eq!(what, "envelope"),
                 other => panic!("{bad:?} gave {other:?}"),
@@ -271,7 +278,11 @@ mod tests {
 
     #[test]
     fn json_envelope_is_plain_json_with_embedded_body() {
-        let env = Envelope::new("thumbnail-requested", Format::Json, &b"{\"image_id\":\"7\"}"[..]);
+        let env = Envelope::new(
+            "thumbnail-requested",
+            Format::Json,
+            &b"{\"image_id\":\"7\"}"[..],
+        );
         let value: serde_json::Value = serde_json::from_slice(&env.encode().unwrap()).unwrap();
         assert_eq!(value["v"], 1);
         assert_eq!(value["type"], "thumbnail-requested");

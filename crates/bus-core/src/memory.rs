@@ -160,12 +160,15 @@ impl MemoryTransport {
     /// Counts of a queue's (or subscription's) messages by state.
     pub fn stats(&self, source: &Source) -> QueueStats {
         let state = self.state();
-        state.queues.get(source).map_or_else(QueueStats::default, |q| QueueStats {
-            ready: q.ready.len(),
-            in_flight: q.in_flight.len(),
-            delayed: q.delayed.len(),
-            dead_letters: q.dead.len(),
-        })
+        state
+            .queues
+            .get(source)
+            .map_or_else(QueueStats::default, |q| QueueStats {
+                ready: q.ready.len(),
+                in_flight: q.in_flight.len(),
+                delayed: q.delayed.len(),
+                dead_letters: q.dead.len(),
+            })
     }
 
     /// The dead letters of a queue (or subscription), oldest first.
@@ -260,7 +263,11 @@ impl Transport for MemoryTransport {
         Ok(names.len())
     }
 
-    async fn consumer(&self, source: &Source, options: ConsumerOptions) -> Result<Box<dyn Consumer>> {
+    async fn consumer(
+        &self,
+        source: &Source,
+        options: ConsumerOptions,
+    ) -> Result<Box<dyn Consumer>> {
         let mut state = self.state();
         if let Source::Subscription { topic, name } = source {
             state
@@ -308,10 +315,15 @@ impl Consumer for MemoryConsumer {
                 q.promote_due(now);
                 let mut deliveries = Vec::new();
                 while deliveries.len() < max {
-                    let Some(key) = q.ready.pop_front() else { break };
-                    let Some(stored) = q.messages.get_mut(&key) else { continue };
+                    let Some(key) = q.ready.pop_front() else {
+                        break;
+                    };
+                    let Some(stored) = q.messages.get_mut(&key) else {
+                        continue;
+                    };
                     stored.deliveries += 1;
-                    q.in_flight.insert(key.clone(), now + self.options.lock_timeout);
+                    q.in_flight
+                        .insert(key.clone(), now + self.options.lock_timeout);
                     deliveries.push(Delivery {
                         receipt: Receipt {
                             key,
@@ -365,7 +377,9 @@ impl Consumer for MemoryConsumer {
 
     async fn retry(&self, receipt: &Receipt, delay: Duration, error: &ErrorRecord) -> Result<()> {
         self.with_queue(|q| {
-            let Some(stored) = q.reserved(receipt) else { return };
+            let Some(stored) = q.reserved(receipt) else {
+                return;
+            };
             stored.record(Some(error));
             q.in_flight.remove(&receipt.key);
             if delay.is_zero() {
@@ -418,7 +432,8 @@ impl Consumer for MemoryConsumer {
                 .map(|(key, _)| key.clone())
                 .collect();
             for key in expired {
-                let error = ErrorRecord::now("lock expired: the consumer stopped or lost its connection");
+                let error =
+                    ErrorRecord::now("lock expired: the consumer stopped or lost its connection");
                 let deliveries = q.messages.get(&key).map_or(0, |m| m.deliveries);
                 if deliveries >= limit {
                     q.kill(key, DeadLetterReason::DeliveryLimit, Some(&error));

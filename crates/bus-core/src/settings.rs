@@ -148,7 +148,8 @@ impl Backoff {
                 jitter,
             } => {
                 let exp = delivery.saturating_sub(1).min(64) as i32;
-                let base = (initial.as_secs_f64() * factor.max(1.0).powi(exp)).min(max.as_secs_f64());
+                let base =
+                    (initial.as_secs_f64() * factor.max(1.0).powi(exp)).min(max.as_secs_f64());
                 let jitter = jitter.clamp(0.0, 1.0);
                 let spread = if jitter > 0.0 {
                     rand::thread_rng().gen_range(-jitter..=jitter)

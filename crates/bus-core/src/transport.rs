@@ -16,7 +16,6 @@ use crate::{validate_name, MessageId, Result};
 
 /// Where a consumer reads: a command queue, or one subscription of a topic.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[non_exhaustive]
 pub enum Source {
     /// A command queue.
     Queue(String),
@@ -49,7 +48,9 @@ impl fmt::Display for Source {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Source::Queue(q) => write!(f, "queue {q}"),
-            Source::Subscription { topic, name } => write!(f, "subscription {name} of topic {topic}"),
+            Source::Subscription { topic, name } => {
+                write!(f, "subscription {name} of topic {topic}")
+            }
         }
     }
 }
@@ -190,7 +191,11 @@ pub trait Transport: Send + Sync + fmt::Debug + 'static {
     async fn publish(&self, topic: &str, messages: Vec<Outgoing>) -> Result<usize>;
     /// Opens a consumer; for a subscription this registers it, so that it receives
     /// events published from now on.
-    async fn consumer(&self, source: &Source, options: ConsumerOptions) -> Result<Box<dyn Consumer>>;
+    async fn consumer(
+        &self,
+        source: &Source,
+        options: ConsumerOptions,
+    ) -> Result<Box<dyn Consumer>>;
 }
 
 /// One consumer of one [`Source`]. Every method is one atomic transition per message.

@@ -47,7 +47,13 @@ async fn eventually(limit: Duration, mut condition: impl FnMut() -> bool) -> boo
 }
 
 /// Runs a host in the background; returns its bus, the stop token and the join handle.
-fn start(host: Host) -> (Bus, CancellationToken, tokio::task::JoinHandle<bus_core::Result<()>>) {
+fn start(
+    host: Host,
+) -> (
+    Bus,
+    CancellationToken,
+    tokio::task::JoinHandle<bus_core::Result<()>>,
+) {
     let bus = host.bus();
     let stop = CancellationToken::new();
     let signal = stop.clone();
@@ -81,7 +87,9 @@ impl CommandProcessor<Work> for Arc<Concurrency> {
 async fn concurrent_handlers_never_exceed_max_concurrent_calls() {
     let transport = MemoryTransport::new();
     let counter = Arc::new(Concurrency {
-        settings: ProcessingSettings::default().max_concurrent_calls(4).prefetch_count(10),
+        settings: ProcessingSettings::default()
+            .max_concurrent_calls(4)
+            .prefetch_count(10),
         running: AtomicUsize::new(0),
         peak: AtomicUsize::new(0),
         done: AtomicUsize::new(0),
@@ -94,13 +102,25 @@ async fn concurrent_handlers_never_exceed_max_concurrent_calls() {
     let (bus, stop, handle) = start(host);
     let work: Vec<Work> = (0..300).map(|n| Work { n }).collect();
     bus.send_batch(&work).await.unwrap();
-    assert!(eventually(Duration::from_secs(20), || counter.done.load(Ordering::SeqCst) == 300).await);
+    assert!(
+        eventually(Duration::from_secs(20), || counter
+            .done
+            .load(Ordering::SeqCst)
+            == 300)
+        .await
+    );
     stop.cancel();
     handle.await.unwrap().unwrap();
     let peak = counter.peak.load(Ordering::SeqCst);
     assert!(peak <= 4, "{peak} handlers ran at once; the limit is 4");
-    assert!(peak > 1, "handlers never overlapped (peak {peak}): concurrency is not used");
-    assert_eq!(transport.stats(&Source::queue("work").unwrap()), Default::default());
+    assert!(
+        peak > 1,
+        "handlers never overlapped (peak {peak}): concurrency is not used"
+    );
+    assert_eq!(
+        transport.stats(&Source::queue("work").unwrap()),
+        Default::default()
+    );
 }
 
 struct AlwaysFails {
@@ -123,7 +143,9 @@ impl CommandProcessor<Work> for Arc<AlwaysFails> {
 #[tokio::test]
 async fn always_failing_handler_runs_exactly_the_limit_then_dead_letters() {
     let transport = MemoryTransport::new();
-    let processor = Arc::new(AlwaysFails { runs: AtomicUsize::new(0) });
+    let processor = Arc::new(AlwaysFails {
+        runs: AtomicUsize::new(0),
+    });
     let host = Host::builder()
         .transport(transport.clone())
         .command::<Work, _>(Arc::clone(&processor))
@@ -132,7 +154,13 @@ async fn always_failing_handler_runs_exactly_the_limit_then_dead_letters() {
     let (bus, stop, handle) = start(host);
     let id = bus.send(&Work { n: 7 }).await.unwrap();
     let queue = Source::queue("work").unwrap();
-    assert!(eventually(Duration::from_secs(10), || transport.stats(&queue).dead_letters == 1).await);
+    assert!(
+        eventually(Duration::from_secs(10), || transport
+            .stats(&queue)
+            .dead_letters
+            == 1)
+        .await
+    );
     // Give a wrongly scheduled extra retry the chance to show up before counting.
     tokio::time::sleep(Duration::from_millis(100)).await;
     stop.cancel();
@@ -178,7 +206,13 @@ async fn rejected_undecodable_and_unknown_messages_are_dead_lettered_with_reason
     transport.push_raw(&queue, "wrong-body", wrong_body.encode().unwrap());
     let other = bus_core::Envelope::new("other-type", bus_core::Format::Json, &b"{}"[..]);
     transport.push_raw(&queue, "other", other.encode().unwrap());
-    assert!(eventually(Duration::from_secs(10), || transport.stats(&queue).dead_letters == 4).await);
+    assert!(
+        eventually(Duration::from_secs(10), || transport
+            .stats(&queue)
+            .dead_letters
+            == 4)
+        .await
+    );
     stop.cancel();
     handle.await.unwrap().unwrap();
 
@@ -236,9 +270,19 @@ async fn an_event_reaches_each_of_three_subscriptions_once() {
         .build()
         .unwrap();
     let (bus, stop, handle) = start(host);
-    assert!(eventually(Duration::from_secs(5), || transport.subscriptions("thing-happened").len() == 3).await);
+    assert!(
+        eventually(Duration::from_secs(5), || transport
+            .subscriptions("thing-happened")
+            .len()
+            == 3)
+        .await
+    );
     bus.publish(&ThingHappened { n: 42 }).await.unwrap();
-    assert!(eventually(Duration::from_secs(5), || received.0.lock().unwrap().len() >= 3).await);
+    assert!(
+        eventually(Duration::from_secs(5), || received.0.lock().unwrap().len()
+            >= 3)
+        .await
+    );
     tokio::time::sleep(Duration::from_millis(50)).await;
     stop.cancel();
     handle.await.unwrap().unwrap();
@@ -246,7 +290,11 @@ async fn an_event_reaches_each_of_three_subscriptions_once() {
     got.sort();
     assert_eq!(
         got,
-        [("audit".into(), 42), ("billing".into(), 42), ("search".into(), 42)]
+        [
+            ("audit".into(), 42),
+            ("billing".into(), 42),
+            ("search".into(), 42)
+        ]
     );
 }
 
@@ -265,7 +313,9 @@ impl CommandProcessor<Work> for Arc<Slow> {
         Ok(())
     }
     fn settings(&self) -> ProcessingSettings {
-        ProcessingSettings::default().max_concurrent_calls(1).prefetch_count(5)
+        ProcessingSettings::default()
+            .max_concurrent_calls(1)
+            .prefetch_count(5)
     }
 }
 
@@ -281,24 +331,43 @@ fn slow_host(transport: &MemoryTransport, slow: &Arc<Slow>, grace: Duration) -> 
 #[tokio::test]
 async fn run_returns_promptly_when_idle() {
     let transport = MemoryTransport::new();
-    let slow = Arc::new(Slow { started: 0.into(), finished: 0.into(), duration: Duration::ZERO });
+    let slow = Arc::new(Slow {
+        started: 0.into(),
+        finished: 0.into(),
+        duration: Duration::ZERO,
+    });
     let (_bus, stop, handle) = start(slow_host(&transport, &slow, Duration::from_secs(30)));
     tokio::time::sleep(Duration::from_millis(50)).await;
     let asked = Instant::now();
     stop.cancel();
     handle.await.unwrap().unwrap();
     let took = asked.elapsed();
-    assert!(took < Duration::from_millis(500), "idle shutdown took {took:?}");
+    assert!(
+        took < Duration::from_millis(500),
+        "idle shutdown took {took:?}"
+    );
 }
 
 #[tokio::test]
 async fn shutdown_waits_for_a_running_handler_and_releases_prefetched_ones() {
     let transport = MemoryTransport::new();
     let queue = Source::queue("work").unwrap();
-    let slow = Arc::new(Slow { started: 0.into(), finished: 0.into(), duration: Duration::from_millis(400) });
+    let slow = Arc::new(Slow {
+        started: 0.into(),
+        finished: 0.into(),
+        duration: Duration::from_millis(400),
+    });
     let (bus, stop, handle) = start(slow_host(&transport, &slow, Duration::from_secs(30)));
-    bus.send_batch(&[Work { n: 1 }, Work { n: 2 }, Work { n: 3 }]).await.unwrap();
-    assert!(eventually(Duration::from_secs(5), || slow.started.load(Ordering::SeqCst) == 1).await);
+    bus.send_batch(&[Work { n: 1 }, Work { n: 2 }, Work { n: 3 }])
+        .await
+        .unwrap();
+    assert!(
+        eventually(Duration::from_secs(5), || slow
+            .started
+            .load(Ordering::SeqCst)
+            == 1)
+        .await
+    );
     stop.cancel();
     handle.await.unwrap().unwrap();
     // The running handler finished; the two prefetched messages went back, uncounted.
@@ -332,32 +401,66 @@ async fn shutdown_waits_for_a_running_handler_and_releases_prefetched_ones() {
 async fn shutdown_gives_up_on_a_handler_after_the_grace_period() {
     let transport = MemoryTransport::new();
     let queue = Source::queue("work").unwrap();
-    let slow = Arc::new(Slow { started: 0.into(), finished: 0.into(), duration: Duration::from_secs(30) });
+    let slow = Arc::new(Slow {
+        started: 0.into(),
+        finished: 0.into(),
+        duration: Duration::from_secs(30),
+    });
     let (bus, stop, handle) = start(slow_host(&transport, &slow, Duration::from_millis(300)));
     bus.send(&Work { n: 1 }).await.unwrap();
-    assert!(eventually(Duration::from_secs(5), || slow.started.load(Ordering::SeqCst) == 1).await);
+    assert!(
+        eventually(Duration::from_secs(5), || slow
+            .started
+            .load(Ordering::SeqCst)
+            == 1)
+        .await
+    );
     let asked = Instant::now();
     stop.cancel();
     handle.await.unwrap().unwrap();
     let took = asked.elapsed();
-    assert!(took >= Duration::from_millis(300), "did not wait for the grace period: {took:?}");
-    assert!(took < Duration::from_secs(3), "waited far past the grace period: {took:?}");
+    assert!(
+        took >= Duration::from_millis(300),
+        "did not wait for the grace period: {took:?}"
+    );
+    assert!(
+        took < Duration::from_secs(3),
+        "waited far past the grace period: {took:?}"
+    );
     assert_eq!(slow.finished.load(Ordering::SeqCst), 0);
     // The abandoned message is back in the queue, its error recorded.
     let stats = transport.stats(&queue);
-    assert_eq!((stats.ready, stats.in_flight, stats.dead_letters), (1, 0, 0));
+    assert_eq!(
+        (stats.ready, stats.in_flight, stats.dead_letters),
+        (1, 0, 0)
+    );
 }
 
 #[tokio::test]
 async fn delayed_send_waits_until_due() {
     let transport = MemoryTransport::new();
-    let slow = Arc::new(Slow { started: 0.into(), finished: 0.into(), duration: Duration::ZERO });
+    let slow = Arc::new(Slow {
+        started: 0.into(),
+        finished: 0.into(),
+        duration: Duration::ZERO,
+    });
     let (bus, stop, handle) = start(slow_host(&transport, &slow, Duration::from_secs(1)));
     let sent = Instant::now();
-    bus.send_delayed(&Work { n: 1 }, Duration::from_millis(300)).await.unwrap();
-    assert!(eventually(Duration::from_secs(5), || slow.finished.load(Ordering::SeqCst) == 1).await);
+    bus.send_delayed(&Work { n: 1 }, Duration::from_millis(300))
+        .await
+        .unwrap();
+    assert!(
+        eventually(Duration::from_secs(5), || slow
+            .finished
+            .load(Ordering::SeqCst)
+            == 1)
+        .await
+    );
     let took = sent.elapsed();
-    assert!(took >= Duration::from_millis(300), "delivered early: {took:?}");
+    assert!(
+        took >= Duration::from_millis(300),
+        "delivered early: {took:?}"
+    );
     stop.cancel();
     handle.await.unwrap().unwrap();
 }
@@ -372,7 +475,10 @@ async fn oversized_messages_and_bad_registrations_are_refused() {
         .build()
         .unwrap();
     let err = host.bus().send(&Work { n: 1 }).await.unwrap_err();
-    assert!(matches!(err, bus_core::Error::MessageTooLarge { max: 64, .. }), "{err}");
+    assert!(
+        matches!(err, bus_core::Error::MessageTooLarge { max: 64, .. }),
+        "{err}"
+    );
 
     let err = Host::builder()
         .transport(MemoryTransport::new())

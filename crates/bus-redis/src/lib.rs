@@ -1,1 +1,25 @@
-//! Work in progress.
+//! The Redis transport of the bus.
+//!
+//! Commands wait on circular lists: a consumer moves a message into flight atomically
+//! instead of removing it, so a crash never loses it. Events are fanned out by the
+//! publisher into one queue per subscription. Every transition is one Lua script
+//! (`lua/`), every key comes from [`keys`], and all keys of a queue share a hash tag so
+//! the transport works on Redis Cluster. The full layout: `docs/redis-layout.md`.
+//!
+//! | Item | What it is |
+//! |---|---|
+//! | [`RedisConfig`] | connection string, database, key prefix |
+//! | [`RedisTransport`] | the [`bus_core::Transport`] implementation |
+//! | [`keys`] | every key name |
+//! | [`Error`] | what can go wrong here |
+
+mod config;
+mod consumer;
+mod error;
+pub mod keys;
+mod scripts;
+mod transport;
+
+pub use config::RedisConfig;
+pub use error::{Error, Result};
+pub use transport::RedisTransport;

@@ -39,6 +39,21 @@ impl fmt::Debug for Registration {
 }
 
 impl Registration {
+    /// A registration from its parts (sagas build their own invoke function).
+    pub(crate) fn from_parts(
+        source: Source,
+        message: MessageDescriptor,
+        settings: ProcessingSettings,
+        invoke: Invoke,
+    ) -> Self {
+        Registration {
+            source,
+            message,
+            settings,
+            invoke,
+        }
+    }
+
     pub(crate) fn command<C: Command, P: CommandProcessor<C>>(processor: P) -> Result<Self> {
         let source = Source::queue(C::NAME)?;
         let settings = processor.settings();
@@ -46,7 +61,9 @@ impl Registration {
         let invoke: Invoke = Arc::new(move |body, format, ctx| {
             let command: C = format.decode(C::NAME, &body)?;
             let processor = Arc::clone(&processor);
-            Ok(Box::pin(async move { processor.process(command, &ctx).await }))
+            Ok(Box::pin(
+                async move { processor.process(command, &ctx).await },
+            ))
         });
         Ok(Registration {
             source,
@@ -63,7 +80,9 @@ impl Registration {
         let invoke: Invoke = Arc::new(move |body, format, ctx| {
             let event: S::Event = format.decode(<S::Event as Message>::NAME, &body)?;
             let processor = Arc::clone(&processor);
-            Ok(Box::pin(async move { processor.process(event, &ctx).await }))
+            Ok(Box::pin(
+                async move { processor.process(event, &ctx).await },
+            ))
         });
         Ok(Registration {
             source,

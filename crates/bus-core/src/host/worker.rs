@@ -62,9 +62,15 @@ impl Worker {
         let (buffer_tx, buffer_rx) = mpsc::unbounded_channel();
         let (ack_tx, ack_rx) = mpsc::unbounded_channel();
 
-        let fetcher = tokio::spawn(Arc::clone(&this).fetch(capacity, Arc::clone(&held), buffer_tx, stop.clone()));
+        let fetcher = tokio::spawn(Arc::clone(&this).fetch(
+            capacity,
+            Arc::clone(&held),
+            buffer_tx,
+            stop.clone(),
+        ));
         let acker = tokio::spawn(Arc::clone(&this).ack_loop(ack_rx));
-        let renewer = tokio::spawn(Arc::clone(&this).renew_loop(Arc::clone(&held), background.clone()));
+        let renewer =
+            tokio::spawn(Arc::clone(&this).renew_loop(Arc::clone(&held), background.clone()));
         let recoverer = tokio::spawn(Arc::clone(&this).recover_loop(background.clone()));
 
         let mut handlers = Arc::clone(&this)
@@ -175,7 +181,10 @@ impl Worker {
                 p = Arc::clone(&running).acquire_owned() => p,
             };
             let Ok(permit) = permit else { break };
-            let token = lock(&held).get(&delivery.receipt).cloned().unwrap_or_default();
+            let token = lock(&held)
+                .get(&delivery.receipt)
+                .cloned()
+                .unwrap_or_default();
             let this = Arc::clone(&self);
             let (held, ack_tx) = (Arc::clone(&held), ack_tx.clone());
             handlers.spawn(async move {
@@ -215,7 +224,12 @@ impl Worker {
         let registration = &self.registration;
         let envelope = match Envelope::decode(&delivery.payload) {
             Ok(envelope) => envelope,
-            Err(e) => return Outcome::DeadLetter(DeadLetterReason::Undecodable, ErrorRecord::now(e.to_string())),
+            Err(e) => {
+                return Outcome::DeadLetter(
+                    DeadLetterReason::Undecodable,
+                    ErrorRecord::now(e.to_string()),
+                )
+            }
         };
         if envelope.message_type != registration.message.name() {
             let error = format!(
@@ -226,7 +240,10 @@ impl Worker {
         }
         let limit = registration.settings.delivery_limit();
         if delivery.delivery_count > limit {
-            let error = format!("delivered {} times; the limit is {limit}", delivery.delivery_count);
+            let error = format!(
+                "delivered {} times; the limit is {limit}",
+                delivery.delivery_count
+            );
             return Outcome::DeadLetter(DeadLetterReason::DeliveryLimit, ErrorRecord::now(error));
         }
         let span = tracing::info_span!(
@@ -247,7 +264,12 @@ impl Worker {
         };
         let handler = match (registration.invoke)(envelope.body, envelope.format, ctx.clone()) {
             Ok(handler) => handler,
-            Err(e) => return Outcome::DeadLetter(DeadLetterReason::Undecodable, ErrorRecord::now(e.to_string())),
+            Err(e) => {
+                return Outcome::DeadLetter(
+                    DeadLetterReason::Undecodable,
+                    ErrorRecord::now(e.to_string()),
+                )
+            }
         };
         let result = AssertUnwindSafe(Next::new(&self.middleware, handler).run(&ctx))
             .catch_unwind()
@@ -256,13 +278,21 @@ impl Worker {
         let (disposition, error) = match result {
             Ok(Ok(())) => return Outcome::Ack,
             Ok(Err(e)) => (e.disposition(), error_chain(e.source())),
-            Err(panic) => (Disposition::Retry, format!("handler panicked: {}", panic_message(&*panic))),
+            Err(panic) => (
+                Disposition::Retry,
+                format!("handler panicked: {}", panic_message(&*panic)),
+            ),
         };
         let error = ErrorRecord::now(error);
         let delay = match disposition {
-            Disposition::DeadLetter => return Outcome::DeadLetter(DeadLetterReason::Rejected, error),
+            Disposition::DeadLetter => {
+                return Outcome::DeadLetter(DeadLetterReason::Rejected, error)
+            }
             Disposition::RetryAfter(delay) => delay,
-            _ => registration.settings.backoff().delay(delivery.delivery_count),
+            _ => registration
+                .settings
+                .backoff()
+                .delay(delivery.delivery_count),
         };
         if delivery.delivery_count >= limit {
             Outcome::DeadLetter(DeadLetterReason::DeliveryLimit, error)
@@ -271,7 +301,12 @@ impl Worker {
         }
     }
 
-    async fn settle(&self, receipt: &Receipt, outcome: Outcome, ack_tx: &mpsc::UnboundedSender<Receipt>) {
+    async fn settle(
+        &self,
+        receipt: &Receipt,
+        outcome: Outcome,
+        ack_tx: &mpsc::UnboundedSender<Receipt>,
+    ) {
         let result = match outcome {
             Outcome::Ack => {
                 let _ = ack_tx.send(receipt.clone());
@@ -280,7 +315,9 @@ impl Worker {
             Outcome::Retry(delay, error) => self.consumer.retry(receipt, delay, &error).await,
             Outcome::DeadLetter(reason, error) => {
                 tracing::warn!(source = %self.registration.source, %reason, error = %error.message, "dead-lettering a message");
-                self.consumer.dead_letter(receipt, reason, Some(&error)).await
+                self.consumer
+                    .dead_letter(receipt, reason, Some(&error))
+                    .await
             }
         };
         if let Err(e) = result {

@@ -1,0 +1,291 @@
+//! The saga flows behind a host registration: create-then-start, load-handle-write.
+//!
+//! A saga registration is an ordinary [`Registration`] on the command's queue whose
+//! invoke function runs the flow; it is bound to the store when the host is built.
+
+use std::fmt;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use super::{ContinueSaga, SagaData, SagaStore, Stamp, StartSaga};
+use crate::host::{Invoke, Registration};
+use crate::{validate_name, Command, Context, Error, Message, ProcessError, Result, Source};
+
+type Bind = Box<dyn FnOnce(Arc<dyn SagaStore>) -> Registration + Send + Sync>;
+
+/// A saga registration waiting for the host's store.
+pub(crate) struct PendingSaga {
+    source: Source,
+    rust_type: &'static str,
+    bind: Bind,
+}
+
+impl fmt::Debug for PendingSaga {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PendingSaga")
+            .field("source", &self.source)
+            .field("saga", &self.rust_type)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PendingSaga {
+    /// `S` started by `C`.
+    pub(crate) fn start<C: Command, S: StartSaga<C>>(saga: Arc<S>) -> Result<Self> {
+        let source = Self::check::<C, S>()?;
+        let queue = source.clone();
+        let bind: Bind = Box::new(move |store| {
+            let settings = <S as StartSaga<C>>::settings(&saga);
+            let invoke: Invoke = Arc::new(move |body, format, ctx| {
+                let message: C = format.decode(C::NAME, &body)?;
+                let flow = start_flow(Arc::clone(&saga), Arc::clone(&store), message, ctx);
+                Ok(Box::pin(flow))
+            });
+            Registration::from_parts(queue, C::descriptor(), settings, invoke)
+        });
+        Ok(PendingSaga {
+            source,
+            rust_type: std::any::type_name::<S>(),
+            bind,
+        })
+    }
+
+    /// `S` continued by `C`.
+    pub(crate) fn continuation<C: Command, S: ContinueSaga<C>>(saga: Arc<S>) -> Result<Self> {
+        let source = Self::check::<C, S>()?;
+        let queue = source.clone();
+        let bind: Bind = Box::new(move |store| {
+            let settings = <S as ContinueSaga<C>>::settings(&saga);
+            let invoke: Invoke = Arc::new(move |body, format, ctx| {
+                let message: C = format.decode(C::NAME, &body)?;
+                let flow = continue_flow(Arc::clone(&saga), Arc::clone(&store), message, ctx);
+                Ok(Box::pin(flow))
+            });
+            Registration::from_parts(queue, C::descriptor(), settings, invoke)
+        });
+        Ok(PendingSaga {
+            source,
+            rust_type: std::any::type_name::<S>(),
+            bind,
+        })
+    }
+
+    fn check<C: Command, S: super::Saga>() -> Result<Source> {
+        validate_name("saga partition key", S::PARTITION_KEY)?;
+        Source::queue(C::NAME)
+    }
+
+    /// The registration, bound to the host's store.
+    pub(crate) fn bind(self, store: Arc<dyn SagaStore>) -> Registration {
+        (self.bind)(store)
+    }
+}
+
+/// Start message: create with the default state (detecting duplicates), run the
+/// handler, write back. A failed start deletes the saga so a retry can start it again.
+async fn start_flow<C: Command, S: StartSaga<C>>(
+    saga: Arc<S>,
+    store: Arc<dyn SagaStore>,
+    message: C,
+    ctx: Context,
+) -> Result<(), ProcessError> {
+    let partition = S::PARTITION_KEY;
+    let id = checked_id(<S as StartSaga<C>>::saga_id(&saga, &message))?;
+    let state = S::State::default();
+    let initial = encode(partition, &id, &state).map_err(into_process_error)?;
+    let ttl = saga.time_to_live();
+    let stamp = match store.create(partition, &id, initial, ttl).await {
+        Ok(stamp) => stamp,
+        Err(Error::SagaExists { key }) => {
+            tracing::debug!(%key, "saga already started: calling on_duplicate_start");
+            return saga.on_duplicate_start(message, &ctx).await;
+        }
+        Err(e) => return Err(into_process_error(e)),
+    };
+    // From here until the outcome is written, a panic or an aborted handler deletes the
+    // saga again (in the background), like a failed start.
+    let guard = DeleteOnDrop {
+        armed: Some((Arc::clone(&store), partition, id.clone())),
+    };
+    let mut data = SagaData::new(id, state);
+    if let Err(error) = saga.start(message, &mut data, &ctx).await {
+        guard.delete_now().await;
+        return Err(error);
+    }
+    match write_back(&*store, partition, data, &stamp).await {
+        Ok(()) => {
+            guard.disarm();
+            Ok(())
+        }
+        // Another message of this saga wrote it while the start ran: its work stays. The
+        // retried start will find the saga and go to `on_duplicate_start`.
+        Err(e @ Error::SagaConflict { .. }) => {
+            guard.disarm();
+            Err(into_process_error(e))
+        }
+        Err(e) => {
+            guard.delete_now().await;
+            Err(into_process_error(e))
+        }
+    }
+}
+
+/// Any other message: load, run the handler, write back with the stamp read.
+async fn continue_flow<C: Command, S: ContinueSaga<C>>(
+    saga: Arc<S>,
+    store: Arc<dyn SagaStore>,
+    message: C,
+    ctx: Context,
+) -> Result<(), ProcessError> {
+    let partition = S::PARTITION_KEY;
+    let id = checked_id(<S as ContinueSaga<C>>::saga_id(&saga, &message))?;
+    let (bytes, stamp) = match store.get(partition, &id).await {
+        Ok(found) => found,
+        Err(e @ Error::SagaNotFound { .. }) => return saga.on_not_found(message, e, &ctx).await,
+        Err(e) => return Err(into_process_error(e)),
+    };
+    let state: S::State = decode(partition, &id, &bytes).map_err(into_process_error)?;
+    let mut data = SagaData::new(id, state);
+    saga.handle(message, &mut data, &ctx).await?;
+    write_back(&*store, partition, data, &stamp)
+        .await
+        .map_err(into_process_error)
+}
+
+/// Writes the handler's outcome: delete if completed, update if modified, else nothing.
+async fn write_back<S: Serialize>(
+    store: &dyn SagaStore,
+    partition: &str,
+    data: SagaData<S>,
+    stamp: &Stamp,
+) -> Result<()> {
+    if data.is_completed() {
+        match store.complete(partition, data.id(), stamp).await {
+            // Gone already (expired, or our own delete sent twice): completed all the same.
+            Err(Error::SagaNotFound { key }) => {
+                tracing::debug!(%key, "completed saga was already gone");
+                Ok(())
+            }
+            other => other,
+        }
+    } else if data.is_modified() {
+        let bytes = encode(partition, data.id(), data.state())?;
+        store.update(partition, data.id(), bytes, stamp).await.map(drop)
+    } else {
+        Ok(())
+    }
+}
+
+/// Deletes a started saga if the start does not finish (panic, abort).
+struct DeleteOnDrop {
+    armed: Option<(Arc<dyn SagaStore>, &'static str, String)>,
+}
+
+impl DeleteOnDrop {
+    fn disarm(mut self) {
+        self.armed = None;
+    }
+
+    async fn delete_now(mut self) {
+        if let Some((store, partition, id)) = self.armed.take() {
+            delete_started(&*store, partition, &id).await;
+        }
+    }
+}
+
+impl Drop for DeleteOnDrop {
+    fn drop(&mut self) {
+        let Some((store, partition, id)) = self.armed.take() else {
+            return;
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move { delete_started(&*store, partition, &id).await });
+            }
+            Err(_) => tracing::warn!(
+                partition, %id,
+                "saga start did not finish and no runtime is left to delete it; \
+                 a retry will see it as a duplicate start"
+            ),
+        }
+    }
+}
+
+async fn delete_started(store: &dyn SagaStore, partition: &str, id: &str) {
+    if let Err(e) = store.delete(partition, id).await {
+        tracing::warn!(partition, %id, error = %e,
+            "could not delete the saga of a failed start; a retry will see it as a duplicate start");
+    }
+}
+
+fn checked_id(id: String) -> Result<String, ProcessError> {
+    if id.is_empty() {
+        return Err(ProcessError::dead_letter(Error::InvalidName {
+            what: "saga id",
+            name: id,
+            reason: "saga ids must not be empty",
+        }));
+    }
+    Ok(id)
+}
+
+fn encode<S: Serialize>(partition: &str, id: &str, state: &S) -> Result<Bytes> {
+    serde_json::to_vec(state)
+        .map(Bytes::from)
+        .map_err(|e| Error::Encode {
+            message_type: format!("saga state of {}", super::store::saga_key(partition, id)),
+            source: e.into(),
+        })
+}
+
+fn decode<S: DeserializeOwned>(partition: &str, id: &str, bytes: &[u8]) -> Result<S> {
+    serde_json::from_slice(bytes).map_err(|e| Error::Decode {
+        what: format!("saga state of {}", super::store::saga_key(partition, id)),
+        reason: e.to_string(),
+        source: Some(e.into()),
+    })
+}
+
+/// A store or serializer failure as a handler outcome: what a retry cannot fix is
+/// dead-lettered at once; conflicts, missing sagas and transport errors are retried.
+fn into_process_error(error: Error) -> ProcessError {
+    match error {
+        Error::NotASaga { .. }
+        | Error::Encode { .. }
+        | Error::Decode { .. }
+        | Error::InvalidName { .. } => ProcessError::dead_letter(error),
+        _ => ProcessError::retry(error),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_a_retry_cannot_fix_is_dead_lettered() {
+        use crate::Disposition::{DeadLetter, Retry};
+        let key = || "sagas:p:1".to_owned();
+        let cases = [
+            (Error::SagaConflict { key: key() }, Retry),
+            (Error::SagaNotFound { key: key() }, Retry),
+            (Error::transport("down"), Retry),
+            (
+                Error::NotASaga {
+                    key: key(),
+                    reason: "a string".into(),
+                },
+                DeadLetter,
+            ),
+        ];
+        for (error, expected) in cases {
+            let text = error.to_string();
+            assert_eq!(into_process_error(error).disposition(), expected, "{text}");
+        }
+        assert!(checked_id(String::new()).is_err());
+        assert_eq!(checked_id("a".into()).unwrap(), "a");
+    }
+}

@@ -1,0 +1,14 @@
+-- Release: return reserved messages that never started to the head of the ready list,
+-- in their order, and take back their delivery count.
+-- KEYS: inflight, deliveries, ready.  ARGV: id, count, id, count, ... (reservation order)
+local released = 0
+for i = #ARGV - 1, 1, -2 do
+  local id = ARGV[i]
+  if current(KEYS[1], KEYS[2], id, ARGV[i + 1]) then
+    redis.call('ZREM', KEYS[1], id)
+    redis.call('HINCRBY', KEYS[2], id, -1)
+    redis.call('LPUSH', KEYS[3], id)
+    released = released + 1
+  end
+end
+return released

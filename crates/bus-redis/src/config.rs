@@ -1,0 +1,129 @@
+//! Redis configuration: one connection string, parsed in one place.
+
+use std::fmt;
+use std::time::Duration;
+
+use fred::prelude::{Builder, Client, ClientLike, Config, ReconnectPolicy, ServerConfig};
+
+use crate::keys::DEFAULT_PREFIX;
+use crate::{Error, Result};
+
+/// Where and how to connect, and the key namespace.
+///
+/// ```
+/// use bus_redis::RedisConfig;
+///
+/// let config = RedisConfig::from_url("redis://app:secret@127.0.0.1:6379/2")?.prefix("shop");
+/// assert!(!format!("{config:?}").contains("secret"));
+/// # Ok::<(), bus_redis::Error>(())
+/// ```
+///
+/// Accepted forms (fred's): `redis://[user[:password]@]host[:port][/db]`,
+/// `rediss://...` (needs the `tls` feature), `redis-cluster://host:port?node=host:port&...`,
+/// `redis-sentinel://host:port?sentinelServiceName=name`.
+#[derive(Clone)]
+pub struct RedisConfig {
+    fred: Config,
+    prefix: String,
+    reconnect_max_delay: Duration,
+}
+
+impl RedisConfig {
+    /// Parses a connection string. A password never appears in `Debug` output or logs.
+    pub fn from_url(url: &str) -> Result<Self> {
+        let fred =
+            Config::from_url(url).map_err(|e| Error::Config(format!("invalid Redis URL: {e}")))?;
+        if url.starts_with("rediss") && !cfg!(feature = "tls") {
+            // fred would silently connect in plain text.
+            return Err(Error::Config(
+                "rediss:// needs TLS: enable the `tls` feature of bus-redis".into(),
+            ));
+        }
+        Ok(RedisConfig {
+            fred,
+            prefix: DEFAULT_PREFIX.to_owned(),
+            reconnect_max_delay: Duration::from_secs(2),
+        })
+    }
+
+    /// The key prefix (namespace), so that several applications can share one Redis.
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// The database id (overrides the URL's; a cluster has only database 0).
+    pub fn database(mut self, database: u8) -> Self {
+        self.fred.database = Some(database);
+        self
+    }
+
+    /// The longest pause between reconnect attempts (2 s by default). Reconnecting never
+    /// gives up.
+    pub fn reconnect_max_delay(mut self, delay: Duration) -> Self {
+        self.reconnect_max_delay = delay;
+        self
+    }
+
+    /// The configured key prefix.
+    pub fn key_prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// Checks the prefix: the same characters as queue names, plus ':'.
+    pub(crate) fn validate(&self) -> Result<()> {
+        let ok = !self.prefix.is_empty()
+            && self.prefix.len() <= 100
+            && self
+                .prefix
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b':'));
+        if ok {
+            Ok(())
+        } else {
+            Err(Error::Config(format!(
+                "invalid key prefix {:?}: use 1-100 ASCII letters, digits, '.', '_', '-' or ':'",
+                self.prefix
+            )))
+        }
+    }
+
+    /// A new, connected client with a reconnect policy. Each blocking waiter gets its own.
+    pub async fn connect_client(&self) -> Result<Client> {
+        let max_delay = u32::try_from(self.reconnect_max_delay.as_millis()).unwrap_or(u32::MAX);
+        let client = Builder::from_config(self.fred.clone())
+            .with_connection_config(|c| {
+                c.connection_timeout = Duration::from_secs(5);
+            })
+            .set_policy(ReconnectPolicy::new_exponential(0, 50, max_delay, 2))
+            .build()
+            .map_err(Error::Redis)?;
+        client.init().await.map_err(|e| match e.kind() {
+            fred::error::ErrorKind::Auth => Error::Auth(e),
+            _ => Error::Redis(e),
+        })?;
+        Ok(client)
+    }
+}
+
+impl fmt::Debug for RedisConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let server = match &self.fred.server {
+            ServerConfig::Centralized { server } => format!("{server}"),
+            ServerConfig::Clustered { hosts, .. } => format!("cluster {hosts:?}"),
+            ServerConfig::Sentinel { service_name, .. } => {
+                format!("sentinel service {service_name}")
+            }
+        };
+        f.debug_struct("RedisConfig")
+            .field("server", &server)
+            .field("username", &self.fred.username)
+            .field(
+                "password",
+                &self.fred.password.as_ref().map(|_| "<redacted>"),
+            )
+            .field("database", &self.fred.database)
+            .field("prefix", &self.prefix)
+            .finish()
+    }
+}

@@ -1,0 +1,265 @@
+//! The consumer side: reserve, wait, ack, renew, retry, dead-letter, release, recover.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bus_core::{
+    Consumer, ConsumerOptions, DeadLetterReason, Delivery, ErrorRecord, Receipt, Result,
+};
+use fred::prelude::{Client, ClientLike};
+use fred::types::{ClusterHash, CustomCommand, Value};
+use tokio_util::sync::CancellationToken;
+
+use crate::keys::QueueKeys;
+use crate::scripts::scripts;
+use crate::Error;
+
+/// Longest an idle consumer blocks before returning empty (and promoting due messages).
+const IDLE_WAIT_MS: i64 = 1_000;
+/// Expired locks recovered per sweep; bounded so a sweep never blocks Redis for long.
+const RECOVER_BATCH: i64 = 100;
+const LOCK_EXPIRED: &str = "lock expired: the consumer stopped or lost its connection";
+
+/// A consumer of one queue or subscription.
+#[derive(Debug)]
+pub(crate) struct RedisConsumer {
+    client: Client,
+    /// A connection of its own for blocking waits.
+    waiter: Client,
+    keys: QueueKeys,
+    options: ConsumerOptions,
+}
+
+impl RedisConsumer {
+    pub(crate) fn new(
+        client: Client,
+        waiter: Client,
+        keys: QueueKeys,
+        options: ConsumerOptions,
+    ) -> Self {
+        RedisConsumer {
+            client,
+            waiter,
+            keys,
+            options,
+        }
+    }
+
+    fn lock_ms(&self) -> i64 {
+        i64::try_from(self.options.lock_timeout.as_millis()).unwrap_or(i64::MAX)
+    }
+
+    /// Runs reserve.lua; returns the wait hint (ms until the next delayed message is
+    /// due, or -1) and the deliveries.
+    async fn reserve(&self, max: usize) -> Result<(i64, Vec<Delivery>)> {
+        let k = &self.keys;
+        let keys = vec![
+            k.ready.clone(),
+            k.msgs.clone(),
+            k.deliveries.clone(),
+            k.inflight.clone(),
+            k.delayed.clone(),
+            k.seq.clone(),
+        ];
+        let args = vec![Value::from(max as i64), Value::from(self.lock_ms())];
+        let script = &scripts().reserve;
+        let reply = script.run(&self.client, keys, args).await?;
+        let Value::Array(items) = reply else {
+            return Err(script.unexpected(&reply).into());
+        };
+        let mut items = items.into_iter();
+        let wait = items.next().and_then(|v| v.as_i64()).unwrap_or(-1);
+        let mut deliveries = Vec::with_capacity(items.len() / 3);
+        while let (Some(id), Some(count), Some(payload)) =
+            (items.next(), items.next(), items.next())
+        {
+            let (Some(key), Some(count), Some(payload)) =
+                (id.into_bytes(), count.as_i64(), payload.into_bytes())
+            else {
+                return Err(Error::Protocol {
+                    script: "reserve",
+                    detail: "malformed delivery triple".into(),
+                }
+                .into());
+            };
+            let count = u32::try_from(count).unwrap_or(u32::MAX);
+            deliveries.push(Delivery {
+                receipt: Receipt {
+                    key,
+                    delivery: count,
+                },
+                delivery_count: count,
+                payload,
+            });
+        }
+        Ok((wait, deliveries))
+    }
+
+    /// Blocks until the ready list is non-empty or `ms` pass. `BLMOVE l l LEFT LEFT`
+    /// rotates the list onto itself: it changes nothing, it only wakes us.
+    async fn wait_for_ready(&self, ms: i64) -> Result<()> {
+        let timeout = format!("{:.3}", ms as f64 / 1000.0);
+        let command = CustomCommand::new("BLMOVE", ClusterHash::FirstKey, true);
+        let args: Vec<Value> = vec![
+            self.keys.ready.as_str().into(),
+            self.keys.ready.as_str().into(),
+            "LEFT".into(),
+            "LEFT".into(),
+            timeout.into(),
+        ];
+        let _: Value = self
+            .waiter
+            .custom(command, args)
+            .await
+            .map_err(Error::from)?;
+        Ok(())
+    }
+}
+
+/// `id, count, id, count, ...` as script arguments.
+fn receipt_args(receipts: &[Receipt]) -> impl Iterator<Item = Value> + '_ {
+    receipts.iter().flat_map(|r| {
+        [
+            Value::Bytes(r.key.clone()),
+            Value::from(i64::from(r.delivery)),
+        ]
+    })
+}
+
+fn receipt_pair(receipt: &Receipt) -> [Value; 2] {
+    [
+        Value::Bytes(receipt.key.clone()),
+        Value::from(i64::from(receipt.delivery)),
+    ]
+}
+
+#[async_trait]
+impl Consumer for RedisConsumer {
+    async fn receive(&self, max: usize, stop: &CancellationToken) -> Result<Vec<Delivery>> {
+        let (wait, deliveries) = self.reserve(max).await?;
+        if !deliveries.is_empty() || stop.is_cancelled() {
+            return Ok(deliveries);
+        }
+        let wait = if wait < 0 {
+            IDLE_WAIT_MS
+        } else {
+            wait.min(IDLE_WAIT_MS)
+        };
+        if wait > 0 {
+            tokio::select! {
+                () = stop.cancelled() => return Ok(Vec::new()),
+                waited = self.wait_for_ready(wait) => waited?,
+            }
+        }
+        Ok(self.reserve(max).await?.1)
+    }
+
+    async fn ack(&self, receipts: &[Receipt]) -> Result<()> {
+        let k = &self.keys;
+        let keys = vec![
+            k.inflight.clone(),
+            k.msgs.clone(),
+            k.deliveries.clone(),
+            k.errors.clone(),
+        ];
+        scripts()
+            .ack
+            .run_int(&self.client, keys, receipt_args(receipts).collect())
+            .await?;
+        Ok(())
+    }
+
+    async fn renew(&self, receipts: &[Receipt]) -> Result<Vec<bool>> {
+        let k = &self.keys;
+        let mut args = vec![Value::from(self.lock_ms())];
+        args.extend(receipt_args(receipts));
+        let script = &scripts().renew;
+        let reply = script
+            .run(
+                &self.client,
+                vec![k.inflight.clone(), k.deliveries.clone()],
+                args,
+            )
+            .await?;
+        match reply {
+            Value::Array(flags) => Ok(flags.iter().map(|f| f.as_i64() == Some(1)).collect()),
+            // An empty Lua table comes back as an empty array or nil.
+            Value::Null => Ok(Vec::new()),
+            other => Err(script.unexpected(&other).into()),
+        }
+    }
+
+    async fn retry(&self, receipt: &Receipt, delay: Duration, error: &ErrorRecord) -> Result<()> {
+        let k = &self.keys;
+        let keys = vec![
+            k.inflight.clone(),
+            k.deliveries.clone(),
+            k.errors.clone(),
+            k.ready.clone(),
+            k.delayed.clone(),
+        ];
+        let mut args = receipt_pair(receipt).to_vec();
+        args.push(Value::from(
+            i64::try_from(delay.as_millis()).unwrap_or(i64::MAX),
+        ));
+        args.push(Value::from(error.message.as_str()));
+        scripts().retry.run_int(&self.client, keys, args).await?;
+        Ok(())
+    }
+
+    async fn dead_letter(
+        &self,
+        receipt: &Receipt,
+        reason: DeadLetterReason,
+        error: Option<&ErrorRecord>,
+    ) -> Result<()> {
+        let k = &self.keys;
+        let keys = vec![
+            k.inflight.clone(),
+            k.deliveries.clone(),
+            k.errors.clone(),
+            k.dead.clone(),
+            k.dead_info.clone(),
+        ];
+        let mut args = receipt_pair(receipt).to_vec();
+        args.push(Value::from(reason.as_str()));
+        args.push(Value::from(error.map_or("", |e| e.message.as_str())));
+        scripts()
+            .dead_letter
+            .run_int(&self.client, keys, args)
+            .await?;
+        Ok(())
+    }
+
+    async fn release(&self, receipts: &[Receipt]) -> Result<()> {
+        let k = &self.keys;
+        let keys = vec![k.inflight.clone(), k.deliveries.clone(), k.ready.clone()];
+        scripts()
+            .release
+            .run_int(&self.client, keys, receipt_args(receipts).collect())
+            .await?;
+        Ok(())
+    }
+
+    async fn recover(&self) -> Result<()> {
+        let k = &self.keys;
+        let keys = vec![
+            k.inflight.clone(),
+            k.deliveries.clone(),
+            k.errors.clone(),
+            k.ready.clone(),
+            k.dead.clone(),
+            k.dead_info.clone(),
+        ];
+        let args = vec![
+            Value::from(i64::from(self.options.delivery_limit)),
+            Value::from(RECOVER_BATCH),
+            Value::from(LOCK_EXPIRED),
+        ];
+        let recovered = scripts().recover.run_int(&self.client, keys, args).await?;
+        if recovered > 0 {
+            tracing::info!(queue = %self.keys.ready, recovered, "recovered messages whose lock expired");
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,102 @@
+//! Every Redis key name of the transport, built in one place (see docs/redis-layout.md).
+
+use bus_core::Source;
+
+/// The default key prefix (namespace).
+pub const DEFAULT_PREFIX: &str = "bus";
+
+/// The keys of one queue (a command queue, or one subscription of a topic). All share
+/// one hash tag: the queue's name, or the topic's for a subscription.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct QueueKeys {
+    /// List of ready message ids.
+    pub ready: String,
+    /// Hash: id → envelope.
+    pub msgs: String,
+    /// Hash: id → delivery count.
+    pub deliveries: String,
+    /// Sorted set: id → lock deadline (ms).
+    pub inflight: String,
+    /// Sorted set: id → due time (ms).
+    pub delayed: String,
+    /// Hash: id → JSON array of recent errors.
+    pub errors: String,
+    /// List of dead-lettered ids.
+    pub dead: String,
+    /// Hash: id → JSON `{reason, at_ms}` of a dead letter.
+    pub dead_info: String,
+    /// Counter for ids given to foreign elements.
+    pub seq: String,
+}
+
+impl QueueKeys {
+    /// The keys of `source` under `prefix`.
+    pub fn new(prefix: &str, source: &Source) -> Self {
+        let base = match source {
+            Source::Queue(queue) => format!("{prefix}:{{{queue}}}"),
+            Source::Subscription { topic, name } => format!("{prefix}:{{{topic}}}:s:{name}"),
+        };
+        let key = |suffix: &str| format!("{base}:{suffix}");
+        QueueKeys {
+            ready: key("ready"),
+            msgs: key("msgs"),
+            deliveries: key("deliveries"),
+            inflight: key("inflight"),
+            delayed: key("delayed"),
+            errors: key("errors"),
+            dead: key("dead"),
+            dead_info: key("dead-info"),
+            seq: key("seq"),
+        }
+    }
+
+    /// Every key, for management and cleanup.
+    pub fn all(&self) -> [&str; 9] {
+        [
+            &self.ready,
+            &self.msgs,
+            &self.deliveries,
+            &self.inflight,
+            &self.delayed,
+            &self.errors,
+            &self.dead,
+            &self.dead_info,
+            &self.seq,
+        ]
+    }
+}
+
+/// Set of the subscription names of a topic (in the topic's slot).
+pub fn subscriptions(prefix: &str, topic: &str) -> String {
+    format!("{prefix}:{{{topic}}}:subs")
+}
+
+/// Set of known command queue names, for listings.
+pub fn queue_registry(prefix: &str) -> String {
+    format!("{prefix}:registry:queues")
+}
+
+/// Set of known topic names, for listings.
+pub fn topic_registry(prefix: &str) -> String {
+    format!("{prefix}:registry:topics")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn all_keys_of_a_queue_share_its_hash_tag() {
+        let keys = QueueKeys::new("bus", &Source::queue("orders").unwrap());
+        assert_eq!(keys.ready, "bus:{orders}:ready");
+        assert!(keys.all().iter().all(|k| k.starts_with("bus:{orders}:")));
+    }
+
+    #[test]
+    fn subscriptions_share_the_topic_tag() {
+        let keys = QueueKeys::new("app", &Source::subscription("paid", "mail").unwrap());
+        assert_eq!(keys.dead, "app:{paid}:s:mail:dead");
+        assert_eq!(subscriptions("app", "paid"), "app:{paid}:subs");
+    }
+}

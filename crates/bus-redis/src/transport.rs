@@ -1,0 +1,221 @@
+//! The producer side: send, schedule, publish; and the factory of consumers.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use async_trait::async_trait;
+use bus_core::{Consumer, ConsumerOptions, Outgoing, Source, Transport};
+use fred::prelude::{Client, SetsInterface};
+use fred::types::Value;
+
+use crate::consumer::RedisConsumer;
+use crate::keys::{self, QueueKeys};
+use crate::scripts::scripts;
+use crate::{Error, RedisConfig, Result};
+
+/// How often a publish re-reads a topic's subscriptions when they change under it.
+const PUBLISH_ATTEMPTS: usize = 5;
+
+/// The Redis transport: a cheap-to-clone handle over one auto-pipelining connection.
+///
+/// ```no_run
+/// use bus_core::Host;
+/// use bus_redis::{RedisConfig, RedisTransport};
+///
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// let transport = RedisTransport::connect(&RedisConfig::from_url("redis://127.0.0.1:6379/0")?).await?;
+/// let host = Host::builder().transport(transport) /* .command::<C, _>(processor) */ .build()?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct RedisTransport {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    client: Client,
+    config: RedisConfig,
+    /// Last known subscriptions per topic; publish checks them inside its script.
+    subscriptions: Mutex<HashMap<String, Vec<String>>>,
+}
+
+impl RedisTransport {
+    /// Connects (failing at once on a wrong password or an unreachable server) and
+    /// keeps reconnecting with backoff after that.
+    pub async fn connect(config: &RedisConfig) -> Result<Self> {
+        config.validate()?;
+        let client = config.connect_client().await?;
+        Ok(RedisTransport {
+            inner: Arc::new(Inner {
+                client,
+                config: config.clone(),
+                subscriptions: Mutex::default(),
+            }),
+        })
+    }
+
+    /// The shared connection, for tools that read the layout (management, tests).
+    pub fn client(&self) -> &Client {
+        &self.inner.client
+    }
+
+    /// The configuration this transport connected with.
+    pub fn config(&self) -> &RedisConfig {
+        &self.inner.config
+    }
+
+    /// The keys of a queue or subscription under this transport's prefix.
+    pub fn keys(&self, source: &Source) -> QueueKeys {
+        QueueKeys::new(self.inner.config.key_prefix(), source)
+    }
+
+    fn prefix(&self) -> &str {
+        self.inner.config.key_prefix()
+    }
+
+    async fn read_subscriptions(&self, topic: &str) -> Result<Vec<String>> {
+        let mut names: Vec<String> = self
+            .inner
+            .client
+            .smembers(keys::subscriptions(self.prefix(), topic))
+            .await?;
+        names.sort();
+        self.inner
+            .subscriptions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(topic.to_owned(), names.clone());
+        Ok(names)
+    }
+
+    async fn try_publish(
+        &self,
+        topic: &str,
+        names: &[String],
+        messages: &[Outgoing],
+    ) -> Result<i64> {
+        let mut keys = Vec::with_capacity(1 + 2 * names.len());
+        keys.push(keys::subscriptions(self.prefix(), topic));
+        let mut args = Vec::with_capacity(1 + names.len() + 2 * messages.len());
+        args.push(Value::from(names.len() as i64));
+        for name in names {
+            let queue = self.keys(&Source::Subscription {
+                topic: topic.to_owned(),
+                name: name.clone(),
+            });
+            keys.push(queue.ready);
+            keys.push(queue.msgs);
+            args.push(Value::from(name.as_str()));
+        }
+        args.extend(message_args(messages));
+        scripts()
+            .publish
+            .run_int(&self.inner.client, keys, args)
+            .await
+    }
+}
+
+/// `id, envelope, id, envelope, ...` as script arguments.
+fn message_args(messages: &[Outgoing]) -> impl Iterator<Item = Value> + '_ {
+    messages
+        .iter()
+        .flat_map(|m| [Value::from(m.id.as_str()), Value::Bytes(m.payload.clone())])
+}
+
+fn epoch_ms(time: SystemTime) -> i64 {
+    time.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+#[async_trait]
+impl Transport for RedisTransport {
+    async fn send(&self, queue: &str, messages: Vec<Outgoing>) -> bus_core::Result<()> {
+        let keys = self.keys(&Source::queue(queue)?);
+        let args = message_args(&messages).collect();
+        scripts()
+            .send
+            .run_int(&self.inner.client, vec![keys.ready, keys.msgs], args)
+            .await?;
+        Ok(())
+    }
+
+    async fn send_at(
+        &self,
+        queue: &str,
+        messages: Vec<Outgoing>,
+        due: SystemTime,
+    ) -> bus_core::Result<()> {
+        let keys = self.keys(&Source::queue(queue)?);
+        let mut args = vec![Value::from(epoch_ms(due))];
+        args.extend(message_args(&messages));
+        scripts()
+            .send_at
+            .run_int(&self.inner.client, vec![keys.delayed, keys.msgs], args)
+            .await?;
+        Ok(())
+    }
+
+    async fn publish(&self, topic: &str, messages: Vec<Outgoing>) -> bus_core::Result<usize> {
+        bus_core::validate_name("topic", topic)?;
+        let cached = self
+            .inner
+            .subscriptions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(topic)
+            .cloned();
+        let mut names = match cached {
+            Some(names) => names,
+            None => self.read_subscriptions(topic).await?,
+        };
+        for _ in 0..PUBLISH_ATTEMPTS {
+            let reached = self.try_publish(topic, &names, &messages).await?;
+            if reached >= 0 {
+                return Ok(names.len());
+            }
+            // The subscriptions changed since they were read: read them again.
+            names = self.read_subscriptions(topic).await?;
+        }
+        Err(Error::Protocol {
+            script: "publish",
+            detail: format!("subscriptions of topic {topic} kept changing; gave up after {PUBLISH_ATTEMPTS} attempts"),
+        }
+        .into())
+    }
+
+    async fn consumer(
+        &self,
+        source: &Source,
+        options: ConsumerOptions,
+    ) -> bus_core::Result<Box<dyn Consumer>> {
+        let client = &self.inner.client;
+        match source {
+            Source::Queue(queue) => {
+                let _: i64 = client
+                    .sadd(keys::queue_registry(self.prefix()), queue.as_str())
+                    .await
+                    .map_err(Error::from)?;
+            }
+            Source::Subscription { topic, name } => {
+                let _: i64 = client
+                    .sadd(keys::subscriptions(self.prefix(), topic), name.as_str())
+                    .await
+                    .map_err(Error::from)?;
+                let _: i64 = client
+                    .sadd(keys::topic_registry(self.prefix()), topic.as_str())
+                    .await
+                    .map_err(Error::from)?;
+            }
+        }
+        // Blocking waits stall a connection, so each consumer waits on its own.
+        let waiter = self.inner.config.connect_client().await?;
+        Ok(Box::new(RedisConsumer::new(
+            client.clone(),
+            waiter,
+            self.keys(source),
+            options,
+        )))
+    }
+}

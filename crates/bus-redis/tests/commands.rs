@@ -1,0 +1,352 @@
+//! Commands on Redis: send, process, ack, retries, dead letters, locks and recovery.
+
+mod common;
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bus_core::{
+    Backoff, CommandProcessor, ConsumerOptions, Context, ProcessError, ProcessingSettings, Source,
+    Transport,
+};
+use bus_test_redis::TestRedis;
+use common::{counts, eventually, transport, Counts, Running, Work};
+use fred::prelude::{HashesInterface, ListInterface};
+
+#[derive(Default)]
+struct Collect {
+    seen: Mutex<Vec<u64>>,
+}
+
+#[async_trait]
+impl CommandProcessor<Work> for Arc<Collect> {
+    async fn process(&self, work: Work, _: &Context) -> Result<(), ProcessError> {
+        self.seen.lock().unwrap().push(work.n);
+        Ok(())
+    }
+    fn settings(&self) -> ProcessingSettings {
+        ProcessingSettings::default()
+            .max_concurrent_calls(16)
+            .prefetch_count(32)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_process_ack_leaves_nothing_behind() {
+    let redis = TestRedis::start().unwrap();
+    let collect = Arc::new(Collect::default());
+    let host = bus_core::Host::builder()
+        .transport(transport(&redis).await)
+        .command::<Work, _>(Arc::clone(&collect))
+        .build()
+        .unwrap();
+    let running = Running::start(host);
+    let one = running.bus.send(&Work { n: 0 }).await.unwrap();
+    let batch: Vec<Work> = (1..1000).map(|n| Work { n }).collect();
+    let ids = running.bus.send_batch(&batch).await.unwrap();
+    assert_eq!(ids.len(), 999);
+    assert!(!ids.contains(&one));
+    assert!(
+        eventually(Duration::from_secs(30), || async {
+            collect.seen.lock().unwrap().len() >= 1000
+        })
+        .await
+    );
+    // Acks are batched: wait for them to land.
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            counts(&redis, "work") == Counts::default()
+        })
+        .await,
+        "left behind: {:?}",
+        counts(&redis, "work")
+    );
+    running.stop().await;
+    let seen: HashSet<u64> = collect.seen.lock().unwrap().iter().copied().collect();
+    assert_eq!(seen.len(), 1000);
+    let deliveries: i64 = redis
+        .client()
+        .cmd(&[
+            "HLEN",
+            &format!("{}:{{work}}:deliveries", redis.namespace()),
+        ])
+        .unwrap()
+        .as_int()
+        .unwrap();
+    assert_eq!(deliveries, 0);
+}
+
+struct AlwaysFails(AtomicUsize);
+
+#[async_trait]
+impl CommandProcessor<Work> for Arc<AlwaysFails> {
+    async fn process(&self, _: Work, ctx: &Context) -> Result<(), ProcessError> {
+        let run = self.0.fetch_add(1, Ordering::SeqCst) + 1;
+        Err(format!("failure {run} (delivery {})", ctx.delivery_count()).into())
+    }
+    fn settings(&self) -> ProcessingSettings {
+        ProcessingSettings::default()
+            .dead_letter_delivery_limit(4)
+            .retry(Backoff::fixed(Duration::from_millis(20)))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn always_failing_handler_runs_the_limit_then_one_dead_letter() {
+    let redis = TestRedis::start().unwrap();
+    let failing = Arc::new(AlwaysFails(AtomicUsize::new(0)));
+    let transport = transport(&redis).await;
+    let host = bus_core::Host::builder()
+        .transport(transport.clone())
+        .command::<Work, _>(Arc::clone(&failing))
+        .build()
+        .unwrap();
+    let running = Running::start(host);
+    let id = running.bus.send(&Work { n: 1 }).await.unwrap();
+    assert!(
+        eventually(Duration::from_secs(20), || async {
+            counts(&redis, "work").dead == 1
+        })
+        .await
+    );
+    running.stop().await;
+    assert_eq!(failing.0.load(Ordering::SeqCst), 4);
+    let c = counts(&redis, "work");
+    assert_eq!(
+        (c.ready, c.inflight, c.delayed, c.dead, c.msgs),
+        (0, 0, 0, 1, 1)
+    );
+
+    let keys = transport.keys(&Source::queue("work").unwrap());
+    let client = transport.client();
+    let dead: Vec<String> = client.lrange(&keys.dead, 0, -1).await.unwrap();
+    assert_eq!(dead, [id.to_string()]);
+    let info: String = client.hget(&keys.dead_info, id.as_str()).await.unwrap();
+    let info: serde_json::Value = serde_json::from_str(&info).unwrap();
+    assert_eq!(info["reason"], "delivery_limit");
+    let count: u32 = client.hget(&keys.deliveries, id.as_str()).await.unwrap();
+    assert_eq!(count, 4);
+    let errors: String = client.hget(&keys.errors, id.as_str()).await.unwrap();
+    let errors: Vec<serde_json::Value> = serde_json::from_str(&errors).unwrap();
+    let texts: Vec<&str> = errors
+        .iter()
+        .map(|e| e["message"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        texts,
+        [
+            "failure 1 (delivery 1)",
+            "failure 2 (delivery 2)",
+            "failure 3 (delivery 3)",
+            "failure 4 (delivery 4)"
+        ]
+    );
+    // The original envelope is kept, unchanged.
+    let envelope: Vec<u8> = client
+        .hget::<bytes::Bytes, _, _>(&keys.msgs, id.as_str())
+        .await
+        .unwrap()
+        .to_vec();
+    let envelope = bus_core::Envelope::decode(&envelope).unwrap();
+    assert_eq!((envelope.id, envelope.message_type.as_str()), (id, "work"));
+}
+
+struct Slow {
+    runs: AtomicUsize,
+    lock: Duration,
+}
+
+#[async_trait]
+impl CommandProcessor<Work> for Arc<Slow> {
+    async fn process(&self, _: Work, ctx: &Context) -> Result<(), ProcessError> {
+        self.runs.fetch_add(1, Ordering::SeqCst);
+        tokio::select! {
+            () = tokio::time::sleep(self.lock * 3) => Ok(()),
+            () = ctx.cancellation().cancelled() => Err("lock lost".into()),
+        }
+    }
+    fn settings(&self) -> ProcessingSettings {
+        ProcessingSettings::default().message_lock_timeout(self.lock)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_running_three_lock_timeouts_runs_once() {
+    let redis = TestRedis::start().unwrap();
+    let slow = Arc::new(Slow {
+        runs: AtomicUsize::new(0),
+        lock: Duration::from_millis(600),
+    });
+    // Two hosts on the same queue: a lost lock would hand the message to the other.
+    let hosts: Vec<Running> = futures::future::join_all((0..2).map(|_| async {
+        let host = bus_core::Host::builder()
+            .transport(transport(&redis).await)
+            .command::<Work, _>(Arc::clone(&slow))
+            .recovery_interval(Duration::from_millis(100))
+            .build()
+            .unwrap();
+        Running::start(host)
+    }))
+    .await;
+    hosts[0].bus.send(&Work { n: 1 }).await.unwrap();
+    assert!(
+        eventually(Duration::from_secs(20), || async {
+            counts(&redis, "work") == Counts::default()
+        })
+        .await
+    );
+    // Wait past another lock timeout and sweep: a redelivery would show up now.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    for host in hosts {
+        host.stop().await;
+    }
+    assert_eq!(slow.runs.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn four_consumers_recovering_the_same_expired_locks_requeue_each_once() {
+    let redis = TestRedis::start().unwrap();
+    let transport = transport(&redis).await;
+    let bus = bus_core::Bus::new(Arc::new(transport.clone()), Default::default());
+    let batch: Vec<Work> = (0..1000).map(|n| Work { n }).collect();
+    bus.send_batch(&batch).await.unwrap();
+    let source = Source::queue("work").unwrap();
+    let options = ConsumerOptions::new(Duration::from_millis(200), 10);
+    let first = transport.consumer(&source, options.clone()).await.unwrap();
+    let stop = tokio_util::sync::CancellationToken::new();
+    let taken = first.receive(1000, &stop).await.unwrap();
+    assert_eq!(taken.len(), 1000);
+    assert_eq!(counts(&redis, "work").inflight, 1000);
+    tokio::time::sleep(Duration::from_millis(250)).await;
+
+    let mut sweepers = Vec::new();
+    for _ in 0..4 {
+        sweepers.push(transport.consumer(&source, options.clone()).await.unwrap());
+    }
+    // Each sweep handles at most 100; keep all four sweeping at once until none is left.
+    assert!(
+        eventually(Duration::from_secs(20), || async {
+            futures::future::try_join_all(sweepers.iter().map(|s| s.recover()))
+                .await
+                .unwrap();
+            counts(&redis, "work").inflight == 0
+        })
+        .await
+    );
+    let keys = transport.keys(&source);
+    let ready: Vec<String> = transport.client().lrange(&keys.ready, 0, -1).await.unwrap();
+    let unique: HashSet<&String> = ready.iter().collect();
+    assert_eq!((ready.len(), unique.len()), (1000, 1000));
+    // The lost delivery is counted: the next delivery of each is its second.
+    let again = first.receive(1000, &stop).await.unwrap();
+    assert_eq!(again.len(), 1000);
+    assert!(again.iter().all(|d| d.delivery_count == 2));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn garbage_on_the_queue_is_dead_lettered_while_good_messages_flow() {
+    let redis = TestRedis::start().unwrap();
+    let transport = transport(&redis).await;
+    let collect = Arc::new(Collect::default());
+    let host = bus_core::Host::builder()
+        .transport(transport.clone())
+        .command::<Work, _>(Arc::clone(&collect))
+        .build()
+        .unwrap();
+    let running = Running::start(host);
+    let keys = transport.keys(&Source::queue("work").unwrap());
+    let client = transport.client();
+    running.bus.send(&Work { n: 1 }).await.unwrap();
+    let garbage: [&[u8]; 4] = [
+        b"garbage",
+        b"{\"v\":1,\"id\":",
+        b"\xff\x00\xc1binary",
+        b"{\"v\":1,\"id\":\"x\",\"type\":\"work\",\"sent\":0,\"body\":{\"n\":\"NaN\"}}",
+    ];
+    for g in garbage {
+        let _: i64 = client.rpush(&keys.ready, g).await.unwrap();
+    }
+    // A foreign producer may push a plain envelope: it is processed.
+    let foreign = br#"{"v":1,"id":"py-1","type":"work","sent":0,"headers":{},"body":{"n":2}}"#;
+    let _: i64 = client.rpush(&keys.ready, &foreign[..]).await.unwrap();
+    running.bus.send(&Work { n: 3 }).await.unwrap();
+    assert!(
+        eventually(Duration::from_secs(20), || async {
+            let c = counts(&redis, "work");
+            c.dead == 4 && c.ready == 0 && c.inflight == 0
+        })
+        .await,
+        "{:?}",
+        counts(&redis, "work")
+    );
+    running.stop().await;
+    let mut seen = collect.seen.lock().unwrap().clone();
+    seen.sort();
+    assert_eq!(seen, [1, 2, 3]);
+    let dead: Vec<String> = client.lrange(&keys.dead, 0, -1).await.unwrap();
+    for id in &dead {
+        let info: String = client.hget(&keys.dead_info, id).await.unwrap();
+        assert!(info.contains("\"undecodable\""), "{info}");
+        let kept: bytes::Bytes = client.hget(&keys.msgs, id).await.unwrap();
+        assert!(
+            garbage.contains(&&kept[..]),
+            "dead letter {id} does not keep the element unchanged: {kept:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delayed_messages_wait_and_oversized_ones_are_refused() {
+    let redis = TestRedis::start().unwrap();
+    let collect = Arc::new(Collect::default());
+    let host = bus_core::Host::builder()
+        .transport(transport(&redis).await)
+        .command::<Work, _>(Arc::clone(&collect))
+        .max_message_size(200)
+        .build()
+        .unwrap();
+    let running = Running::start(host);
+    let sent = std::time::Instant::now();
+    running
+        .bus
+        .send_delayed(&Work { n: 9 }, Duration::from_millis(500))
+        .await
+        .unwrap();
+    assert_eq!(counts(&redis, "work").delayed, 1);
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            !collect.seen.lock().unwrap().is_empty()
+        })
+        .await
+    );
+    let took = sent.elapsed();
+    assert!(
+        took >= Duration::from_millis(450),
+        "delivered early: {took:?}"
+    );
+    assert!(
+        took < Duration::from_millis(3000),
+        "delivered late: {took:?}"
+    );
+
+    #[derive(serde::Serialize, serde::Deserialize, bus_core::RedisCommand)]
+    #[bus(queue = "big")]
+    struct Big {
+        text: String,
+    }
+    let err = running
+        .bus
+        .send(&Big {
+            text: "x".repeat(1000),
+        })
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, bus_core::Error::MessageTooLarge { max: 200, .. }),
+        "{err}"
+    );
+    running.stop().await;
+}

@@ -1,0 +1,94 @@
+//! Shared test plumbing: a real redis-server per test, a namespaced transport, and
+//! bounded waiting.
+
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use bus_core::{Bus, Host, RedisCommand};
+use bus_redis::{RedisConfig, RedisTransport};
+use bus_test_redis::TestRedis;
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+#[derive(Debug, Clone, Serialize, Deserialize, RedisCommand)]
+#[bus(queue = "work")]
+pub struct Work {
+    pub n: u64,
+}
+
+pub async fn transport(redis: &TestRedis) -> RedisTransport {
+    let config = RedisConfig::from_url(&redis.url())
+        .unwrap()
+        .prefix(redis.namespace());
+    RedisTransport::connect(&config).await.unwrap()
+}
+
+/// Polls `condition` every few ms until it holds or `limit` passes; returns whether it held.
+pub async fn eventually<F, Fut>(limit: Duration, mut condition: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = Instant::now() + limit;
+    loop {
+        if condition().await {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// A host running in the background.
+pub struct Running {
+    pub bus: Bus,
+    stop: CancellationToken,
+    handle: tokio::task::JoinHandle<bus_core::Result<()>>,
+}
+
+impl Running {
+    pub fn start(host: Host) -> Self {
+        let bus = host.bus();
+        let stop = CancellationToken::new();
+        let signal = stop.clone();
+        let handle = tokio::spawn(host.run(async move { signal.cancelled().await }));
+        Running { bus, stop, handle }
+    }
+
+    pub async fn stop(self) {
+        self.stop.cancel();
+        self.handle.await.unwrap().unwrap();
+    }
+}
+
+/// Counts of a queue's structures, read with the synchronous harness client.
+#[derive(Debug, PartialEq, Eq, Default)]
+pub struct Counts {
+    pub ready: i64,
+    pub msgs: i64,
+    pub inflight: i64,
+    pub delayed: i64,
+    pub dead: i64,
+}
+
+pub fn counts(redis: &TestRedis, queue: &str) -> Counts {
+    let mut c = redis.client();
+    let ns = redis.namespace();
+    let mut n = |cmd: &str, suffix: &str| {
+        c.cmd(&[cmd, &format!("{ns}:{{{queue}}}:{suffix}")])
+            .unwrap()
+            .as_int()
+            .unwrap()
+    };
+    Counts {
+        ready: n("LLEN", "ready"),
+        msgs: n("HLEN", "msgs"),
+        inflight: n("ZCARD", "inflight"),
+        delayed: n("ZCARD", "delayed"),
+        dead: n("LLEN", "dead"),
+    }
+}
