@@ -226,4 +226,8 @@ pub trait Consumer: Send + Sync + fmt::Debug {
     /// delivery and dead-lettering those at the limit. Safe when several consumers run
     /// it at once.
     async fn recover(&self) -> Result<()>;
+    /// Closes the consumer's own connections, if any (called once, after its last use).
+    async fn close(&self) -> Result<()> {
+        Ok(())
+    }
 }

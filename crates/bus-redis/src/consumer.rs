@@ -262,4 +262,9 @@ impl Consumer for RedisConsumer {
         }
         Ok(())
     }
+
+    async fn close(&self) -> Result<()> {
+        self.waiter.quit().await.map_err(Error::from)?;
+        Ok(())
+    }
 }

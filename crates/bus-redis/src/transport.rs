@@ -6,7 +6,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use bus_core::{Consumer, ConsumerOptions, Outgoing, Source, Transport};
-use fred::prelude::{Client, SetsInterface};
+use fred::prelude::{Client, ClientLike, SetsInterface};
 use fred::types::Value;
 
 use crate::consumer::RedisConsumer;
@@ -54,6 +54,11 @@ impl RedisTransport {
                 subscriptions: Mutex::default(),
             }),
         })
+    }
+
+    /// Closes the shared connection (consumers close their own when their host stops).
+    pub async fn close(&self) -> Result<()> {
+        Ok(self.inner.client.quit().await?)
     }
 
     /// The shared connection, for tools that read the layout (management, tests).

@@ -108,6 +108,9 @@ impl Worker {
         background.cancel();
         let _ = renewer.await;
         let _ = recoverer.await;
+        if let Err(e) = this.consumer.close().await {
+            tracing::debug!(error = %e, "closing the consumer failed");
+        }
     }
 
     /// Reserves messages whenever a slot is free, waiting on the transport when idle.

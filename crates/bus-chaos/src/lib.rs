@@ -1,0 +1,23 @@
+//! Reliability tests (see `tests/`) and the consumer process they kill
+//! (`chaos-consumer`). Shared here: the message and the keys both sides use.
+
+use bus_core::RedisCommand;
+use serde::{Deserialize, Serialize};
+
+/// The message of every chaos run.
+#[derive(Debug, Clone, Serialize, Deserialize, RedisCommand)]
+#[bus(queue = "chaos")]
+pub struct Job {
+    /// Unique per run.
+    pub n: u64,
+}
+
+/// Set of the `n` of every job a handler finished (before its ack).
+pub fn processed_key(prefix: &str) -> String {
+    format!("{prefix}:test:processed")
+}
+
+/// Counter of handler runs, duplicates included.
+pub fn runs_key(prefix: &str) -> String {
+    format!("{prefix}:test:runs")
+}

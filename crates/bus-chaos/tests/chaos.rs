@@ -1,0 +1,198 @@
+//! Reliability under real failures: consumers killed with SIGKILL, handlers that abort
+//! the process, Redis restarted mid-run.
+
+use std::collections::HashSet;
+use std::process::{Child, Command};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bus_chaos::{processed_key, runs_key, Job};
+use bus_core::{Bus, BusConfig};
+use bus_redis::{RedisConfig, RedisTransport};
+use bus_test_redis::{RedisServer, SyncClient, TestRedis};
+
+fn consumer(url: &str, prefix: &str, mode: &str, lock_ms: u64, limit: u32) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_chaos-consumer"))
+        .env("REDIS_URL", url)
+        .env("BUS_PREFIX", prefix)
+        .env("CHAOS_MODE", mode)
+        .env("CHAOS_LOCK_MS", lock_ms.to_string())
+        .env("CHAOS_LIMIT", limit.to_string())
+        .env("RUST_LOG", "warn")
+        .spawn()
+        .expect("start chaos-consumer")
+}
+
+async fn bus(url: &str, prefix: &str) -> Bus {
+    let config = RedisConfig::from_url(url).unwrap().prefix(prefix);
+    Bus::new(
+        Arc::new(RedisTransport::connect(&config).await.unwrap()),
+        BusConfig::default(),
+    )
+}
+
+async fn send_jobs(bus: &Bus, count: u64) {
+    for start in (0..count).step_by(1000) {
+        let batch: Vec<Job> = (start..(start + 1000).min(count))
+            .map(|n| Job { n })
+            .collect();
+        bus.send_batch(&batch).await.unwrap();
+    }
+}
+
+/// An integer reply, or a string reply holding one (GET); a missing key is 0.
+fn int(client: &mut SyncClient, args: &[&str]) -> i64 {
+    let reply = client.cmd(args).unwrap();
+    if reply.is_nil() {
+        return 0;
+    }
+    reply
+        .as_int()
+        .or_else(|| reply.as_str().and_then(|s| s.parse().ok()))
+        .unwrap_or_else(|| panic!("{args:?} gave {reply:?}"))
+}
+
+/// Ready, in flight, delayed, stored.
+fn backlog(client: &mut SyncClient, prefix: &str) -> [i64; 4] {
+    let key = |s: &str| format!("{prefix}:{{chaos}}:{s}");
+    [
+        int(client, &["LLEN", &key("ready")]),
+        int(client, &["ZCARD", &key("inflight")]),
+        int(client, &["ZCARD", &key("delayed")]),
+        int(client, &["HLEN", &key("msgs")]),
+    ]
+}
+
+/// Polls until `condition` holds or `limit` passes.
+fn wait_for(limit: Duration, mut condition: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if condition() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    condition()
+}
+
+fn kill(child: &mut Child) {
+    child.kill().unwrap(); // SIGKILL on Unix
+    child.wait().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consumers_killed_with_sigkill_lose_nothing() {
+    const JOBS: u64 = 20_000;
+    const KILLS: usize = 6;
+    let redis = TestRedis::start().unwrap();
+    let (url, prefix) = (redis.url(), redis.namespace().to_owned());
+    send_jobs(&bus(&url, &prefix).await, JOBS).await;
+    let mut client = redis.client();
+    let processed = |c: &mut SyncClient| int(c, &["SCARD", &processed_key(&prefix)]);
+
+    for round in 0..KILLS {
+        let before = processed(&mut client);
+        let mut child = consumer(&url, &prefix, "record", 1_000, 100);
+        // Kill it mid-stream: after it made some progress, never at a fixed time.
+        let progressed = wait_for(Duration::from_secs(60), || {
+            processed(&mut client) >= before + 1_500
+        });
+        kill(&mut child);
+        assert!(progressed, "round {round}: the consumer made no progress");
+        assert!(
+            processed(&mut client) < JOBS as i64,
+            "round {round}: finished before the kill; send more jobs"
+        );
+    }
+    let mut last = consumer(&url, &prefix, "record", 1_000, 100);
+    let drained = wait_for(Duration::from_secs(120), || {
+        backlog(&mut client, &prefix) == [0; 4] && processed(&mut client) == JOBS as i64
+    });
+    kill(&mut last);
+    let left = backlog(&mut client, &prefix);
+    assert!(
+        drained,
+        "not drained: processed {}, [ready, in flight, delayed, stored] = {left:?}",
+        processed(&mut client)
+    );
+
+    let members = client.cmd(&["SMEMBERS", &processed_key(&prefix)]).unwrap();
+    let ids: HashSet<String> = members
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m.as_str().unwrap().to_owned())
+        .collect();
+    assert!((0..JOBS).all(|n| ids.contains(&n.to_string())));
+    let runs = int(&mut client, &["GET", &runs_key(&prefix)]);
+    println!(
+        "SIGKILL x{KILLS}: {JOBS} jobs, {runs} handler runs, {} duplicates",
+        runs - JOBS as i64
+    );
+    let dead = int(&mut client, &["LLEN", &format!("{prefix}:{{chaos}}:dead")]);
+    assert_eq!(dead, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_that_aborts_the_process_every_time_is_still_dead_lettered() {
+    const LIMIT: u32 = 3;
+    let redis = TestRedis::start().unwrap();
+    let (url, prefix) = (redis.url(), redis.namespace().to_owned());
+    bus(&url, &prefix).await.send(&Job { n: 1 }).await.unwrap();
+    let mut client = redis.client();
+    let dead_key = format!("{prefix}:{{chaos}}:dead");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut starts = 0;
+    while int(&mut client, &["LLEN", &dead_key]) == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "never dead-lettered after {starts} consumer starts"
+        );
+        let mut child = consumer(&url, &prefix, "abort", 300, LIMIT);
+        starts += 1;
+        // The child aborts in the handler, or recovers and dead-letters the message.
+        let exited = wait_for(Duration::from_secs(10), || {
+            child.try_wait().unwrap().is_some() || int(&mut client, &["LLEN", &dead_key]) == 1
+        });
+        assert!(exited, "the consumer neither crashed nor dead-lettered");
+        if child.try_wait().unwrap().is_none() {
+            kill(&mut child);
+        }
+    }
+    let id = client.cmd(&["LINDEX", &dead_key, "0"]).unwrap();
+    let id = id.as_str().unwrap();
+    let info = client
+        .cmd(&["HGET", &format!("{prefix}:{{chaos}}:dead-info"), id])
+        .unwrap();
+    let errors = client
+        .cmd(&["HGET", &format!("{prefix}:{{chaos}}:errors"), id])
+        .unwrap();
+    let runs = int(&mut client, &["GET", &runs_key(&prefix)]);
+    assert_eq!(runs, i64::from(LIMIT), "the handler ran {runs} times; the limit is {LIMIT}; dead letter {info:?}, errors {errors:?}");
+    assert!(info.as_str().unwrap().contains("\"delivery_limit\""));
+    assert_eq!(backlog(&mut client, &prefix)[..3], [0, 0, 0]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_restarted_mid_run_loses_nothing() {
+    const JOBS: u64 = 5_000;
+    let mut server = RedisServer::builder().appendonly(true).start().unwrap();
+    let (url, prefix) = (server.url(), "restart".to_owned());
+    send_jobs(&bus(&url, &prefix).await, JOBS).await;
+    let mut child = consumer(&url, &prefix, "record", 2_000, 100);
+    let processed = |c: &mut SyncClient| int(c, &["SCARD", &processed_key(&prefix)]);
+    let mut client = server.client();
+    assert!(wait_for(Duration::from_secs(60), || processed(&mut client) >= 500));
+    server.restart().unwrap();
+    let mut client = server.client();
+    let drained = wait_for(Duration::from_secs(120), || {
+        backlog(&mut client, &prefix) == [0; 4] && processed(&mut client) == JOBS as i64
+    });
+    kill(&mut child);
+    assert!(
+        drained,
+        "after the restart: processed {}, backlog {:?}",
+        processed(&mut client),
+        backlog(&mut client, &prefix)
+    );
+}

@@ -1,0 +1,22 @@
+//! The README's first command: the high-throughput sample against a fresh Redis.
+
+use std::process::Command;
+
+use bus_test_redis::RedisServer;
+
+#[test]
+fn processes_ten_thousand_and_leaves_only_bookkeeping() {
+    let server = RedisServer::start().unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_high-throughput"))
+        .env("REDIS_URL", server.url())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("running on Redis at REDIS_URL"), "{stdout}");
+    assert!(stdout.contains("processed 10000 messages in"), "{stdout}");
+    assert!(!stderr.contains("WARN") && !stderr.contains("ERROR"), "noisy run:\n{stderr}");
+    let keys = server.client().scan_match("*").unwrap();
+    assert_eq!(keys, ["sample:registry:queues"], "keys left behind");
+}

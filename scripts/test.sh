@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it: installs what it needs, then format, lints, tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v redis-server >/dev/null 2>&1; then
+  echo "redis-server not found: installing Debian's redis-server package"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq redis-server redis-tools >/dev/null
+fi
+# Tests start their own redis-server on free loopback ports; none needs to be running.
+
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets -- -D warnings
+cargo test --workspace --all-targets
+cargo test --workspace --doc
+
+# A message-contract crate never pulls in a Redis client.
+if cargo tree -p sample-contracts -e normal | grep -q fred; then
+  echo "sample-contracts depends on fred: message contracts must not need a transport" >&2
+  exit 1
+fi
+if cargo tree -p bus-core -e normal | grep -q fred; then
+  echo "bus-core depends on fred" >&2
+  exit 1
+fi
