@@ -13,6 +13,7 @@
 //! | [`Envelope`], [`Format`] | the wire format and serializers |
 //! | [`Transport`], [`Consumer`] | what a transport implements |
 //! | [`MemoryTransport`] | the embedded transport |
+//! | [`Saga`], [`StartSaga`], [`ContinueSaga`], [`SagaData`], [`SagaStore`], [`MemorySagaStore`] | sagas (`docs/sagas.md`) |
 
 mod bus;
 mod context;
@@ -24,6 +25,7 @@ mod memory;
 mod message;
 mod middleware;
 mod processor;
+mod saga;
 mod settings;
 mod transport;
 
@@ -40,6 +42,10 @@ pub use message::{
 };
 pub use middleware::{Middleware, Next};
 pub use processor::{CommandProcessor, Disposition, EventProcessor, ProcessError};
+/// The saga store conformance suite, for store implementations' tests.
+#[doc(hidden)]
+pub use saga::conformance as saga_conformance;
+pub use saga::{ContinueSaga, MemorySagaStore, Saga, SagaData, SagaStore, Stamp, StartSaga};
 pub use settings::{Backoff, ProcessingSettings};
 pub use transport::{
     Consumer, ConsumerOptions, DeadLetter, DeadLetterReason, Delivery, ErrorRecord, Outgoing,

@@ -10,11 +10,13 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-pub(crate) use registration::Registration;
+pub(crate) use registration::{Invoke, Registration};
 
+use crate::saga::PendingSaga;
 use crate::{
-    Bus, BusConfig, Command, CommandProcessor, ConsumerOptions, Error, EventProcessor, Format,
-    MessageDescriptor, Middleware, Result, Subscription, Transport,
+    Bus, BusConfig, Command, CommandProcessor, ConsumerOptions, ContinueSaga, Error,
+    EventProcessor, Format, MessageDescriptor, Middleware, Result, SagaStore, StartSaga,
+    Subscription, Transport,
 };
 
 /// Builds a [`Host`]: the transport, the processors, the middleware.
@@ -37,6 +39,8 @@ pub struct HostBuilder {
     transport: Option<Arc<dyn Transport>>,
     bus_config: BusConfig,
     registrations: Vec<Registration>,
+    saga_store: Option<Arc<dyn SagaStore>>,
+    sagas: Vec<PendingSaga>,
     middleware: Vec<Arc<dyn Middleware>>,
     shutdown_grace: Duration,
     recovery_interval: Duration,
@@ -49,6 +53,8 @@ impl Default for HostBuilder {
             transport: None,
             bus_config: BusConfig::default(),
             registrations: Vec::new(),
+            saga_store: None,
+            sagas: Vec::new(),
             middleware: Vec::new(),
             shutdown_grace: Duration::from_secs(30),
             recovery_interval: Duration::from_secs(1),
@@ -91,6 +97,55 @@ impl HostBuilder {
         self.register(Registration::event::<S, P>(processor))
     }
 
+    /// Where sagas keep their state: `bus_redis_saga::RedisSagaStore`, or
+    /// [`MemorySagaStore`](crate::MemorySagaStore) for tests. Required when a saga is
+    /// registered; there is no implicit default, so that a production host never keeps
+    /// its sagas in memory by accident.
+    pub fn saga_store(self, store: impl SagaStore) -> Self {
+        self.saga_store_arc(Arc::new(store))
+    }
+
+    /// A shared saga store.
+    pub fn saga_store_arc(mut self, store: Arc<dyn SagaStore>) -> Self {
+        self.saga_store = Some(store);
+        self
+    }
+
+    /// Registers `C` as the message that starts saga `S`, on `C`'s queue. One saga value
+    /// is usually shared by its start and continue registrations, hence the `Arc`.
+    ///
+    /// ```no_run
+    /// # use std::sync::Arc;
+    /// # use bus_core::{Host, MemorySagaStore, MemoryTransport};
+    /// # fn demo<S, A, B>(saga: S) -> bus_core::Result<()>
+    /// # where A: bus_core::Command, B: bus_core::Command,
+    /// #       S: bus_core::StartSaga<A> + bus_core::ContinueSaga<B> {
+    /// let saga = Arc::new(saga);
+    /// let host = Host::builder()
+    ///     .transport(MemoryTransport::new())
+    ///     .saga_store(MemorySagaStore::new())
+    ///     .saga_start::<A, _>(Arc::clone(&saga))
+    ///     .saga_continue::<B, _>(saga)
+    ///     .build()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn saga_start<C: Command, S: StartSaga<C>>(mut self, saga: Arc<S>) -> Self {
+        match PendingSaga::start::<C, S>(saga) {
+            Ok(pending) => self.sagas.push(pending),
+            Err(e) => self.errors.push(e),
+        }
+        self
+    }
+
+    /// Registers `C` as a message of the running saga `S`, on `C`'s queue.
+    pub fn saga_continue<C: Command, S: ContinueSaga<C>>(mut self, saga: Arc<S>) -> Self {
+        match PendingSaga::continuation::<C, S>(saga) {
+            Ok(pending) => self.sagas.push(pending),
+            Err(e) => self.errors.push(e),
+        }
+        self
+    }
+
     pub(crate) fn register(mut self, registration: Result<Registration>) -> Self {
         match registration {
             Ok(r) => self.registrations.push(r),
@@ -123,6 +178,16 @@ impl HostBuilder {
     pub fn build(mut self) -> Result<Host> {
         if let Some(error) = self.errors.into_iter().next() {
             return Err(error);
+        }
+        if !self.sagas.is_empty() {
+            let store = self.saga_store.take().ok_or_else(|| {
+                Error::Config(
+                    "sagas are registered but no saga store: call HostBuilder::saga_store".into(),
+                )
+            })?;
+            for pending in self.sagas.drain(..) {
+                self.registrations.push(pending.bind(Arc::clone(&store)));
+            }
         }
         let mut seen = HashSet::new();
         for r in &self.registrations {

@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use super::{ContinueSaga, SagaData, SagaStore, Stamp, StartSaga};
 use crate::host::{Invoke, Registration};
-use crate::{validate_name, Command, Context, Error, Message, ProcessError, Result, Source};
+use crate::{validate_name, Command, Context, Error, ProcessError, Result, Source};
 
 type Bind = Box<dyn FnOnce(Arc<dyn SagaStore>) -> Registration + Send + Sync>;
 
@@ -173,7 +173,10 @@ async fn write_back<S: Serialize>(
         }
     } else if data.is_modified() {
         let bytes = encode(partition, data.id(), data.state())?;
-        store.update(partition, data.id(), bytes, stamp).await.map(drop)
+        store
+            .update(partition, data.id(), bytes, stamp)
+            .await
+            .map(drop)
     } else {
         Ok(())
     }

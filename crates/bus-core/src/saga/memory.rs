@@ -69,7 +69,11 @@ impl MemorySagaStore {
     /// How many sagas are live (not expired).
     pub fn len(&self) -> usize {
         let now = Instant::now();
-        self.lock().sagas.values().filter(|e| e.is_live(now)).count()
+        self.lock()
+            .sagas
+            .values()
+            .filter(|e| e.is_live(now))
+            .count()
     }
 
     /// Whether no saga is live.
@@ -84,13 +88,7 @@ impl MemorySagaStore {
 
 #[async_trait]
 impl SagaStore for MemorySagaStore {
-    async fn create(
-        &self,
-        partition: &str,
-        id: &str,
-        data: Bytes,
-        ttl: Duration,
-    ) -> Result<Stamp> {
+    async fn create(&self, partition: &str, id: &str, data: Bytes, ttl: Duration) -> Result<Stamp> {
         let key = saga_key(partition, id);
         let mut inner = self.lock();
         inner.creates_since_sweep += 1;

@@ -22,8 +22,7 @@ pub trait SagaStore: Send + Sync + fmt::Debug + 'static {
     /// Creates the saga with `data`; it expires after `ttl` (at least 1 ms) unless it is
     /// completed or deleted first. Fails with [`Error::SagaExists`](crate::Error::SagaExists)
     /// if it exists.
-    async fn create(&self, partition: &str, id: &str, data: Bytes, ttl: Duration)
-        -> Result<Stamp>;
+    async fn create(&self, partition: &str, id: &str, data: Bytes, ttl: Duration) -> Result<Stamp>;
 
     /// Reads the saga's data and current stamp. Fails with
     /// [`Error::SagaNotFound`](crate::Error::SagaNotFound) if it does not exist (or expired).
@@ -33,8 +32,13 @@ pub trait SagaStore: Send + Sync + fmt::Debug + 'static {
     /// stamp. The expiry set at creation is kept. Fails with `SagaNotFound` if the saga
     /// is gone, else with [`Error::SagaConflict`](crate::Error::SagaConflict) if it was
     /// written since `expected` was read.
-    async fn update(&self, partition: &str, id: &str, data: Bytes, expected: &Stamp)
-        -> Result<Stamp>;
+    async fn update(
+        &self,
+        partition: &str,
+        id: &str,
+        data: Bytes,
+        expected: &Stamp,
+    ) -> Result<Stamp>;
 
     /// Deletes the saga if its stamp is still `expected`. Fails with `SagaNotFound`,
     /// then `SagaConflict`, like [`SagaStore::update`].
