@@ -1,0 +1,163 @@
+//! A saga in a host with the Redis store (and the in-memory transport; the Redis
+//! transport's end-to-end saga test lives with bus-redis).
+
+mod common;
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use bus_core::{
+    Backoff, Context, ContinueSaga, Host, MemoryTransport, ProcessError, ProcessingSettings,
+    RedisCommand, Saga, SagaData, SagaStore, Source, StartSaga,
+};
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+#[derive(Debug, Serialize, Deserialize, RedisCommand)]
+#[bus(queue = "trip-booked")]
+struct BookTrip {
+    trip: String,
+}
+
+#[derive(Debug, Serialize, Deserialize, RedisCommand)]
+#[bus(queue = "trip-leg-confirmed")]
+struct ConfirmLeg {
+    trip: String,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Trip {
+    booked: bool,
+    legs: u32,
+}
+
+const LEGS: u32 = 10;
+
+#[derive(Default)]
+struct TripSaga {
+    completed_with: AtomicU32,
+}
+
+impl Saga for TripSaga {
+    type State = Trip;
+    const PARTITION_KEY: &'static str = "trip";
+}
+
+fn settings() -> ProcessingSettings {
+    ProcessingSettings::default()
+        .max_concurrent_calls(4)
+        .dead_letter_delivery_limit(200)
+        .retry(Backoff::fixed(Duration::from_millis(10)))
+}
+
+#[async_trait]
+impl StartSaga<BookTrip> for TripSaga {
+    fn saga_id(&self, message: &BookTrip) -> String {
+        message.trip.clone()
+    }
+    async fn start(
+        &self,
+        _: BookTrip,
+        saga: &mut SagaData<Trip>,
+        _: &Context,
+    ) -> Result<(), ProcessError> {
+        saga.state_mut().booked = true;
+        Ok(())
+    }
+    fn settings(&self) -> ProcessingSettings {
+        settings()
+    }
+}
+
+#[async_trait]
+impl ContinueSaga<ConfirmLeg> for TripSaga {
+    fn saga_id(&self, message: &ConfirmLeg) -> String {
+        message.trip.clone()
+    }
+    async fn handle(
+        &self,
+        _: ConfirmLeg,
+        saga: &mut SagaData<Trip>,
+        _: &Context,
+    ) -> Result<(), ProcessError> {
+        if !saga.state().booked {
+            return Err("still booking".into());
+        }
+        let trip = saga.state_mut();
+        trip.legs += 1;
+        if trip.legs == LEGS {
+            self.completed_with.store(trip.legs, Ordering::SeqCst);
+            saga.complete();
+        }
+        Ok(())
+    }
+    fn settings(&self) -> ProcessingSettings {
+        settings()
+    }
+}
+
+async fn eventually(limit: Duration, mut condition: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if condition() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    condition()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_then_ten_updates_then_complete_leaves_no_key() {
+    let (redis, store) = common::store().await;
+    let transport = MemoryTransport::new();
+    let saga = Arc::new(TripSaga::default());
+    let host = Host::builder()
+        .transport(transport.clone())
+        .saga_store(store.clone())
+        .saga_start::<BookTrip, _>(Arc::clone(&saga))
+        .saga_continue::<ConfirmLeg, _>(Arc::clone(&saga))
+        .build()
+        .unwrap();
+    let bus = host.bus();
+    let stop = CancellationToken::new();
+    let signal = stop.clone();
+    let handle = tokio::spawn(host.run(async move { signal.cancelled().await }));
+
+    bus.send(&BookTrip { trip: "t-1".into() }).await.unwrap();
+    let key = store.key("trip", "t-1");
+    let booked = eventually(Duration::from_secs(10), || {
+        let data = redis.client().cmd(&["HGET", &key, "data"]).unwrap();
+        data.as_bytes()
+            .is_some_and(|d| d.starts_with(b"{\"booked\":true"))
+    });
+    assert!(booked.await, "the start did not write the saga at {key}");
+    let legs: Vec<ConfirmLeg> = (0..LEGS)
+        .map(|_| ConfirmLeg { trip: "t-1".into() })
+        .collect();
+    bus.send_batch(&legs).await.unwrap();
+    assert!(
+        eventually(Duration::from_secs(20), || saga
+            .completed_with
+            .load(Ordering::SeqCst)
+            == LEGS)
+        .await,
+        "the saga never reached {LEGS} legs: an update was lost"
+    );
+    let gone = eventually(Duration::from_secs(10), || redis.keys().is_empty());
+    assert!(gone.await, "keys left behind: {:?}", redis.keys());
+    assert!(matches!(
+        store.get("trip", "t-1").await,
+        Err(bus_core::Error::SagaNotFound { .. })
+    ));
+    let queue = Source::queue("trip-leg-confirmed").unwrap();
+    assert!(
+        eventually(Duration::from_secs(10), || transport.stats(&queue)
+            == Default::default())
+        .await
+    );
+    stop.cancel();
+    handle.await.unwrap().unwrap();
+}
