@@ -35,16 +35,3 @@ local function bury(errors, dead, dead_info, id, reason, message, now)
   redis.call('RPUSH', dead, id)
   redis.call('HSET', dead_info, id, cjson.encode({ reason = reason, at_ms = now }))
 end
-
--- Stores each new (id, envelope) pair of ARGV from `first` and appends the new ids to
--- `ready`. An id already stored (a script re-sent after a reconnect) is skipped.
-local function store(ready, msgs, first)
-  local fresh = {}
-  for i = first, #ARGV, 2 do
-    if redis.call('HSETNX', msgs, ARGV[i], ARGV[i + 1]) == 1 then
-      fresh[#fresh + 1] = ARGV[i]
-    end
-  end
-  bulk('RPUSH', ready, fresh)
-  return #fresh
-end

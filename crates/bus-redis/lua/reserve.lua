@@ -1,8 +1,12 @@
--- Reserve: promote due delayed messages, then move up to N ready ids into flight, each
--- with a lock deadline and an incremented delivery count.
+-- Reserve: promote due delayed messages, then move up to N ready elements into flight,
+-- each with a lock deadline and an incremented delivery count.
 -- KEYS: ready, msgs, deliveries, inflight, delayed, seq.  ARGV: max, lock_ms.
 -- Returns { wait_ms, id, count, envelope, ... }; wait_ms is the time until the next
 -- delayed message is due when nothing was ready (-1: none scheduled).
+--
+-- A ready element is either a fresh envelope (as sent) or the id of a stored message
+-- (retried, recovered, released or promoted). A fresh envelope gets an id from `seq` and
+-- is stored in `msgs` now, so a queued message costs only its list element.
 local now = now_ms()
 local due = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', now, 'LIMIT', 0, 100)
 if #due > 0 then
@@ -10,28 +14,43 @@ if #due > 0 then
   bulk('ZREM', KEYS[5], due)
 end
 local out = { -1 }
-local ids = redis.call('LPOP', KEYS[1], tonumber(ARGV[1]))
-if not ids then
+local elements = redis.call('LPOP', KEYS[1], tonumber(ARGV[1]))
+if not elements then
   local first = redis.call('ZRANGE', KEYS[5], 0, 0, 'WITHSCORES')
   if #first > 0 then out[1] = math.max(0, tonumber(first[2]) - now) end
   return out
 end
-local deadline = now + tonumber(ARGV[2])
-local locks = {}
-for _, id in ipairs(ids) do
-  local envelope = redis.call('HGET', KEYS[2], id)
-  if not envelope then
-    -- A foreign element (a plain envelope, or garbage): keep it as the envelope of a
-    -- fresh id, so it is processed or dead-lettered like any other message.
-    envelope = id
-    id = '~' .. redis.call('INCR', KEYS[6])
-    redis.call('HSET', KEYS[2], id, envelope)
-  end
-  out[#out + 1] = id
-  out[#out + 1] = redis.call('HINCRBY', KEYS[3], id, 1)
-  out[#out + 1] = envelope
-  locks[#locks + 1] = deadline
-  locks[#locks + 1] = id
+-- First pass: which elements are fresh envelopes (so their ids come from one INCRBY).
+local known, fresh = {}, 0
+for i, element in ipairs(elements) do
+  known[i] = redis.call('HGET', KEYS[2], element)
+  if not known[i] then fresh = fresh + 1 end
 end
+local next_id = fresh > 0 and redis.call('INCRBY', KEYS[6], fresh) - fresh or 0
+local deadline = now + tonumber(ARGV[2])
+local new_envelopes, new_counts, locks = {}, {}, {}
+for i, element in ipairs(elements) do
+  local id, count, envelope = element, nil, known[i]
+  if not envelope then
+    next_id = next_id + 1
+    id, count, envelope = '~' .. next_id, 1, element
+    new_envelopes[#new_envelopes + 1] = id
+    new_envelopes[#new_envelopes + 1] = envelope
+    new_counts[#new_counts + 1] = id
+    new_counts[#new_counts + 1] = 1
+  elseif not redis.call('ZSCORE', KEYS[4], id) then
+    count = redis.call('HINCRBY', KEYS[3], id, 1)
+  end
+  -- (a stored id that is already in flight is a stray duplicate reference: skipped)
+  if count then
+    out[#out + 1] = id
+    out[#out + 1] = count
+    out[#out + 1] = envelope
+    locks[#locks + 1] = deadline
+    locks[#locks + 1] = id
+  end
+end
+bulk('HSET', KEYS[2], new_envelopes)
+bulk('HSET', KEYS[3], new_counts)
 bulk('ZADD', KEYS[4], locks)
 return out

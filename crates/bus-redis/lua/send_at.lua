@@ -1,10 +1,14 @@
 -- Delayed send: store envelopes and schedule their ids.
 -- KEYS: delayed, msgs.  ARGV: due_ms, id, envelope, id, envelope, ...
-local stored = 0
+-- Like send, a re-sent batch (first id already stored) stores nothing.
+if #ARGV < 2 or redis.call('HEXISTS', KEYS[2], ARGV[2]) == 1 then return 0 end
+local fields, schedule = {}, {}
 for i = 2, #ARGV, 2 do
-  if redis.call('HSETNX', KEYS[2], ARGV[i], ARGV[i + 1]) == 1 then
-    redis.call('ZADD', KEYS[1], ARGV[1], ARGV[i])
-    stored = stored + 1
-  end
+  fields[#fields + 1] = ARGV[i]
+  fields[#fields + 1] = ARGV[i + 1]
+  schedule[#schedule + 1] = ARGV[1]
+  schedule[#schedule + 1] = ARGV[i]
 end
-return stored
+bulk('HSET', KEYS[2], fields)
+bulk('ZADD', KEYS[1], schedule)
+return #fields / 2

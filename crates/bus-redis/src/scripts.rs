@@ -32,7 +32,6 @@ macro_rules! lua {
 /// All scripts, hashed once per process.
 #[derive(Debug)]
 pub(crate) struct Scripts {
-    pub(crate) send: Lua,
     pub(crate) send_at: Lua,
     pub(crate) publish: Lua,
     pub(crate) reserve: Lua,
@@ -47,7 +46,6 @@ pub(crate) struct Scripts {
 pub(crate) fn scripts() -> &'static Scripts {
     static SCRIPTS: OnceLock<Scripts> = OnceLock::new();
     SCRIPTS.get_or_init(|| Scripts {
-        send: lua!("send"),
         send_at: lua!("send_at"),
         publish: lua!("publish"),
         reserve: lua!("reserve"),

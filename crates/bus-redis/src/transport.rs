@@ -6,7 +6,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use bus_core::{Consumer, ConsumerOptions, Outgoing, Source, Transport};
-use fred::prelude::{Client, ClientLike, SetsInterface};
+use fred::prelude::{Client, ClientLike, ListInterface, SetsInterface};
 use fred::types::Value;
 
 use crate::consumer::RedisConsumer;
@@ -101,9 +101,9 @@ impl RedisTransport {
         names: &[String],
         messages: &[Outgoing],
     ) -> Result<i64> {
-        let mut keys = Vec::with_capacity(1 + 2 * names.len());
+        let mut keys = Vec::with_capacity(1 + names.len());
         keys.push(keys::subscriptions(self.prefix(), topic));
-        let mut args = Vec::with_capacity(1 + names.len() + 2 * messages.len());
+        let mut args = Vec::with_capacity(1 + names.len() + messages.len());
         args.push(Value::from(names.len() as i64));
         for name in names {
             let queue = self.keys(&Source::Subscription {
@@ -111,10 +111,9 @@ impl RedisTransport {
                 name: name.clone(),
             });
             keys.push(queue.ready);
-            keys.push(queue.msgs);
             args.push(Value::from(name.as_str()));
         }
-        args.extend(message_args(messages));
+        args.extend(messages.iter().map(|m| Value::Bytes(m.payload.clone())));
         scripts()
             .publish
             .run_int(&self.inner.client, keys, args)
@@ -137,12 +136,11 @@ fn epoch_ms(time: SystemTime) -> i64 {
 #[async_trait]
 impl Transport for RedisTransport {
     async fn send(&self, queue: &str, messages: Vec<Outgoing>) -> bus_core::Result<()> {
-        let keys = self.keys(&Source::queue(queue)?);
-        let args = message_args(&messages).collect();
-        scripts()
-            .send
-            .run_int(&self.inner.client, vec![keys.ready, keys.msgs], args)
-            .await?;
+        // One command: the plain envelopes go straight onto the ready list; reserve gives
+        // them their storage ids (docs/redis-layout.md).
+        let ready = self.keys(&Source::queue(queue)?).ready;
+        let envelopes: Vec<Value> = messages.into_iter().map(|m| Value::Bytes(m.payload)).collect();
+        let _: i64 = self.inner.client.rpush(ready, envelopes).await.map_err(Error::from)?;
         Ok(())
     }
 

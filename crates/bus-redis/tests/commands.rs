@@ -123,18 +123,16 @@ async fn always_failing_handler_runs_the_limit_then_one_dead_letter() {
     let keys = transport.keys(&Source::queue("work").unwrap());
     let client = transport.client();
     let dead: Vec<String> = client.lrange(&keys.dead, 0, -1).await.unwrap();
-    assert_eq!(dead, [id.to_string()]);
-    let info: String = client.hget(&keys.dead_info, id.as_str()).await.unwrap();
+    assert_eq!(dead.len(), 1);
+    let key = dead[0].as_str();
+    let info: String = client.hget(&keys.dead_info, key).await.unwrap();
     let info: serde_json::Value = serde_json::from_str(&info).unwrap();
     assert_eq!(info["reason"], "delivery_limit");
-    let count: u32 = client.hget(&keys.deliveries, id.as_str()).await.unwrap();
+    let count: u32 = client.hget(&keys.deliveries, key).await.unwrap();
     assert_eq!(count, 4);
-    let errors: String = client.hget(&keys.errors, id.as_str()).await.unwrap();
+    let errors: String = client.hget(&keys.errors, key).await.unwrap();
     let errors: Vec<serde_json::Value> = serde_json::from_str(&errors).unwrap();
-    let texts: Vec<&str> = errors
-        .iter()
-        .map(|e| e["message"].as_str().unwrap())
-        .collect();
+    let texts: Vec<&str> = errors.iter().map(|e| e["message"].as_str().unwrap()).collect();
     assert_eq!(
         texts,
         [
@@ -146,7 +144,7 @@ async fn always_failing_handler_runs_the_limit_then_one_dead_letter() {
     );
     // The original envelope is kept, unchanged.
     let envelope: Vec<u8> = client
-        .hget::<bytes::Bytes, _, _>(&keys.msgs, id.as_str())
+        .hget::<bytes::Bytes, _, _>(&keys.msgs, key)
         .await
         .unwrap()
         .to_vec();

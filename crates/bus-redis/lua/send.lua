@@ -1,3 +1,0 @@
--- Send: store envelopes and append their ids to the ready list.
--- KEYS: ready, msgs.  ARGV: id, envelope, id, envelope, ...
-return store(KEYS[1], KEYS[2], 1)
