@@ -5,6 +5,8 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 
+use crate::envelope::{encode_json_message, now_ms};
+
 use crate::{
     validate_name, Command, Envelope, Error, Event, Format, Headers, Message, MessageId, Outgoing,
     Result, Transport,
@@ -151,26 +153,38 @@ impl Bus {
 
     fn encode<M: Message>(&self, messages: &[M]) -> Result<Vec<Outgoing>> {
         let format = M::FORMAT.unwrap_or(self.config.format);
-        messages
-            .iter()
-            .map(|message| {
-                let mut envelope = Envelope::new(M::NAME, format, format.encode(M::NAME, message)?);
-                if let Some(inherited) = &self.inherited {
-                    envelope.headers.clone_from(inherited);
+        let no_headers = Headers::new();
+        let headers = self.inherited.as_deref().unwrap_or(&no_headers);
+        // One clock read per batch; ids count up from one ULID (unique and ordered).
+        let sent_at_ms = now_ms();
+        let mut next_id = ulid::Ulid::new();
+        let mut batch = Vec::with_capacity(messages.len());
+        for message in messages {
+            let id = next_id.to_string();
+            next_id = next_id.increment().unwrap_or_else(ulid::Ulid::new);
+            let payload = match format {
+                Format::Json => encode_json_message(&id, M::NAME, headers, sent_at_ms, message)?,
+                _ => {
+                    let mut envelope =
+                        Envelope::new(M::NAME, format, format.encode(M::NAME, message)?);
+                    envelope.id = MessageId::from(id.clone());
+                    envelope.sent_at_ms = sent_at_ms;
+                    envelope.headers.clone_from(headers);
+                    envelope.encode()?
                 }
-                let payload = envelope.encode()?;
-                if payload.len() > self.config.max_message_size {
-                    return Err(Error::MessageTooLarge {
-                        size: payload.len(),
-                        max: self.config.max_message_size,
-                    });
-                }
-                Ok(Outgoing {
-                    id: envelope.id,
-                    payload: Bytes::from(payload),
-                })
-            })
-            .collect()
+            };
+            if payload.len() > self.config.max_message_size {
+                return Err(Error::MessageTooLarge {
+                    size: payload.len(),
+                    max: self.config.max_message_size,
+                });
+            }
+            batch.push(Outgoing {
+                id: MessageId::from(id),
+                payload: Bytes::from(payload),
+            });
+        }
+        Ok(batch)
     }
 }
 

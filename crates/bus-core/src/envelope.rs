@@ -73,7 +73,49 @@ struct JsonHead<'a> {
     #[serde(rename = "type")]
     message_type: &'a str,
     sent: u64,
+    // Omitted when empty: every queued byte counts (SPEC §8's memory target).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     headers: &'a Headers,
+}
+
+/// Writes a JSON envelope: the head, then the body written by `body` in place (JSON
+/// bodies are spliced in, never re-serialized).
+fn write_json(
+    head: &JsonHead<'_>,
+    size_hint: usize,
+    body: impl FnOnce(&mut Vec<u8>) -> Result<(), crate::BoxError>,
+) -> Result<Vec<u8>, crate::BoxError> {
+    let mut out = Vec::with_capacity(size_hint + 96);
+    serde_json::to_writer(&mut out, head)?;
+    out.pop(); // the head's closing '}'
+    out.extend_from_slice(br#","body":"#);
+    body(&mut out)?;
+    out.push(b'}');
+    Ok(out)
+}
+
+/// Encodes a message straight into a JSON envelope, with no intermediate body buffer
+/// (the send path).
+pub(crate) fn encode_json_message<T: Serialize>(
+    id: &str,
+    message_type: &str,
+    headers: &Headers,
+    sent_at_ms: u64,
+    message: &T,
+) -> Result<Vec<u8>> {
+    let head = JsonHead {
+        v: ENVELOPE_VERSION,
+        id,
+        message_type,
+        sent: sent_at_ms,
+        headers,
+    };
+    write_json(&head, 64, |out| Ok(serde_json::to_writer(out, message)?)).map_err(|source| {
+        Error::Encode {
+            message_type: message_type.to_owned(),
+            source,
+        }
+    })
 }
 
 #[derive(Deserialize)]
@@ -137,14 +179,11 @@ impl Envelope {
                     sent: self.sent_at_ms,
                     headers: &self.headers,
                 };
-                // The body is already JSON: splice it in rather than re-serializing it.
-                let mut out = Vec::with_capacity(self.body.len() + 128);
-                serde_json::to_writer(&mut out, &head).map_err(|e| fail(e.into()))?;
-                out.pop(); // the closing '}'
-                out.extend_from_slice(br#","body":"#);
-                out.extend_from_slice(&self.body);
-                out.push(b'}');
-                Ok(out)
+                write_json(&head, self.body.len(), |out| {
+                    out.extend_from_slice(&self.body);
+                    Ok(())
+                })
+                .map_err(fail)
             }
             Format::MessagePack => rmp_serde::to_vec_named(&PackedEnvelope {
                 v: ENVELOPE_VERSION,
