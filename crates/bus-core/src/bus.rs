@@ -161,7 +161,11 @@ impl Bus {
         let mut batch = Vec::with_capacity(messages.len());
         for message in messages {
             let id = next_id.to_string();
-            next_id = next_id.increment().unwrap_or_else(ulid::Ulid::new);
+            // (`increment` fails only when the random part overflows: start afresh.)
+            next_id = match next_id.increment() {
+                Some(next) => next,
+                None => ulid::Ulid::new(),
+            };
             let payload = match format {
                 Format::Json => encode_json_message(&id, M::NAME, headers, sent_at_ms, message)?,
                 _ => {

@@ -23,3 +23,8 @@ mod transport;
 pub use config::RedisConfig;
 pub use error::{Error, Result};
 pub use transport::RedisTransport;
+
+// The README's example compiles as a doc-test of this crate.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+struct ReadmeDoctests;
