@@ -31,6 +31,20 @@ pub struct RedisConfig {
 impl RedisConfig {
     /// Parses a connection string. A password never appears in `Debug` output or logs.
     pub fn from_url(url: &str) -> Result<Self> {
+        const SCHEMES: [&str; 6] = [
+            "redis://",
+            "rediss://",
+            "redis-cluster://",
+            "rediss-cluster://",
+            "redis-sentinel://",
+            "rediss-sentinel://",
+        ];
+        if !SCHEMES.iter().any(|scheme| url.starts_with(scheme)) {
+            return Err(Error::Config(format!(
+                "invalid Redis URL: it must start with one of {}",
+                SCHEMES.join(", ")
+            )));
+        }
         let fred =
             Config::from_url(url).map_err(|e| Error::Config(format!("invalid Redis URL: {e}")))?;
         if url.starts_with("rediss") && !cfg!(feature = "tls") {
