@@ -26,6 +26,8 @@ pub struct RedisConfig {
     fred: Config,
     prefix: String,
     reconnect_max_delay: Duration,
+    #[cfg(feature = "tls")]
+    tls_ca: Option<crate::tls::CaSource>,
 }
 
 impl RedisConfig {
@@ -57,6 +59,8 @@ impl RedisConfig {
             fred,
             prefix: DEFAULT_PREFIX.to_owned(),
             reconnect_max_delay: Duration::from_secs(2),
+            #[cfg(feature = "tls")]
+            tls_ca: None,
         })
     }
 
@@ -76,6 +80,42 @@ impl RedisConfig {
     /// gives up.
     pub fn reconnect_max_delay(mut self, delay: Duration) -> Self {
         self.reconnect_max_delay = delay;
+        self
+    }
+
+    /// Trusts the certificates of a private CA (PEM, one or more `BEGIN CERTIFICATE`
+    /// sections) instead of the system roots for a `rediss://` URL. Needs the `tls`
+    /// feature. The PEM is checked at connect: an invalid one, or a CA with a `redis://`
+    /// URL, is an [`Error::Config`].
+    ///
+    /// ```no_run
+    /// use bus_redis::{RedisConfig, RedisTransport};
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let ca = std::fs::read("/etc/redis/tls/ca.crt")?;
+    /// let config = RedisConfig::from_url("rediss://app:secret@redis.internal:6380/0")?
+    ///     .tls_ca_pem(ca);
+    /// let transport = RedisTransport::connect(&config).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[cfg(feature = "tls")]
+    pub fn tls_ca_pem(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.tls_ca = Some(crate::tls::CaSource::Pem(pem.into().into()));
+        self
+    }
+
+    /// Like [`RedisConfig::tls_ca_pem`], with the PEM read from a file at connect.
+    ///
+    /// ```no_run
+    /// # use bus_redis::RedisConfig;
+    /// let config = RedisConfig::from_url("rediss://app:secret@redis.internal:6380")?
+    ///     .tls_ca_file("/etc/redis/tls/ca.crt");
+    /// # Ok::<(), bus_redis::Error>(())
+    /// ```
+    #[cfg(feature = "tls")]
+    pub fn tls_ca_file(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+        self.tls_ca = Some(crate::tls::CaSource::File(path.into()));
         self
     }
 
@@ -105,7 +145,7 @@ impl RedisConfig {
     /// A new, connected client with a reconnect policy. Each blocking waiter gets its own.
     pub async fn connect_client(&self) -> Result<Client> {
         let max_delay = u32::try_from(self.reconnect_max_delay.as_millis()).unwrap_or(u32::MAX);
-        let client = Builder::from_config(self.fred.clone())
+        let client = Builder::from_config(self.fred_config()?)
             .with_connection_config(|c| {
                 c.connection_timeout = Duration::from_secs(5);
             })
@@ -114,9 +154,20 @@ impl RedisConfig {
             .map_err(Error::Redis)?;
         client.init().await.map_err(|e| match e.kind() {
             fred::error::ErrorKind::Auth => Error::Auth(e),
+            #[cfg(feature = "tls")]
+            fred::error::ErrorKind::IO => crate::tls::io_error(e),
             _ => Error::Redis(e),
         })?;
         Ok(client)
+    }
+
+    /// fred's config, with the private CA's trust roots when one was given.
+    fn fred_config(&self) -> Result<Config> {
+        #[cfg(feature = "tls")]
+        if let Some(ca) = &self.tls_ca {
+            return crate::tls::with_ca(self.fred.clone(), ca);
+        }
+        Ok(self.fred.clone())
     }
 }
 
@@ -129,7 +180,8 @@ impl fmt::Debug for RedisConfig {
                 format!("sentinel service {service_name}")
             }
         };
-        f.debug_struct("RedisConfig")
+        let mut debug = f.debug_struct("RedisConfig");
+        debug
             .field("server", &server)
             .field("username", &self.fred.username)
             .field(
@@ -137,7 +189,16 @@ impl fmt::Debug for RedisConfig {
                 &self.fred.password.as_ref().map(|_| "<redacted>"),
             )
             .field("database", &self.fred.database)
-            .field("prefix", &self.prefix)
-            .finish()
+            .field("prefix", &self.prefix);
+        #[cfg(feature = "tls")]
+        debug.field(
+            "tls",
+            &match (&self.tls_ca, self.fred.tls.is_some()) {
+                (Some(ca), _) => format!("{ca:?}"),
+                (None, true) => "system roots".to_owned(),
+                (None, false) => "off".to_owned(),
+            },
+        );
+        debug.finish()
     }
 }

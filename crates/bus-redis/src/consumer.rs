@@ -1,5 +1,6 @@
 //! The consumer side: reserve, wait, ack, renew, retry, dead-letter, release, recover.
 
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -8,6 +9,7 @@ use bus_core::{
 };
 use fred::prelude::{Client, ClientLike};
 use fred::types::{ClusterHash, CustomCommand, Value};
+use fred::util::redis_keyslot;
 use tokio_util::sync::CancellationToken;
 
 use crate::keys::QueueKeys;
@@ -26,6 +28,11 @@ pub(crate) struct RedisConsumer {
     client: Client,
     /// A connection of its own for blocking waits.
     waiter: Client,
+    /// The waiter's connection id on the node holding the queue (-1: not known yet), so
+    /// that `close` can interrupt a pending block instead of waiting for its timeout.
+    waiter_id: AtomicI64,
+    /// The queue's cluster slot: where the waiter blocks.
+    slot: u16,
     keys: QueueKeys,
     options: ConsumerOptions,
 }
@@ -40,9 +47,16 @@ impl RedisConsumer {
         RedisConsumer {
             client,
             waiter,
+            waiter_id: AtomicI64::new(-1),
+            slot: redis_keyslot(keys.ready.as_bytes()),
             keys,
             options,
         }
+    }
+
+    /// A command for the node that holds this queue.
+    fn on_queue_node(&self, name: &'static str, blocking: bool) -> CustomCommand {
+        CustomCommand::new(name, ClusterHash::Custom(self.slot), blocking)
     }
 
     fn lock_ms(&self) -> i64 {
@@ -98,8 +112,15 @@ impl RedisConsumer {
     /// Blocks until the ready list is non-empty or `ms` pass. `BLMOVE l l LEFT LEFT`
     /// rotates the list onto itself: it changes nothing, it only wakes us.
     async fn wait_for_ready(&self, ms: i64) -> Result<()> {
+        if self.waiter_id.load(Ordering::Relaxed) < 0 {
+            let id: i64 = self
+                .waiter
+                .custom(self.on_queue_node("CLIENT", false), vec!["ID"])
+                .await
+                .map_err(Error::from)?;
+            self.waiter_id.store(id, Ordering::Relaxed);
+        }
         let timeout = format!("{:.3}", ms as f64 / 1000.0);
-        let command = CustomCommand::new("BLMOVE", ClusterHash::FirstKey, true);
         let args: Vec<Value> = vec![
             self.keys.ready.as_str().into(),
             self.keys.ready.as_str().into(),
@@ -107,11 +128,15 @@ impl RedisConsumer {
             "LEFT".into(),
             timeout.into(),
         ];
-        let _: Value = self
+        let waited: Result<Value, _> = self
             .waiter
-            .custom(command, args)
-            .await
-            .map_err(Error::from)?;
+            .custom(self.on_queue_node("BLMOVE", true), args)
+            .await;
+        if waited.is_err() {
+            // Perhaps a reconnect: the connection id may have changed.
+            self.waiter_id.store(-1, Ordering::Relaxed);
+        }
+        waited.map_err(Error::from)?;
         Ok(())
     }
 }
@@ -264,6 +289,15 @@ impl Consumer for RedisConsumer {
     }
 
     async fn close(&self) -> Result<()> {
+        // Interrupt a pending block, so that the QUIT does not wait for its timeout.
+        let id = self.waiter_id.load(Ordering::Relaxed);
+        if id >= 0 {
+            let unblock = self.on_queue_node("CLIENT", false);
+            let _: Result<Value, _> = self
+                .client
+                .custom(unblock, vec![Value::from("UNBLOCK"), Value::from(id)])
+                .await;
+        }
         self.waiter.quit().await.map_err(Error::from)?;
         Ok(())
     }

@@ -18,6 +18,8 @@ mod consumer;
 mod error;
 pub mod keys;
 mod scripts;
+#[cfg(feature = "tls")]
+mod tls;
 mod transport;
 
 pub use config::RedisConfig;

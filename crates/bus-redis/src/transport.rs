@@ -139,8 +139,16 @@ impl Transport for RedisTransport {
         // One command: the plain envelopes go straight onto the ready list; reserve gives
         // them their storage ids (docs/redis-layout.md).
         let ready = self.keys(&Source::queue(queue)?).ready;
-        let envelopes: Vec<Value> = messages.into_iter().map(|m| Value::Bytes(m.payload)).collect();
-        let _: i64 = self.inner.client.rpush(ready, envelopes).await.map_err(Error::from)?;
+        let envelopes: Vec<Value> = messages
+            .into_iter()
+            .map(|m| Value::Bytes(m.payload))
+            .collect();
+        let _: i64 = self
+            .inner
+            .client
+            .rpush(ready, envelopes)
+            .await
+            .map_err(Error::from)?;
         Ok(())
     }
 

@@ -132,7 +132,10 @@ async fn always_failing_handler_runs_the_limit_then_one_dead_letter() {
     assert_eq!(count, 4);
     let errors: String = client.hget(&keys.errors, key).await.unwrap();
     let errors: Vec<serde_json::Value> = serde_json::from_str(&errors).unwrap();
-    let texts: Vec<&str> = errors.iter().map(|e| e["message"].as_str().unwrap()).collect();
+    let texts: Vec<&str> = errors
+        .iter()
+        .map(|e| e["message"].as_str().unwrap())
+        .collect();
     assert_eq!(
         texts,
         [
@@ -347,4 +350,24 @@ async fn delayed_messages_wait_and_oversized_ones_are_refused() {
         "{err}"
     );
     running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_host_stops_promptly() {
+    let redis = TestRedis::start().unwrap();
+    let host = bus_core::Host::builder()
+        .transport(transport(&redis).await)
+        .command::<Work, _>(Arc::new(Collect::default()))
+        .build()
+        .unwrap();
+    let running = Running::start(host);
+    // Let the consumer block in Redis.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let asked = std::time::Instant::now();
+    running.stop().await;
+    let took = asked.elapsed();
+    assert!(
+        took < Duration::from_millis(300),
+        "an idle Redis host took {took:?} to stop"
+    );
 }
