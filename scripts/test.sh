@@ -15,6 +15,10 @@ cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 cargo test --workspace --all-targets
 cargo test --workspace --doc
+# TLS is opt-in because rustls nearly doubles the build: the `tls` feature gets its own
+# lint and test run (a private CA and a TLS redis-server; needs the openssl CLI).
+cargo clippy -p bus-redis --features tls --all-targets -- -D warnings
+cargo test -p bus-redis --features tls --test tls
 
 # A message-contract crate never pulls in a Redis client.
 if cargo tree -p sample-contracts -e normal | grep -q fred; then
