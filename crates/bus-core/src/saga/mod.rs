@@ -31,6 +31,11 @@ use serde::Serialize;
 use crate::{Command, Context, Error, ProcessError, ProcessingSettings};
 
 pub(crate) use flow::PendingSaga;
+
+/// The saga guide, `docs/sagas.md`, whose examples run as doc-tests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../../docs/sagas.md")]
+pub struct SagaGuide;
 pub use memory::MemorySagaStore;
 pub use store::{SagaStore, Stamp};
 
