@@ -1,0 +1,103 @@
+"""A foreign consumer: `consumer.py URL PREFIX QUEUE N`.
+
+Consumes N messages of command queue QUEUE with the bus's own scripts, as
+docs/wire-format.md describes: `reserve` (common.lua + reserve.lua) moves messages into
+flight, each envelope is decoded and checked, and `ack` (common.lua + ack.lua) removes
+them. While the queue is empty it blocks with `BLMOVE ready ready LEFT LEFT 1` (a no-op
+rotation that wakes it when a message arrives). Prints one JSON line per message:
+{"storage_id", "delivery", "id", "type", "sent", "headers", "body"}.
+
+Exits non-zero, with the reason on stderr, on anything unexpected or after 30 s.
+"""
+
+import sys
+
+sys.dont_write_bytecode = True
+
+import json  # noqa: E402
+import time  # noqa: E402
+
+from resp import QueueKeys, Redis, Script, fail  # noqa: E402
+
+LOCK_MS = 30_000
+BATCH = 10
+DEADLINE_S = 30.0
+
+
+def check(envelope, queue):
+    """Checks an envelope against envelope version 1; returns the reason it is bad, if any."""
+    if not isinstance(envelope, dict):
+        return "not a JSON object"
+    if envelope.get("v") != 1:
+        return f"unsupported version {envelope.get('v')!r}"
+    if not isinstance(envelope.get("id"), str) or not envelope["id"]:
+        return "missing id"
+    if envelope.get("type") != queue:
+        return f"type {envelope.get('type')!r} is not {queue!r}"
+    if not isinstance(envelope.get("sent"), int):
+        return "missing sent"
+    headers = envelope.get("headers", {})
+    if not isinstance(headers, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in headers.items()
+    ):
+        return "headers are not a string map"
+    if "body" not in envelope:
+        return "missing body"
+    return None
+
+
+def main():
+    if len(sys.argv) != 5:
+        fail("usage: consumer.py URL PREFIX QUEUE N")
+    url, prefix, queue, count = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    keys = QueueKeys(prefix, queue)
+    reserve, ack = Script("reserve"), Script("ack")
+    redis = Redis(url)
+    deadline = time.monotonic() + DEADLINE_S
+    received = 0
+    while received < count:
+        if time.monotonic() > deadline:
+            fail(f"timed out: received {received} of {count}")
+        reply = reserve.run(
+            redis,
+            [keys.ready, keys.msgs, keys.deliveries, keys.inflight, keys.delayed, keys.seq],
+            [min(BATCH, count - received), LOCK_MS],
+        )
+        # [wait_ms, storage_id, delivery_count, envelope, ...]
+        wait_ms, triples = reply[0], reply[1:]
+        if not triples:
+            # Nothing ready: wait for the next push, or until the next delayed message is
+            # due (wait_ms), at most a second.
+            timeout = 1.0 if wait_ms < 0 else min(max(wait_ms, 1), 1000) / 1000
+            redis.call("BLMOVE", keys.ready, keys.ready, "LEFT", "LEFT", f"{timeout:.3f}")
+            continue
+        receipts = []
+        for i in range(0, len(triples), 3):
+            storage_id, delivery, raw = triples[i], triples[i + 1], triples[i + 2]
+            try:
+                envelope = json.loads(raw.decode("utf-8"))
+            except ValueError as e:
+                fail(f"element {storage_id!r} is not a JSON envelope ({e}): {raw[:80]!r}")
+            problem = check(envelope, queue)
+            if problem:
+                fail(f"element {storage_id!r}: {problem}: {raw[:200]!r}")
+            print(json.dumps({
+                "storage_id": storage_id.decode("utf-8"),
+                "delivery": delivery,
+                "id": envelope["id"],
+                "type": envelope["type"],
+                "sent": envelope["sent"],
+                "headers": envelope.get("headers", {}),
+                "body": envelope["body"],
+            }, ensure_ascii=False), flush=True)
+            # The reservation token is (storage id, delivery count).
+            receipts += [storage_id, delivery]
+        acked = ack.run(redis, [keys.inflight, keys.msgs, keys.deliveries, keys.errors], receipts)
+        if acked != len(receipts) // 2:
+            fail(f"ack removed {acked} of {len(receipts) // 2} messages")
+        received += len(receipts) // 2
+    redis.close()
+
+
+if __name__ == "__main__":
+    main()
