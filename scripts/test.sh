@@ -3,13 +3,19 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if ! command -v redis-server >/dev/null 2>&1; then
-  echo "redis-server not found: installing Debian's redis-server package"
+# What the tests run besides cargo: redis-server (tests start their own on free loopback
+# ports; none needs to be running), python3 (the interop test drives the wire protocol
+# from Python's standard library) and openssl (the TLS test makes its certificates).
+missing=()
+command -v redis-server >/dev/null 2>&1 || missing+=(redis-server redis-tools)
+command -v python3 >/dev/null 2>&1 || missing+=(python3)
+command -v openssl >/dev/null 2>&1 || missing+=(openssl)
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing Debian packages: ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
-  apt-get install -y -qq redis-server redis-tools >/dev/null
+  apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
-# Tests start their own redis-server on free loopback ports; none needs to be running.
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
