@@ -46,7 +46,7 @@ impl Context {
         &self.cancellation
     }
     /// The bus, for follow-up messages. Messages sent through it carry this message's
-    /// trace context (`traceparent`, `tracestate`) and its id as `correlation-id`.
+    /// W3C trace context headers (`traceparent`, `tracestate`).
     pub fn bus(&self) -> &Bus {
         &self.bus
     }

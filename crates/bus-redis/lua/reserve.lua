@@ -1,6 +1,6 @@
 -- Reserve: promote due delayed messages, then move up to N ready elements into flight,
 -- each with a lock deadline and an incremented delivery count.
--- KEYS: ready, msgs, deliveries, inflight, delayed, seq.  ARGV: max, lock_ms.
+-- KEYS: ready, msgs, deliveries, inflight, delayed, seq, dead-info.  ARGV: max, lock_ms.
 -- Returns { wait_ms, id, count, envelope, ... }; wait_ms is the time until the next
 -- delayed message is due when nothing was ready (-1: none scheduled).
 --
@@ -38,10 +38,13 @@ for i, element in ipairs(elements) do
     new_envelopes[#new_envelopes + 1] = envelope
     new_counts[#new_counts + 1] = id
     new_counts[#new_counts + 1] = 1
-  elseif not redis.call('ZSCORE', KEYS[4], id) then
+  elseif redis.call('ZSCORE', KEYS[4], id) or redis.call('ZSCORE', KEYS[5], id)
+      or redis.call('HEXISTS', KEYS[7], id) == 1 then
+    -- A stray reference to a message that is in flight, delayed or dead (a duplicate
+    -- pushed by hand): skipped, so no message is ever in two places.
+  else
     count = redis.call('HINCRBY', KEYS[3], id, 1)
   end
-  -- (a stored id that is already in flight is a stray duplicate reference: skipped)
   if count then
     out[#out + 1] = id
     out[#out + 1] = count

@@ -2,6 +2,12 @@
 -- KEYS: delayed, msgs.  ARGV: due_ms, id, envelope, id, envelope, ...
 -- Like send, a re-sent batch (first id already stored) stores nothing.
 if #ARGV < 2 or redis.call('HEXISTS', KEYS[2], ARGV[2]) == 1 then return 0 end
+for i = 2, #ARGV, 2 do
+  -- Ids starting with '~' are the storage ids reserve hands out.
+  if string.sub(ARGV[i], 1, 1) == '~' then
+    return redis.error_reply('message ids must not start with ~')
+  end
+end
 local fields, schedule = {}, {}
 for i = 2, #ARGV, 2 do
   fields[#fields + 1] = ARGV[i]

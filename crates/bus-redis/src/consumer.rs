@@ -74,6 +74,7 @@ impl RedisConsumer {
             k.inflight.clone(),
             k.delayed.clone(),
             k.seq.clone(),
+            k.dead_info.clone(),
         ];
         let args = vec![Value::from(max as i64), Value::from(self.lock_ms())];
         let script = &scripts().reserve;

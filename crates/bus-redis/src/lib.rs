@@ -26,7 +26,22 @@ pub use config::RedisConfig;
 pub use error::{Error, Result};
 pub use transport::RedisTransport;
 
-// The README's example compiles as a doc-test of this crate.
+// The README's and the guides' examples compile as doc-tests of this crate.
 #[cfg(doctest)]
 #[doc = include_str!("../../../README.md")]
 struct ReadmeDoctests;
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/getting-started.md")]
+struct GettingStartedDoctests;
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/concepts.md")]
+struct ConceptsDoctests;
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/wire-format.md")]
+struct WireFormatDoctests;
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/operations.md")]
+struct OperationsDoctests;
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/knightbus.md")]
+struct KnightBusDoctests;

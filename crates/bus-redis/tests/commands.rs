@@ -371,3 +371,53 @@ async fn an_idle_host_stops_promptly() {
         "an idle Redis host took {took:?} to stop"
     );
 }
+
+struct Rejects(AtomicUsize);
+
+#[async_trait]
+impl CommandProcessor<Work> for Arc<Rejects> {
+    async fn process(&self, _: Work, _: &Context) -> Result<(), ProcessError> {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        Err(ProcessError::dead_letter("never valid"))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stray_reference_to_a_dead_letter_is_not_delivered_again() {
+    let redis = TestRedis::start().unwrap();
+    let transport = transport(&redis).await;
+    let rejects = Arc::new(Rejects(AtomicUsize::new(0)));
+    let host = bus_core::Host::builder()
+        .transport(transport.clone())
+        .command::<Work, _>(Arc::clone(&rejects))
+        .build()
+        .unwrap();
+    let running = Running::start(host);
+    running.bus.send(&Work { n: 1 }).await.unwrap();
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            counts(&redis, "work").dead == 1
+        })
+        .await
+    );
+    let keys = transport.keys(&Source::queue("work").unwrap());
+    let client = transport.client();
+    let dead: Vec<String> = client.lrange(&keys.dead, 0, -1).await.unwrap();
+    // Someone pushes the dead letter's storage id back by hand, next to a good message.
+    let _: i64 = client.rpush(&keys.ready, dead[0].as_str()).await.unwrap();
+    running.bus.send(&Work { n: 2 }).await.unwrap();
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            counts(&redis, "work").dead == 2
+        })
+        .await
+    );
+    running.stop().await;
+    assert_eq!(
+        rejects.0.load(Ordering::SeqCst),
+        2,
+        "the dead letter ran again"
+    );
+    let c = counts(&redis, "work");
+    assert_eq!((c.ready, c.inflight, c.dead), (0, 0, 2));
+}

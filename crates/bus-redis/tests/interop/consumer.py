@@ -60,7 +60,8 @@ def main():
             fail(f"timed out: received {received} of {count}")
         reply = reserve.run(
             redis,
-            [keys.ready, keys.msgs, keys.deliveries, keys.inflight, keys.delayed, keys.seq],
+            [keys.ready, keys.msgs, keys.deliveries, keys.inflight, keys.delayed, keys.seq,
+             keys.dead_info],
             [min(BATCH, count - received), LOCK_MS],
         )
         # [wait_ms, storage_id, delivery_count, envelope, ...]
