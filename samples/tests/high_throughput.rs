@@ -16,7 +16,10 @@ fn processes_ten_thousand_and_leaves_only_bookkeeping() {
     assert!(output.status.success(), "{stdout}\n{stderr}");
     assert!(stdout.contains("running on Redis at REDIS_URL"), "{stdout}");
     assert!(stdout.contains("processed 10000 messages in"), "{stdout}");
-    assert!(!stderr.contains("WARN") && !stderr.contains("ERROR"), "noisy run:\n{stderr}");
+    assert!(
+        !stderr.contains("WARN") && !stderr.contains("ERROR"),
+        "noisy run:\n{stderr}"
+    );
     let keys = server.client().scan_match("*").unwrap();
     // Bookkeeping only: the registry of queues, and the queue's id counter.
     assert_eq!(

@@ -84,8 +84,13 @@ impl PendingSaga {
     }
 }
 
-/// Start message: create with the default state (detecting duplicates), run the
-/// handler, write back. A failed start deletes the saga so a retry can start it again.
+/// What a saga holds between its creation and the end of its start handler: continue
+/// messages that find it retry, and a retried start takes it over.
+const STARTING: Bytes = Bytes::new();
+
+/// Start message: create the saga, marked as starting (detecting duplicates), run the
+/// handler on the default state, write the state. A failed start deletes the saga so a
+/// retry can start it again.
 async fn start_flow<C: Command, S: StartSaga<C>>(
     saga: Arc<S>,
     store: Arc<dyn SagaStore>,
@@ -94,15 +99,21 @@ async fn start_flow<C: Command, S: StartSaga<C>>(
 ) -> Result<(), ProcessError> {
     let partition = S::PARTITION_KEY;
     let id = checked_id(<S as StartSaga<C>>::saga_id(&saga, &message))?;
-    let state = S::State::default();
-    let initial = encode(partition, &id, &state).map_err(into_process_error)?;
     let ttl = saga.time_to_live();
-    let stamp = match store.create(partition, &id, initial, ttl).await {
+    let stamp = match store.create(partition, &id, STARTING, ttl).await {
         Ok(stamp) => stamp,
-        Err(Error::SagaExists { key }) => {
-            tracing::debug!(%key, "saga already started: calling on_duplicate_start");
-            return saga.on_duplicate_start(message, &ctx).await;
-        }
+        Err(Error::SagaExists { key }) => match store.get(partition, &id).await {
+            // An earlier attempt of a start that never finished (a crash): take it over.
+            Ok((data, stamp)) if data.is_empty() => {
+                tracing::debug!(%key, "taking over an unfinished saga start");
+                stamp
+            }
+            Ok(_) => {
+                tracing::debug!(%key, "saga already started: calling on_duplicate_start");
+                return saga.on_duplicate_start(message, &ctx).await;
+            }
+            Err(e) => return Err(into_process_error(e)),
+        },
         Err(e) => return Err(into_process_error(e)),
     };
     // From here until the outcome is written, a panic or an aborted handler deletes the
@@ -110,18 +121,20 @@ async fn start_flow<C: Command, S: StartSaga<C>>(
     let guard = DeleteOnDrop {
         armed: Some((Arc::clone(&store), partition, id.clone())),
     };
-    let mut data = SagaData::new(id, state);
+    let mut data = SagaData::new(id, S::State::default());
     if let Err(error) = saga.start(message, &mut data, &ctx).await {
         guard.delete_now().await;
         return Err(error);
     }
+    // Always written, even unmodified: this is what ends the "starting" mark.
+    data.state_mut();
     match write_back(&*store, partition, data, &stamp).await {
         Ok(()) => {
             guard.disarm();
             Ok(())
         }
-        // Another message of this saga wrote it while the start ran: its work stays. The
-        // retried start will find the saga and go to `on_duplicate_start`.
+        // A duplicate start took the saga over meanwhile and finished first: the retry
+        // of this one goes to `on_duplicate_start`.
         Err(e @ Error::SagaConflict { .. }) => {
             guard.disarm();
             Err(into_process_error(e))
@@ -147,6 +160,13 @@ async fn continue_flow<C: Command, S: ContinueSaga<C>>(
         Err(e @ Error::SagaNotFound { .. }) => return saga.on_not_found(message, e, &ctx).await,
         Err(e) => return Err(into_process_error(e)),
     };
+    if bytes.is_empty() {
+        // Its start handler is still running: come back when it has written the state.
+        return Err(ProcessError::retry(format!(
+            "saga {} is still starting",
+            super::store::saga_key(partition, &id)
+        )));
+    }
     let state: S::State = decode(partition, &id, &bytes).map_err(into_process_error)?;
     let mut data = SagaData::new(id, state);
     saga.handle(message, &mut data, &ctx).await?;

@@ -1,0 +1,125 @@
+//! Messages of a saga that arrive while its start handler still runs wait for it: the
+//! start's state is never lost to them.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use bus_core::{
+    Backoff, Context, ContinueSaga, Host, MemorySagaStore, MemoryTransport, ProcessError,
+    ProcessingSettings, RedisCommand, Saga, SagaData, StartSaga,
+};
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+#[derive(Debug, Serialize, Deserialize, RedisCommand)]
+#[bus(queue = "race-start")]
+struct Begin {
+    id: String,
+    expected: u32,
+}
+
+#[derive(Debug, Serialize, Deserialize, RedisCommand)]
+#[bus(queue = "race-step")]
+struct Step {
+    id: String,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Progress {
+    expected: u32,
+    done: u32,
+}
+
+#[derive(Default)]
+struct Race {
+    completed: AtomicU32,
+}
+
+impl Saga for Race {
+    type State = Progress;
+    const PARTITION_KEY: &'static str = "race";
+}
+
+#[async_trait]
+impl StartSaga<Begin> for Race {
+    fn saga_id(&self, message: &Begin) -> String {
+        message.id.clone()
+    }
+    async fn start(
+        &self,
+        message: Begin,
+        saga: &mut SagaData<Progress>,
+        _: &Context,
+    ) -> Result<(), ProcessError> {
+        // A slow start: the steps arrive while it runs.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        saga.state_mut().expected = message.expected;
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl ContinueSaga<Step> for Race {
+    fn saga_id(&self, message: &Step) -> String {
+        message.id.clone()
+    }
+    async fn handle(
+        &self,
+        _: Step,
+        saga: &mut SagaData<Progress>,
+        _: &Context,
+    ) -> Result<(), ProcessError> {
+        let progress = saga.state_mut();
+        progress.done += 1;
+        if progress.done == progress.expected {
+            saga.complete();
+            self.completed.fetch_add(1, Ordering::SeqCst);
+        }
+        Ok(())
+    }
+    fn settings(&self) -> ProcessingSettings {
+        ProcessingSettings::default()
+            .max_concurrent_calls(1)
+            .dead_letter_delivery_limit(100)
+            .retry(Backoff::fixed(Duration::from_millis(20)))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn steps_that_arrive_during_a_slow_start_wait_for_it() {
+    let store = MemorySagaStore::new();
+    let race = Arc::new(Race::default());
+    let host = Host::builder()
+        .transport(MemoryTransport::new())
+        .saga_store(store.clone())
+        .saga_start::<Begin, _>(Arc::clone(&race))
+        .saga_continue::<Step, _>(Arc::clone(&race))
+        .build()
+        .unwrap();
+    let bus = host.bus();
+    let stop = CancellationToken::new();
+    let signal = stop.clone();
+    let running = tokio::spawn(host.run(async move { signal.cancelled().await }));
+    bus.send(&Begin {
+        id: "r1".into(),
+        expected: 5,
+    })
+    .await
+    .unwrap();
+    let steps: Vec<Step> = (0..5).map(|_| Step { id: "r1".into() }).collect();
+    bus.send_batch(&steps).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while race.completed.load(Ordering::SeqCst) == 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    stop.cancel();
+    running.await.unwrap().unwrap();
+    assert_eq!(
+        race.completed.load(Ordering::SeqCst),
+        1,
+        "the saga never completed: the start's state was lost"
+    );
+    assert!(store.is_empty(), "the completed saga was not deleted");
+}
