@@ -269,23 +269,21 @@ async fn an_event_reaches_each_of_three_subscriptions_once() {
         .event::<Search, _>(Arc::clone(&received))
         .build()
         .unwrap();
-    let (bus, stop, handle) = start(host);
-    assert!(
-        eventually(Duration::from_secs(5), || transport
-            .subscriptions("thing-happened")
-            .len()
-            == 3)
+    // `start` returns with every subscription registered: no waiting needed.
+    let running = host.start().await.unwrap();
+    assert_eq!(transport.subscriptions("thing-happened").len(), 3);
+    running
+        .bus()
+        .publish(&ThingHappened { n: 42 })
         .await
-    );
-    bus.publish(&ThingHappened { n: 42 }).await.unwrap();
+        .unwrap();
     assert!(
         eventually(Duration::from_secs(5), || received.0.lock().unwrap().len()
             >= 3)
         .await
     );
     tokio::time::sleep(Duration::from_millis(50)).await;
-    stop.cancel();
-    handle.await.unwrap().unwrap();
+    running.shutdown().await.unwrap();
     let mut got = received.0.lock().unwrap().clone();
     got.sort();
     assert_eq!(

@@ -52,10 +52,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .transport_arc(Arc::clone(&backend.transport))
         .command::<Ping, _>(counter.clone())
         .build()?;
-    let bus = host.bus();
-    let stop = Arc::new(Notify::new());
-    let stopped = Arc::clone(&stop);
-    let running = tokio::spawn(host.run(async move { stopped.notified().await }));
+    let running = host.start().await?;
+    let bus = running.bus();
 
     let bar = ProgressBar::new(MESSAGES).with_style(ProgressStyle::with_template(
         "{bar:40} {pos}/{len} processed {per_sec}",
@@ -76,8 +74,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let elapsed = started.elapsed();
     bar.finish_and_clear();
-    stop.notify_one();
-    running.await??;
+    running.shutdown().await?;
     backend.close().await;
 
     let processed = counter.0.done.load(Ordering::Relaxed);

@@ -18,7 +18,6 @@ use sample_contracts::{
     WebCache,
 };
 use serde::{Deserialize, Serialize};
-use tokio_util::sync::CancellationToken;
 
 /// Everything the tour's handlers did, to know when the tour is over.
 #[derive(Clone, Default)]
@@ -175,13 +174,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "registered messages: {:?}",
         host.messages().iter().map(|m| m.name()).collect::<Vec<_>>()
     );
-    let bus = host.bus();
-    let stop = CancellationToken::new();
-    let signal = stop.clone();
-    let running = tokio::spawn(host.run(async move { signal.cancelled().await }));
-    // Subscriptions register as their consumers start; events published before that are
-    // not delivered to them (by design, as in KnightBus).
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // `start` returns once every consumer is open, so the subscriptions are registered:
+    // an event published from now on reaches all three (earlier ones would not).
+    let running = host.start().await?;
+    let bus = running.bus();
 
     println!("1. a command");
     bus.send(&ThumbnailRequested {
@@ -218,8 +214,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     while done.0.load(Ordering::SeqCst) < 8 && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    stop.cancel();
-    running.await??;
+    running.shutdown().await?;
     backend.close().await;
     let finished = done.0.load(Ordering::SeqCst);
     println!("tour finished: {finished} of 8 steps done");

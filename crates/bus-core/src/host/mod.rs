@@ -213,6 +213,46 @@ impl HostBuilder {
     }
 }
 
+/// A started host: its processors run in the background.
+///
+/// Dropping it without [`RunningHost::shutdown`] stops fetching but does not wait.
+#[derive(Debug)]
+pub struct RunningHost {
+    bus: Bus,
+    stop: CancellationToken,
+    workers: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl RunningHost {
+    /// A client over the host's transport.
+    pub fn bus(&self) -> Bus {
+        self.bus.clone()
+    }
+
+    /// Shuts down gracefully (see [`Host::run`]) and returns when all is idle.
+    pub async fn shutdown(mut self) -> Result<()> {
+        tracing::info!("bus host shutting down");
+        self.stop_workers().await;
+        tracing::info!("bus host stopped");
+        Ok(())
+    }
+
+    async fn stop_workers(&mut self) {
+        self.stop.cancel();
+        for worker in self.workers.drain(..) {
+            if let Err(e) = worker.await {
+                tracing::error!(error = %e, "a worker task failed");
+            }
+        }
+    }
+}
+
+impl Drop for RunningHost {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
 /// Runs the registered processors until shutdown.
 #[derive(Debug)]
 pub struct Host {
@@ -239,25 +279,33 @@ impl Host {
         self.registrations.iter().map(|r| r.message).collect()
     }
 
-    /// Opens every consumer (registering subscriptions), processes messages until
-    /// `shutdown` completes, then shuts down gracefully: stops fetching, returns
-    /// prefetched messages that never started, lets running handlers finish within the
-    /// grace period, and returns as soon as all is idle.
-    ///
-    /// Fails at once if a consumer cannot be opened.
-    pub async fn run(self, shutdown: impl Future<Output = ()> + Send) -> Result<()> {
-        let stop = CancellationToken::new();
-        let mut workers = Vec::with_capacity(self.registrations.len());
+    /// Opens every consumer (registering subscriptions, so that events published from
+    /// now on reach them) and processes messages in the background until
+    /// [`RunningHost::shutdown`]. Fails, with nothing left running, if a consumer cannot
+    /// be opened.
+    pub async fn start(self) -> Result<RunningHost> {
+        let mut running = RunningHost {
+            bus: self.bus.clone(),
+            stop: CancellationToken::new(),
+            workers: Vec::with_capacity(self.registrations.len()),
+        };
         for registration in self.registrations {
             let options = ConsumerOptions::new(
                 registration.settings.lock_timeout(),
                 registration.settings.delivery_limit(),
             );
-            let consumer = self
+            let consumer = match self
                 .bus
                 .transport()
                 .consumer(&registration.source, options)
-                .await?;
+                .await
+            {
+                Ok(consumer) => consumer,
+                Err(e) => {
+                    running.stop_workers().await;
+                    return Err(e);
+                }
+            };
             let worker = worker::Worker {
                 registration,
                 consumer: consumer.into(),
@@ -266,19 +314,21 @@ impl Host {
                 recovery_interval: self.recovery_interval,
                 shutdown_grace: self.shutdown_grace,
             };
-            workers.push(tokio::spawn(worker.run(stop.clone())));
+            running
+                .workers
+                .push(tokio::spawn(worker.run(running.stop.clone())));
         }
-        tracing::info!(processors = workers.len(), "bus host running");
+        tracing::info!(processors = running.workers.len(), "bus host running");
+        Ok(running)
+    }
+
+    /// [`Host::start`], then [`RunningHost::shutdown`] when `shutdown` completes:
+    /// stops fetching, returns prefetched messages that never started, lets running
+    /// handlers finish within the grace period, and returns as soon as all is idle.
+    pub async fn run(self, shutdown: impl Future<Output = ()> + Send) -> Result<()> {
+        let running = self.start().await?;
         shutdown.await;
-        tracing::info!("bus host shutting down");
-        stop.cancel();
-        for worker in workers {
-            if let Err(e) = worker.await {
-                tracing::error!(error = %e, "a worker task failed");
-            }
-        }
-        tracing::info!("bus host stopped");
-        Ok(())
+        running.shutdown().await
     }
 
     /// [`Host::run`] until Ctrl-C (SIGINT).
