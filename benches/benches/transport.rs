@@ -48,7 +48,9 @@ impl Env {
     /// A transport in a fresh namespace, so iterations do not see each other's keys.
     fn transport(&self) -> RedisTransport {
         let prefix = format!("b{}", self.runs.fetch_add(1, Ordering::Relaxed));
-        let config = RedisConfig::from_url(&self.redis.url).unwrap().prefix(prefix);
+        let config = RedisConfig::from_url(&self.redis.url)
+            .unwrap()
+            .prefix(prefix);
         self.rt.block_on(RedisTransport::connect(&config)).unwrap()
     }
 }
@@ -68,7 +70,9 @@ impl CommandProcessor<Small> for Noop {
         Ok(())
     }
     fn settings(&self) -> ProcessingSettings {
-        ProcessingSettings::default().max_concurrent_calls(1_000).prefetch_count(1_000)
+        ProcessingSettings::default()
+            .max_concurrent_calls(1_000)
+            .prefetch_count(1_000)
     }
 }
 
@@ -76,7 +80,11 @@ impl CommandProcessor<Small> for Noop {
 /// time until every message is handled and acknowledged.
 async fn bus_end_to_end(transport: RedisTransport, count: u64) -> Duration {
     let noop = Noop::default();
-    let host = Host::builder().transport(transport.clone()).command::<Small, _>(noop.clone()).build().unwrap();
+    let host = Host::builder()
+        .transport(transport.clone())
+        .command::<Small, _>(noop.clone())
+        .build()
+        .unwrap();
     let bus = host.bus();
     let stop = CancellationToken::new();
     let signal = stop.clone();
@@ -106,7 +114,10 @@ async fn bus_end_to_end(transport: RedisTransport, count: u64) -> Duration {
 /// envelopes; a consumer that pipelines 1,000 LMOVEs into a processing list, then
 /// pipelines an LREM for each (from the head, where they are: the cheapest case).
 async fn raw_end_to_end(client: Client, prefix: &str, count: u64) -> Duration {
-    let (ready, processing) = (format!("{prefix}:raw:ready"), format!("{prefix}:raw:processing"));
+    let (ready, processing) = (
+        format!("{prefix}:raw:ready"),
+        format!("{prefix}:raw:processing"),
+    );
     let payloads = encoded(count);
     let started = Instant::now();
     let consumer = {
@@ -115,14 +126,26 @@ async fn raw_end_to_end(client: Client, prefix: &str, count: u64) -> Duration {
             let mut done = 0;
             while done < count {
                 let moves = (0..BATCH).map(|_| {
-                    client.lmove::<Option<Bytes>, _, _>(&ready, &processing, LMoveDirection::Left, LMoveDirection::Right)
+                    client.lmove::<Option<Bytes>, _, _>(
+                        &ready,
+                        &processing,
+                        LMoveDirection::Left,
+                        LMoveDirection::Right,
+                    )
                 });
-                let got: Vec<Bytes> = futures::future::try_join_all(moves).await.unwrap().into_iter().flatten().collect();
+                let got: Vec<Bytes> = futures::future::try_join_all(moves)
+                    .await
+                    .unwrap()
+                    .into_iter()
+                    .flatten()
+                    .collect();
                 if got.is_empty() {
                     tokio::task::yield_now().await;
                     continue;
                 }
-                let acks = got.iter().map(|v| client.lrem::<i64, _, _>(&processing, 1, v.clone()));
+                let acks = got
+                    .iter()
+                    .map(|v| client.lrem::<i64, _, _>(&processing, 1, v.clone()));
                 futures::future::try_join_all(acks).await.unwrap();
                 done += got.len() as u64;
             }
@@ -141,14 +164,20 @@ fn encoded(count: u64) -> Vec<Bytes> {
         .iter()
         .map(|m| {
             let body = bus_core::Format::Json.encode("bench", m).unwrap();
-            Bytes::from(bus_core::Envelope::new("bench", bus_core::Format::Json, body).encode().unwrap())
+            Bytes::from(
+                bus_core::Envelope::new("bench", bus_core::Format::Json, body)
+                    .encode()
+                    .unwrap(),
+            )
         })
         .collect()
 }
 
 fn end_to_end(c: &mut Criterion, env: &Env) {
     let mut group = c.benchmark_group("end_to_end_100k");
-    group.sample_size(10).measurement_time(Duration::from_secs(20));
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(20));
     group.bench_function("bus", |b| {
         b.iter_custom(|iters| {
             let mut total = Duration::ZERO;
@@ -166,7 +195,11 @@ fn end_to_end(c: &mut Criterion, env: &Env) {
             for _ in 0..iters {
                 let transport = env.transport();
                 let prefix = transport.config().key_prefix().to_owned();
-                let elapsed = env.rt.block_on(raw_end_to_end(transport.client().clone(), &prefix, END_TO_END));
+                let elapsed = env.rt.block_on(raw_end_to_end(
+                    transport.client().clone(),
+                    &prefix,
+                    END_TO_END,
+                ));
                 figures().record("e2e raw", rate(END_TO_END, elapsed));
                 total += elapsed;
             }
@@ -180,7 +213,9 @@ fn end_to_end(c: &mut Criterion, env: &Env) {
 /// consumer that never finishes them).
 fn in_flight_scaling(c: &mut Criterion, env: &Env) {
     let mut group = c.benchmark_group("in_flight_scaling_20k");
-    group.sample_size(10).measurement_time(Duration::from_secs(10));
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(10));
     for stuck in [10u64, 5_000] {
         group.bench_function(format!("{stuck}_in_flight"), |b| {
             b.iter_custom(|iters| {
@@ -195,7 +230,10 @@ fn in_flight_scaling(c: &mut Criterion, env: &Env) {
                         let source = Source::queue("bench").unwrap();
                         let options = ConsumerOptions::new(Duration::from_secs(3600), 5);
                         let holder = transport.consumer(&source, options).await.unwrap();
-                        let held = holder.receive(stuck as usize, &CancellationToken::new()).await.unwrap();
+                        let held = holder
+                            .receive(stuck as usize, &CancellationToken::new())
+                            .await
+                            .unwrap();
                         assert_eq!(held.len() as u64, stuck);
                         holder
                     });
@@ -214,7 +252,11 @@ fn in_flight_scaling(c: &mut Criterion, env: &Env) {
 /// Like `bus_end_to_end`, but done when only the `stuck` messages remain stored.
 async fn in_flight_run(transport: RedisTransport, count: u64, stuck: u64) -> Duration {
     let noop = Noop::default();
-    let host = Host::builder().transport(transport.clone()).command::<Small, _>(noop.clone()).build().unwrap();
+    let host = Host::builder()
+        .transport(transport.clone())
+        .command::<Small, _>(noop.clone())
+        .build()
+        .unwrap();
     let bus = host.bus();
     let stop = CancellationToken::new();
     let signal = stop.clone();
@@ -242,7 +284,9 @@ async fn in_flight_run(transport: RedisTransport, count: u64, stuck: u64) -> Dur
 
 fn batch_send(c: &mut Criterion, env: &Env) {
     let mut group = c.benchmark_group("batch_send_100k");
-    group.sample_size(10).measurement_time(Duration::from_secs(10));
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(10));
     let messages = smalls(END_TO_END);
     group.bench_function("bus_send_batch", |b| {
         b.iter_custom(|iters| {
@@ -252,7 +296,11 @@ fn batch_send(c: &mut Criterion, env: &Env) {
                 let bus = Bus::new(Arc::new(transport), BusConfig::default());
                 let elapsed = env.rt.block_on(async {
                     let started = Instant::now();
-                    futures::future::try_join_all(messages.chunks(BATCH).map(|batch| bus.send_batch(batch))).await.unwrap();
+                    futures::future::try_join_all(
+                        messages.chunks(BATCH).map(|batch| bus.send_batch(batch)),
+                    )
+                    .await
+                    .unwrap();
                     started.elapsed()
                 });
                 figures().record("send bus", rate(END_TO_END, elapsed));
@@ -271,7 +319,9 @@ fn batch_send(c: &mut Criterion, env: &Env) {
                 let key = format!("{}:raw:ready", transport.config().key_prefix());
                 let elapsed = env.rt.block_on(async {
                     let started = Instant::now();
-                    let pushes = payloads.chunks(BATCH).map(|batch| client.rpush::<i64, _, _>(&key, batch.to_vec()));
+                    let pushes = payloads
+                        .chunks(BATCH)
+                        .map(|batch| client.rpush::<i64, _, _>(&key, batch.to_vec()));
                     futures::future::try_join_all(pushes).await.unwrap();
                     started.elapsed()
                 });
@@ -298,13 +348,19 @@ impl CommandProcessor<Small> for Started {
 
 fn idle_wakeup(c: &mut Criterion, env: &Env) {
     let mut group = c.benchmark_group("idle_wakeup");
-    group.sample_size(10).measurement_time(Duration::from_secs(10));
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(10));
     group.bench_function("send_to_handler_start", |b| {
         b.iter_custom(|iters| {
             let (tx, mut rx) = mpsc::unbounded_channel();
             let transport = env.transport();
             env.rt.block_on(async {
-                let host = Host::builder().transport(transport).command::<Small, _>(Started(tx)).build().unwrap();
+                let host = Host::builder()
+                    .transport(transport)
+                    .command::<Small, _>(Started(tx))
+                    .build()
+                    .unwrap();
                 let bus = host.bus();
                 let stop = CancellationToken::new();
                 let signal = stop.clone();
@@ -339,7 +395,15 @@ fn memory(env: &Env) -> (f64, usize, usize) {
         text: String,
     }
     const COUNT: usize = 20_000;
-    let body_len = bus_core::Format::Json.encode("memory", &Hundred { text: "x".repeat(89) }).unwrap().len();
+    let body_len = bus_core::Format::Json
+        .encode(
+            "memory",
+            &Hundred {
+                text: "x".repeat(89),
+            },
+        )
+        .unwrap()
+        .len();
     let transport = env.transport();
     env.rt.block_on(async {
         let client = transport.client().clone();
@@ -349,15 +413,34 @@ fn memory(env: &Env) -> (f64, usize, usize) {
                 .and_then(|v| v.trim().parse().ok())
                 .unwrap_or(f64::NAN)
         };
-        let before = used(client.info(Some(fred::types::InfoKind::Memory)).await.unwrap());
+        let before = used(
+            client
+                .info(Some(fred::types::InfoKind::Memory))
+                .await
+                .unwrap(),
+        );
         let bus = Bus::new(Arc::new(transport.clone()), BusConfig::default());
-        let messages: Vec<Hundred> = (0..COUNT).map(|_| Hundred { text: "x".repeat(89) }).collect();
+        let messages: Vec<Hundred> = (0..COUNT)
+            .map(|_| Hundred {
+                text: "x".repeat(89),
+            })
+            .collect();
         for batch in messages.chunks(BATCH) {
             bus.send_batch(batch).await.unwrap();
         }
-        let after = used(client.info(Some(fred::types::InfoKind::Memory)).await.unwrap());
-        let body = bus_core::Format::Json.encode("memory", &messages[0]).unwrap();
-        let envelope_len = bus_core::Envelope::new("memory", bus_core::Format::Json, body).encode().unwrap().len();
+        let after = used(
+            client
+                .info(Some(fred::types::InfoKind::Memory))
+                .await
+                .unwrap(),
+        );
+        let body = bus_core::Format::Json
+            .encode("memory", &messages[0])
+            .unwrap();
+        let envelope_len = bus_core::Envelope::new("memory", bus_core::Format::Json, body)
+            .encode()
+            .unwrap()
+            .len();
         let _: () = client.quit().await.unwrap();
         ((after - before) / COUNT as f64, body_len, envelope_len)
     })
@@ -365,7 +448,11 @@ fn memory(env: &Env) -> (f64, usize, usize) {
 
 fn main() {
     let env = Env {
-        rt: tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap(),
+        rt: tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap(),
         redis: BenchRedis::start(),
         runs: AtomicU64::new(0),
     };
@@ -380,14 +467,26 @@ fn main() {
     let f = figures();
     let ratio = |a: &str, b: &str| f.median(a) / f.median(b) * 100.0;
     println!("\n== SPEC §8 figures (medians of this run) ==");
-    println!("end to end, 100k:   bus {:>9.0} msg/s, raw fred {:>9.0} msg/s: {:>5.1}% (target >= 60%)",
-        f.median("e2e bus"), f.median("e2e raw"), ratio("e2e bus", "e2e raw"));
+    println!(
+        "end to end, 100k:   bus {:>9.0} msg/s, raw fred {:>9.0} msg/s: {:>5.1}% (target >= 60%)",
+        f.median("e2e bus"),
+        f.median("e2e raw"),
+        ratio("e2e bus", "e2e raw")
+    );
     println!("in-flight scaling:  5,000 in flight {:>9.0} msg/s, 10 in flight {:>9.0} msg/s: {:>5.1}% (target >= 80%)",
         f.median("scaling 5000"), f.median("scaling 10"), ratio("scaling 5000", "scaling 10"));
-    println!("batch send, 100k:   bus {:>9.0} msg/s, raw RPUSH {:>9.0} msg/s: {:>5.1}% (target >= 80%)",
-        f.median("send bus"), f.median("send raw"), ratio("send bus", "send raw"));
-    println!("idle wake-up:       median {:.3} ms, p99 {:.3} ms over {} sends (targets < 1 ms, < 5 ms)",
-        f.median("wakeup"), f.percentile("wakeup", 99.0), WAKEUPS);
+    println!(
+        "batch send, 100k:   bus {:>9.0} msg/s, raw RPUSH {:>9.0} msg/s: {:>5.1}% (target >= 80%)",
+        f.median("send bus"),
+        f.median("send raw"),
+        ratio("send bus", "send raw")
+    );
+    println!(
+        "idle wake-up:       median {:.3} ms, p99 {:.3} ms over {} sends (targets < 1 ms, < 5 ms)",
+        f.median("wakeup"),
+        f.percentile("wakeup", 99.0),
+        WAKEUPS
+    );
     println!("memory per message: {per_message:.0} bytes for a {body}-byte body ({envelope}-byte envelope): {:.2}x the body, {:.2}x the envelope (target < 2x)",
         per_message / body as f64, per_message / envelope as f64);
 }

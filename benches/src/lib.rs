@@ -53,7 +53,10 @@ impl Figures {
 
     /// A percentile of a series (NaN when empty).
     pub fn percentile(&self, name: &str, p: f64) -> f64 {
-        let figures = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let figures = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let Some(values) = figures.get(name) else {
             return f64::NAN;
         };
