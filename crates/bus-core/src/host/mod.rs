@@ -185,8 +185,10 @@ impl HostBuilder {
                     "sagas are registered but no saga store: call HostBuilder::saga_store".into(),
                 )
             })?;
+            let cache = Arc::default();
             for pending in self.sagas.drain(..) {
-                self.registrations.push(pending.bind(Arc::clone(&store)));
+                self.registrations
+                    .push(pending.bind(Arc::clone(&store), Arc::clone(&cache)));
             }
         }
         let mut seen = HashSet::new();

@@ -10,11 +10,24 @@ use bytes::Bytes;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+use super::cache::StateCache;
+use super::store::saga_key;
 use super::{ContinueSaga, SagaData, SagaStore, Stamp, StartSaga};
 use crate::host::{Invoke, Registration};
 use crate::{validate_name, Command, Context, Error, ProcessError, Result, Source};
 
-type Bind = Box<dyn FnOnce(Arc<dyn SagaStore>) -> Registration + Send + Sync>;
+type Bind = Box<dyn FnOnce(Sagas) -> Registration + Send + Sync>;
+
+/// Where a host's sagas live: the store, and what this host last wrote to it.
+#[derive(Debug, Clone)]
+struct Sagas {
+    store: Arc<dyn SagaStore>,
+    cache: Arc<StateCache>,
+}
+
+/// How often a continue step runs again at once on fresh state after a conflict, before
+/// its message is retried after the backoff.
+const IMMEDIATE_ATTEMPTS: u32 = 3;
 
 /// A saga registration waiting for the host's store.
 pub(crate) struct PendingSaga {
@@ -37,11 +50,11 @@ impl PendingSaga {
     pub(crate) fn start<C: Command, S: StartSaga<C>>(saga: Arc<S>) -> Result<Self> {
         let source = Self::check::<C, S>()?;
         let queue = source.clone();
-        let bind: Bind = Box::new(move |store| {
+        let bind: Bind = Box::new(move |sagas| {
             let settings = <S as StartSaga<C>>::settings(&saga);
             let invoke: Invoke = Arc::new(move |body, format, ctx| {
                 let message: C = format.decode(C::NAME, &body)?;
-                let flow = start_flow(Arc::clone(&saga), Arc::clone(&store), message, ctx);
+                let flow = start_flow(Arc::clone(&saga), sagas.clone(), message, ctx);
                 Ok(Box::pin(flow))
             });
             Registration::from_parts(queue, C::descriptor(), settings, invoke)
@@ -57,11 +70,13 @@ impl PendingSaga {
     pub(crate) fn continuation<C: Command, S: ContinueSaga<C>>(saga: Arc<S>) -> Result<Self> {
         let source = Self::check::<C, S>()?;
         let queue = source.clone();
-        let bind: Bind = Box::new(move |store| {
+        let bind: Bind = Box::new(move |sagas| {
             let settings = <S as ContinueSaga<C>>::settings(&saga);
             let invoke: Invoke = Arc::new(move |body, format, ctx| {
                 let message: C = format.decode(C::NAME, &body)?;
-                let flow = continue_flow(Arc::clone(&saga), Arc::clone(&store), message, ctx);
+                // A step that runs again after a conflict needs the message again.
+                let again = move || format.decode::<C>(C::NAME, &body);
+                let flow = continue_flow(Arc::clone(&saga), sagas.clone(), message, again, ctx);
                 Ok(Box::pin(flow))
             });
             Registration::from_parts(queue, C::descriptor(), settings, invoke)
@@ -78,9 +93,9 @@ impl PendingSaga {
         Source::queue(C::NAME)
     }
 
-    /// The registration, bound to the host's store.
-    pub(crate) fn bind(self, store: Arc<dyn SagaStore>) -> Registration {
-        (self.bind)(store)
+    /// The registration, bound to the host's store and cache.
+    pub(crate) fn bind(self, store: Arc<dyn SagaStore>, cache: Arc<StateCache>) -> Registration {
+        (self.bind)(Sagas { store, cache })
     }
 }
 
@@ -93,10 +108,11 @@ const STARTING: Bytes = Bytes::new();
 /// retry can start it again.
 async fn start_flow<C: Command, S: StartSaga<C>>(
     saga: Arc<S>,
-    store: Arc<dyn SagaStore>,
+    sagas: Sagas,
     message: C,
     ctx: Context,
 ) -> Result<(), ProcessError> {
+    let Sagas { store, cache } = sagas;
     let partition = S::PARTITION_KEY;
     let id = checked_id(<S as StartSaga<C>>::saga_id(&saga, &message))?;
     let ttl = saga.time_to_live();
@@ -128,9 +144,11 @@ async fn start_flow<C: Command, S: StartSaga<C>>(
     }
     // Always written, even unmodified: this is what ends the "starting" mark.
     data.state_mut();
+    let key = saga_key(partition, data.id());
     match write_back(&*store, partition, data, &stamp).await {
-        Ok(()) => {
+        Ok(written) => {
             guard.disarm();
+            written.remember(&cache, key);
             Ok(())
         }
         // A duplicate start took the saga over meanwhile and finished first: the retry
@@ -146,33 +164,94 @@ async fn start_flow<C: Command, S: StartSaga<C>>(
     }
 }
 
-/// Any other message: load, run the handler, write back with the stamp read.
+/// Any other message: load (from the cache when this host wrote the saga last), run the
+/// handler, write back with the stamp read. On a conflict the step runs again at once on
+/// a fresh read, a few times, before the message is retried after its backoff.
 async fn continue_flow<C: Command, S: ContinueSaga<C>>(
     saga: Arc<S>,
-    store: Arc<dyn SagaStore>,
+    sagas: Sagas,
     message: C,
+    again: impl Fn() -> Result<C>,
     ctx: Context,
 ) -> Result<(), ProcessError> {
+    let Sagas { store, cache } = sagas;
     let partition = S::PARTITION_KEY;
     let id = checked_id(<S as ContinueSaga<C>>::saga_id(&saga, &message))?;
-    let (bytes, stamp) = match store.get(partition, &id).await {
-        Ok(found) => found,
-        Err(e @ Error::SagaNotFound { .. }) => return saga.on_not_found(message, e, &ctx).await,
-        Err(e) => return Err(into_process_error(e)),
-    };
-    if bytes.is_empty() {
-        // Its start handler is still running: come back when it has written the state.
-        return Err(ProcessError::retry(format!(
-            "saga {} is still starting",
-            super::store::saga_key(partition, &id)
-        )));
+    let key = saga_key(partition, &id);
+    let mut message = Some(message);
+    let mut attempt = 1;
+    loop {
+        let cached = if attempt == 1 { cache.get(&key) } else { None };
+        let (bytes, stamp) = match cached {
+            Some(entry) => entry,
+            None => match store.get(partition, &id).await {
+                Ok(found) => found,
+                Err(e @ Error::SagaNotFound { .. }) => {
+                    let message = take_or_decode(&mut message, &again)?;
+                    return saga.on_not_found(message, e, &ctx).await;
+                }
+                Err(e) => return Err(into_process_error(e)),
+            },
+        };
+        if bytes.is_empty() {
+            // Its start handler is still running: come back when it has written the state.
+            return Err(ProcessError::retry(format!("saga {key} is still starting")));
+        }
+        let state: S::State = decode(partition, &id, &bytes).map_err(into_process_error)?;
+        let mut data = SagaData::new(id.clone(), state);
+        let current = take_or_decode(&mut message, &again)?;
+        saga.handle(current, &mut data, &ctx).await?;
+        match write_back(&*store, partition, data, &stamp).await {
+            Ok(Written::Unchanged) => {
+                cache.put(key, bytes, stamp);
+                return Ok(());
+            }
+            Ok(written) => {
+                written.remember(&cache, key);
+                return Ok(());
+            }
+            // Written by someone else since it was read (or gone): run again on a fresh read.
+            Err(Error::SagaConflict { .. } | Error::SagaNotFound { .. })
+                if attempt < IMMEDIATE_ATTEMPTS =>
+            {
+                cache.forget(&key);
+                attempt += 1;
+            }
+            Err(e) => {
+                cache.forget(&key);
+                return Err(into_process_error(e));
+            }
+        }
     }
-    let state: S::State = decode(partition, &id, &bytes).map_err(into_process_error)?;
-    let mut data = SagaData::new(id, state);
-    saga.handle(message, &mut data, &ctx).await?;
-    write_back(&*store, partition, data, &stamp)
-        .await
-        .map_err(into_process_error)
+}
+
+/// The message for this attempt: the one decoded for the first, a fresh decode after.
+fn take_or_decode<C>(
+    message: &mut Option<C>,
+    again: &impl Fn() -> Result<C>,
+) -> Result<C, ProcessError> {
+    match message.take() {
+        Some(message) => Ok(message),
+        None => again().map_err(into_process_error),
+    }
+}
+
+/// What `write_back` wrote.
+enum Written {
+    Completed,
+    Unchanged,
+    Updated(Bytes, Stamp),
+}
+
+impl Written {
+    /// Keeps the cache in step with what was written.
+    fn remember(self, cache: &StateCache, key: String) {
+        match self {
+            Written::Updated(data, stamp) => cache.put(key, data, stamp),
+            Written::Completed => cache.forget(&key),
+            Written::Unchanged => {}
+        }
+    }
 }
 
 /// Writes the handler's outcome: delete if completed, update if modified, else nothing.
@@ -181,24 +260,24 @@ async fn write_back<S: Serialize>(
     partition: &str,
     data: SagaData<S>,
     stamp: &Stamp,
-) -> Result<()> {
+) -> Result<Written> {
     if data.is_completed() {
         match store.complete(partition, data.id(), stamp).await {
             // Gone already (expired, or our own delete sent twice): completed all the same.
             Err(Error::SagaNotFound { key }) => {
                 tracing::debug!(%key, "completed saga was already gone");
-                Ok(())
+                Ok(Written::Completed)
             }
-            other => other,
+            other => other.map(|()| Written::Completed),
         }
     } else if data.is_modified() {
         let bytes = encode(partition, data.id(), data.state())?;
-        store
-            .update(partition, data.id(), bytes, stamp)
-            .await
-            .map(drop)
+        let stamp = store
+            .update(partition, data.id(), bytes.clone(), stamp)
+            .await?;
+        Ok(Written::Updated(bytes, stamp))
     } else {
-        Ok(())
+        Ok(Written::Unchanged)
     }
 }
 
@@ -259,14 +338,14 @@ fn encode<S: Serialize>(partition: &str, id: &str, state: &S) -> Result<Bytes> {
     serde_json::to_vec(state)
         .map(Bytes::from)
         .map_err(|e| Error::Encode {
-            message_type: format!("saga state of {}", super::store::saga_key(partition, id)),
+            message_type: format!("saga state of {}", saga_key(partition, id)),
             source: e.into(),
         })
 }
 
 fn decode<S: DeserializeOwned>(partition: &str, id: &str, bytes: &[u8]) -> Result<S> {
     serde_json::from_slice(bytes).map_err(|e| Error::Decode {
-        what: format!("saga state of {}", super::store::saga_key(partition, id)),
+        what: format!("saga state of {}", saga_key(partition, id)),
         reason: e.to_string(),
         source: Some(e.into()),
     })

@@ -13,10 +13,12 @@
 //! | [`SagaStore`], [`Stamp`] | what a store implements | `store` |
 //! | [`MemorySagaStore`] | the in-memory store (tests, embedded use) | `memory` |
 //! | (host glue) | the start / continue flows behind a registration | `flow` |
+//! | (host glue) | the state and stamp this host wrote last, to skip reads | `cache` |
 //! | `conformance` | the store conformance suite, run against every store | `conformance` |
 //!
 //! The long guide is `docs/sagas.md`.
 
+mod cache;
 pub mod conformance;
 mod flow;
 mod memory;
