@@ -1,5 +1,6 @@
 //! The client: send commands, publish events, schedule messages.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -29,6 +30,8 @@ pub struct Bus {
     config: Arc<BusConfig>,
     /// Headers copied onto every message sent through this handle.
     inherited: Option<Arc<Headers>>,
+    /// Events published to topics without subscriptions, over all clones.
+    unrouted: Arc<AtomicU64>,
 }
 
 /// Bus-wide message settings.
@@ -67,7 +70,14 @@ impl Bus {
             transport,
             config: Arc::new(config),
             inherited: None,
+            unrouted: Arc::default(),
         }
+    }
+
+    /// How many events were published to topics that had no subscriptions (so nobody
+    /// received them), through this bus and its clones.
+    pub fn unrouted_events(&self) -> u64 {
+        self.unrouted.load(Ordering::Relaxed)
     }
 
     /// The transport under this bus.
@@ -129,11 +139,16 @@ impl Bus {
     }
 
     async fn publish_encoded<E: Event>(&self, batch: Vec<Outgoing>) -> Result<()> {
+        let count = batch.len() as u64;
         let reached = self.transport.publish(checked::<E>()?, batch).await?;
         if reached == 0 {
-            tracing::debug!(
+            let total = self.unrouted.fetch_add(count, Ordering::Relaxed) + count;
+            tracing::info!(
                 topic = E::NAME,
-                "published to a topic without subscriptions"
+                events = count,
+                total,
+                "published to a topic without subscriptions: no one receives these events \
+                 (a subscription receives the events published after its consumer first started)"
             );
         }
         Ok(())

@@ -269,6 +269,10 @@ async fn an_event_reaches_each_of_three_subscriptions_once() {
         .event::<Search, _>(Arc::clone(&received))
         .build()
         .unwrap();
+    // Before any subscription exists, an event reaches nobody: counted.
+    let bus = host.bus();
+    bus.publish(&ThingHappened { n: 1 }).await.unwrap();
+    assert_eq!(bus.unrouted_events(), 1);
     // `start` returns with every subscription registered: no waiting needed.
     let running = host.start().await.unwrap();
     assert_eq!(transport.subscriptions("thing-happened").len(), 3);
