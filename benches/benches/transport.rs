@@ -77,18 +77,17 @@ impl CommandProcessor<Small> for Noop {
 }
 
 /// Sends `count` messages in batches through the bus while a host processes them; the
-/// time until every message is handled and acknowledged.
-async fn bus_end_to_end(transport: RedisTransport, count: u64) -> Duration {
+/// time until every one is handled and acknowledged (when only the `stuck` messages some
+/// other consumer holds in flight remain stored).
+async fn bus_end_to_end(transport: RedisTransport, count: u64, stuck: u64) -> Duration {
     let noop = Noop::default();
     let host = Host::builder()
         .transport(transport.clone())
         .command::<Small, _>(noop.clone())
         .build()
         .unwrap();
-    let bus = host.bus();
-    let stop = CancellationToken::new();
-    let signal = stop.clone();
-    let running = tokio::spawn(host.run(async move { signal.cancelled().await }));
+    let running = host.start().await.unwrap();
+    let bus = running.bus();
     let msgs = transport.keys(&Source::queue("bench").unwrap()).msgs;
     let messages = smalls(count);
     let started = Instant::now();
@@ -98,15 +97,14 @@ async fn bus_end_to_end(transport: RedisTransport, count: u64) -> Duration {
     loop {
         if noop.0.load(Ordering::Relaxed) >= count {
             let stored: u64 = transport.client().hlen(&msgs).await.unwrap();
-            if stored == 0 {
+            if stored == stuck {
                 break;
             }
         }
         tokio::time::sleep(Duration::from_micros(500)).await;
     }
     let elapsed = started.elapsed();
-    stop.cancel();
-    running.await.unwrap().unwrap();
+    running.shutdown().await.unwrap();
     elapsed
 }
 
@@ -182,7 +180,9 @@ fn end_to_end(c: &mut Criterion, env: &Env) {
         b.iter_custom(|iters| {
             let mut total = Duration::ZERO;
             for _ in 0..iters {
-                let elapsed = env.rt.block_on(bus_end_to_end(env.transport(), END_TO_END));
+                let elapsed = env
+                    .rt
+                    .block_on(bus_end_to_end(env.transport(), END_TO_END, 0));
                 figures().record("e2e bus", rate(END_TO_END, elapsed));
                 total += elapsed;
             }
@@ -237,7 +237,7 @@ fn in_flight_scaling(c: &mut Criterion, env: &Env) {
                         assert_eq!(held.len() as u64, stuck);
                         holder
                     });
-                    let elapsed = env.rt.block_on(in_flight_run(transport, SCALING, stuck));
+                    let elapsed = env.rt.block_on(bus_end_to_end(transport, SCALING, stuck));
                     drop(holder);
                     figures().record(&format!("scaling {stuck}"), rate(SCALING, elapsed));
                     total += elapsed;
@@ -247,39 +247,6 @@ fn in_flight_scaling(c: &mut Criterion, env: &Env) {
         });
     }
     group.finish();
-}
-
-/// Like `bus_end_to_end`, but done when only the `stuck` messages remain stored.
-async fn in_flight_run(transport: RedisTransport, count: u64, stuck: u64) -> Duration {
-    let noop = Noop::default();
-    let host = Host::builder()
-        .transport(transport.clone())
-        .command::<Small, _>(noop.clone())
-        .build()
-        .unwrap();
-    let bus = host.bus();
-    let stop = CancellationToken::new();
-    let signal = stop.clone();
-    let running = tokio::spawn(host.run(async move { signal.cancelled().await }));
-    let msgs = transport.keys(&Source::queue("bench").unwrap()).msgs;
-    let messages = smalls(count);
-    let started = Instant::now();
-    for batch in messages.chunks(BATCH) {
-        bus.send_batch(batch).await.unwrap();
-    }
-    loop {
-        if noop.0.load(Ordering::Relaxed) >= count {
-            let stored: u64 = transport.client().hlen(&msgs).await.unwrap();
-            if stored == stuck {
-                break;
-            }
-        }
-        tokio::time::sleep(Duration::from_micros(500)).await;
-    }
-    let elapsed = started.elapsed();
-    stop.cancel();
-    running.await.unwrap().unwrap();
-    elapsed
 }
 
 fn batch_send(c: &mut Criterion, env: &Env) {
