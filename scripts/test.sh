@@ -26,6 +26,10 @@ cargo test --workspace --doc
 cargo clippy -p bus-redis --features tls --all-targets -- -D warnings
 cargo test -p bus-redis --features tls --test tls
 
+# OpenTelemetry trace propagation is opt-in too (feature `opentelemetry` of bus-core).
+cargo clippy -p bus-core --features opentelemetry --all-targets -- -D warnings
+cargo test -p bus-core --features opentelemetry --lib --test opentelemetry
+
 # A message-contract crate never pulls in a Redis client.
 if cargo tree -p sample-contracts -e normal | grep -q fred; then
   echo "sample-contracts depends on fred: message contracts must not need a transport" >&2

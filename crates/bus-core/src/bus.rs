@@ -154,6 +154,22 @@ impl Bus {
         Ok(())
     }
 
+    /// The headers of this handle's messages: the trace context of the current span
+    /// (with the `opentelemetry` feature), else the one inherited from the message being
+    /// handled.
+    fn outgoing_headers(&self) -> std::borrow::Cow<'_, Headers> {
+        static NONE: Headers = Headers::new();
+        let inherited = self.inherited.as_deref().unwrap_or(&NONE);
+        #[cfg(feature = "opentelemetry")]
+        {
+            let mut headers = inherited.clone();
+            if crate::otel::inject_current(&mut headers) {
+                return std::borrow::Cow::Owned(headers);
+            }
+        }
+        std::borrow::Cow::Borrowed(inherited)
+    }
+
     /// A handle whose messages carry the trace context of `headers`.
     pub(crate) fn inheriting(&self, headers: &Headers) -> Bus {
         let inherited: Headers = PROPAGATED
@@ -168,8 +184,8 @@ impl Bus {
 
     fn encode<M: Message>(&self, messages: &[M]) -> Result<Vec<Outgoing>> {
         let format = M::FORMAT.unwrap_or(self.config.format);
-        let no_headers = Headers::new();
-        let headers = self.inherited.as_deref().unwrap_or(&no_headers);
+        let headers = self.outgoing_headers();
+        let headers = &*headers;
         // One clock read per batch; ids count up from one ULID (unique and ordered).
         let sent_at_ms = now_ms();
         let mut next_id = ulid::Ulid::new();

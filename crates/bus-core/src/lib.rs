@@ -24,6 +24,8 @@ mod host;
 mod memory;
 mod message;
 mod middleware;
+#[cfg(feature = "opentelemetry")]
+mod otel;
 mod processor;
 mod saga;
 mod settings;

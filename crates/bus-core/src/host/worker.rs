@@ -256,6 +256,8 @@ impl Worker {
             delivery_count = delivery.delivery_count,
             traceparent = envelope.headers.get("traceparent").map(String::as_str),
         );
+        #[cfg(feature = "opentelemetry")]
+        crate::otel::continue_trace(&span, &envelope.headers);
         let ctx = Context {
             bus: self.bus.inheriting(&envelope.headers),
             message_id: envelope.id,
