@@ -112,7 +112,8 @@ impl RedisConsumer {
 
     /// Blocks until the ready list is non-empty or `ms` pass. `BLMOVE l l LEFT LEFT`
     /// rotates the list onto itself: it changes nothing, it only wakes us.
-    async fn wait_for_ready(&self, ms: i64) -> Result<()> {
+    /// Returns whether the list became non-empty (false: the wait timed out).
+    async fn wait_for_ready(&self, ms: i64) -> Result<bool> {
         if self.waiter_id.load(Ordering::Relaxed) < 0 {
             let id: i64 = self
                 .waiter
@@ -137,8 +138,7 @@ impl RedisConsumer {
             // Perhaps a reconnect: the connection id may have changed.
             self.waiter_id.store(-1, Ordering::Relaxed);
         }
-        waited.map_err(Error::from)?;
-        Ok(())
+        Ok(!waited.map_err(Error::from)?.is_null())
     }
 }
 
@@ -172,9 +172,13 @@ impl Consumer for RedisConsumer {
             wait.min(IDLE_WAIT_MS)
         };
         if wait > 0 {
-            tokio::select! {
+            let woken = tokio::select! {
                 () = stop.cancelled() => return Ok(Vec::new()),
-                waited = self.wait_for_ready(wait) => waited?,
+                woken = self.wait_for_ready(wait) => woken?,
+            };
+            if !woken && wait == IDLE_WAIT_MS {
+                // Nothing arrived and nothing fell due: the caller's next receive looks again.
+                return Ok(Vec::new());
             }
         }
         Ok(self.reserve(max).await?.1)

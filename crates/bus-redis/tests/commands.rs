@@ -421,3 +421,49 @@ async fn a_stray_reference_to_a_dead_letter_is_not_delivered_again() {
     let c = counts(&redis, "work");
     assert_eq!((c.ready, c.inflight, c.dead), (0, 0, 2));
 }
+
+/// Calls Redis counted per command (commands run inside scripts included).
+fn command_calls(redis: &TestRedis) -> std::collections::HashMap<String, i64> {
+    let info = redis.client().cmd(&["INFO", "commandstats"]).unwrap();
+    let info = String::from_utf8(info.as_bytes().unwrap().to_vec()).unwrap();
+    info.lines()
+        .filter_map(|line| {
+            let (name, rest) = line.strip_prefix("cmdstat_")?.split_once(':')?;
+            let calls = rest
+                .strip_prefix("calls=")?
+                .split(',')
+                .next()?
+                .parse()
+                .ok()?;
+            Some((name.to_owned(), calls))
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_consumer_costs_redis_a_few_commands_a_second() {
+    let redis = TestRedis::start().unwrap();
+    let host = bus_core::Host::builder()
+        .transport(transport(&redis).await)
+        .command::<Work, _>(Arc::new(Collect::default()))
+        .build()
+        .unwrap();
+    let running = host.start().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (before, started) = (command_calls(&redis), std::time::Instant::now());
+    // Observing a cost over time needs time to pass; this measures a count, not a speed.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let after = command_calls(&redis);
+    let seconds = started.elapsed().as_secs_f64();
+    running.shutdown().await.unwrap();
+    let delta =
+        |name: &str| after.get(name).copied().unwrap_or(0) - before.get(name).copied().unwrap_or(0);
+    // What the consumer sends: scripts and the blocking wait (the INFO calls are ours).
+    let sent = (delta("evalsha") + delta("blmove")) as f64 / seconds;
+    let inside: i64 = after.keys().map(|name| delta(name)).sum::<i64>() - delta("info");
+    println!(
+        "idle consumer: {sent:.1} commands/s sent, {:.1} commands/s run inside Redis",
+        inside as f64 / seconds
+    );
+    assert!(sent <= 4.0, "an idle consumer sent {sent:.1} commands/s");
+}
