@@ -1,0 +1,35 @@
+-- Prepended to every management script (see scripts.rs); defines shared helpers.
+
+-- Runs `cmd key item...` over a list in chunks (Lua's unpack has a stack limit).
+local function bulk(cmd, key, items)
+  for i = 1, #items, 1000 do
+    redis.call(cmd, key, unpack(items, i, math.min(i + 999, #items)))
+  end
+end
+
+-- The dead letters a call works on: with ARGV 'all', max, the first `max` ids popped from
+-- the head of the dead list; with ARGV 'ids', id..., those ids found in it (LREM, linear
+-- in the list's length: fine for management, never on a hot path).
+-- `keep(id)` says whether an id may leave the list (its envelope is stored); dead ids that
+-- may not stay in the list (popped ones go back to its tail) and are returned as skipped.
+-- Ids that are not in the dead list are in neither result.
+local function take_dead(dead, keep)
+  local taken, skipped = {}, {}
+  if ARGV[1] == 'all' then
+    local popped = redis.call('LPOP', dead, tonumber(ARGV[2])) or {}
+    for _, id in ipairs(popped) do
+      if keep(id) then taken[#taken + 1] = id else skipped[#skipped + 1] = id end
+    end
+    bulk('RPUSH', dead, skipped)
+  else
+    for i = 2, #ARGV do
+      local id = ARGV[i]
+      if keep(id) then
+        if redis.call('LREM', dead, 1, id) > 0 then taken[#taken + 1] = id end
+      elseif redis.call('LPOS', dead, id) then
+        skipped[#skipped + 1] = id
+      end
+    end
+  end
+  return taken, skipped
+end

@@ -1,0 +1,34 @@
+-- Purge one batch of waiting messages: up to ARGV[1] elements from the head of the ready
+-- list and up to ARGV[2] of the earliest delayed ones. A stored message's envelope,
+-- delivery count and errors go with it, unless it is also in flight or dead (a stray
+-- duplicate reference on ready must not delete what a consumer holds).
+-- In-flight messages and dead letters are never touched.
+-- KEYS: ready, delayed, msgs, deliveries, errors, inflight, dead-info.
+-- ARGV: max ready, max delayed.
+-- Returns { ready purged, delayed purged }.
+local forget = {}
+local function held(id)
+  return redis.call('ZSCORE', KEYS[6], id) or redis.call('HEXISTS', KEYS[7], id) == 1
+end
+local ready = {}
+if tonumber(ARGV[1]) > 0 then
+  ready = redis.call('LPOP', KEYS[1], tonumber(ARGV[1])) or {}
+end
+for _, element in ipairs(ready) do
+  if redis.call('HEXISTS', KEYS[3], element) == 1 and not held(element)
+      and not redis.call('ZSCORE', KEYS[2], element) then
+    forget[#forget + 1] = element
+  end
+end
+local delayed = {}
+if tonumber(ARGV[2]) > 0 then
+  delayed = redis.call('ZRANGE', KEYS[2], 0, tonumber(ARGV[2]) - 1)
+end
+bulk('ZREM', KEYS[2], delayed)
+for _, id in ipairs(delayed) do
+  if not held(id) then forget[#forget + 1] = id end
+end
+bulk('HDEL', KEYS[3], forget)
+bulk('HDEL', KEYS[4], forget)
+bulk('HDEL', KEYS[5], forget)
+return { #ready, #delayed }

@@ -1,0 +1,20 @@
+-- Remove a subscription: drop its name from the topic's subscriptions (so publishes stop
+-- writing to it) and delete its queue's keys, in one step. Unless forced, a subscription
+-- whose queue still holds messages (ready, in flight, delayed or dead) is left untouched.
+-- KEYS: subs, then the subscription queue's ready, inflight, delayed, dead, and every
+-- other key of that queue.
+-- ARGV: name, force (1 or 0).
+-- Returns { 1, was registered, keys deleted }, or { 0, ready, inflight, delayed, dead }
+-- when refused.
+local held = {
+  redis.call('LLEN', KEYS[2]),
+  redis.call('ZCARD', KEYS[3]),
+  redis.call('ZCARD', KEYS[4]),
+  redis.call('LLEN', KEYS[5]),
+}
+if ARGV[2] ~= '1' and held[1] + held[2] + held[3] + held[4] > 0 then
+  return { 0, held[1], held[2], held[3], held[4] }
+end
+local was = redis.call('SREM', KEYS[1], ARGV[1])
+local deleted = redis.call('UNLINK', unpack(KEYS, 2))
+return { 1, was, deleted }

@@ -1,0 +1,211 @@
+//! The command line, as clap reads it.
+
+use clap::{Args, Parser, Subcommand};
+
+/// Manage the bus's queues, dead letters and sagas in Redis.
+///
+/// Queues are named `queue`, subscriptions `topic/subscription`. Prints tables, or JSON
+/// with --json. Exits 0 on success, 1 on an error (message on stderr), 2 on a usage error.
+#[derive(Debug, Parser)]
+#[command(name = "bus", version)]
+pub struct Cli {
+    /// Redis connection string: redis://user:password@host:port/db (all but the host
+    /// optional), or the redis-cluster:// and redis-sentinel:// forms. Prefer REDIS_URL
+    /// for passwords: arguments are visible to other users of the machine.
+    #[arg(
+        long,
+        env = "REDIS_URL",
+        hide_env_values = true,
+        default_value = "redis://127.0.0.1:6379",
+        global = true
+    )]
+    pub url: String,
+
+    /// Key prefix (namespace) of the bus's keys.
+    #[arg(long, default_value = bus_redis::keys::DEFAULT_PREFIX, global = true)]
+    pub prefix: String,
+
+    /// Print JSON instead of tables.
+    #[arg(long, global = true)]
+    pub json: bool,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// List the command queues consumers have registered.
+    Queues,
+    /// List the topics and their subscriptions.
+    Topics,
+    /// Counts of ready, in-flight, delayed and dead messages, and the age of the next one.
+    Stats(StatsArgs),
+    /// Show the next ready messages, in processing order, without taking them.
+    Peek {
+        /// `queue` or `topic/subscription`.
+        queue: String,
+        /// How many.
+        #[arg(short = 'n', long = "count", default_value_t = 10)]
+        count: u64,
+    },
+    /// Show the dead letters, oldest first, with reason, errors and delivery count.
+    Dead {
+        /// `queue` or `topic/subscription`.
+        queue: String,
+        /// How many.
+        #[arg(short = 'n', long = "count", default_value_t = 10)]
+        count: u64,
+    },
+    /// Requeue dead letters (some or all) to their queue or to another one. Exits 1 if an
+    /// --id was not a dead letter of the queue (the others are still requeued).
+    Requeue(RequeueArgs),
+    /// Delete one dead letter (exits 1 if it is not one).
+    DeleteDead {
+        /// `queue` or `topic/subscription`.
+        queue: String,
+        /// Its storage id, as `bus dead` shows it.
+        id: String,
+    },
+    /// Delete a queue's ready and delayed messages (in-flight ones and dead letters stay).
+    /// Asks to type the queue name unless --yes; refuses when stdin is not a terminal.
+    Purge {
+        /// `queue` or `topic/subscription`.
+        queue: String,
+        /// Do not ask for confirmation.
+        #[arg(long)]
+        yes: bool,
+    },
+    /// Send one message with a JSON body; prints its message id.
+    Send(SendArgs),
+    /// Show the delayed messages (scheduled sends and retries waiting), earliest first.
+    Scheduled {
+        /// `queue` or `topic/subscription`.
+        queue: String,
+        /// How many.
+        #[arg(short = 'n', long = "count", default_value_t = 10)]
+        count: u64,
+    },
+    /// Remove a subscription of a topic and delete its queue. Refuses while its queue
+    /// holds messages, unless --force. Stop its consumers first: they register it again.
+    Unsubscribe {
+        /// The topic.
+        topic: String,
+        /// The subscription.
+        name: String,
+        /// Remove it and delete its messages even if its queue is not empty.
+        #[arg(long)]
+        force: bool,
+    },
+    /// List or delete sagas.
+    Sagas(SagasArgs),
+}
+
+#[derive(Debug, Args)]
+#[group(required = true, multiple = false)]
+pub struct StatsArgs {
+    /// `queue` or `topic/subscription`.
+    pub queue: Option<String>,
+    /// Every registered queue and subscription.
+    #[arg(long)]
+    pub all: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RequeueArgs {
+    /// `queue` or `topic/subscription` whose dead letters to requeue.
+    pub queue: String,
+    /// A storage id, as `bus dead` shows it (repeat for several).
+    #[arg(long = "id", value_name = "ID", required_unless_present = "all")]
+    pub ids: Vec<String>,
+    /// Every dead letter of the queue.
+    #[arg(long, conflicts_with = "ids")]
+    pub all: bool,
+    /// Requeue to this queue (or `topic/subscription`) instead of their own.
+    #[arg(long, value_name = "QUEUE")]
+    pub to: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct SendArgs {
+    /// `queue` or `topic/subscription`.
+    pub queue: String,
+    /// The message type (wire name); defaults to the queue's name (the topic's for a
+    /// subscription).
+    #[arg(long = "type", value_name = "TYPE")]
+    pub message_type: Option<String>,
+    /// The body, as JSON.
+    #[arg(long, value_name = "JSON")]
+    pub body: String,
+    /// A header (repeat for several).
+    #[arg(long = "header", value_name = "KEY=VALUE", value_parser = parse_header)]
+    pub headers: Vec<(String, String)>,
+}
+
+#[derive(Debug, Args)]
+pub struct SagasArgs {
+    /// Key prefix of the saga store (none by default: sagas live at
+    /// `sagas:<partition>:<id>`).
+    #[arg(long, default_value = "", global = true)]
+    pub saga_prefix: String,
+
+    #[command(subcommand)]
+    pub command: SagasCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SagasCommand {
+    /// List sagas (with SCAN, never KEYS).
+    List {
+        /// Only this partition (saga type).
+        #[arg(long)]
+        partition: Option<String>,
+    },
+    /// Delete one saga, whatever its state.
+    Delete {
+        /// The saga's partition key.
+        partition: String,
+        /// The saga's id.
+        id: String,
+    },
+}
+
+fn parse_header(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((key, value)) if !key.is_empty() => Ok((key.to_owned(), value.to_owned())),
+        _ => Err(format!("expected KEY=VALUE, got {text:?}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn requeue_needs_ids_or_all_but_not_both() {
+        assert!(Cli::try_parse_from(["bus", "requeue", "q"]).is_err());
+        assert!(Cli::try_parse_from(["bus", "requeue", "q", "--all", "--id", "~1"]).is_err());
+        assert!(Cli::try_parse_from(["bus", "requeue", "q", "--id", "~1", "--id", "~2"]).is_ok());
+        assert!(Cli::try_parse_from(["bus", "requeue", "q", "--all", "--to", "r"]).is_ok());
+    }
+
+    #[test]
+    fn stats_needs_a_queue_or_all() {
+        assert!(Cli::try_parse_from(["bus", "stats"]).is_err());
+        assert!(Cli::try_parse_from(["bus", "stats", "q", "--all"]).is_err());
+        assert!(Cli::try_parse_from(["bus", "--json", "stats", "--all"]).is_ok());
+    }
+
+    #[test]
+    fn headers_are_key_value() {
+        assert_eq!(parse_header("a=b=c"), Ok(("a".into(), "b=c".into())));
+        assert!(parse_header("novalue").is_err());
+        assert!(parse_header("=x").is_err());
+    }
+}

@@ -1,0 +1,340 @@
+//! `bus`: the command-line tool over [`bus_management`] (SPEC §6).
+
+mod cli;
+mod output;
+
+use std::error::Error as _;
+use std::io::{BufRead, IsTerminal, Write};
+use std::process::ExitCode;
+
+use bus_core::Source;
+use bus_management::{parse_source, source_name, Management, Selection};
+use bus_redis::RedisConfig;
+use clap::Parser;
+use serde_json::json;
+
+use cli::{Cli, Command, SagasCommand};
+
+/// Why a command failed.
+#[derive(Debug, thiserror::Error)]
+enum Failure {
+    #[error(transparent)]
+    Management(#[from] bus_management::Error),
+    #[error("cannot connect to Redis at {url}: {source}")]
+    Connect {
+        /// The URL, its password masked.
+        url: String,
+        source: bus_management::Error,
+    },
+    /// The operator did not confirm, or something asked for is not there.
+    #[error("{0}")]
+    Refused(String),
+    #[error("cannot read standard input: {0}")]
+    Stdin(#[from] std::io::Error),
+    #[error("cannot print JSON: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
+impl From<bus_redis::Error> for Failure {
+    fn from(error: bus_redis::Error) -> Self {
+        Failure::Management(error.into())
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => return fail(&Failure::Stdin(e)),
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(&e),
+    }
+}
+
+/// Prints the error and its causes (those that add something) to stderr.
+fn fail(error: &Failure) -> ExitCode {
+    let mut message = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !message.contains(&text) {
+            message.push_str(&format!(": {text}"));
+        }
+        source = cause.source();
+    }
+    eprintln!("bus: error: {message}");
+    ExitCode::FAILURE
+}
+
+async fn run(cli: Cli) -> Result<(), Failure> {
+    let config = RedisConfig::from_url(&cli.url)?.prefix(cli.prefix.as_str());
+    let saga_prefix = match &cli.command {
+        Command::Sagas(args) => args.saga_prefix.clone(),
+        _ => String::new(),
+    };
+    let management = match Management::connect(&config).await {
+        Ok(management) => management.saga_prefix(saga_prefix),
+        // A configuration error (the prefix, say) says all by itself.
+        Err(e @ bus_management::Error::Connect(bus_redis::Error::Config(_))) => {
+            return Err(e.into())
+        }
+        Err(source) => {
+            return Err(Failure::Connect {
+                url: redact(&cli.url),
+                source,
+            })
+        }
+    };
+    let result = execute(&management, cli.command, cli.json).await;
+    // Best effort: the process ends anyway.
+    let _ = management.close().await;
+    result
+}
+
+async fn execute(management: &Management, command: Command, json: bool) -> Result<(), Failure> {
+    match command {
+        Command::Queues => {
+            let queues = management.queues().await?;
+            if json {
+                output::json(&queues)?;
+            } else {
+                output::queues(&queues);
+            }
+        }
+        Command::Topics => {
+            let topics = management.topics().await?;
+            if json {
+                output::json(&topics)?;
+            } else {
+                output::topics(&topics);
+            }
+        }
+        Command::Stats(args) => {
+            let stats = match args.queue {
+                Some(queue) => vec![management.stats(&parse_source(&queue)?).await?],
+                None => management.stats_all().await?,
+            };
+            if json {
+                output::json(&stats)?;
+            } else {
+                output::stats(&stats);
+            }
+        }
+        Command::Peek { queue, count } => {
+            let source = parse_source(&queue)?;
+            let messages = management.peek(&source, count).await?;
+            if json {
+                output::json(&messages)?;
+            } else {
+                output::peek(&queue, &messages);
+            }
+        }
+        Command::Dead { queue, count } => {
+            let source = parse_source(&queue)?;
+            let letters = management.dead_letters(&source, count).await?;
+            if json {
+                output::json(&letters)?;
+            } else {
+                output::dead_letters(&queue, &letters);
+            }
+        }
+        Command::Scheduled { queue, count } => {
+            let source = parse_source(&queue)?;
+            let messages = management.scheduled(&source, count).await?;
+            if json {
+                output::json(&messages)?;
+            } else {
+                output::scheduled(&queue, &messages);
+            }
+        }
+        Command::Requeue(args) => {
+            let source = parse_source(&args.queue)?;
+            let to = args.to.as_deref().map(parse_source).transpose()?;
+            let selection = if args.all {
+                Selection::All
+            } else {
+                Selection::Ids(args.ids)
+            };
+            let report = management.requeue(&source, &selection, to.as_ref()).await?;
+            if json {
+                output::json(&report)?;
+            } else {
+                println!(
+                    "requeued {} dead letter(s) of {} to {}",
+                    report.requeued.len(),
+                    args.queue,
+                    report.target
+                );
+                if !report.skipped.is_empty() {
+                    eprintln!(
+                        "left dead (no stored envelope): {}",
+                        report.skipped.join(" ")
+                    );
+                }
+                if !report.duplicated.is_empty() {
+                    eprintln!(
+                        "copied, but already gone from the dead letters (may be delivered twice): {}",
+                        report.duplicated.join(" ")
+                    );
+                }
+            }
+            if !report.not_found.is_empty() {
+                return Err(Failure::Refused(format!(
+                    "not dead letters of {}: {}",
+                    args.queue,
+                    report.not_found.join(" ")
+                )));
+            }
+        }
+        Command::DeleteDead { queue, id } => {
+            let source = parse_source(&queue)?;
+            if !management.delete_dead_letter(&source, &id).await? {
+                return Err(Failure::Refused(format!(
+                    "{id} is not a dead letter of {queue}"
+                )));
+            }
+            if json {
+                output::json(&json!({ "queue": queue, "deleted": id }))?;
+            } else {
+                println!("deleted dead letter {id} of {queue}");
+            }
+        }
+        Command::Purge { queue, yes } => {
+            let source = parse_source(&queue)?;
+            if !yes {
+                confirm_purge(management, &source).await?;
+            }
+            let purged = management.purge(&source).await?;
+            if json {
+                output::json(
+                    &json!({ "queue": queue, "ready": purged.ready, "delayed": purged.delayed }),
+                )?;
+            } else {
+                println!(
+                    "purged {} ready and {} delayed message(s) of {queue}",
+                    purged.ready, purged.delayed
+                );
+            }
+        }
+        Command::Send(args) => {
+            let source = parse_source(&args.queue)?;
+            let id = management
+                .send(
+                    &source,
+                    args.message_type.as_deref(),
+                    &args.body,
+                    args.headers.into_iter().collect(),
+                )
+                .await?;
+            if json {
+                output::json(&json!({ "queue": args.queue, "id": id.as_str() }))?;
+            } else {
+                println!("{id}");
+            }
+        }
+        Command::Unsubscribe { topic, name, force } => {
+            let removed = management.remove_subscription(&topic, &name, force).await?;
+            if !removed.was_registered && removed.deleted_keys == 0 {
+                return Err(Failure::Refused(format!(
+                    "topic {topic} has no subscription {name}"
+                )));
+            }
+            if json {
+                output::json(&json!({
+                    "topic": topic,
+                    "subscription": name,
+                    "was_registered": removed.was_registered,
+                    "deleted_keys": removed.deleted_keys,
+                }))?;
+            } else {
+                println!(
+                    "removed subscription {name} of topic {topic} ({} key(s) deleted)",
+                    removed.deleted_keys
+                );
+            }
+        }
+        Command::Sagas(args) => match args.command {
+            SagasCommand::List { partition } => {
+                let sagas = management.sagas(partition.as_deref()).await?;
+                if json {
+                    output::json(&sagas)?;
+                } else {
+                    output::sagas(&sagas);
+                }
+            }
+            SagasCommand::Delete { partition, id } => {
+                if !management.delete_saga(&partition, &id).await? {
+                    return Err(Failure::Refused(format!(
+                        "no saga {id} in partition {partition}"
+                    )));
+                }
+                if json {
+                    output::json(&json!({ "partition": partition, "deleted": id }))?;
+                } else {
+                    println!("deleted saga {id} of partition {partition}");
+                }
+            }
+        },
+    }
+    Ok(())
+}
+
+/// The URL with its password (if any) masked.
+fn redact(url: &str) -> String {
+    let Some(start) = url.find("://").map(|i| i + 3) else {
+        return url.to_owned();
+    };
+    match url.rfind('@') {
+        Some(at) if at > start => match url[start..at].split_once(':') {
+            Some((user, _)) => format!("{}{user}:***{}", &url[..start], &url[at..]),
+            None => url.to_owned(),
+        },
+        _ => url.to_owned(),
+    }
+}
+
+/// Asks the operator to type the queue's name; refuses without a terminal to ask on.
+async fn confirm_purge(management: &Management, source: &Source) -> Result<(), Failure> {
+    let name = source_name(source);
+    let stdin = std::io::stdin();
+    if !stdin.is_terminal() {
+        return Err(Failure::Refused(format!(
+            "not purging {name}: confirmation is needed and standard input is not a terminal \
+             (pass --yes to purge without asking)"
+        )));
+    }
+    let stats = management.stats(source).await?;
+    eprint!(
+        "This deletes {} ready and {} delayed message(s) of {name}; in-flight messages and \
+         dead letters stay.\nType the queue name to confirm: ",
+        stats.ready, stats.delayed
+    );
+    std::io::stderr().flush()?;
+    let mut answer = String::new();
+    let read = stdin.lock().read_line(&mut answer)?;
+    if read == 0 || answer.trim() != name {
+        return Err(Failure::Refused(format!(
+            "not purging {name}: not confirmed"
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact;
+
+    #[test]
+    fn passwords_are_masked() {
+        assert_eq!(redact("redis://u:p@h:1/2"), "redis://u:***@h:1/2");
+        assert_eq!(redact("redis://:p@h"), "redis://:***@h");
+        assert_eq!(redact("redis://u@h"), "redis://u@h");
+        assert_eq!(redact("redis://h:1"), "redis://h:1");
+        assert_eq!(redact("nonsense"), "nonsense");
+    }
+}

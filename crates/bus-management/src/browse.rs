@@ -1,0 +1,176 @@
+//! Looking at waiting messages without taking them: the next ready ones, the scheduled ones.
+
+use bus_core::Source;
+use bytes::Bytes;
+use fred::prelude::{HashesInterface, ListInterface, SortedSetsInterface};
+use fred::types::Value;
+use serde::Serialize;
+
+use crate::message::{decode_element, MessageSummary};
+use crate::{Error, Management, Result};
+
+/// A message on a ready list, as [`Management::peek`] shows it.
+#[derive(Debug, Clone, Serialize)]
+#[non_exhaustive]
+pub struct ReadyMessage {
+    /// Its place in processing order, from 0 (the next to be reserved).
+    pub position: u64,
+    /// Its storage id (`~<n>`, or a delayed send's id) when it was stored before (retried,
+    /// recovered, released or promoted); `None` for a fresh envelope as sent.
+    pub storage_id: Option<String>,
+    /// Deliveries so far (0 for a fresh envelope).
+    pub delivery_count: u64,
+    /// The decoded envelope; `None` when the element is not a readable envelope.
+    pub message: Option<MessageSummary>,
+    /// Why the element is not a readable envelope (a consumer will dead-letter it as
+    /// `undecodable`).
+    pub decode_error: Option<String>,
+}
+
+/// A delayed message, as [`Management::scheduled`] shows it.
+#[derive(Debug, Clone, Serialize)]
+#[non_exhaustive]
+pub struct ScheduledMessage {
+    /// Its storage id.
+    pub storage_id: String,
+    /// When it becomes ready, in ms since the Unix epoch (Redis's clock).
+    pub due_at_ms: u64,
+    /// Deliveries so far (0 for a delayed send, more for a retry waiting for its backoff).
+    pub delivery_count: u64,
+    /// The decoded envelope; `None` when missing or not readable.
+    pub message: Option<MessageSummary>,
+    /// Why there is no readable envelope.
+    pub decode_error: Option<String>,
+}
+
+impl Management {
+    /// The next `n` ready messages of a queue, in processing order, without taking them
+    /// (`LRANGE ready 0 n-1`, stored ids resolved through `msgs`).
+    pub async fn peek(&self, source: &Source, n: u64) -> Result<Vec<ReadyMessage>> {
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let keys = self.keys(source);
+        let client = self.client();
+        let elements: Vec<Bytes> = client.lrange(&keys.ready, 0, last_index(n)).await?;
+        if elements.is_empty() {
+            return Ok(Vec::new());
+        }
+        // An element is a storage id when `msgs` has it (as reserve decides).
+        let stored: Vec<Option<Bytes>> = client.hmget(&keys.msgs, elements.clone()).await?;
+        let stored_ids: Vec<String> = elements
+            .iter()
+            .zip(&stored)
+            .filter(|(_, envelope)| envelope.is_some())
+            .map(|(element, _)| String::from_utf8_lossy(element).into_owned())
+            .collect();
+        let mut counts = self
+            .delivery_counts(&keys.deliveries, &stored_ids)
+            .await?
+            .into_iter();
+        let mut out = Vec::with_capacity(elements.len());
+        for (position, (element, stored)) in elements.into_iter().zip(stored).enumerate() {
+            let (storage_id, delivery_count, envelope) = match stored {
+                Some(envelope) => (
+                    Some(String::from_utf8_lossy(&element).into_owned()),
+                    counts.next().unwrap_or(0),
+                    envelope,
+                ),
+                None => (None, 0, element),
+            };
+            let (message, decode_error) = decode_element(&envelope);
+            out.push(ReadyMessage {
+                position: position as u64,
+                storage_id,
+                delivery_count,
+                message,
+                decode_error,
+            });
+        }
+        Ok(out)
+    }
+
+    /// The first `n` delayed messages of a queue, earliest due first (`ZRANGE delayed 0
+    /// n-1 WITHSCORES`, envelopes from `msgs`).
+    pub async fn scheduled(&self, source: &Source, n: u64) -> Result<Vec<ScheduledMessage>> {
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let keys = self.keys(source);
+        let client = self.client();
+        let reply: Value = client
+            .zrange(&keys.delayed, 0, last_index(n), None, false, None, true)
+            .await?;
+        let due = scored_members(reply)?;
+        if due.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids: Vec<String> = due.iter().map(|(id, _)| id.clone()).collect();
+        let envelopes: Vec<Option<Bytes>> = client.hmget(&keys.msgs, ids.clone()).await?;
+        let counts = self.delivery_counts(&keys.deliveries, &ids).await?;
+        Ok(due
+            .into_iter()
+            .zip(envelopes)
+            .zip(counts)
+            .map(|(((storage_id, due_at), envelope), delivery_count)| {
+                let (message, decode_error) = match envelope {
+                    Some(envelope) => decode_element(&envelope),
+                    None => (None, Some("no stored envelope".to_owned())),
+                };
+                ScheduledMessage {
+                    storage_id,
+                    due_at_ms: due_at.max(0.0) as u64,
+                    delivery_count,
+                    message,
+                    decode_error,
+                }
+            })
+            .collect())
+    }
+
+    /// `HMGET deliveries ids`, missing counts as 0.
+    pub(crate) async fn delivery_counts(&self, key: &str, ids: &[String]) -> Result<Vec<u64>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let counts: Vec<Option<u64>> = self.client().hmget(key, ids.to_vec()).await?;
+        Ok(counts.into_iter().map(Option::unwrap_or_default).collect())
+    }
+}
+
+/// The last index of a range of `n` elements, for `LRANGE`/`ZRANGE`.
+pub(crate) fn last_index(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX) - 1
+}
+
+/// Members and scores of a `WITHSCORES` reply: flat `[member, score, ...]` (RESP2) or
+/// pairs `[[member, score], ...]` (RESP3).
+fn scored_members(reply: Value) -> Result<Vec<(String, f64)>> {
+    let unexpected = |v: &Value| Error::Protocol {
+        script: "ZRANGE WITHSCORES",
+        detail: format!("{v:?}"),
+    };
+    let items = match reply {
+        Value::Array(items) => items,
+        Value::Null => return Ok(Vec::new()),
+        other => return Err(unexpected(&other)),
+    };
+    let pair = |member: &Value, score: &Value| -> Result<(String, f64)> {
+        let member = member.as_string().ok_or_else(|| unexpected(member))?;
+        let score = score.as_f64().ok_or_else(|| unexpected(score))?;
+        Ok((member, score))
+    };
+    if items.iter().all(|item| matches!(item, Value::Array(_))) {
+        items
+            .iter()
+            .map(|item| match item {
+                Value::Array(p) if p.len() == 2 => pair(&p[0], &p[1]),
+                other => Err(unexpected(other)),
+            })
+            .collect()
+    } else if items.len() % 2 == 0 {
+        items.chunks(2).map(|p| pair(&p[0], &p[1])).collect()
+    } else {
+        Err(unexpected(&Value::Array(items)))
+    }
+}

@@ -1,0 +1,469 @@
+//! Dead letters: read them, requeue them (to their queue or another), delete them.
+
+use std::collections::HashSet;
+
+use bus_core::Source;
+use bus_redis::keys::QueueKeys;
+use bytes::Bytes;
+use fred::prelude::{HashesInterface, ListInterface};
+use fred::types::Value;
+use serde::{Deserialize, Serialize};
+
+use crate::browse::last_index;
+use crate::management::{hash_tag, source_name};
+use crate::message::{decode_element, MessageSummary};
+use crate::scripts::{scripts, Lua};
+use crate::{Management, Result};
+
+/// Dead letters handled per script call (or per copy step across slots).
+const BATCH: usize = 100;
+
+/// A dead letter with its history, as [`Management::dead_letters`] shows it.
+#[derive(Debug, Clone, Serialize)]
+#[non_exhaustive]
+pub struct DeadLetter {
+    /// Its place in the dead-letter list, from 0 (the oldest).
+    pub position: u64,
+    /// Its storage id: what [`Management::requeue`] and
+    /// [`Management::delete_dead_letter`] take.
+    pub storage_id: String,
+    /// `delivery_limit`, `rejected`, `undecodable` or `unknown_type`.
+    pub reason: Option<String>,
+    /// When it was dead-lettered, in ms since the Unix epoch (Redis's clock).
+    pub dead_lettered_at_ms: Option<u64>,
+    /// How many times it was delivered.
+    pub delivery_count: u64,
+    /// Its last errors, oldest first (at most 10).
+    pub errors: Vec<ErrorRecord>,
+    /// The decoded envelope; `None` when it is not readable (reason `undecodable`).
+    pub message: Option<MessageSummary>,
+    /// Why there is no readable envelope.
+    pub decode_error: Option<String>,
+}
+
+/// One entry of a message's error history.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ErrorRecord {
+    /// The error's text.
+    pub message: String,
+    /// When it happened, in ms since the Unix epoch (Redis's clock).
+    pub at_ms: u64,
+}
+
+/// Which dead letters to requeue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Selection {
+    /// Every dead letter of the queue (at most as many as it had when the call started).
+    All,
+    /// These storage ids (see [`DeadLetter::storage_id`]).
+    Ids(Vec<String>),
+}
+
+/// What [`Management::requeue`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct Requeued {
+    /// Where the messages went: `queue` or `topic/subscription`.
+    pub target: String,
+    /// The storage ids (in the source queue) of the dead letters requeued.
+    pub requeued: Vec<String>,
+    /// Ids asked for that are not dead letters of the source (never were, or were
+    /// requeued or deleted already).
+    pub not_found: Vec<String>,
+    /// Dead letters left dead because their envelope is missing from `msgs` (damaged by
+    /// hand): nothing to requeue.
+    pub skipped: Vec<String>,
+    /// Dead letters copied to another queue that had left the source's dead list by the
+    /// time the copy was to be removed (requeued or deleted by someone else meanwhile):
+    /// those messages may be delivered twice.
+    pub duplicated: Vec<String>,
+}
+
+impl Management {
+    /// The first `n` dead letters of a queue, oldest first, with their reason, errors,
+    /// delivery count and envelope.
+    pub async fn dead_letters(&self, source: &Source, n: u64) -> Result<Vec<DeadLetter>> {
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let keys = self.keys(source);
+        let client = self.client();
+        let ids: Vec<String> = client.lrange(&keys.dead, 0, last_index(n)).await?;
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (envelopes, infos, errors, counts) = tokio::try_join!(
+            client.hmget::<Vec<Option<Bytes>>, _, _>(&keys.msgs, ids.clone()),
+            client.hmget::<Vec<Option<String>>, _, _>(&keys.dead_info, ids.clone()),
+            client.hmget::<Vec<Option<String>>, _, _>(&keys.errors, ids.clone()),
+            client.hmget::<Vec<Option<u64>>, _, _>(&keys.deliveries, ids.clone()),
+        )?;
+        let counts = counts.into_iter().map(Option::unwrap_or_default);
+        let mut out = Vec::with_capacity(ids.len());
+        for (position, (((id, envelope), info), (errors, delivery_count))) in ids
+            .into_iter()
+            .zip(envelopes)
+            .zip(infos)
+            .zip(errors.into_iter().zip(counts))
+            .enumerate()
+        {
+            let (message, decode_error) = match envelope {
+                Some(envelope) => decode_element(&envelope),
+                None => (None, Some("no stored envelope".to_owned())),
+            };
+            let info = info.as_deref().and_then(DeadInfo::parse);
+            out.push(DeadLetter {
+                position: position as u64,
+                storage_id: id,
+                reason: info.as_ref().and_then(|i| i.reason.clone()),
+                dead_lettered_at_ms: info.and_then(|i| i.at_ms),
+                delivery_count,
+                errors: errors.as_deref().map(parse_errors).unwrap_or_default(),
+                message,
+                decode_error,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Requeues dead letters: to the back of their own queue's ready list (`to` `None` or
+    /// the source itself), or to another queue or subscription.
+    ///
+    /// * **Same queue**: one atomic script per batch (`lua/requeue.lua`). The message keeps
+    ///   its storage id, envelope and error history; its dead-letter info and delivery count
+    ///   are removed, so it gets its full delivery limit again.
+    /// * **Another queue in the same slot** (another subscription of the same topic): one
+    ///   atomic script per batch (`lua/move.lua`) appends the envelope to the target's ready
+    ///   list as a fresh element and deletes it from the source.
+    /// * **Another queue in another slot**: Redis Cluster allows no script across slots,
+    ///   so it is two steps per batch: the envelopes are appended to the target's ready
+    ///   list (`RPUSH`, fresh elements: the target's consumer gives them new storage ids),
+    ///   then deleted from the source's dead letters by a script that deletes only those
+    ///   still there. A crash between the steps leaves a message in both queues, never in
+    ///   neither; see [`Requeued::duplicated`].
+    ///
+    /// Picking ids out of the dead list (`LREM`) is linear in its length: fine for
+    /// management, where lists are drained, not kept long.
+    pub async fn requeue(
+        &self,
+        source: &Source,
+        selection: &Selection,
+        to: Option<&Source>,
+    ) -> Result<Requeued> {
+        let target = to.unwrap_or(source);
+        let from = self.keys(source);
+        let mut report = Requeued {
+            target: source_name(target),
+            ..Requeued::default()
+        };
+        if target == source {
+            let keys = vec![
+                from.dead.clone(),
+                from.msgs.clone(),
+                from.dead_info.clone(),
+                from.deliveries,
+                from.ready,
+            ];
+            self.run_taking(&scripts().requeue, &from.dead, keys, selection, &mut report)
+                .await?;
+        } else if hash_tag(target) == hash_tag(source) {
+            let keys = vec![
+                from.dead.clone(),
+                from.msgs.clone(),
+                from.dead_info,
+                from.errors,
+                from.deliveries,
+                self.keys(target).ready,
+            ];
+            self.run_taking(
+                &scripts().move_dead,
+                &from.dead,
+                keys,
+                selection,
+                &mut report,
+            )
+            .await?;
+        } else {
+            self.copy_across_slots(&from, &self.keys(target), selection, &mut report)
+                .await?;
+        }
+        Ok(report)
+    }
+
+    /// Deletes one dead letter: its id leaves the dead list and its envelope, dead-letter
+    /// info, errors and delivery count are deleted, in one atomic script. Returns whether
+    /// it was a dead letter of the queue.
+    pub async fn delete_dead_letter(&self, source: &Source, id: &str) -> Result<bool> {
+        let deleted = self
+            .delete_dead(&self.keys(source), vec![id.to_owned()])
+            .await?;
+        Ok(!deleted.is_empty())
+    }
+
+    /// Runs `delete_dead.lua` on `ids`; returns those deleted.
+    async fn delete_dead(&self, keys: &QueueKeys, ids: Vec<String>) -> Result<Vec<String>> {
+        let script = &scripts().delete_dead;
+        let reply = script
+            .run(
+                self.client(),
+                vec![
+                    keys.dead.clone(),
+                    keys.msgs.clone(),
+                    keys.dead_info.clone(),
+                    keys.errors.clone(),
+                    keys.deliveries.clone(),
+                ],
+                ids.into_iter().map(Value::from).collect(),
+            )
+            .await?;
+        script.strings(reply)
+    }
+
+    /// Runs a script built on `take_dead` (`lua/common.lua`) over the selection, in
+    /// batches.
+    async fn run_taking(
+        &self,
+        script: &Lua,
+        dead: &str,
+        keys: Vec<String>,
+        selection: &Selection,
+        report: &mut Requeued,
+    ) -> Result<()> {
+        let call = |args: Vec<Value>| {
+            let keys = keys.clone();
+            async move {
+                let reply = script.run_array(self.client(), keys, args).await?;
+                let Ok([taken, skipped]) = <[Value; 2]>::try_from(reply.clone()) else {
+                    return Err(script.unexpected(&Value::Array(reply)));
+                };
+                Ok((script.strings(taken)?, script.strings(skipped)?))
+            }
+        };
+        match selection {
+            Selection::All => {
+                // At most what was there at the start: a message that dies again at once
+                // must not keep the loop going.
+                let mut left: u64 = self.client().llen(dead).await?;
+                while left > 0 {
+                    let max = left.min(BATCH as u64) as i64;
+                    let (taken, skipped) = call(vec![Value::from("all"), Value::from(max)]).await?;
+                    if taken.is_empty() && skipped.is_empty() {
+                        break;
+                    }
+                    left = left.saturating_sub((taken.len() + skipped.len()) as u64);
+                    report.requeued.extend(taken);
+                    push_unique(&mut report.skipped, skipped);
+                }
+            }
+            Selection::Ids(ids) => {
+                for chunk in unique(ids).chunks(BATCH) {
+                    let mut args = vec![Value::from("ids")];
+                    args.extend(chunk.iter().map(|id| Value::from(id.as_str())));
+                    let (taken, skipped) = call(args).await?;
+                    let done: HashSet<&String> = taken.iter().chain(&skipped).collect();
+                    report
+                        .not_found
+                        .extend(chunk.iter().filter(|id| !done.contains(id)).cloned());
+                    report.requeued.extend(taken);
+                    report.skipped.extend(skipped);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Requeue to a queue in another slot: copy, then delete what is still dead.
+    async fn copy_across_slots(
+        &self,
+        from: &QueueKeys,
+        to: &QueueKeys,
+        selection: &Selection,
+        report: &mut Requeued,
+    ) -> Result<()> {
+        let client = self.client();
+        match selection {
+            Selection::All => {
+                let mut left: u64 = client.llen(&from.dead).await?;
+                // Dead letters without an envelope stay at the head: read past them.
+                let mut offset: i64 = 0;
+                while left > 0 {
+                    let count = left.min(BATCH as u64) as i64;
+                    let ids: Vec<String> = client
+                        .lrange(&from.dead, offset, offset + count - 1)
+                        .await?;
+                    if ids.is_empty() {
+                        break;
+                    }
+                    left = left.saturating_sub(ids.len() as u64);
+                    let envelopes: Vec<Option<Bytes>> =
+                        client.hmget(&from.msgs, ids.clone()).await?;
+                    let (found, missing) = split_found(ids, envelopes);
+                    offset += missing.len() as i64;
+                    push_unique(&mut report.skipped, missing);
+                    self.copy_then_delete(from, to, found, report).await?;
+                }
+            }
+            Selection::Ids(ids) => {
+                let script = &scripts().dead_envelopes;
+                for chunk in unique(ids).chunks(BATCH) {
+                    let reply = script
+                        .run_array(
+                            client,
+                            vec![from.dead.clone(), from.msgs.clone()],
+                            chunk.iter().map(|id| Value::from(id.as_str())).collect(),
+                        )
+                        .await?;
+                    let envelopes = reply
+                        .into_iter()
+                        .map(|v| script.bytes(v))
+                        .collect::<Result<Vec<_>>>()?;
+                    let (found, missing) = split_found(chunk.to_vec(), envelopes);
+                    report.not_found.extend(missing);
+                    self.copy_then_delete(from, to, found, report).await?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn copy_then_delete(
+        &self,
+        from: &QueueKeys,
+        to: &QueueKeys,
+        found: Vec<(String, Bytes)>,
+        report: &mut Requeued,
+    ) -> Result<()> {
+        if found.is_empty() {
+            return Ok(());
+        }
+        let (ids, envelopes): (Vec<String>, Vec<Value>) = found
+            .into_iter()
+            .map(|(id, envelope)| (id, Value::Bytes(envelope)))
+            .unzip();
+        // Step 1: the copies, all or none (one command).
+        let _: i64 = self.client().rpush(&to.ready, envelopes).await?;
+        // Step 2: delete the originals that are still dead letters.
+        let deleted: HashSet<String> = self
+            .delete_dead(from, ids.clone())
+            .await?
+            .into_iter()
+            .collect();
+        for id in ids {
+            if deleted.contains(&id) {
+                report.requeued.push(id);
+            } else {
+                report.duplicated.push(id);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The `dead-info` document: `{"reason":…,"at_ms":…}` written by Redis's cjson.
+#[derive(Debug, Deserialize)]
+struct DeadInfo {
+    reason: Option<String>,
+    #[serde(default, deserialize_with = "millis")]
+    at_ms: Option<u64>,
+}
+
+impl DeadInfo {
+    fn parse(text: &str) -> Option<Self> {
+        serde_json::from_str(text).ok()
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct RawError {
+    #[serde(default)]
+    message: String,
+    #[serde(default, deserialize_with = "millis")]
+    at_ms: Option<u64>,
+}
+
+/// The `errors` document: a JSON array of `{"message":…,"at_ms":…}`. cjson writes an empty
+/// array as `{}`; anything unreadable shows as no errors.
+fn parse_errors(text: &str) -> Vec<ErrorRecord> {
+    serde_json::from_str::<Vec<RawError>>(text)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|e| ErrorRecord {
+            message: e.message,
+            at_ms: e.at_ms.unwrap_or_default(),
+        })
+        .collect()
+}
+
+/// cjson may write a large integer as a float (`1.712345679901e+12`): read either.
+fn millis<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<u64>, D::Error> {
+    let value = Option::<serde_json::Number>::deserialize(deserializer)?;
+    Ok(value.and_then(|n| n.as_u64().or_else(|| n.as_f64().map(|f| f.max(0.0) as u64))))
+}
+
+fn unique(ids: &[String]) -> Vec<String> {
+    let mut seen = HashSet::new();
+    ids.iter().filter(|id| seen.insert(*id)).cloned().collect()
+}
+
+fn push_unique(into: &mut Vec<String>, more: Vec<String>) {
+    for id in more {
+        if !into.contains(&id) {
+            into.push(id);
+        }
+    }
+}
+
+/// Splits ids into those with an envelope and those without.
+fn split_found(
+    ids: Vec<String>,
+    envelopes: Vec<Option<Bytes>>,
+) -> (Vec<(String, Bytes)>, Vec<String>) {
+    let mut found = Vec::new();
+    let mut missing = Vec::new();
+    for (id, envelope) in ids.into_iter().zip(envelopes) {
+        match envelope {
+            Some(envelope) => found.push((id, envelope)),
+            None => missing.push(id),
+        }
+    }
+    (found, missing)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cjson_documents_parse() {
+        let info = DeadInfo::parse(r#"{"at_ms":1712345679901,"reason":"rejected"}"#).unwrap();
+        assert_eq!(info.reason.as_deref(), Some("rejected"));
+        assert_eq!(info.at_ms, Some(1712345679901));
+        let info = DeadInfo::parse(r#"{"reason":"x","at_ms":1.712345679901e+12}"#).unwrap();
+        assert_eq!(info.at_ms, Some(1712345679901));
+        let errors =
+            parse_errors(r#"[{"message":"boom","at_ms":5},{"at_ms":6,"message":"again"}]"#);
+        assert_eq!(
+            errors,
+            vec![
+                ErrorRecord {
+                    message: "boom".into(),
+                    at_ms: 5
+                },
+                ErrorRecord {
+                    message: "again".into(),
+                    at_ms: 6
+                }
+            ]
+        );
+        assert!(parse_errors("{}").is_empty());
+        assert!(parse_errors("garbage").is_empty());
+    }
+
+    #[test]
+    fn unique_keeps_the_first_of_each() {
+        let ids: Vec<String> = ["a", "b", "a", "c", "b"].map(String::from).to_vec();
+        assert_eq!(unique(&ids), ["a", "b", "c"]);
+    }
+}

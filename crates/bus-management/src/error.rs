@@ -1,0 +1,67 @@
+//! The error type of bus-management.
+
+/// `Result` with [`Error`] as the default error.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// What can go wrong in management.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// Connecting failed, or the configuration is invalid (URL, prefix, credentials).
+    #[error(transparent)]
+    Connect(#[from] bus_redis::Error),
+    /// A Redis command failed.
+    #[error("Redis error: {0}")]
+    Redis(#[from] fred::error::Error),
+    /// An error of the bus: an invalid queue, topic or subscription name, an envelope that
+    /// does not encode, a saga store error.
+    #[error(transparent)]
+    Bus(#[from] bus_core::Error),
+    /// A queue or subscription name that is not `queue` or `topic/subscription`.
+    #[error("invalid queue {name:?}: {reason}")]
+    InvalidSource {
+        /// What was given.
+        name: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// A message body to send is not JSON.
+    #[error("the message body is not valid JSON: {0}")]
+    InvalidBody(#[source] serde_json::Error),
+    /// A message to send is larger than the bus accepts.
+    #[error("the message is {size} bytes, more than the limit of {limit} bytes")]
+    TooLarge {
+        /// The encoded envelope's size.
+        size: usize,
+        /// The largest envelope the bus accepts.
+        limit: usize,
+    },
+    /// A subscription to remove still holds messages; nothing was changed.
+    #[error(
+        "subscription {name} of topic {topic} still holds messages ({ready} ready, {in_flight} \
+         in flight, {delayed} delayed, {dead} dead letters); nothing was changed \
+         (force the removal to delete them)"
+    )]
+    NotEmpty {
+        /// The topic.
+        topic: String,
+        /// The subscription.
+        name: String,
+        /// Messages waiting.
+        ready: u64,
+        /// Messages reserved by consumers.
+        in_flight: u64,
+        /// Messages scheduled.
+        delayed: u64,
+        /// Dead letters.
+        dead: u64,
+    },
+    /// A script replied with something it never sends: a bug or a foreign script.
+    #[error("unexpected reply from {script}: {detail}")]
+    Protocol {
+        /// The script's name.
+        script: &'static str,
+        /// What was wrong.
+        detail: String,
+    },
+}

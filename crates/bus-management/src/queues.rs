@@ -1,0 +1,303 @@
+//! Queues and topics: listings, counts, purge, a raw send, removing a subscription.
+
+use std::collections::BTreeMap;
+
+use bus_core::{now_ms, Envelope, Format, Headers, MessageId, Source, DEFAULT_MAX_MESSAGE_SIZE};
+use bus_redis::keys;
+use bytes::Bytes;
+use fred::prelude::{HashesInterface, ListInterface, SetsInterface, SortedSetsInterface};
+use fred::types::Value;
+use serde::Serialize;
+use serde_json::value::RawValue;
+
+use crate::management::{source_name, wire_name};
+use crate::message::MessageSummary;
+use crate::scripts::scripts;
+use crate::{Error, Management, Result};
+
+/// Elements (and delayed messages) purged per script call: each call is short, so Redis
+/// keeps serving everyone else during a long purge.
+const PURGE_BATCH: u64 = 1000;
+
+/// A topic and the subscriptions registered for it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct Topic {
+    /// The topic.
+    pub topic: String,
+    /// Its subscriptions, sorted.
+    pub subscriptions: Vec<String>,
+}
+
+/// The counts of one queue or subscription.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct QueueStats {
+    /// `queue`, or `topic/subscription`.
+    pub queue: String,
+    /// Messages waiting (`LLEN ready`).
+    pub ready: u64,
+    /// Messages reserved by consumers, running or prefetched (`ZCARD inflight`).
+    pub in_flight: u64,
+    /// Delayed sends and retries waiting for their time (`ZCARD delayed`).
+    pub delayed: u64,
+    /// Dead letters (`LLEN dead`).
+    pub dead: u64,
+    /// When the next ready message (the head of the ready list) was sent, in ms since the
+    /// Unix epoch; `None` when nothing is ready or the element is not a readable envelope.
+    pub oldest_sent_at_ms: Option<u64>,
+    /// How long ago that was (by this machine's clock), in ms.
+    pub oldest_age_ms: Option<u64>,
+}
+
+/// What [`Management::purge`] removed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct Purged {
+    /// Ready messages deleted.
+    pub ready: u64,
+    /// Delayed messages (scheduled sends and retries waiting) deleted.
+    pub delayed: u64,
+}
+
+/// What [`Management::remove_subscription`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct RemovedSubscription {
+    /// Whether the name was in the topic's subscriptions.
+    pub was_registered: bool,
+    /// How many of the subscription queue's keys existed and were deleted.
+    pub deleted_keys: u64,
+}
+
+impl Management {
+    /// The command queues consumers have registered (`<prefix>:registry:queues`), sorted.
+    pub async fn queues(&self) -> Result<Vec<String>> {
+        let mut queues: Vec<String> = self
+            .client()
+            .smembers(keys::queue_registry(self.prefix()))
+            .await?;
+        queues.sort();
+        Ok(queues)
+    }
+
+    /// The topics consumers have registered, each with its subscriptions, sorted.
+    pub async fn topics(&self) -> Result<Vec<Topic>> {
+        let mut names: Vec<String> = self
+            .client()
+            .smembers(keys::topic_registry(self.prefix()))
+            .await?;
+        names.sort();
+        let mut topics = Vec::with_capacity(names.len());
+        for topic in names {
+            let mut subscriptions: Vec<String> = self
+                .client()
+                .smembers(keys::subscriptions(self.prefix(), &topic))
+                .await?;
+            subscriptions.sort();
+            topics.push(Topic {
+                topic,
+                subscriptions,
+            });
+        }
+        Ok(topics)
+    }
+
+    /// Every registered queue and subscription, in the order `queues` then `topics` list.
+    pub async fn sources(&self) -> Result<Vec<Source>> {
+        let mut sources: Vec<Source> = self
+            .queues()
+            .await?
+            .into_iter()
+            .map(Source::Queue)
+            .collect();
+        for topic in self.topics().await? {
+            for name in topic.subscriptions {
+                sources.push(Source::Subscription {
+                    topic: topic.topic.clone(),
+                    name,
+                });
+            }
+        }
+        Ok(sources)
+    }
+
+    /// The counts of a queue or subscription, and the age of its next ready message.
+    pub async fn stats(&self, source: &Source) -> Result<QueueStats> {
+        let keys = self.keys(source);
+        let client = self.client();
+        let (ready, in_flight, delayed, dead, head) = tokio::try_join!(
+            client.llen::<u64, _>(&keys.ready),
+            client.zcard::<u64, _>(&keys.inflight),
+            client.zcard::<u64, _>(&keys.delayed),
+            client.llen::<u64, _>(&keys.dead),
+            client.lindex::<Option<Bytes>, _>(&keys.ready, 0),
+        )?;
+        let mut oldest_sent_at_ms = None;
+        if let Some(head) = head {
+            // A fresh envelope, or the storage id of one kept in `msgs`.
+            let stored: Option<Bytes> = client.hget(&keys.msgs, head.clone()).await?;
+            let envelope = stored.unwrap_or(head);
+            oldest_sent_at_ms = MessageSummary::decode(&envelope).ok().map(|m| m.sent_at_ms);
+        }
+        Ok(QueueStats {
+            queue: source_name(source),
+            ready,
+            in_flight,
+            delayed,
+            dead,
+            oldest_sent_at_ms,
+            oldest_age_ms: oldest_sent_at_ms.map(|sent| now_ms().saturating_sub(sent)),
+        })
+    }
+
+    /// [`Management::stats`] of every registered queue and subscription.
+    pub async fn stats_all(&self) -> Result<Vec<QueueStats>> {
+        let mut all = Vec::new();
+        for source in self.sources().await? {
+            all.push(self.stats(&source).await?);
+        }
+        Ok(all)
+    }
+
+    /// Deletes the messages waiting on a queue: the ready ones and the delayed ones
+    /// (scheduled sends and retries waiting for their backoff). Messages in flight (their
+    /// handlers are running) and dead letters are kept.
+    ///
+    /// Works in batches of 1,000, each one atomic script, so Redis is never blocked for
+    /// long; it deletes at most what was there when it started, so messages sent during
+    /// the purge may survive it.
+    pub async fn purge(&self, source: &Source) -> Result<Purged> {
+        let keys = self.keys(source);
+        let client = self.client();
+        let (mut ready_left, mut delayed_left) = tokio::try_join!(
+            client.llen::<u64, _>(&keys.ready),
+            client.zcard::<u64, _>(&keys.delayed),
+        )?;
+        let script = &scripts().purge;
+        let mut purged = Purged {
+            ready: 0,
+            delayed: 0,
+        };
+        while ready_left + delayed_left > 0 {
+            let reply = script
+                .run_array(
+                    client,
+                    vec![
+                        keys.ready.clone(),
+                        keys.delayed.clone(),
+                        keys.msgs.clone(),
+                        keys.deliveries.clone(),
+                        keys.errors.clone(),
+                        keys.inflight.clone(),
+                        keys.dead_info.clone(),
+                    ],
+                    vec![
+                        Value::from(ready_left.min(PURGE_BATCH) as i64),
+                        Value::from(delayed_left.min(PURGE_BATCH) as i64),
+                    ],
+                )
+                .await?;
+            let [ready, delayed] = reply.as_slice() else {
+                return Err(script.unexpected(&Value::Array(reply)));
+            };
+            let (ready, delayed) = (script.int(ready)? as u64, script.int(delayed)? as u64);
+            if ready + delayed == 0 {
+                break; // emptied by someone else meanwhile
+            }
+            purged.ready += ready;
+            purged.delayed += delayed;
+            ready_left = ready_left.saturating_sub(ready);
+            delayed_left = delayed_left.saturating_sub(delayed);
+        }
+        Ok(purged)
+    }
+
+    /// Sends one message with a JSON body, as a foreign producer would: a plain envelope
+    /// (type `message_type`, or the queue's wire name when `None`) appended to the ready
+    /// list in one `RPUSH`. Returns its message id.
+    pub async fn send(
+        &self,
+        source: &Source,
+        message_type: Option<&str>,
+        json_body: &str,
+        headers: BTreeMap<String, String>,
+    ) -> Result<MessageId> {
+        let message_type = message_type.unwrap_or_else(|| wire_name(source));
+        bus_core::validate_name("message type", message_type)?;
+        let body: &RawValue = serde_json::from_str(json_body).map_err(Error::InvalidBody)?;
+        let mut envelope = Envelope::new(
+            message_type,
+            Format::Json,
+            Bytes::copy_from_slice(body.get().as_bytes()),
+        );
+        envelope.headers = Headers::from_iter(headers);
+        let encoded = envelope.encode()?;
+        if encoded.len() > DEFAULT_MAX_MESSAGE_SIZE {
+            return Err(Error::TooLarge {
+                size: encoded.len(),
+                limit: DEFAULT_MAX_MESSAGE_SIZE,
+            });
+        }
+        let _: i64 = self
+            .client()
+            .rpush(self.keys(source).ready, Bytes::from(encoded))
+            .await?;
+        Ok(envelope.id)
+    }
+
+    /// Removes a subscription of a topic: its name leaves the topic's subscriptions (so
+    /// publishes stop writing to it) and its queue's keys are deleted, in one atomic
+    /// script. A subscription whose queue still holds messages (ready, in flight, delayed
+    /// or dead) is refused with [`Error::NotEmpty`] and left untouched, unless `force`.
+    ///
+    /// Stop the subscription's consumers first: a consumer registers its subscription
+    /// again when it starts.
+    pub async fn remove_subscription(
+        &self,
+        topic: &str,
+        name: &str,
+        force: bool,
+    ) -> Result<RemovedSubscription> {
+        let source = Source::subscription(topic, name)?;
+        let queue = self.keys(&source);
+        // The four counted keys first (the script checks them), then every other one.
+        let counted = [&queue.ready, &queue.inflight, &queue.delayed, &queue.dead];
+        let mut script_keys = vec![keys::subscriptions(self.prefix(), topic)];
+        script_keys.extend(counted.iter().map(|key| key.to_string()));
+        script_keys.extend(
+            queue
+                .all()
+                .into_iter()
+                .filter(|key| !counted.iter().any(|c| c.as_str() == *key))
+                .map(str::to_owned),
+        );
+        let script = &scripts().unsubscribe;
+        let reply = script
+            .run_array(
+                self.client(),
+                script_keys,
+                vec![Value::from(name), Value::from(i64::from(force))],
+            )
+            .await?;
+        let ints = reply
+            .iter()
+            .map(|v| script.int(v))
+            .collect::<Result<Vec<i64>>>()?;
+        match ints.as_slice() {
+            [1, was, deleted] => Ok(RemovedSubscription {
+                was_registered: *was == 1,
+                deleted_keys: *deleted as u64,
+            }),
+            [0, ready, in_flight, delayed, dead] => Err(Error::NotEmpty {
+                topic: topic.to_owned(),
+                name: name.to_owned(),
+                ready: *ready as u64,
+                in_flight: *in_flight as u64,
+                delayed: *delayed as u64,
+                dead: *dead as u64,
+            }),
+            _ => Err(script.unexpected(&Value::Array(reply))),
+        }
+    }
+}

@@ -1,0 +1,58 @@
+//! Sagas: list them (`SCAN`, never `KEYS`) and delete them, through the saga store.
+
+use bus_core::SagaStore;
+use bus_redis_saga::RedisSagaStore;
+use fred::prelude::KeysInterface;
+use serde::Serialize;
+
+use crate::{Management, Result};
+
+/// A saga found by [`Management::sagas`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct SagaEntry {
+    /// The saga's partition key (per saga type).
+    pub partition: String,
+    /// The saga's id.
+    pub id: String,
+    /// Its Redis key.
+    pub key: String,
+    /// Time left before it expires, in ms; `None` if it has no expiry (or is gone).
+    pub ttl_ms: Option<u64>,
+}
+
+impl Management {
+    fn saga_store(&self) -> RedisSagaStore {
+        RedisSagaStore::new(self.client().clone()).prefix(self.saga_key_prefix())
+    }
+
+    /// The sagas of one partition, or of all, sorted by key (the store's `scan`:
+    /// `SCAN ... COUNT 1000` on every master, never `KEYS`).
+    pub async fn sagas(&self, partition: Option<&str>) -> Result<Vec<SagaEntry>> {
+        if let Some(partition) = partition {
+            bus_core::validate_name("saga partition", partition)?;
+        }
+        let found = self.saga_store().scan(partition).await?;
+        let mut out = Vec::with_capacity(found.len());
+        for saga in found {
+            let ttl: i64 = self.client().pttl(saga.key()).await?;
+            out.push(SagaEntry {
+                partition: saga.partition().to_owned(),
+                id: saga.id().to_owned(),
+                key: saga.key().to_owned(),
+                ttl_ms: u64::try_from(ttl).ok(),
+            });
+        }
+        Ok(out)
+    }
+
+    /// Deletes a saga whatever its state (the store's `delete`: one script that refuses a
+    /// key that is not a saga hash). Returns whether it existed.
+    pub async fn delete_saga(&self, partition: &str, id: &str) -> Result<bool> {
+        bus_core::validate_name("saga partition", partition)?;
+        let store = self.saga_store();
+        let existed: i64 = self.client().exists(store.key(partition, id)).await?;
+        store.delete(partition, id).await?;
+        Ok(existed > 0)
+    }
+}

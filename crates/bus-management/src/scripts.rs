@@ -1,0 +1,116 @@
+//! The management scripts (`lua/*.lua`), run by SHA with a `NOSCRIPT` fallback (fred's
+//! `evalsha_with_reload`), like bus-redis's.
+
+use std::sync::OnceLock;
+
+use bytes::Bytes;
+use fred::prelude::Client;
+use fred::types::scripts::Script;
+use fred::types::Value;
+
+use crate::{Error, Result};
+
+/// One script and its name, for error messages.
+#[derive(Debug)]
+pub(crate) struct Lua {
+    name: &'static str,
+    script: Script,
+}
+
+macro_rules! lua {
+    ($name:literal) => {
+        Lua {
+            name: $name,
+            // The shared helpers are prepended at compile time.
+            script: Script::from_lua(concat!(
+                include_str!("../lua/common.lua"),
+                include_str!(concat!("../lua/", $name, ".lua"))
+            )),
+        }
+    };
+}
+
+/// All scripts, hashed once per process.
+#[derive(Debug)]
+pub(crate) struct Scripts {
+    pub(crate) requeue: Lua,
+    pub(crate) move_dead: Lua,
+    pub(crate) dead_envelopes: Lua,
+    pub(crate) delete_dead: Lua,
+    pub(crate) purge: Lua,
+    pub(crate) unsubscribe: Lua,
+}
+
+pub(crate) fn scripts() -> &'static Scripts {
+    static SCRIPTS: OnceLock<Scripts> = OnceLock::new();
+    SCRIPTS.get_or_init(|| Scripts {
+        requeue: lua!("requeue"),
+        move_dead: lua!("move"),
+        dead_envelopes: lua!("dead_envelopes"),
+        delete_dead: lua!("delete_dead"),
+        purge: lua!("purge"),
+        unsubscribe: lua!("unsubscribe"),
+    })
+}
+
+impl Lua {
+    /// Runs the script; loads it first if Redis does not know it (after a restart).
+    pub(crate) async fn run(
+        &self,
+        client: &Client,
+        keys: Vec<String>,
+        args: Vec<Value>,
+    ) -> Result<Value> {
+        Ok(self.script.evalsha_with_reload(client, keys, args).await?)
+    }
+
+    /// Runs the script and reads an array reply.
+    pub(crate) async fn run_array(
+        &self,
+        client: &Client,
+        keys: Vec<String>,
+        args: Vec<Value>,
+    ) -> Result<Vec<Value>> {
+        match self.run(client, keys, args).await? {
+            Value::Array(values) => Ok(values),
+            // An empty Lua table comes back as an empty array or as nil.
+            Value::Null => Ok(Vec::new()),
+            other => Err(self.unexpected(&other)),
+        }
+    }
+
+    /// Reads an array of strings (ids) from a reply.
+    pub(crate) fn strings(&self, value: Value) -> Result<Vec<String>> {
+        let values = match value {
+            Value::Array(values) => values,
+            Value::Null => Vec::new(),
+            other => return Err(self.unexpected(&other)),
+        };
+        values
+            .into_iter()
+            .map(|v| v.as_string().ok_or_else(|| self.unexpected(&v)))
+            .collect()
+    }
+
+    /// Reads an integer from a reply.
+    pub(crate) fn int(&self, value: &Value) -> Result<i64> {
+        value.as_i64().ok_or_else(|| self.unexpected(value))
+    }
+
+    /// Reads an optional binary string from a reply.
+    pub(crate) fn bytes(&self, value: Value) -> Result<Option<Bytes>> {
+        match value {
+            Value::Null => Ok(None),
+            Value::Bytes(b) => Ok(Some(b)),
+            Value::String(s) => Ok(Some(s.into_inner())),
+            other => Err(self.unexpected(&other)),
+        }
+    }
+
+    pub(crate) fn unexpected(&self, reply: &Value) -> Error {
+        Error::Protocol {
+            script: self.name,
+            detail: format!("{reply:?}"),
+        }
+    }
+}
