@@ -26,7 +26,11 @@ impl CommandProcessor<Traced> for Arc<Seen> {
     async fn process(&self, _: Traced, ctx: &Context) -> Result<(), ProcessError> {
         let cx = tracing::Span::current().context();
         let trace_id = format!("{:032x}", cx.span().span_context().trace_id());
-        let header = ctx.headers().get("traceparent").cloned().unwrap_or_default();
+        let header = ctx
+            .headers()
+            .get("traceparent")
+            .cloned()
+            .unwrap_or_default();
         self.0.lock().unwrap().push((trace_id, header));
         Ok(())
     }
@@ -57,7 +61,12 @@ async fn a_send_in_a_span_is_continued_by_the_consumer_span() {
         let context = span.span_context();
         (format!("{:032x}", context.trace_id()), context.span_id())
     };
-    running.bus().send(&Traced).instrument(producer).await.unwrap();
+    running
+        .bus()
+        .send(&Traced)
+        .instrument(producer)
+        .await
+        .unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
     while seen.0.lock().unwrap().is_empty() && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(5)).await;
@@ -67,10 +76,22 @@ async fn a_send_in_a_span_is_continued_by_the_consumer_span() {
     let seen = seen.0.lock().unwrap().clone();
     assert_eq!(seen.len(), 1);
     let (handler_trace, header) = &seen[0];
-    assert!(header.starts_with(&format!("00-{trace_id}-")), "traceparent {header:?}");
-    assert_eq!(handler_trace, &trace_id, "the handler's span is not in the producer's trace");
+    assert!(
+        header.starts_with(&format!("00-{trace_id}-")),
+        "traceparent {header:?}"
+    );
+    assert_eq!(
+        handler_trace, &trace_id,
+        "the handler's span is not in the producer's trace"
+    );
     provider.force_flush().unwrap();
     let spans = exporter.get_finished_spans().unwrap();
-    let handle = spans.iter().find(|s| s.name == "bus.handle").expect("a bus.handle span");
-    assert_eq!(handle.parent_span_id, span_id, "bus.handle is not a child of the producer span");
+    let handle = spans
+        .iter()
+        .find(|s| s.name == "bus.handle")
+        .expect("a bus.handle span");
+    assert_eq!(
+        handle.parent_span_id, span_id,
+        "bus.handle is not a child of the producer span"
+    );
 }

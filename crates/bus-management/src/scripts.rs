@@ -3,30 +3,27 @@
 
 use std::sync::OnceLock;
 
+use bus_redis::LuaScript;
 use bytes::Bytes;
 use fred::prelude::Client;
-use fred::types::scripts::Script;
 use fred::types::Value;
 
 use crate::{Error, Result};
 
-/// One script and its name, for error messages.
+/// One script, with the reply readers of this crate.
 #[derive(Debug)]
-pub(crate) struct Lua {
-    name: &'static str,
-    script: Script,
-}
+pub(crate) struct Lua(LuaScript);
 
 macro_rules! lua {
     ($name:literal) => {
-        Lua {
-            name: $name,
-            // The shared helpers are prepended at compile time.
-            script: Script::from_lua(concat!(
+        // The shared helpers are prepended at compile time.
+        Lua(LuaScript::new(
+            $name,
+            concat!(
                 include_str!("../lua/common.lua"),
                 include_str!(concat!("../lua/", $name, ".lua"))
-            )),
-        }
+            ),
+        ))
     };
 }
 
@@ -61,7 +58,7 @@ impl Lua {
         keys: Vec<String>,
         args: Vec<Value>,
     ) -> Result<Value> {
-        Ok(self.script.evalsha_with_reload(client, keys, args).await?)
+        Ok(self.0.run(client, keys, args).await?)
     }
 
     /// Runs the script and reads an array reply.
@@ -109,7 +106,7 @@ impl Lua {
 
     pub(crate) fn unexpected(&self, reply: &Value) -> Error {
         Error::Protocol {
-            script: self.name,
+            script: self.0.name(),
             detail: format!("{reply:?}"),
         }
     }

@@ -4,27 +4,24 @@
 use std::sync::OnceLock;
 
 use bus_core::{Error, Result};
+use bus_redis::LuaScript;
 use fred::prelude::Client;
-use fred::types::scripts::Script;
 use fred::types::Value;
 
-/// One script and its name, for error messages.
+/// One script, with the saga replies' reader.
 #[derive(Debug)]
-pub(crate) struct Lua {
-    name: &'static str,
-    script: Script,
-}
+pub(crate) struct Lua(LuaScript);
 
 macro_rules! lua {
     ($name:literal) => {
-        Lua {
-            name: $name,
-            // The shared `inspect` helper is prepended at compile time.
-            script: Script::from_lua(concat!(
+        // The shared `inspect` helper is prepended at compile time.
+        Lua(LuaScript::new(
+            $name,
+            concat!(
                 include_str!("../lua/common.lua"),
                 include_str!(concat!("../lua/", $name, ".lua"))
-            )),
-        }
+            ),
+        ))
     };
 }
 
@@ -79,13 +76,13 @@ impl Lua {
     /// Runs the script on one saga key; loads it first if Redis does not know it.
     pub(crate) async fn run(&self, client: &Client, key: &str, args: Vec<Value>) -> Result<Reply> {
         let reply: Value = self
-            .script
-            .evalsha_with_reload(client, key, args)
+            .0
+            .run(client, vec![key.to_owned()], args)
             .await
             .map_err(Error::transport)?;
         let mut items = match reply {
             Value::Array(items) => items.into_iter(),
-            other => return Err(unexpected(self.name, &format!("{other:?}"))),
+            other => return Err(unexpected(self.0.name(), &format!("{other:?}"))),
         };
         let status = items.next().and_then(|v| v.as_string()).unwrap_or_default();
         Ok(match status.as_str() {
@@ -97,7 +94,7 @@ impl Lua {
                 let what = items.next().and_then(|v| v.as_string());
                 Reply::NotASaga(what.unwrap_or_else(|| "something else".into()))
             }
-            other => return Err(unexpected(self.name, other)),
+            other => return Err(unexpected(self.0.name(), other)),
         })
     }
 }

@@ -78,6 +78,23 @@ impl RedisSagaStore {
         }
     }
 
+    /// A store on a transport's connection and under its key prefix, so one
+    /// application's sagas live beside its queues: `<prefix>:sagas:<partition>:<id>`.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// use bus_redis::{RedisConfig, RedisTransport};
+    /// use bus_redis_saga::RedisSagaStore;
+    ///
+    /// let transport = RedisTransport::connect(&RedisConfig::from_url("redis://127.0.0.1")?).await?;
+    /// let sagas = RedisSagaStore::for_transport(&transport);
+    /// let host = bus_core::Host::builder().transport(transport).saga_store(sagas);
+    /// # Ok(()) }
+    /// ```
+    pub fn for_transport(transport: &bus_redis::RedisTransport) -> Self {
+        RedisSagaStore::new(transport.client().clone()).prefix(transport.config().key_prefix())
+    }
+
     /// A key prefix (namespace): sagas live at `<prefix>:sagas:<partition>:<id>`. Use the
     /// transport's prefix to keep one application's keys together.
     pub fn prefix(mut self, prefix: impl Into<String>) -> Self {

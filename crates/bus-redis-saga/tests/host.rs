@@ -1,5 +1,5 @@
-//! A saga in a host with the Redis store (and the in-memory transport; the Redis
-//! transport's end-to-end saga test lives with bus-redis).
+//! A saga in a host with the Redis store: a start, ten updates, a completion, over the
+//! in-memory transport and over the Redis transport.
 
 mod common;
 
@@ -160,4 +160,46 @@ async fn a_start_then_ten_updates_then_complete_leaves_no_key() {
     );
     stop.cancel();
     handle.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_saga_over_the_redis_transport_leaves_only_bookkeeping() {
+    let redis = bus_test_redis::TestRedis::start().unwrap();
+    let config = bus_redis::RedisConfig::from_url(&redis.url())
+        .unwrap()
+        .prefix(redis.namespace());
+    let transport = bus_redis::RedisTransport::connect(&config).await.unwrap();
+    let store = bus_redis_saga::RedisSagaStore::for_transport(&transport);
+    let saga = Arc::new(TripSaga::default());
+    let running = Host::builder()
+        .transport(transport.clone())
+        .saga_store(store.clone())
+        .saga_start::<BookTrip, _>(Arc::clone(&saga))
+        .saga_continue::<ConfirmLeg, _>(Arc::clone(&saga))
+        .build()
+        .unwrap()
+        .start()
+        .await
+        .unwrap();
+    let bus = running.bus();
+    bus.send(&BookTrip { trip: "t-2".into() }).await.unwrap();
+    let legs: Vec<ConfirmLeg> = (0..LEGS)
+        .map(|_| ConfirmLeg { trip: "t-2".into() })
+        .collect();
+    bus.send_batch(&legs).await.unwrap();
+    let completed = eventually(Duration::from_secs(30), || {
+        saga.completed_with.load(Ordering::SeqCst) == LEGS
+    });
+    assert!(completed.await, "the saga never reached {LEGS} legs");
+    running.shutdown().await.unwrap();
+    // The saga's key is gone; what remains is the queues' bookkeeping (registry, id
+    // counters): no message, lock or saga.
+    let key = store.key("trip", "t-2");
+    assert!(key.starts_with(redis.namespace()), "{key}");
+    let left: Vec<String> = redis.keys();
+    assert!(
+        left.iter()
+            .all(|k| k.ends_with(":seq") || k.contains(":registry:")),
+        "left behind: {left:?}"
+    );
 }

@@ -78,7 +78,10 @@ impl RedisConsumer {
         ];
         let args = vec![Value::from(max as i64), Value::from(self.lock_ms())];
         let script = &scripts().reserve;
-        let reply = script.run(&self.client, keys, args).await?;
+        let reply = script
+            .run(&self.client, keys, args)
+            .await
+            .map_err(Error::from)?;
         let Value::Array(items) = reply else {
             return Err(script.unexpected(&reply).into());
         };
@@ -210,7 +213,8 @@ impl Consumer for RedisConsumer {
                 vec![k.inflight.clone(), k.deliveries.clone()],
                 args,
             )
-            .await?;
+            .await
+            .map_err(Error::from)?;
         match reply {
             Value::Array(flags) => Ok(flags.iter().map(|f| f.as_i64() == Some(1)).collect()),
             // An empty Lua table comes back as an empty array or nil.

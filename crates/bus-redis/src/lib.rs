@@ -11,6 +11,7 @@
 //! | [`RedisConfig`] | connection string, database, key prefix |
 //! | [`RedisTransport`] | the [`bus_core::Transport`] implementation |
 //! | [`keys`] | every key name |
+//! | [`LuaScript`] | a named script run by SHA with a `NOSCRIPT` fallback |
 //! | [`Error`] | what can go wrong here |
 
 mod config;
@@ -24,6 +25,7 @@ mod transport;
 
 pub use config::RedisConfig;
 pub use error::{Error, Result};
+pub use scripts::LuaScript;
 pub use transport::RedisTransport;
 
 // The README's and the guides' examples compile as doc-tests of this crate.

@@ -9,38 +9,66 @@ use fred::types::Value;
 
 use crate::{Error, Result};
 
-/// One script and its name, for error messages.
+/// A Lua script and its name (for error messages), run by SHA with a `NOSCRIPT`
+/// fallback: Redis forgets scripts when it restarts without persistence, and fred then
+/// loads the script on every primary and runs it again. The saga store and the
+/// management tool run theirs through this too.
 #[derive(Debug)]
-pub(crate) struct Lua {
+pub struct LuaScript {
     name: &'static str,
     script: Script,
 }
 
+impl LuaScript {
+    /// A script; its SHA is computed here, once.
+    pub fn new(name: &'static str, source: &'static str) -> Self {
+        LuaScript {
+            name,
+            script: Script::from_lua(source),
+        }
+    }
+
+    /// The script's name.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// Runs the script, loading it first if Redis does not know it.
+    pub async fn run(
+        &self,
+        client: &Client,
+        keys: Vec<String>,
+        args: Vec<Value>,
+    ) -> Result<Value, fred::error::Error> {
+        self.script.evalsha_with_reload(client, keys, args).await
+    }
+}
+
 macro_rules! lua {
     ($name:literal) => {
-        Lua {
-            name: $name,
-            // The shared helpers are prepended at compile time.
-            script: Script::from_lua(concat!(
+        // The shared helpers are prepended at compile time.
+        LuaScript::new(
+            $name,
+            concat!(
                 include_str!("../lua/common.lua"),
                 include_str!(concat!("../lua/", $name, ".lua"))
-            )),
-        }
+            ),
+        )
     };
 }
 
 /// All scripts, hashed once per process.
 #[derive(Debug)]
 pub(crate) struct Scripts {
-    pub(crate) send_at: Lua,
-    pub(crate) publish: Lua,
-    pub(crate) reserve: Lua,
-    pub(crate) ack: Lua,
-    pub(crate) renew: Lua,
-    pub(crate) retry: Lua,
-    pub(crate) dead_letter: Lua,
-    pub(crate) release: Lua,
-    pub(crate) recover: Lua,
+    pub(crate) send_at: LuaScript,
+    pub(crate) publish: LuaScript,
+    pub(crate) reserve: LuaScript,
+    pub(crate) ack: LuaScript,
+    pub(crate) renew: LuaScript,
+    pub(crate) retry: LuaScript,
+    pub(crate) dead_letter: LuaScript,
+    pub(crate) release: LuaScript,
+    pub(crate) recover: LuaScript,
 }
 
 pub(crate) fn scripts() -> &'static Scripts {
@@ -58,17 +86,7 @@ pub(crate) fn scripts() -> &'static Scripts {
     })
 }
 
-impl Lua {
-    /// Runs the script; loads it first if Redis does not know it (after a restart).
-    pub(crate) async fn run(
-        &self,
-        client: &Client,
-        keys: Vec<String>,
-        args: Vec<Value>,
-    ) -> Result<Value> {
-        Ok(self.script.evalsha_with_reload(client, keys, args).await?)
-    }
-
+impl LuaScript {
     /// Runs the script and reads an integer reply.
     pub(crate) async fn run_int(
         &self,

@@ -153,7 +153,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let backend = samples::choose_backend("tour").await;
     println!("running on {}", backend.description);
     let saga_store: Arc<dyn SagaStore> = match &backend.redis {
-        Some(redis) => Arc::new(RedisSagaStore::new(redis.client().clone()).prefix("tour")),
+        Some(redis) => Arc::new(RedisSagaStore::for_transport(redis)),
         None => Arc::new(MemorySagaStore::new()),
     };
 
