@@ -6,6 +6,11 @@
 -- Returns 'none' when the key does not exist, 'saga' and the current stamp when it is a
 -- saga, or 'alien' and a description of what is there.
 local function inspect(key)
+  -- The fast path, one call: a saga's stamp. (pcall: on a key of another type HGET fails.)
+  local stamp = redis.pcall('HGET', key, 'stamp')
+  if type(stamp) == 'string' then
+    return 'saga', stamp
+  end
   local kind = redis.call('TYPE', key)['ok']
   if kind == 'none' then
     return 'none'
@@ -13,9 +18,5 @@ local function inspect(key)
   if kind ~= 'hash' then
     return 'alien', 'a ' .. kind .. ' value'
   end
-  local stamp = redis.call('HGET', key, 'stamp')
-  if not stamp then
-    return 'alien', 'a hash without a stamp field'
-  end
-  return 'saga', stamp
+  return 'alien', 'a hash without a stamp field'
 end

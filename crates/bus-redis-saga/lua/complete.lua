@@ -2,7 +2,7 @@
 -- KEYS[1] saga key
 -- ARGV[1] expected stamp
 -- Reply: {'OK'} | {'NOT_FOUND'} | {'CONFLICT'} | {'NOT_A_SAGA', what}
--- Not found is reported before conflict. Cost: TYPE, HGET, DEL. O(1).
+-- Not found is reported before conflict. Cost: HGET, DEL (TYPE only when the key is not a saga). O(1).
 -- Run twice, the second run reports NOT_FOUND; the host treats that as completed.
 local state, detail = inspect(KEYS[1])
 if state == 'none' then

@@ -2,7 +2,7 @@
 -- (missing saga, or something else at the key), to tell the two apart atomically.
 -- KEYS[1] saga key
 -- Reply: {'OK', data, stamp} | {'NOT_FOUND'} | {'NOT_A_SAGA', what}
--- Cost: TYPE, HGET, HGET. O(1). Read-only.
+-- Cost: HGET, HGET (TYPE only when the key is not a saga). O(1). Read-only.
 local state, detail = inspect(KEYS[1])
 if state == 'none' then
   return {'NOT_FOUND'}
