@@ -9,11 +9,14 @@
 //! | [`CommandProcessor`], [`EventProcessor`], [`ProcessError`], [`Context`] | handlers |
 //! | [`ProcessingSettings`], [`Backoff`] | per-processor consumption settings |
 //! | [`Middleware`], [`Next`] | the pipeline around handlers |
-//! | [`Host`], [`HostBuilder`], [`Bus`] | registration, running, sending |
+//! | [`Host`], [`HostBuilder`], [`RunningHost`], [`Bus`] | registration, running, sending |
 //! | [`Envelope`], [`Format`] | the wire format and serializers |
 //! | [`Transport`], [`Consumer`] | what a transport implements |
 //! | [`MemoryTransport`] | the embedded transport |
 //! | [`Saga`], [`StartSaga`], [`ContinueSaga`], [`SagaData`], [`SagaStore`], [`MemorySagaStore`] | sagas (`docs/sagas.md`) |
+//!
+//! Features: `derive` (default) re-exports the derives; `opentelemetry` carries W3C trace
+//! context between OpenTelemetry spans and message headers.
 
 mod bus;
 mod context;
@@ -56,7 +59,3 @@ pub use transport::{
 
 #[cfg(feature = "derive")]
 pub use bus_derive::{EventSubscription, RedisCommand, RedisEvent};
-
-// The derive's generated code and doc links refer to these.
-#[doc(hidden)]
-pub use async_trait::async_trait;
