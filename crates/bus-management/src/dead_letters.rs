@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::browse::last_index;
 use crate::management::{hash_tag, source_name};
 use crate::message::{decode_element, MessageSummary};
-use crate::scripts::{scripts, Lua};
+use crate::scripts::{self, Lua};
 use crate::{Management, Result};
 
 /// Dead letters handled per script call (or per copy step across slots).
@@ -166,7 +166,7 @@ impl Management {
                 from.deliveries,
                 from.ready,
             ];
-            self.run_taking(&scripts().requeue, &from.dead, keys, selection, &mut report)
+            self.run_taking(&scripts::REQUEUE, &from.dead, keys, selection, &mut report)
                 .await?;
         } else if hash_tag(target) == hash_tag(source) {
             let keys = vec![
@@ -178,7 +178,7 @@ impl Management {
                 self.keys(target).ready,
             ];
             self.run_taking(
-                &scripts().move_dead,
+                &scripts::MOVE_DEAD,
                 &from.dead,
                 keys,
                 selection,
@@ -204,7 +204,7 @@ impl Management {
 
     /// Runs `delete_dead.lua` on `ids`; returns those deleted.
     async fn delete_dead(&self, keys: &QueueKeys, ids: Vec<String>) -> Result<Vec<String>> {
-        let script = &scripts().delete_dead;
+        let script = &scripts::DELETE_DEAD;
         let reply = script
             .run(
                 self.client(),
@@ -306,7 +306,7 @@ impl Management {
                 }
             }
             Selection::Ids(ids) => {
-                let script = &scripts().dead_envelopes;
+                let script = &scripts::DEAD_ENVELOPES;
                 for chunk in unique(ids).chunks(BATCH) {
                     let reply = script
                         .run_array(

@@ -12,7 +12,7 @@ use serde_json::value::RawValue;
 
 use crate::management::{source_name, wire_name};
 use crate::message::MessageSummary;
-use crate::scripts::scripts;
+use crate::scripts;
 use crate::{Error, Management, Result};
 
 /// Elements (and delayed messages) purged per script call: each call is short, so Redis
@@ -174,7 +174,7 @@ impl Management {
             client.llen::<u64, _>(&keys.ready),
             client.zcard::<u64, _>(&keys.delayed),
         )?;
-        let script = &scripts().purge;
+        let script = &scripts::PURGE;
         let mut purged = Purged {
             ready: 0,
             delayed: 0,
@@ -272,7 +272,7 @@ impl Management {
                 .filter(|key| !counted.iter().any(|c| c.as_str() == *key))
                 .map(str::to_owned),
         );
-        let script = &scripts().unsubscribe;
+        let script = &scripts::UNSUBSCRIBE;
         let reply = script
             .run_array(
                 self.client(),

@@ -1,7 +1,7 @@
 //! The management scripts (`lua/*.lua`), run by SHA with a `NOSCRIPT` fallback (fred's
 //! `evalsha_with_reload`), like bus-redis's.
 
-use std::sync::OnceLock;
+use std::sync::LazyLock;
 
 use bus_redis::LuaScript;
 use bytes::Bytes;
@@ -27,28 +27,13 @@ macro_rules! lua {
     };
 }
 
-/// All scripts, hashed once per process.
-#[derive(Debug)]
-pub(crate) struct Scripts {
-    pub(crate) requeue: Lua,
-    pub(crate) move_dead: Lua,
-    pub(crate) dead_envelopes: Lua,
-    pub(crate) delete_dead: Lua,
-    pub(crate) purge: Lua,
-    pub(crate) unsubscribe: Lua,
-}
-
-pub(crate) fn scripts() -> &'static Scripts {
-    static SCRIPTS: OnceLock<Scripts> = OnceLock::new();
-    SCRIPTS.get_or_init(|| Scripts {
-        requeue: lua!("requeue"),
-        move_dead: lua!("move"),
-        dead_envelopes: lua!("dead_envelopes"),
-        delete_dead: lua!("delete_dead"),
-        purge: lua!("purge"),
-        unsubscribe: lua!("unsubscribe"),
-    })
-}
+// Each script is hashed once per process, on first use.
+pub(crate) static REQUEUE: LazyLock<Lua> = LazyLock::new(|| lua!("requeue"));
+pub(crate) static MOVE_DEAD: LazyLock<Lua> = LazyLock::new(|| lua!("move"));
+pub(crate) static DEAD_ENVELOPES: LazyLock<Lua> = LazyLock::new(|| lua!("dead_envelopes"));
+pub(crate) static DELETE_DEAD: LazyLock<Lua> = LazyLock::new(|| lua!("delete_dead"));
+pub(crate) static PURGE: LazyLock<Lua> = LazyLock::new(|| lua!("purge"));
+pub(crate) static UNSUBSCRIBE: LazyLock<Lua> = LazyLock::new(|| lua!("unsubscribe"));
 
 impl Lua {
     /// Runs the script; loads it first if Redis does not know it (after a restart).

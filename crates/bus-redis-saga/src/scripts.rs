@@ -1,7 +1,7 @@
 //! The saga scripts (`lua/*.lua`), run by SHA with a `NOSCRIPT` fallback, and their
 //! replies.
 
-use std::sync::OnceLock;
+use std::sync::LazyLock;
 
 use bus_core::{Error, Result};
 use bus_redis::LuaScript;
@@ -25,26 +25,12 @@ macro_rules! lua {
     };
 }
 
-/// Every saga script, hashed once per process.
-#[derive(Debug)]
-pub(crate) struct Scripts {
-    pub(crate) create: Lua,
-    pub(crate) update: Lua,
-    pub(crate) complete: Lua,
-    pub(crate) delete: Lua,
-    pub(crate) get: Lua,
-}
-
-pub(crate) fn scripts() -> &'static Scripts {
-    static SCRIPTS: OnceLock<Scripts> = OnceLock::new();
-    SCRIPTS.get_or_init(|| Scripts {
-        create: lua!("create"),
-        update: lua!("update"),
-        complete: lua!("complete"),
-        delete: lua!("delete"),
-        get: lua!("get"),
-    })
-}
+// Each script is hashed once per process, on first use.
+pub(crate) static CREATE: LazyLock<Lua> = LazyLock::new(|| lua!("create"));
+pub(crate) static UPDATE: LazyLock<Lua> = LazyLock::new(|| lua!("update"));
+pub(crate) static COMPLETE: LazyLock<Lua> = LazyLock::new(|| lua!("complete"));
+pub(crate) static DELETE: LazyLock<Lua> = LazyLock::new(|| lua!("delete"));
+pub(crate) static GET: LazyLock<Lua> = LazyLock::new(|| lua!("get"));
 
 /// What a saga script answered.
 #[derive(Debug)]

@@ -12,7 +12,7 @@ use fred::types::Value;
 use futures::TryStreamExt;
 
 use crate::keys;
-use crate::scripts::{scripts, unexpected, Reply};
+use crate::scripts::{self, unexpected, Reply};
 
 /// Keys asked for per SCAN call.
 const SCAN_COUNT: u32 = 1000;
@@ -158,7 +158,7 @@ impl RedisSagaStore {
 
     /// The slow, exact read: tells a missing saga from something else at its key.
     async fn get_checked(&self, key: &str) -> Result<(Bytes, Stamp)> {
-        match scripts().get.run(&self.client, key, vec![]).await? {
+        match scripts::GET.run(&self.client, key, vec![]).await? {
             Reply::Ok(values) => {
                 let mut values = values.into_iter();
                 match (values.next().and_then(Value::into_bytes), values.next()) {
@@ -194,7 +194,7 @@ impl SagaStore for RedisSagaStore {
             Value::from(stamp.as_str()),
             Value::from(ttl_millis(ttl).to_string()),
         ];
-        match scripts().create.run(&self.client, &key, args).await? {
+        match scripts::CREATE.run(&self.client, &key, args).await? {
             Reply::Ok(_) => Ok(stamp),
             other => Err(other.into_error(&key, "create")),
         }
@@ -235,7 +235,7 @@ impl SagaStore for RedisSagaStore {
             Value::from(expected.as_str()),
             Value::from(stamp.as_str()),
         ];
-        match scripts().update.run(&self.client, &key, args).await? {
+        match scripts::UPDATE.run(&self.client, &key, args).await? {
             Reply::Ok(_) => Ok(stamp),
             other => Err(other.into_error(&key, "update")),
         }
@@ -244,7 +244,7 @@ impl SagaStore for RedisSagaStore {
     async fn complete(&self, partition: &str, id: &str, expected: &Stamp) -> Result<()> {
         let key = self.key(partition, id);
         let args = vec![Value::from(expected.as_str())];
-        match scripts().complete.run(&self.client, &key, args).await? {
+        match scripts::COMPLETE.run(&self.client, &key, args).await? {
             Reply::Ok(_) => Ok(()),
             other => Err(other.into_error(&key, "complete")),
         }
@@ -252,7 +252,7 @@ impl SagaStore for RedisSagaStore {
 
     async fn delete(&self, partition: &str, id: &str) -> Result<()> {
         let key = self.key(partition, id);
-        match scripts().delete.run(&self.client, &key, vec![]).await? {
+        match scripts::DELETE.run(&self.client, &key, vec![]).await? {
             Reply::Ok(_) => Ok(()),
             other => Err(other.into_error(&key, "delete")),
         }

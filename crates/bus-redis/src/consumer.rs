@@ -13,7 +13,7 @@ use fred::util::redis_keyslot;
 use tokio_util::sync::CancellationToken;
 
 use crate::keys::QueueKeys;
-use crate::scripts::scripts;
+use crate::scripts;
 use crate::Error;
 
 /// Longest an idle consumer blocks before returning empty (and promoting due messages).
@@ -77,7 +77,7 @@ impl RedisConsumer {
             k.dead_info.clone(),
         ];
         let args = vec![Value::from(max as i64), Value::from(self.lock_ms())];
-        let script = &scripts().reserve;
+        let script = &scripts::RESERVE;
         let reply = script
             .run(&self.client, keys, args)
             .await
@@ -195,8 +195,7 @@ impl Consumer for RedisConsumer {
             k.deliveries.clone(),
             k.errors.clone(),
         ];
-        scripts()
-            .ack
+        scripts::ACK
             .run_int(&self.client, keys, receipt_args(receipts).collect())
             .await?;
         Ok(())
@@ -206,7 +205,7 @@ impl Consumer for RedisConsumer {
         let k = &self.keys;
         let mut args = vec![Value::from(self.lock_ms())];
         args.extend(receipt_args(receipts));
-        let script = &scripts().renew;
+        let script = &scripts::RENEW;
         let reply = script
             .run(
                 &self.client,
@@ -237,7 +236,7 @@ impl Consumer for RedisConsumer {
             i64::try_from(delay.as_millis()).unwrap_or(i64::MAX),
         ));
         args.push(Value::from(error.message.as_str()));
-        scripts().retry.run_int(&self.client, keys, args).await?;
+        scripts::RETRY.run_int(&self.client, keys, args).await?;
         Ok(())
     }
 
@@ -258,8 +257,7 @@ impl Consumer for RedisConsumer {
         let mut args = receipt_pair(receipt).to_vec();
         args.push(Value::from(reason.as_str()));
         args.push(Value::from(error.map_or("", |e| e.message.as_str())));
-        scripts()
-            .dead_letter
+        scripts::DEAD_LETTER
             .run_int(&self.client, keys, args)
             .await?;
         Ok(())
@@ -268,8 +266,7 @@ impl Consumer for RedisConsumer {
     async fn release(&self, receipts: &[Receipt]) -> Result<()> {
         let k = &self.keys;
         let keys = vec![k.inflight.clone(), k.deliveries.clone(), k.ready.clone()];
-        scripts()
-            .release
+        scripts::RELEASE
             .run_int(&self.client, keys, receipt_args(receipts).collect())
             .await?;
         Ok(())
@@ -290,7 +287,7 @@ impl Consumer for RedisConsumer {
             Value::from(RECOVER_BATCH),
             Value::from(LOCK_EXPIRED),
         ];
-        let recovered = scripts().recover.run_int(&self.client, keys, args).await?;
+        let recovered = scripts::RECOVER.run_int(&self.client, keys, args).await?;
         if recovered > 0 {
             tracing::info!(queue = %self.keys.ready, recovered, "recovered messages whose lock expired");
         }

@@ -1,7 +1,7 @@
 //! The Lua scripts of every transition (see `lua/` and docs/redis-layout.md), run by SHA
 //! with a `NOSCRIPT` fallback (fred's `evalsha_with_reload`).
 
-use std::sync::OnceLock;
+use std::sync::LazyLock;
 
 use fred::prelude::Client;
 use fred::types::scripts::Script;
@@ -57,34 +57,16 @@ macro_rules! lua {
     };
 }
 
-/// All scripts, hashed once per process.
-#[derive(Debug)]
-pub(crate) struct Scripts {
-    pub(crate) send_at: LuaScript,
-    pub(crate) publish: LuaScript,
-    pub(crate) reserve: LuaScript,
-    pub(crate) ack: LuaScript,
-    pub(crate) renew: LuaScript,
-    pub(crate) retry: LuaScript,
-    pub(crate) dead_letter: LuaScript,
-    pub(crate) release: LuaScript,
-    pub(crate) recover: LuaScript,
-}
-
-pub(crate) fn scripts() -> &'static Scripts {
-    static SCRIPTS: OnceLock<Scripts> = OnceLock::new();
-    SCRIPTS.get_or_init(|| Scripts {
-        send_at: lua!("send_at"),
-        publish: lua!("publish"),
-        reserve: lua!("reserve"),
-        ack: lua!("ack"),
-        renew: lua!("renew"),
-        retry: lua!("retry"),
-        dead_letter: lua!("dead_letter"),
-        release: lua!("release"),
-        recover: lua!("recover"),
-    })
-}
+// Each script is hashed once per process, on first use.
+pub(crate) static SEND_AT: LazyLock<LuaScript> = LazyLock::new(|| lua!("send_at"));
+pub(crate) static PUBLISH: LazyLock<LuaScript> = LazyLock::new(|| lua!("publish"));
+pub(crate) static RESERVE: LazyLock<LuaScript> = LazyLock::new(|| lua!("reserve"));
+pub(crate) static ACK: LazyLock<LuaScript> = LazyLock::new(|| lua!("ack"));
+pub(crate) static RENEW: LazyLock<LuaScript> = LazyLock::new(|| lua!("renew"));
+pub(crate) static RETRY: LazyLock<LuaScript> = LazyLock::new(|| lua!("retry"));
+pub(crate) static DEAD_LETTER: LazyLock<LuaScript> = LazyLock::new(|| lua!("dead_letter"));
+pub(crate) static RELEASE: LazyLock<LuaScript> = LazyLock::new(|| lua!("release"));
+pub(crate) static RECOVER: LazyLock<LuaScript> = LazyLock::new(|| lua!("recover"));
 
 impl LuaScript {
     /// Runs the script and reads an integer reply.

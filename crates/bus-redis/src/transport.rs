@@ -11,7 +11,7 @@ use fred::types::Value;
 
 use crate::consumer::RedisConsumer;
 use crate::keys::{self, QueueKeys};
-use crate::scripts::scripts;
+use crate::scripts;
 use crate::{Error, RedisConfig, Result};
 
 /// How often a publish re-reads a topic's subscriptions when they change under it.
@@ -114,8 +114,7 @@ impl RedisTransport {
             args.push(Value::from(name.as_str()));
         }
         args.extend(messages.iter().map(|m| Value::Bytes(m.payload.clone())));
-        scripts()
-            .publish
+        scripts::PUBLISH
             .run_int(&self.inner.client, keys, args)
             .await
     }
@@ -161,8 +160,7 @@ impl Transport for RedisTransport {
         let keys = self.keys(&Source::queue(queue)?);
         let mut args = vec![Value::from(epoch_ms(due))];
         args.extend(message_args(&messages));
-        scripts()
-            .send_at
+        scripts::SEND_AT
             .run_int(&self.inner.client, vec![keys.delayed, keys.msgs], args)
             .await?;
         Ok(())
