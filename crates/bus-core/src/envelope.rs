@@ -199,60 +199,73 @@ impl Envelope {
 
     /// Decodes an envelope. Garbage gives [`Error::Decode`], never a panic.
     pub fn decode(bytes: &[u8]) -> Result<Self> {
-        let envelope = match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
-            None => return Err(Error::decode("envelope", "empty element")),
+        let garbage = |what: &str, e: crate::BoxError| Error::Decode {
+            what: "envelope".into(),
+            reason: format!("{what}: {e}"),
+            source: Some(e),
+        };
+        match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
+            None => Err(Error::decode("envelope", "empty element")),
             Some(b'{') => {
-                let wire: JsonEnvelope<'_> =
-                    serde_json::from_slice(bytes).map_err(|e| Error::Decode {
-                        what: "envelope".into(),
-                        reason: format!("not a JSON envelope: {e}"),
-                        source: Some(e.into()),
-                    })?;
-                Envelope {
-                    id: MessageId(wire.id),
-                    message_type: wire.message_type,
-                    headers: wire.headers,
-                    sent_at_ms: wire.sent,
-                    format: Format::Json,
-                    body: Bytes::copy_from_slice(wire.body.get().as_bytes()),
-                }
-                .checked_version(wire.v)?
+                let wire: JsonEnvelope<'_> = serde_json::from_slice(bytes)
+                    .map_err(|e| garbage("not a JSON envelope", e.into()))?;
+                let body = wire.body.get().as_bytes();
+                Self::from_wire(
+                    wire.v,
+                    wire.id,
+                    wire.message_type,
+                    wire.headers,
+                    wire.sent,
+                    Format::Json,
+                    body,
+                )
             }
             Some(_) => {
-                let wire: PackedEnvelope<'_> =
-                    rmp_serde::from_slice(bytes).map_err(|e| Error::Decode {
-                        what: "envelope".into(),
-                        reason: format!("neither a JSON nor a MessagePack envelope: {e}"),
-                        source: Some(e.into()),
-                    })?;
-                Envelope {
-                    id: MessageId(wire.id),
-                    message_type: wire.message_type,
-                    headers: wire.headers,
-                    sent_at_ms: wire.sent,
-                    format: Format::MessagePack,
-                    body: Bytes::copy_from_slice(wire.body),
-                }
-                .checked_version(wire.v)?
+                let wire: PackedEnvelope<'_> = rmp_serde::from_slice(bytes)
+                    .map_err(|e| garbage("neither a JSON nor a MessagePack envelope", e.into()))?;
+                let body = wire.body;
+                Self::from_wire(
+                    wire.v,
+                    wire.id,
+                    wire.message_type,
+                    wire.headers,
+                    wire.sent,
+                    Format::MessagePack,
+                    body,
+                )
             }
-        };
-        if envelope.id.as_str().is_empty() {
-            return Err(Error::decode("envelope", "empty message id"));
         }
-        Ok(envelope)
     }
 
-    fn checked_version(self, version: u32) -> Result<Self> {
-        if version == ENVELOPE_VERSION {
-            Ok(self)
-        } else {
-            Err(Error::decode(
+    /// An envelope from its decoded fields, checked: a known version, a non-empty id.
+    fn from_wire(
+        version: u32,
+        id: String,
+        message_type: String,
+        headers: Headers,
+        sent_at_ms: u64,
+        format: Format,
+        body: &[u8],
+    ) -> Result<Self> {
+        if version != ENVELOPE_VERSION {
+            return Err(Error::decode(
                 "envelope",
                 format!(
                     "unsupported envelope version {version} (this bus reads {ENVELOPE_VERSION})"
                 ),
-            ))
+            ));
         }
+        if id.is_empty() {
+            return Err(Error::decode("envelope", "empty message id"));
+        }
+        Ok(Envelope {
+            id: MessageId(id),
+            message_type,
+            headers,
+            sent_at_ms,
+            format,
+            body: Bytes::copy_from_slice(body),
+        })
     }
 }
 
