@@ -40,8 +40,9 @@ impl Context {
     pub fn enqueued_at(&self) -> SystemTime {
         UNIX_EPOCH + Duration::from_millis(self.sent_at_ms)
     }
-    /// Fires when the host shuts down past its grace period or the message's lock was
-    /// lost; a long handler should stop when it fires.
+    /// Fires when the host starts shutting down or the message's lock was lost: a long
+    /// handler should stop when it fires (returning an error retries the message). A
+    /// handler still running when the shutdown grace period ends is abandoned.
     pub fn cancellation(&self) -> &CancellationToken {
         &self.cancellation
     }

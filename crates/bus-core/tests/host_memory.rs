@@ -490,3 +490,52 @@ async fn oversized_messages_and_bad_registrations_are_refused() {
         .unwrap_err();
     assert!(err.to_string().contains("two processors"), "{err}");
 }
+
+struct Patient;
+
+#[async_trait]
+impl CommandProcessor<Work> for Patient {
+    async fn process(&self, _: Work, ctx: &Context) -> Result<(), ProcessError> {
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_secs(60)) => Ok(()),
+            () = ctx.cancellation().cancelled() => Err("stopped: the host is shutting down".into()),
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_handler_that_watches_its_token_stops_when_shutdown_starts() {
+    let transport = MemoryTransport::new();
+    let queue = Source::queue("work").unwrap();
+    let host = Host::builder()
+        .transport(transport.clone())
+        .command::<Work, _>(Patient)
+        .shutdown_grace(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let running = host.start().await.unwrap();
+    running.bus().send(&Work { n: 1 }).await.unwrap();
+    assert!(
+        eventually(Duration::from_secs(5), || transport.stats(&queue).in_flight
+            == 1)
+        .await
+    );
+    let asked = Instant::now();
+    running.shutdown().await.unwrap();
+    let took = asked.elapsed();
+    assert!(
+        took < Duration::from_secs(5),
+        "shutdown waited {took:?} for a handler that was told to stop"
+    );
+    // Its error retries the message: waiting again, not lost, not dead.
+    let stats = transport.stats(&queue);
+    assert_eq!(
+        (
+            stats.ready + stats.delayed,
+            stats.in_flight,
+            stats.dead_letters
+        ),
+        (1, 0, 0),
+        "{stats:?}"
+    );
+}

@@ -160,9 +160,10 @@ impl HostBuilder {
         self
     }
 
-    /// How long shutdown waits for running handlers (30 s by default). Handlers still
-    /// running then see their cancellation token fire and are abandoned; their messages
-    /// go back to the queue as a failed delivery.
+    /// How long shutdown waits for running handlers (30 s by default). Their context's
+    /// cancellation token fires when shutdown starts; handlers still running when the
+    /// grace period ends are abandoned, and their messages go back to the queue as a
+    /// failed delivery.
     pub fn shutdown_grace(mut self, grace: Duration) -> Self {
         self.shutdown_grace = grace;
         self

@@ -77,7 +77,11 @@ impl Worker {
             .dispatch(buffer_rx, Arc::clone(&held), ack_tx, &stop, fetcher)
             .await;
 
-        // Let running handlers finish within the grace period, then give up on them.
+        // Shutdown: tell running handlers (their context's token), let them finish within
+        // the grace period, then give up on them.
+        for token in lock(&held).values() {
+            token.cancel();
+        }
         let grace = tokio::time::sleep(this.shutdown_grace);
         tokio::pin!(grace);
         loop {
@@ -85,10 +89,7 @@ impl Worker {
                 next = handlers.join_next() => if next.is_none() { break },
                 () = &mut grace => {
                     tracing::warn!(source = %this.registration.source, running = handlers.len(),
-                        "grace period over: cancelling handlers still running");
-                    for token in lock(&held).values() {
-                        token.cancel();
-                    }
+                        "grace period over: abandoning handlers still running");
                     handlers.abort_all();
                     while handlers.join_next().await.is_some() {}
                     break;
