@@ -8,7 +8,7 @@ use bus_core::{
     Consumer, ConsumerOptions, DeadLetterReason, Delivery, ErrorRecord, Receipt, Result,
 };
 use fred::prelude::{Client, ClientLike};
-use fred::types::{ClusterHash, CustomCommand, Value};
+use fred::types::{ClusterHash, CustomCommand, Key, Value};
 use fred::util::redis_keyslot;
 use tokio_util::sync::CancellationToken;
 
@@ -34,7 +34,51 @@ pub(crate) struct RedisConsumer {
     /// The queue's cluster slot: where the waiter blocks.
     slot: u16,
     keys: QueueKeys,
+    /// Each script's KEYS, built once: reserve and ack run on every message.
+    script_keys: ScriptKeys,
     options: ConsumerOptions,
+}
+
+/// The KEYS of each script, in the order its header (`lua/*.lua`) lists them.
+#[derive(Debug)]
+struct ScriptKeys {
+    reserve: Vec<Key>,
+    ack: Vec<Key>,
+    renew: Vec<Key>,
+    retry: Vec<Key>,
+    dead_letter: Vec<Key>,
+    release: Vec<Key>,
+    recover: Vec<Key>,
+}
+
+impl ScriptKeys {
+    fn new(k: &QueueKeys) -> Self {
+        let keys = |names: &[&String]| names.iter().map(|n| Key::from(n.as_str())).collect();
+        ScriptKeys {
+            reserve: keys(&[
+                &k.ready,
+                &k.msgs,
+                &k.deliveries,
+                &k.inflight,
+                &k.delayed,
+                &k.seq,
+                &k.dead_info,
+            ]),
+            ack: keys(&[&k.inflight, &k.msgs, &k.deliveries, &k.errors]),
+            renew: keys(&[&k.inflight, &k.deliveries]),
+            retry: keys(&[&k.inflight, &k.deliveries, &k.errors, &k.ready, &k.delayed]),
+            dead_letter: keys(&[&k.inflight, &k.deliveries, &k.errors, &k.dead, &k.dead_info]),
+            release: keys(&[&k.inflight, &k.deliveries, &k.ready]),
+            recover: keys(&[
+                &k.inflight,
+                &k.deliveries,
+                &k.errors,
+                &k.ready,
+                &k.dead,
+                &k.dead_info,
+            ]),
+        }
+    }
 }
 
 impl RedisConsumer {
@@ -49,6 +93,7 @@ impl RedisConsumer {
             waiter,
             waiter_id: AtomicI64::new(-1),
             slot: redis_keyslot(keys.ready.as_bytes()),
+            script_keys: ScriptKeys::new(&keys),
             keys,
             options,
         }
@@ -66,20 +111,10 @@ impl RedisConsumer {
     /// Runs reserve.lua; returns the wait hint (ms until the next delayed message is
     /// due, or -1) and the deliveries.
     async fn reserve(&self, max: usize) -> Result<(i64, Vec<Delivery>)> {
-        let k = &self.keys;
-        let keys = vec![
-            k.ready.clone(),
-            k.msgs.clone(),
-            k.deliveries.clone(),
-            k.inflight.clone(),
-            k.delayed.clone(),
-            k.seq.clone(),
-            k.dead_info.clone(),
-        ];
         let args = vec![Value::from(max as i64), Value::from(self.lock_ms())];
         let script = &scripts::RESERVE;
         let reply = script
-            .run(&self.client, keys, args)
+            .run(&self.client, self.script_keys.reserve.clone(), args)
             .await
             .map_err(Error::from)?;
         let Value::Array(items) = reply else {
@@ -188,30 +223,22 @@ impl Consumer for RedisConsumer {
     }
 
     async fn ack(&self, receipts: &[Receipt]) -> Result<()> {
-        let k = &self.keys;
-        let keys = vec![
-            k.inflight.clone(),
-            k.msgs.clone(),
-            k.deliveries.clone(),
-            k.errors.clone(),
-        ];
         scripts::ACK
-            .run_int(&self.client, keys, receipt_args(receipts).collect())
+            .run_int(
+                &self.client,
+                self.script_keys.ack.clone(),
+                receipt_args(receipts).collect(),
+            )
             .await?;
         Ok(())
     }
 
     async fn renew(&self, receipts: &[Receipt]) -> Result<Vec<bool>> {
-        let k = &self.keys;
         let mut args = vec![Value::from(self.lock_ms())];
         args.extend(receipt_args(receipts));
         let script = &scripts::RENEW;
         let reply = script
-            .run(
-                &self.client,
-                vec![k.inflight.clone(), k.deliveries.clone()],
-                args,
-            )
+            .run(&self.client, self.script_keys.renew.clone(), args)
             .await
             .map_err(Error::from)?;
         match reply {
@@ -223,20 +250,14 @@ impl Consumer for RedisConsumer {
     }
 
     async fn retry(&self, receipt: &Receipt, delay: Duration, error: &ErrorRecord) -> Result<()> {
-        let k = &self.keys;
-        let keys = vec![
-            k.inflight.clone(),
-            k.deliveries.clone(),
-            k.errors.clone(),
-            k.ready.clone(),
-            k.delayed.clone(),
-        ];
         let mut args = receipt_pair(receipt).to_vec();
         args.push(Value::from(
             i64::try_from(delay.as_millis()).unwrap_or(i64::MAX),
         ));
         args.push(Value::from(error.message.as_str()));
-        scripts::RETRY.run_int(&self.client, keys, args).await?;
+        scripts::RETRY
+            .run_int(&self.client, self.script_keys.retry.clone(), args)
+            .await?;
         Ok(())
     }
 
@@ -246,48 +267,35 @@ impl Consumer for RedisConsumer {
         reason: DeadLetterReason,
         error: Option<&ErrorRecord>,
     ) -> Result<()> {
-        let k = &self.keys;
-        let keys = vec![
-            k.inflight.clone(),
-            k.deliveries.clone(),
-            k.errors.clone(),
-            k.dead.clone(),
-            k.dead_info.clone(),
-        ];
         let mut args = receipt_pair(receipt).to_vec();
         args.push(Value::from(reason.as_str()));
         args.push(Value::from(error.map_or("", |e| e.message.as_str())));
         scripts::DEAD_LETTER
-            .run_int(&self.client, keys, args)
+            .run_int(&self.client, self.script_keys.dead_letter.clone(), args)
             .await?;
         Ok(())
     }
 
     async fn release(&self, receipts: &[Receipt]) -> Result<()> {
-        let k = &self.keys;
-        let keys = vec![k.inflight.clone(), k.deliveries.clone(), k.ready.clone()];
         scripts::RELEASE
-            .run_int(&self.client, keys, receipt_args(receipts).collect())
+            .run_int(
+                &self.client,
+                self.script_keys.release.clone(),
+                receipt_args(receipts).collect(),
+            )
             .await?;
         Ok(())
     }
 
     async fn recover(&self) -> Result<()> {
-        let k = &self.keys;
-        let keys = vec![
-            k.inflight.clone(),
-            k.deliveries.clone(),
-            k.errors.clone(),
-            k.ready.clone(),
-            k.dead.clone(),
-            k.dead_info.clone(),
-        ];
         let args = vec![
             Value::from(i64::from(self.options.delivery_limit)),
             Value::from(RECOVER_BATCH),
             Value::from(LOCK_EXPIRED),
         ];
-        let recovered = scripts::RECOVER.run_int(&self.client, keys, args).await?;
+        let recovered = scripts::RECOVER
+            .run_int(&self.client, self.script_keys.recover.clone(), args)
+            .await?;
         if recovered > 0 {
             tracing::info!(queue = %self.keys.ready, recovered, "recovered messages whose lock expired");
         }

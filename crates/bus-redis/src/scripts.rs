@@ -5,7 +5,7 @@ use std::sync::LazyLock;
 
 use fred::prelude::Client;
 use fred::types::scripts::Script;
-use fred::types::Value;
+use fred::types::{MultipleKeys, Value};
 
 use crate::{Error, Result};
 
@@ -37,7 +37,7 @@ impl LuaScript {
     pub async fn run(
         &self,
         client: &Client,
-        keys: Vec<String>,
+        keys: impl Into<MultipleKeys> + Send,
         args: Vec<Value>,
     ) -> Result<Value, fred::error::Error> {
         self.script.evalsha_with_reload(client, keys, args).await
@@ -73,7 +73,7 @@ impl LuaScript {
     pub(crate) async fn run_int(
         &self,
         client: &Client,
-        keys: Vec<String>,
+        keys: impl Into<MultipleKeys> + Send,
         args: Vec<Value>,
     ) -> Result<i64> {
         let reply = self.run(client, keys, args).await?;
