@@ -1,5 +1,6 @@
 //! The host's processing semantics on the in-memory transport.
 
+use bus_test_redis::eventually;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -33,18 +34,6 @@ struct Billing;
 #[derive(EventSubscription)]
 #[bus(event = ThingHappened, name = "search")]
 struct Search;
-
-/// Polls `condition` until it holds or `limit` passes.
-async fn eventually(limit: Duration, mut condition: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        if condition() {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    condition()
-}
 
 /// Runs a host in the background; returns its bus, the stop token and the join handle.
 fn start(

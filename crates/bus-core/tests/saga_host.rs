@@ -1,5 +1,6 @@
 //! Sagas in a host, end to end on the in-memory transport and store (SPEC §5.1).
 
+use bus_test_redis::eventually;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -158,18 +159,6 @@ impl ContinueSaga<LookAt> for OrderSaga {
     fn settings(&self) -> ProcessingSettings {
         settings().dead_letter_delivery_limit(2)
     }
-}
-
-/// Polls `condition` until it holds or `limit` passes.
-async fn eventually(limit: Duration, mut condition: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        if condition() {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    condition()
 }
 
 /// Polls the store until the saga exists and has started.

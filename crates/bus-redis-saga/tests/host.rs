@@ -3,9 +3,10 @@
 
 mod common;
 
+use bus_test_redis::eventually;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use bus_core::{
@@ -96,17 +97,6 @@ impl ContinueSaga<ConfirmLeg> for TripSaga {
     fn settings(&self) -> ProcessingSettings {
         settings()
     }
-}
-
-async fn eventually(limit: Duration, mut condition: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        if condition() {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    condition()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,6 +8,7 @@
 //! | [`RedisCluster`] | three cluster masters joined by `redis-cli --cluster create` | `cluster` |
 //! | [`SyncClient`], [`Resp`] | a tiny blocking RESP2 client for assertions and cleanup | `client` |
 //! | [`HarnessError`] | why no Redis could be had (e.g. `NotInstalled`) | `error` |
+//! | [`eventually`], [`eventually_async`] | bounded waiting for a condition | `wait` |
 //!
 //! Every wait is bounded (readiness: PING polled every 5 ms for up to 10 s; socket
 //! I/O: 10 s), and everything listens on loopback only. Needs Debian's
@@ -27,9 +28,11 @@ mod error;
 mod server;
 mod test_redis;
 mod url;
+mod wait;
 
 pub use client::{info_field, Endpoint, Resp, SyncClient};
 pub use cluster::RedisCluster;
 pub use error::HarnessError;
 pub use server::{RedisServer, ServerBuilder};
 pub use test_redis::{TestRedis, URL_ENV};
+pub use wait::{eventually, eventually_async};

@@ -3,7 +3,6 @@
 
 #![allow(dead_code)]
 
-use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -122,23 +121,8 @@ impl Setup {
     }
 }
 
-/// Polls `condition` every few ms until it holds or `limit` passes; returns whether it held.
-pub async fn eventually<F, Fut>(limit: Duration, mut condition: F) -> bool
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let deadline = Instant::now() + limit;
-    loop {
-        if condition().await {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
+#[allow(unused_imports)] // not every test binary that shares this module waits
+pub use bus_test_redis::eventually_async as eventually;
 
 pub fn work() -> Source {
     Source::queue("work").unwrap()

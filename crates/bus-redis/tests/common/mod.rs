@@ -3,9 +3,6 @@
 
 #![allow(dead_code)]
 
-use std::future::Future;
-use std::time::{Duration, Instant};
-
 use bus_core::{Bus, Host, RedisCommand};
 use bus_redis::{RedisConfig, RedisTransport};
 use bus_test_redis::TestRedis;
@@ -25,23 +22,7 @@ pub async fn transport(redis: &TestRedis) -> RedisTransport {
     RedisTransport::connect(&config).await.unwrap()
 }
 
-/// Polls `condition` every few ms until it holds or `limit` passes; returns whether it held.
-pub async fn eventually<F, Fut>(limit: Duration, mut condition: F) -> bool
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let deadline = Instant::now() + limit;
-    loop {
-        if condition().await {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
+pub use bus_test_redis::eventually_async as eventually;
 
 /// A host running in the background.
 pub struct Running {
