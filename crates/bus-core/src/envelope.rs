@@ -125,7 +125,7 @@ struct JsonEnvelope<'a> {
     #[serde(rename = "type")]
     message_type: String,
     sent: u64,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_none")]
     headers: Headers,
     #[serde(borrow)]
     body: &'a RawValue,
@@ -138,10 +138,15 @@ struct PackedEnvelope<'a> {
     #[serde(rename = "type")]
     message_type: String,
     sent: u64,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_none")]
     headers: Headers,
     #[serde(with = "serde_bytes", borrow)]
     body: &'a [u8],
+}
+
+/// `"headers": null` means no headers: many JSON writers write `null` for "none".
+fn null_as_none<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Headers, D::Error> {
+    Ok(Option::<Headers>::deserialize(d)?.unwrap_or_default())
 }
 
 /// Milliseconds since the Unix epoch, now.
@@ -207,6 +212,8 @@ impl Envelope {
         match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
             None => Err(Error::decode("envelope", "empty element")),
             Some(b'{') => {
+                crate::depth::check(Format::Json, bytes)
+                    .map_err(|reason| Error::decode("envelope", reason))?;
                 let wire: JsonEnvelope<'_> = serde_json::from_slice(bytes)
                     .map_err(|e| garbage("not a JSON envelope", e.into()))?;
                 let body = wire.body.get().as_bytes();
@@ -221,6 +228,8 @@ impl Envelope {
                 )
             }
             Some(_) => {
+                crate::depth::check(Format::MessagePack, bytes)
+                    .map_err(|reason| Error::decode("envelope", reason))?;
                 let wire: PackedEnvelope<'_> = rmp_serde::from_slice(bytes)
                     .map_err(|e| garbage("neither a JSON nor a MessagePack envelope", e.into()))?;
                 let body = wire.body;
@@ -326,6 +335,27 @@ mod tests {
                 other => panic!("{bad:?} gave {other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn null_headers_are_no_headers() {
+        let json = br#"{"v":1,"id":"a","type":"t","sent":1,"headers":null,"body":{}}"#;
+        assert!(Envelope::decode(json).unwrap().headers.is_empty());
+    }
+
+    #[test]
+    fn deep_nesting_is_refused_in_envelope_and_body() {
+        // ~700 levels of one-entry maps: overflowed a debug build's stack before.
+        let mut deep = b"\x81\xa1a".repeat(700);
+        deep.push(0);
+        let mut packed = b"\x87\xa1v\x01\xa2id\xa1x\xa4type\xa1t\xa4sent\x01\xa7headers\x80\xa4body\xc4\x00\xa5extra".to_vec();
+        packed.extend_from_slice(&deep);
+        match Envelope::decode(&packed) {
+            Err(Error::Decode { reason, .. }) => assert!(reason.contains("nested"), "{reason}"),
+            other => panic!("gave {other:?}"),
+        }
+        let body: Result<serde_json::Value> = Format::MessagePack.decode("t", &deep);
+        assert!(matches!(body, Err(Error::Decode { .. })));
     }
 
     #[test]

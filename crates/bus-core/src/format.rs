@@ -31,12 +31,14 @@ impl Format {
 
     /// Decodes a body; a body that does not fit `T` is an [`Error::Decode`], never a panic.
     pub fn decode<T: DeserializeOwned>(self, message_type: &str, bytes: &[u8]) -> Result<T> {
+        let what = || format!("body of `{message_type}`");
+        crate::depth::check(self, bytes).map_err(|reason| Error::decode(what(), reason))?;
         let decoded: Result<T, crate::BoxError> = match self {
             Format::Json => serde_json::from_slice(bytes).map_err(Into::into),
             Format::MessagePack => rmp_serde::from_slice(bytes).map_err(Into::into),
         };
         decoded.map_err(|source| Error::Decode {
-            what: format!("body of `{message_type}`"),
+            what: what(),
             reason: source.to_string(),
             source: Some(source),
         })

@@ -20,6 +20,7 @@
 
 mod bus;
 mod context;
+mod depth;
 mod envelope;
 mod error;
 mod format;
@@ -36,6 +37,7 @@ mod transport;
 
 pub use bus::{Bus, BusConfig, DEFAULT_MAX_MESSAGE_SIZE};
 pub use context::Context;
+pub use depth::MAX_NESTING;
 pub use envelope::{now_ms, Envelope, Headers, MessageId, ENVELOPE_VERSION};
 pub use error::{BoxError, Error, Result};
 pub use format::Format;
