@@ -54,8 +54,13 @@ pub enum Error {
     #[error("invalid configuration: {0}")]
     Config(String),
     /// The transport failed (connection lost, server error, ...).
-    #[error("transport error: {0}")]
+    #[error("transport error")]
     Transport(#[source] BoxError),
+    /// The transport did not answer in time: the operation may or may not have taken
+    /// effect (a send may or may not have stored its messages). Sending again is safe
+    /// when handlers tolerate a duplicate, as they must under at-least-once delivery.
+    #[error("no answer in time: the outcome is unknown (it may or may not have taken effect)")]
+    OutcomeUnknown(#[source] BoxError),
     /// No saga exists under this key.
     #[error("saga `{key}` not found")]
     SagaNotFound {

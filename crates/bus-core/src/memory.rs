@@ -2,7 +2,8 @@
 //! retries, delayed delivery, dead letters, event fan-out) inside one process, for
 //! tests and for running without Redis.
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime};
 
@@ -54,6 +55,10 @@ struct Queue {
     in_flight: HashMap<Bytes, Instant>,
     delayed: BTreeSet<(Instant, u64, Bytes)>,
     dead: Vec<Bytes>,
+    /// Recovered messages, delivered one at a time, each alone.
+    suspects: VecDeque<Bytes>,
+    /// Reserved suspects (held alone by their consumer).
+    isolated: HashSet<Bytes>,
     sequence: u64,
     notify: Arc<Notify>,
 }
@@ -122,8 +127,30 @@ impl Queue {
             .filter(|m| m.deliveries == receipt.delivery)
     }
 
+    /// Reserves a stored message now: counts the delivery and locks it.
+    fn reserve(&mut self, key: Bytes, lock: Instant) -> Option<Delivery> {
+        let stored = self.messages.get_mut(&key)?;
+        stored.deliveries += 1;
+        let delivery = Delivery {
+            receipt: Receipt {
+                key: key.clone(),
+                delivery: stored.deliveries,
+            },
+            delivery_count: stored.deliveries,
+            payload: stored.payload.clone(),
+        };
+        self.in_flight.insert(key, lock);
+        Some(delivery)
+    }
+
+    /// Ends a reservation; true if it was an isolated one.
+    fn unlock(&mut self, key: &Bytes) -> bool {
+        self.in_flight.remove(key);
+        self.isolated.remove(key)
+    }
+
     fn kill(&mut self, key: Bytes, reason: DeadLetterReason, error: Option<&ErrorRecord>) {
-        self.in_flight.remove(&key);
+        self.unlock(&key);
         if let Some(stored) = self.messages.get_mut(&key) {
             stored.record(error);
             stored.dead = Some((reason, now_ms()));
@@ -164,7 +191,7 @@ impl MemoryTransport {
             .queues
             .get(source)
             .map_or_else(QueueStats::default, |q| QueueStats {
-                ready: q.ready.len(),
+                ready: q.ready.len() + q.suspects.len(),
                 in_flight: q.in_flight.len(),
                 delayed: q.delayed.len(),
                 dead_letters: q.dead.len(),
@@ -281,6 +308,7 @@ impl Transport for MemoryTransport {
             transport: self.clone(),
             source: source.clone(),
             options,
+            isolation_pending: AtomicBool::new(false),
         }))
     }
 }
@@ -291,6 +319,8 @@ struct MemoryConsumer {
     transport: MemoryTransport,
     source: Source,
     options: ConsumerOptions,
+    /// The last receive found suspects waiting.
+    isolation_pending: AtomicBool,
 }
 
 impl MemoryConsumer {
@@ -311,30 +341,25 @@ impl Consumer for MemoryConsumer {
             // Register before looking, so a send between the look and the wait is seen.
             notified.as_mut().enable();
             let now = Instant::now();
-            let (deliveries, next_due) = self.with_queue(|q| {
+            let lock = now + self.options.lock_timeout;
+            let (deliveries, next_due, pending) = self.with_queue(|q| {
                 q.promote_due(now);
+                if !q.suspects.is_empty() {
+                    return (Vec::new(), None, true);
+                }
                 let mut deliveries = Vec::new();
                 while deliveries.len() < max {
                     let Some(key) = q.ready.pop_front() else {
                         break;
                     };
-                    let Some(stored) = q.messages.get_mut(&key) else {
-                        continue;
-                    };
-                    stored.deliveries += 1;
-                    q.in_flight
-                        .insert(key.clone(), now + self.options.lock_timeout);
-                    deliveries.push(Delivery {
-                        receipt: Receipt {
-                            key,
-                            delivery: stored.deliveries,
-                        },
-                        delivery_count: stored.deliveries,
-                        payload: stored.payload.clone(),
-                    });
+                    deliveries.extend(q.reserve(key, lock));
                 }
-                (deliveries, q.delayed.first().map(|d| d.0))
+                (deliveries, q.delayed.first().map(|d| d.0), false)
             });
+            self.isolation_pending.store(pending, Ordering::Relaxed);
+            if pending {
+                return Ok(Vec::new());
+            }
             if !deliveries.is_empty() || now >= deadline {
                 return Ok(deliveries);
             }
@@ -347,11 +372,28 @@ impl Consumer for MemoryConsumer {
         }
     }
 
+    fn isolation_pending(&self) -> bool {
+        self.isolation_pending.load(Ordering::Relaxed)
+    }
+
+    async fn receive_isolated(&self) -> Result<Option<Delivery>> {
+        let lock = Instant::now() + self.options.lock_timeout;
+        Ok(self.with_queue(|q| {
+            while let Some(key) = q.suspects.pop_front() {
+                if let Some(delivery) = q.reserve(key.clone(), lock) {
+                    q.isolated.insert(key);
+                    return Some(delivery);
+                }
+            }
+            None
+        }))
+    }
+
     async fn ack(&self, receipts: &[Receipt]) -> Result<()> {
         self.with_queue(|q| {
             for receipt in receipts {
                 if q.reserved(receipt).is_some() {
-                    q.in_flight.remove(&receipt.key);
+                    q.unlock(&receipt.key);
                     q.messages.remove(&receipt.key);
                 }
             }
@@ -381,7 +423,7 @@ impl Consumer for MemoryConsumer {
                 return;
             };
             stored.record(Some(error));
-            q.in_flight.remove(&receipt.key);
+            q.unlock(&receipt.key);
             if delay.is_zero() {
                 q.ready.push_back(receipt.key.clone());
             } else {
@@ -412,8 +454,11 @@ impl Consumer for MemoryConsumer {
             for receipt in receipts.iter().rev() {
                 if let Some(stored) = q.reserved(receipt) {
                     stored.deliveries -= 1;
-                    q.in_flight.remove(&receipt.key);
-                    q.ready.push_front(receipt.key.clone());
+                    if q.unlock(&receipt.key) {
+                        q.suspects.push_front(receipt.key.clone());
+                    } else {
+                        q.ready.push_front(receipt.key.clone());
+                    }
                 }
             }
             q.notify.notify_waiters();
@@ -421,32 +466,34 @@ impl Consumer for MemoryConsumer {
         Ok(())
     }
 
-    async fn recover(&self) -> Result<()> {
+    async fn recover(&self) -> Result<usize> {
         let now = Instant::now();
         let limit = self.options.delivery_limit;
-        self.with_queue(|q| {
+        Ok(self.with_queue(|q| {
             let expired: Vec<Bytes> = q
                 .in_flight
                 .iter()
                 .filter(|(_, deadline)| **deadline <= now)
                 .map(|(key, _)| key.clone())
                 .collect();
-            for key in expired {
-                let error =
-                    ErrorRecord::now("lock expired: the consumer stopped or lost its connection");
-                let deliveries = q.messages.get(&key).map_or(0, |m| m.deliveries);
-                if deliveries >= limit {
-                    q.kill(key, DeadLetterReason::DeliveryLimit, Some(&error));
+            let error =
+                ErrorRecord::now("lock expired: the consumer stopped or lost its connection");
+            for key in &expired {
+                let deliveries = q.messages.get(key).map_or(0, |m| m.deliveries);
+                // Held alone, it can only have failed itself; held with others, it is
+                // delivered alone next, so that it is charged only its own failures.
+                let alone = q.unlock(key);
+                if alone && deliveries >= limit {
+                    q.kill(key.clone(), DeadLetterReason::DeliveryLimit, Some(&error));
                 } else {
-                    q.in_flight.remove(&key);
-                    if let Some(stored) = q.messages.get_mut(&key) {
+                    if let Some(stored) = q.messages.get_mut(key) {
                         stored.record(Some(&error));
                     }
-                    q.ready.push_front(key);
+                    q.suspects.push_back(key.clone());
                 }
             }
             q.notify.notify_waiters();
-        });
-        Ok(())
+            expired.len()
+        }))
     }
 }

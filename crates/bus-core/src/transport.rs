@@ -205,7 +205,23 @@ pub trait Consumer: Send + Sync + fmt::Debug {
     /// lock and an incremented delivery count. When none is ready it waits, without
     /// polling, until one is, `stop` fires, or a transport-chosen bound (about a second)
     /// passes; so it may return none.
+    ///
+    /// While messages recovered from a crashed consumer wait to be delivered alone (see
+    /// [`Consumer::isolation_pending`]), it returns none at once.
     async fn receive(&self, max: usize, stop: &CancellationToken) -> Result<Vec<Delivery>>;
+    /// Whether the last receive found recovered messages waiting to be delivered one at
+    /// a time. The caller then settles everything it holds and takes them with
+    /// [`Consumer::receive_isolated`], running each with nothing else in flight, so that
+    /// a message that crashes its consumer is only charged its own deliveries and never
+    /// takes its batch-mates to the dead-letter list.
+    fn isolation_pending(&self) -> bool {
+        false
+    }
+    /// Reserves the next recovered message to be run alone, if there is one. The caller
+    /// holds nothing else while it runs.
+    async fn receive_isolated(&self) -> Result<Option<Delivery>> {
+        Ok(None)
+    }
     /// Removes handled messages.
     async fn ack(&self, receipts: &[Receipt]) -> Result<()>;
     /// Extends the locks of held messages; `false` where the lock was already lost.
@@ -222,10 +238,12 @@ pub trait Consumer: Send + Sync + fmt::Debug {
     /// Returns reserved messages that never started to the head of the ready list and
     /// takes back their delivery count (used at shutdown).
     async fn release(&self, receipts: &[Receipt]) -> Result<()>;
-    /// Recovers messages whose lock expired (bounded per call), counting the lost
-    /// delivery and dead-lettering those at the limit. Safe when several consumers run
-    /// it at once.
-    async fn recover(&self) -> Result<()>;
+    /// Recovers messages whose lock expired (bounded per call) and returns how many.
+    /// The lost delivery stays counted. A message that was held with others is then
+    /// delivered alone ([`Consumer::receive_isolated`]); one that was already alone and
+    /// reached the delivery limit is dead-lettered. Safe when several consumers run it
+    /// at once.
+    async fn recover(&self) -> Result<usize>;
     /// Closes the consumer's own connections, if any (called once, after its last use).
     async fn close(&self) -> Result<()> {
         Ok(())

@@ -1,6 +1,9 @@
 -- Prepended to every script of the bus (see scripts.rs); defines shared helpers.
 -- Times come from the Redis clock so that all consumers agree on deadlines.
 local ERROR_HISTORY = 10
+-- Pushed onto an empty ready list when a delayed message becomes the next one due, so
+-- that consumers blocked on the list wake and wait for its due time instead.
+local WAKE = '~wake'
 
 local function now_ms()
   local t = redis.call('TIME')
@@ -34,4 +37,20 @@ local function bury(errors, dead, dead_info, id, reason, message, now)
   append_error(errors, id, message, now)
   redis.call('RPUSH', dead, id)
   redis.call('HSET', dead_info, id, cjson.encode({ reason = reason, at_ms = now }))
+end
+
+-- Schedules ids at `due` (ms). When they become the first due and the ready list is
+-- empty, pushes the wake-up marker, so that an idle consumer blocked on the ready list
+-- wakes and waits just until then (its wait was computed before this message existed).
+local function schedule(delayed, ready, due, ids)
+  local first = redis.call('ZRANGE', delayed, 0, 0, 'WITHSCORES')
+  local items = {}
+  for _, id in ipairs(ids) do
+    items[#items + 1] = due
+    items[#items + 1] = id
+  end
+  bulk('ZADD', delayed, items)
+  if (#first == 0 or tonumber(first[2]) > due) and redis.call('LLEN', ready) == 0 then
+    redis.call('RPUSH', ready, WAKE)
+  end
 end

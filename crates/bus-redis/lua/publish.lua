@@ -1,7 +1,9 @@
 -- Publish: a copy of every event to every subscription of the topic, all or none.
--- KEYS: subs, then the ready list of each subscription, in the order of ARGV's names.
--- ARGV: S, name_1 .. name_S, envelope, envelope, ...
--- Returns S, or -1 when the caller's list of subscriptions is not the current one.
+-- KEYS: subs, then the ready list of each valid subscription, in the order of ARGV's
+-- names (names that would break the key layout receive nothing and have no key).
+-- ARGV: S, name_1 .. name_S (every name read), envelope, envelope, ...
+-- Returns the number of ready lists written, or -1 when the caller's list of names is
+-- not the current set.
 local s = tonumber(ARGV[1])
 if redis.call('SCARD', KEYS[1]) ~= s then return -1 end
 for k = 1, s do
@@ -9,7 +11,7 @@ for k = 1, s do
 end
 local envelopes = {}
 for i = s + 2, #ARGV do envelopes[#envelopes + 1] = ARGV[i] end
-for k = 1, s do
-  bulk('RPUSH', KEYS[1 + k], envelopes)
+for k = 2, #KEYS do
+  bulk('RPUSH', KEYS[k], envelopes)
 end
-return s
+return #KEYS - 1

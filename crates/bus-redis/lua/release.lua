@@ -1,13 +1,19 @@
--- Release: return reserved messages that never started to the head of the ready list,
--- in their order, and take back their delivery count.
--- KEYS: inflight, deliveries, ready.  ARGV: id, count, id, count, ... (reservation order)
+-- Release: return reserved messages that never started to the head of the ready list
+-- (a recovered one to the head of `suspects`), in their order, and take back their
+-- delivery count.
+-- KEYS: inflight, deliveries, ready, isolated, suspects.
+-- ARGV: id, count, id, count, ... (reservation order)
 local released = 0
 for i = #ARGV - 1, 1, -2 do
   local id = ARGV[i]
   if current(KEYS[1], KEYS[2], id, ARGV[i + 1]) then
     redis.call('ZREM', KEYS[1], id)
     redis.call('HINCRBY', KEYS[2], id, -1)
-    redis.call('LPUSH', KEYS[3], id)
+    if redis.call('SREM', KEYS[4], id) == 1 then
+      redis.call('LPUSH', KEYS[5], id)
+    else
+      redis.call('LPUSH', KEYS[3], id)
+    end
     released = released + 1
   end
 end

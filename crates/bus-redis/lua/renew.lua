@@ -1,4 +1,5 @@
--- Renew: extend the locks of held messages.
+-- Renew: extend the locks of held messages. Allowed on a full Redis (it only rewrites
+-- existing scores), so that locks hold while operators drain a full Redis.
 -- KEYS: inflight, deliveries.  ARGV: lock_ms, id, count, id, count, ...
 -- Returns 1 per message whose lock was extended, 0 where it was lost.
 local deadline = now_ms() + tonumber(ARGV[1])

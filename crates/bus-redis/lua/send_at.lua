@@ -1,5 +1,5 @@
 -- Delayed send: store envelopes and schedule their ids.
--- KEYS: delayed, msgs.  ARGV: due_ms, id, envelope, id, envelope, ...
+-- KEYS: delayed, msgs, ready.  ARGV: due_ms, id, envelope, id, envelope, ...
 -- Like send, a re-sent batch (first id already stored) stores nothing.
 if #ARGV < 2 or redis.call('HEXISTS', KEYS[2], ARGV[2]) == 1 then return 0 end
 for i = 2, #ARGV, 2 do
@@ -8,13 +8,12 @@ for i = 2, #ARGV, 2 do
     return redis.error_reply('message ids must not start with ~')
   end
 end
-local fields, schedule = {}, {}
+local fields, ids = {}, {}
 for i = 2, #ARGV, 2 do
   fields[#fields + 1] = ARGV[i]
   fields[#fields + 1] = ARGV[i + 1]
-  schedule[#schedule + 1] = ARGV[1]
-  schedule[#schedule + 1] = ARGV[i]
+  ids[#ids + 1] = ARGV[i]
 end
 bulk('HSET', KEYS[2], fields)
-bulk('ZADD', KEYS[1], schedule)
-return #fields / 2
+schedule(KEYS[1], KEYS[3], tonumber(ARGV[1]), ids)
+return #ids

@@ -4,6 +4,7 @@ use std::fmt;
 use std::time::Duration;
 
 use fred::prelude::{Builder, Client, ClientLike, Config, ReconnectPolicy, ServerConfig};
+use fred::types::config::UnresponsiveConfig;
 
 use crate::keys::DEFAULT_PREFIX;
 use crate::{Error, Result};
@@ -26,9 +27,15 @@ pub struct RedisConfig {
     fred: Config,
     prefix: String,
     reconnect_max_delay: Duration,
+    command_timeout: Duration,
+    unresponsive_timeout: Duration,
     #[cfg(feature = "tls")]
     tls_ca: Option<crate::tls::CaSource>,
 }
+
+/// The shortest command and unresponsive timeouts: a consumer's idle wait blocks on
+/// Redis for up to a second, and that wait must not count as a dead connection.
+const MIN_TIMEOUT: Duration = Duration::from_secs(2);
 
 impl RedisConfig {
     /// Parses a connection string. A password never appears in `Debug` output or logs.
@@ -59,6 +66,8 @@ impl RedisConfig {
             fred,
             prefix: DEFAULT_PREFIX.to_owned(),
             reconnect_max_delay: Duration::from_secs(2),
+            command_timeout: Duration::from_secs(5),
+            unresponsive_timeout: Duration::from_secs(10),
             #[cfg(feature = "tls")]
             tls_ca: None,
         })
@@ -80,6 +89,24 @@ impl RedisConfig {
     /// gives up.
     pub fn reconnect_max_delay(mut self, delay: Duration) -> Self {
         self.reconnect_max_delay = delay;
+        self
+    }
+
+    /// How long any call waits for Redis's reply (5 s by default, at least 2 s). A call
+    /// without a reply in time fails with [`bus_core::Error::OutcomeUnknown`]: Redis
+    /// may still carry it out, when the connection comes back (see docs/operations.md,
+    /// "Outages").
+    pub fn command_timeout(mut self, timeout: Duration) -> Self {
+        self.command_timeout = timeout.max(MIN_TIMEOUT);
+        self
+    }
+
+    /// How long a connection may leave a command unanswered before it is taken for dead
+    /// (a half-open connection: a dead NAT entry, a paused VM, a black-holing proxy),
+    /// closed and replaced (10 s by default, at least 2 s). Commands in flight on it are
+    /// sent again on the new connection; every script is safe under that.
+    pub fn unresponsive_timeout(mut self, timeout: Duration) -> Self {
+        self.unresponsive_timeout = timeout.max(MIN_TIMEOUT);
         self
     }
 
@@ -142,23 +169,60 @@ impl RedisConfig {
         }
     }
 
-    /// A new, connected client with a reconnect policy. Each blocking waiter gets its own.
+    /// A new, connected client with a reconnect policy, a command timeout and
+    /// detection of unresponsive connections. Each blocking waiter gets its own.
     pub async fn connect_client(&self) -> Result<Client> {
         let max_delay = u32::try_from(self.reconnect_max_delay.as_millis()).unwrap_or(u32::MAX);
+        let (command_timeout, unresponsive) = (self.command_timeout, self.unresponsive_timeout);
         let client = Builder::from_config(self.fred_config()?)
             .with_connection_config(|c| {
                 c.connection_timeout = Duration::from_secs(5);
+                c.unresponsive = UnresponsiveConfig {
+                    max_timeout: Some(unresponsive),
+                    interval: (unresponsive / 4).max(Duration::from_millis(100)),
+                };
             })
+            .with_performance_config(|p| p.default_command_timeout = command_timeout)
             .set_policy(ReconnectPolicy::new_exponential(0, 50, max_delay, 2))
             .build()
-            .map_err(Error::Redis)?;
-        client.init().await.map_err(|e| match e.kind() {
-            fred::error::ErrorKind::Auth => Error::Auth(e),
-            #[cfg(feature = "tls")]
-            fred::error::ErrorKind::IO => crate::tls::io_error(e),
-            _ => Error::Redis(e),
-        })?;
+            .map_err(Error::from)?;
+        client.init().await.map_err(|e| self.connect_error(e))?;
         Ok(client)
+    }
+
+    /// The error of a first connect, naming the server.
+    fn connect_error(&self, error: fred::error::Error) -> Error {
+        #[cfg(feature = "tls")]
+        if *error.kind() == fred::error::ErrorKind::IO {
+            if let Some(tls) = crate::tls::io_error(&error) {
+                return tls;
+            }
+        }
+        let server = self.server();
+        match error.kind() {
+            fred::error::ErrorKind::Auth => Error::Auth {
+                server,
+                source: error.into(),
+            },
+            _ => Error::Connect {
+                server,
+                source: error.into(),
+            },
+        }
+    }
+
+    /// Where this configuration connects, for messages: never a password.
+    pub fn server(&self) -> String {
+        match &self.fred.server {
+            ServerConfig::Centralized { server } => format!("{server}"),
+            ServerConfig::Clustered { hosts, .. } => {
+                let hosts: Vec<String> = hosts.iter().map(ToString::to_string).collect();
+                format!("cluster {}", hosts.join(", "))
+            }
+            ServerConfig::Sentinel { service_name, .. } => {
+                format!("sentinel service {service_name}")
+            }
+        }
     }
 
     /// fred's config, with the private CA's trust roots when one was given.
@@ -173,13 +237,7 @@ impl RedisConfig {
 
 impl fmt::Debug for RedisConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let server = match &self.fred.server {
-            ServerConfig::Centralized { server } => format!("{server}"),
-            ServerConfig::Clustered { hosts, .. } => format!("cluster {hosts:?}"),
-            ServerConfig::Sentinel { service_name, .. } => {
-                format!("sentinel service {service_name}")
-            }
-        };
+        let server = self.server();
         let mut debug = f.debug_struct("RedisConfig");
         debug
             .field("server", &server)

@@ -1,6 +1,6 @@
 //! The consumer side: reserve, wait, ack, renew, retry, dead-letter, release, recover.
 
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -37,12 +37,15 @@ pub(crate) struct RedisConsumer {
     /// Each script's KEYS, built once: reserve and ack run on every message.
     script_keys: ScriptKeys,
     options: ConsumerOptions,
+    /// The last reserve found recovered messages waiting to run alone.
+    isolation_pending: AtomicBool,
 }
 
 /// The KEYS of each script, in the order its header (`lua/*.lua`) lists them.
 #[derive(Debug)]
 struct ScriptKeys {
     reserve: Vec<Key>,
+    reserve_alone: Vec<Key>,
     ack: Vec<Key>,
     renew: Vec<Key>,
     retry: Vec<Key>,
@@ -63,19 +66,48 @@ impl ScriptKeys {
                 &k.delayed,
                 &k.seq,
                 &k.dead_info,
+                &k.suspects,
             ]),
-            ack: keys(&[&k.inflight, &k.msgs, &k.deliveries, &k.errors]),
+            reserve_alone: keys(&[
+                &k.suspects,
+                &k.msgs,
+                &k.deliveries,
+                &k.inflight,
+                &k.isolated,
+            ]),
+            ack: keys(&[&k.inflight, &k.msgs, &k.deliveries, &k.errors, &k.isolated]),
             renew: keys(&[&k.inflight, &k.deliveries]),
-            retry: keys(&[&k.inflight, &k.deliveries, &k.errors, &k.ready, &k.delayed]),
-            dead_letter: keys(&[&k.inflight, &k.deliveries, &k.errors, &k.dead, &k.dead_info]),
-            release: keys(&[&k.inflight, &k.deliveries, &k.ready]),
-            recover: keys(&[
+            retry: keys(&[
                 &k.inflight,
                 &k.deliveries,
                 &k.errors,
                 &k.ready,
+                &k.delayed,
+                &k.isolated,
+            ]),
+            dead_letter: keys(&[
+                &k.inflight,
+                &k.deliveries,
+                &k.errors,
                 &k.dead,
                 &k.dead_info,
+                &k.isolated,
+            ]),
+            release: keys(&[
+                &k.inflight,
+                &k.deliveries,
+                &k.ready,
+                &k.isolated,
+                &k.suspects,
+            ]),
+            recover: keys(&[
+                &k.inflight,
+                &k.deliveries,
+                &k.errors,
+                &k.suspects,
+                &k.dead,
+                &k.dead_info,
+                &k.isolated,
             ]),
         }
     }
@@ -96,6 +128,7 @@ impl RedisConsumer {
             script_keys: ScriptKeys::new(&keys),
             keys,
             options,
+            isolation_pending: AtomicBool::new(false),
         }
     }
 
@@ -122,32 +155,10 @@ impl RedisConsumer {
         };
         let mut items = items.into_iter();
         let wait = items.next().and_then(|v| v.as_i64()).unwrap_or(-1);
-        let mut deliveries = Vec::with_capacity(items.len() / 3);
-        while let (Some(id), Some(count), Some(payload)) =
-            (items.next(), items.next(), items.next())
-        {
-            let (Some(key), Some(count), Some(payload)) =
-                (id.into_bytes(), count.as_i64(), payload.into_bytes())
-            else {
-                return Err(Error::Protocol {
-                    script: "reserve",
-                    detail: "malformed delivery triple".into(),
-                }
-                .into());
-            };
-            let count = u32::try_from(count).unwrap_or(u32::MAX);
-            deliveries.push(Delivery {
-                receipt: Receipt {
-                    key,
-                    delivery: count,
-                },
-                delivery_count: count,
-                payload,
-            });
-        }
-        Ok((wait, deliveries))
+        let pending = items.next().and_then(|v| v.as_i64()) == Some(1);
+        self.isolation_pending.store(pending, Ordering::Relaxed);
+        Ok((wait, deliveries(script, items)?))
     }
-
     /// Blocks until the ready list is non-empty or `ms` pass. `BLMOVE l l LEFT LEFT`
     /// rotates the list onto itself: it changes nothing, it only wakes us.
     /// Returns whether the list became non-empty (false: the wait timed out).
@@ -172,12 +183,50 @@ impl RedisConsumer {
             .waiter
             .custom(self.on_queue_node("BLMOVE", true), args)
             .await;
-        if waited.is_err() {
-            // Perhaps a reconnect: the connection id may have changed.
-            self.waiter_id.store(-1, Ordering::Relaxed);
+        match waited {
+            Ok(value) => Ok(!value.is_null()),
+            // A full Redis refuses even this rotation (LMOVE may grow memory): wait
+            // without it, so that consumers keep draining a full Redis.
+            Err(e) if e.details().starts_with("OOM") => {
+                tokio::time::sleep(Duration::from_millis(ms.unsigned_abs())).await;
+                Ok(false)
+            }
+            Err(e) => {
+                // Perhaps a reconnect: the connection id may have changed.
+                self.waiter_id.store(-1, Ordering::Relaxed);
+                Err(Error::from(e).into())
+            }
         }
-        Ok(!waited.map_err(Error::from)?.is_null())
     }
+}
+
+/// The `id, count, envelope` triples of a reserve reply.
+fn deliveries(
+    script: &scripts::LuaScript,
+    mut items: impl ExactSizeIterator<Item = Value>,
+) -> Result<Vec<Delivery>> {
+    let mut deliveries = Vec::with_capacity(items.len() / 3);
+    while let (Some(id), Some(count), Some(payload)) = (items.next(), items.next(), items.next()) {
+        let (Some(key), Some(count), Some(payload)) =
+            (id.into_bytes(), count.as_i64(), payload.into_bytes())
+        else {
+            return Err(Error::Protocol {
+                script: script.name(),
+                detail: "malformed delivery triple".into(),
+            }
+            .into());
+        };
+        let count = u32::try_from(count).unwrap_or(u32::MAX);
+        deliveries.push(Delivery {
+            receipt: Receipt {
+                key,
+                delivery: count,
+            },
+            delivery_count: count,
+            payload,
+        });
+    }
+    Ok(deliveries)
 }
 
 /// `id, count, id, count, ...` as script arguments.
@@ -201,7 +250,7 @@ fn receipt_pair(receipt: &Receipt) -> [Value; 2] {
 impl Consumer for RedisConsumer {
     async fn receive(&self, max: usize, stop: &CancellationToken) -> Result<Vec<Delivery>> {
         let (wait, deliveries) = self.reserve(max).await?;
-        if !deliveries.is_empty() || stop.is_cancelled() {
+        if !deliveries.is_empty() || stop.is_cancelled() || self.isolation_pending() {
             return Ok(deliveries);
         }
         let wait = if wait < 0 {
@@ -220,6 +269,29 @@ impl Consumer for RedisConsumer {
             }
         }
         Ok(self.reserve(max).await?.1)
+    }
+
+    fn isolation_pending(&self) -> bool {
+        self.isolation_pending.load(Ordering::Relaxed)
+    }
+
+    async fn receive_isolated(&self) -> Result<Option<Delivery>> {
+        let script = &scripts::RESERVE_ALONE;
+        let reply = script
+            .run(
+                &self.client,
+                self.script_keys.reserve_alone.clone(),
+                vec![Value::from(self.lock_ms())],
+            )
+            .await
+            .map_err(Error::from)?;
+        let Value::Array(items) = reply else {
+            return Err(script.unexpected(&reply).into());
+        };
+        let mut items = items.into_iter();
+        let pending = items.next().and_then(|v| v.as_i64()) == Some(1);
+        self.isolation_pending.store(pending, Ordering::Relaxed);
+        Ok(deliveries(script, items)?.pop())
     }
 
     async fn ack(&self, receipts: &[Receipt]) -> Result<()> {
@@ -287,7 +359,7 @@ impl Consumer for RedisConsumer {
         Ok(())
     }
 
-    async fn recover(&self) -> Result<()> {
+    async fn recover(&self) -> Result<usize> {
         let args = vec![
             Value::from(i64::from(self.options.delivery_limit)),
             Value::from(RECOVER_BATCH),
@@ -296,10 +368,7 @@ impl Consumer for RedisConsumer {
         let recovered = scripts::RECOVER
             .run_int(&self.client, self.script_keys.recover.clone(), args)
             .await?;
-        if recovered > 0 {
-            tracing::info!(queue = %self.keys.ready, recovered, "recovered messages whose lock expired");
-        }
-        Ok(())
+        Ok(usize::try_from(recovered).unwrap_or(0))
     }
 
     async fn close(&self) -> Result<()> {

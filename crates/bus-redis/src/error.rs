@@ -1,21 +1,43 @@
 //! The error type of bus-redis.
 
+use std::fmt;
+
 /// `Result` with [`Error`] as the default error.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// What can go wrong in the Redis transport.
+/// What can go wrong in the Redis transport. Each message says what happened at its
+/// level; the cause is its [`source`](std::error::Error::source).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// The configuration is invalid.
     #[error("invalid Redis configuration: {0}")]
     Config(String),
+    /// The first connection failed.
+    #[error("cannot connect to Redis at {server}")]
+    Connect {
+        /// Where (host:port, or the cluster's or sentinel's nodes); never a password.
+        server: String,
+        /// Why.
+        #[source]
+        source: RedisError,
+    },
     /// Redis refused the credentials.
-    #[error("Redis refused the credentials (check the user and password): {0}")]
-    Auth(#[source] fred::error::Error),
+    #[error("Redis at {server} refused the credentials (check the user and password)")]
+    Auth {
+        /// Where.
+        server: String,
+        /// Redis's answer.
+        #[source]
+        source: RedisError,
+    },
     /// A Redis command failed.
-    #[error("Redis error: {0}")]
-    Redis(#[from] fred::error::Error),
+    #[error("Redis command failed")]
+    Redis(#[source] RedisError),
+    /// A call got no reply within the configured command timeout: Redis may or may not
+    /// have carried it out.
+    #[error("no reply from Redis within the command timeout")]
+    Timeout(#[source] RedisError),
     /// A script replied with something it never sends: a bug or a foreign script.
     #[error("unexpected reply from {script}: {detail}")]
     Protocol {
@@ -26,8 +48,85 @@ pub enum Error {
     },
 }
 
+impl From<fred::error::Error> for Error {
+    fn from(error: fred::error::Error) -> Self {
+        match error.kind() {
+            fred::error::ErrorKind::Timeout => Error::Timeout(RedisError(error)),
+            _ => Error::Redis(RedisError(error)),
+        }
+    }
+}
+
 impl From<Error> for bus_core::Error {
     fn from(error: Error) -> Self {
-        bus_core::Error::transport(error)
+        match error {
+            Error::Timeout(_) => bus_core::Error::OutcomeUnknown(Box::new(error)),
+            other => bus_core::Error::transport(other),
+        }
+    }
+}
+
+/// A failure reported by fred (the Redis client), displayed as a sentence: fred puts the
+/// `Debug` form of I/O errors in its text (`Os { code: 111, kind: ConnectionRefused, .. }`).
+#[derive(Debug)]
+pub struct RedisError(fred::error::Error);
+
+impl RedisError {
+    /// fred's error, for matching on its kind.
+    pub fn fred(&self) -> &fred::error::Error {
+        &self.0
+    }
+}
+
+impl From<fred::error::Error> for RedisError {
+    fn from(error: fred::error::Error) -> Self {
+        RedisError(error)
+    }
+}
+
+impl fmt::Display for RedisError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use fred::error::ErrorKind;
+        let details = self.0.details();
+        match self.0.kind() {
+            // fred writes `{io_error:?}`: keep the OS's own message.
+            ErrorKind::IO => match io_message(details) {
+                Some(message) => write!(f, "{}", message.to_lowercase()),
+                None => write!(f, "I/O error: {details}"),
+            },
+            ErrorKind::Timeout => write!(f, "timed out: {details}"),
+            ErrorKind::Canceled => write!(f, "cancelled: {details}"),
+            _ => write!(f, "{details}"),
+        }
+    }
+}
+
+impl std::error::Error for RedisError {}
+
+/// The `message: "..."` of an `io::Error`'s `Debug` text, or the text of a simple kind.
+fn io_message(details: &str) -> Option<&str> {
+    if let Some(start) = details.find("message: \"") {
+        let rest = &details[start + 10..];
+        return rest.find('"').map(|end| &rest[..end]);
+    }
+    let kind = details.strip_prefix("Kind(")?.strip_suffix(')')?;
+    Some(kind)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fred::error::ErrorKind;
+
+    #[test]
+    fn io_errors_read_as_sentences() {
+        let io = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        let os = fred::error::Error::new(
+            ErrorKind::IO,
+            r#"Os { code: 111, kind: ConnectionRefused, message: "Connection refused" }"#,
+        );
+        assert_eq!(RedisError(os).to_string(), "connection refused");
+        let text = RedisError(fred::error::Error::from(io)).to_string();
+        assert!(!text.contains("Os {") && !text.contains("Kind("), "{text}");
     }
 }

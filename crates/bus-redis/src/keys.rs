@@ -2,6 +2,10 @@
 
 use bus_core::Source;
 
+/// The element a delayed message pushes onto an empty ready list to wake idle
+/// consumers; reserve skips it (docs/redis-layout.md).
+pub const WAKE: &str = "~wake";
+
 /// The default key prefix (namespace).
 pub const DEFAULT_PREFIX: &str = "bus";
 
@@ -10,7 +14,8 @@ pub const DEFAULT_PREFIX: &str = "bus";
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct QueueKeys {
-    /// List of ready message ids.
+    /// List of ready elements: fresh envelopes, ids of stored messages, and the wake-up
+    /// marker [`WAKE`].
     pub ready: String,
     /// Hash: id → envelope.
     pub msgs: String,
@@ -26,8 +31,12 @@ pub struct QueueKeys {
     pub dead: String,
     /// Hash: id → JSON `{reason, at_ms}` of a dead letter.
     pub dead_info: String,
-    /// Counter for ids given to foreign elements.
+    /// Counter of the storage ids (`~n`) that reserve gives fresh envelopes.
     pub seq: String,
+    /// List of recovered message ids, delivered one at a time, each alone.
+    pub suspects: String,
+    /// Set of the recovered ids reserved alone right now.
+    pub isolated: String,
 }
 
 impl QueueKeys {
@@ -48,11 +57,13 @@ impl QueueKeys {
             dead: key("dead"),
             dead_info: key("dead-info"),
             seq: key("seq"),
+            suspects: key("suspects"),
+            isolated: key("isolated"),
         }
     }
 
     /// Every key, for management and cleanup.
-    pub fn all(&self) -> [&str; 9] {
+    pub fn all(&self) -> [&str; 11] {
         [
             &self.ready,
             &self.msgs,
@@ -63,6 +74,8 @@ impl QueueKeys {
             &self.dead,
             &self.dead_info,
             &self.seq,
+            &self.suspects,
+            &self.isolated,
         ]
     }
 }

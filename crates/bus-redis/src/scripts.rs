@@ -55,18 +55,34 @@ macro_rules! lua {
             ),
         )
     };
+    // A consumer-side script runs on a full Redis (`maxmemory`, `noeviction`): it only
+    // moves, counts or removes existing messages, and draining a full Redis needs it.
+    // Sends are refused there, with Redis's OOM error.
+    ($name:literal, allow_oom) => {
+        LuaScript::new(
+            $name,
+            concat!(
+                "#!lua flags=allow-oom\n",
+                include_str!("../lua/common.lua"),
+                include_str!(concat!("../lua/", $name, ".lua"))
+            ),
+        )
+    };
 }
 
 // Each script is hashed once per process, on first use.
 pub(crate) static SEND_AT: LazyLock<LuaScript> = LazyLock::new(|| lua!("send_at"));
 pub(crate) static PUBLISH: LazyLock<LuaScript> = LazyLock::new(|| lua!("publish"));
-pub(crate) static RESERVE: LazyLock<LuaScript> = LazyLock::new(|| lua!("reserve"));
-pub(crate) static ACK: LazyLock<LuaScript> = LazyLock::new(|| lua!("ack"));
-pub(crate) static RENEW: LazyLock<LuaScript> = LazyLock::new(|| lua!("renew"));
-pub(crate) static RETRY: LazyLock<LuaScript> = LazyLock::new(|| lua!("retry"));
-pub(crate) static DEAD_LETTER: LazyLock<LuaScript> = LazyLock::new(|| lua!("dead_letter"));
-pub(crate) static RELEASE: LazyLock<LuaScript> = LazyLock::new(|| lua!("release"));
-pub(crate) static RECOVER: LazyLock<LuaScript> = LazyLock::new(|| lua!("recover"));
+pub(crate) static RESERVE: LazyLock<LuaScript> = LazyLock::new(|| lua!("reserve", allow_oom));
+pub(crate) static RESERVE_ALONE: LazyLock<LuaScript> =
+    LazyLock::new(|| lua!("reserve_alone", allow_oom));
+pub(crate) static ACK: LazyLock<LuaScript> = LazyLock::new(|| lua!("ack", allow_oom));
+pub(crate) static RENEW: LazyLock<LuaScript> = LazyLock::new(|| lua!("renew", allow_oom));
+pub(crate) static RETRY: LazyLock<LuaScript> = LazyLock::new(|| lua!("retry", allow_oom));
+pub(crate) static DEAD_LETTER: LazyLock<LuaScript> =
+    LazyLock::new(|| lua!("dead_letter", allow_oom));
+pub(crate) static RELEASE: LazyLock<LuaScript> = LazyLock::new(|| lua!("release", allow_oom));
+pub(crate) static RECOVER: LazyLock<LuaScript> = LazyLock::new(|| lua!("recover", allow_oom));
 
 impl LuaScript {
     /// Runs the script and reads an integer reply.

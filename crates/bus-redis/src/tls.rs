@@ -71,17 +71,17 @@ pub(crate) fn with_ca(mut config: Config, ca: &CaSource) -> Result<Config> {
 
 /// An I/O error of a first connect. A certificate that rustls refused (fred reports it as
 /// an I/O error whose text names it) becomes an error that says so and how to fix it.
-pub(crate) fn io_error(error: fred::error::Error) -> Error {
+pub(crate) fn io_error(error: &fred::error::Error) -> Option<Error> {
     let details = error.details();
     let reason = details
         .find("InvalidCertificate(")
         .zip(details.rfind(')'))
         .and_then(|(start, end)| details.get(start..=end));
     match reason {
-        Some(reason) => Error::Config(format!(
+        Some(reason) => Some(Error::Config(format!(
             "the Redis server's TLS certificate is not trusted ({reason}): if a private CA \
              signed it, give the CA with RedisConfig::tls_ca_pem or tls_ca_file"
-        )),
-        None => Error::Redis(error),
+        ))),
+        None => None,
     }
 }

@@ -1,6 +1,6 @@
 //! The producer side: send, schedule, publish; and the factory of consumers.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -39,6 +39,8 @@ struct Inner {
     config: RedisConfig,
     /// Last known subscriptions per topic; publish checks them inside its script.
     subscriptions: Mutex<HashMap<String, Vec<String>>>,
+    /// Invalid subscription names already warned about.
+    invalid_subscriptions: Mutex<HashSet<(String, String)>>,
 }
 
 impl RedisTransport {
@@ -52,6 +54,7 @@ impl RedisTransport {
                 client,
                 config: config.clone(),
                 subscriptions: Mutex::default(),
+                invalid_subscriptions: Mutex::default(),
             }),
         })
     }
@@ -95,6 +98,9 @@ impl RedisTransport {
         Ok(names)
     }
 
+    /// One publish attempt with the subscriptions as read: -1 when they changed since.
+    /// Every name is checked against the set, but only valid names receive copies: a
+    /// foreign client may register a name that would break the key layout.
     async fn try_publish(
         &self,
         topic: &str,
@@ -103,20 +109,41 @@ impl RedisTransport {
     ) -> Result<i64> {
         let mut keys = Vec::with_capacity(1 + names.len());
         keys.push(keys::subscriptions(self.prefix(), topic));
-        let mut args = Vec::with_capacity(1 + names.len() + messages.len());
+        let mut args = Vec::with_capacity(2 + names.len() + messages.len());
         args.push(Value::from(names.len() as i64));
+        args.extend(names.iter().map(|name| Value::from(name.as_str())));
         for name in names {
-            let queue = self.keys(&Source::Subscription {
-                topic: topic.to_owned(),
-                name: name.clone(),
-            });
-            keys.push(queue.ready);
-            args.push(Value::from(name.as_str()));
+            match Source::subscription(topic, name.as_str()) {
+                Ok(source) => keys.push(self.keys(&source).ready),
+                Err(e) => self.warn_invalid_subscription(topic, name, &e),
+            }
         }
         args.extend(messages.iter().map(|m| Value::Bytes(m.payload.clone())));
         scripts::PUBLISH
             .run_int(&self.inner.client, keys, args)
             .await
+    }
+
+    fn warn_invalid_subscription(&self, topic: &str, name: &str, error: &bus_core::Error) {
+        let mut warned = self
+            .inner
+            .invalid_subscriptions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if warned.insert((topic.to_owned(), name.to_owned())) {
+            tracing::warn!(topic, subscription = name, error = %error,
+                "a subscription registered in Redis has an invalid name: it receives no events");
+        }
+    }
+
+    /// Adds `member` to a registry set. Best effort: a full Redis refuses the write, and
+    /// that is when an operator starts consumers to drain it.
+    async fn register(&self, set: String, member: &str) {
+        let added: Result<i64, _> = self.inner.client.sadd(set.as_str(), member).await;
+        if let Err(e) = added {
+            tracing::warn!(key = set, member, error = %bus_core::Error::from(Error::from(e)),
+                "could not register in Redis; consuming goes on");
+        }
     }
 }
 
@@ -161,7 +188,11 @@ impl Transport for RedisTransport {
         let mut args = vec![Value::from(epoch_ms(due))];
         args.extend(message_args(&messages));
         scripts::SEND_AT
-            .run_int(&self.inner.client, vec![keys.delayed, keys.msgs], args)
+            .run_int(
+                &self.inner.client,
+                vec![keys.delayed, keys.msgs, keys.ready],
+                args,
+            )
             .await?;
         Ok(())
     }
@@ -182,7 +213,7 @@ impl Transport for RedisTransport {
         for _ in 0..PUBLISH_ATTEMPTS {
             let reached = self.try_publish(topic, &names, &messages).await?;
             if reached >= 0 {
-                return Ok(names.len());
+                return Ok(usize::try_from(reached).unwrap_or(0));
             }
             // The subscriptions changed since they were read: read them again.
             names = self.read_subscriptions(topic).await?;
@@ -199,29 +230,27 @@ impl Transport for RedisTransport {
         source: &Source,
         options: ConsumerOptions,
     ) -> bus_core::Result<Box<dyn Consumer>> {
-        let client = &self.inner.client;
         match source {
             Source::Queue(queue) => {
-                let _: i64 = client
-                    .sadd(keys::queue_registry(self.prefix()), queue.as_str())
-                    .await
-                    .map_err(Error::from)?;
+                self.register(keys::queue_registry(self.prefix()), queue)
+                    .await;
             }
             Source::Subscription { topic, name } => {
-                let _: i64 = client
+                // Without this the subscription receives nothing: it is not best effort.
+                let _: i64 = self
+                    .inner
+                    .client
                     .sadd(keys::subscriptions(self.prefix(), topic), name.as_str())
                     .await
                     .map_err(Error::from)?;
-                let _: i64 = client
-                    .sadd(keys::topic_registry(self.prefix()), topic.as_str())
-                    .await
-                    .map_err(Error::from)?;
+                self.register(keys::topic_registry(self.prefix()), topic)
+                    .await;
             }
         }
         // Blocking waits stall a connection, so each consumer waits on its own.
         let waiter = self.inner.config.connect_client().await?;
         Ok(Box::new(RedisConsumer::new(
-            client.clone(),
+            self.inner.client.clone(),
             waiter,
             self.keys(source),
             options,

@@ -221,13 +221,13 @@ async fn four_consumers_recovering_the_same_expired_locks_requeue_each_once() {
     let taken = first.receive(1000, &stop).await.unwrap();
     assert_eq!(taken.len(), 1000);
     assert_eq!(counts(&redis, "work").inflight, 1000);
-    tokio::time::sleep(Duration::from_millis(250)).await;
 
     let mut sweepers = Vec::new();
     for _ in 0..4 {
         sweepers.push(transport.consumer(&source, options.clone()).await.unwrap());
     }
-    // Each sweep handles at most 100; keep all four sweeping at once until none is left.
+    // Each sweep handles at most 100; keep all four sweeping at once until none is left
+    // (the locks expire 200 ms after the reserve).
     assert!(
         eventually(Duration::from_secs(20), || async {
             futures::future::try_join_all(sweepers.iter().map(|s| s.recover()))
@@ -237,14 +237,25 @@ async fn four_consumers_recovering_the_same_expired_locks_requeue_each_once() {
         })
         .await
     );
+    // Held together when their consumer died, they now wait to be delivered alone.
     let keys = transport.keys(&source);
-    let ready: Vec<String> = transport.client().lrange(&keys.ready, 0, -1).await.unwrap();
-    let unique: HashSet<&String> = ready.iter().collect();
-    assert_eq!((ready.len(), unique.len()), (1000, 1000));
+    let suspects: Vec<String> = transport
+        .client()
+        .lrange(&keys.suspects, 0, -1)
+        .await
+        .unwrap();
+    let unique: HashSet<&String> = suspects.iter().collect();
+    assert_eq!((suspects.len(), unique.len()), (1000, 1000));
+    assert!(first.receive(1000, &stop).await.unwrap().is_empty());
+    assert!(first.isolation_pending());
     // The lost delivery is counted: the next delivery of each is its second.
-    let again = first.receive(1000, &stop).await.unwrap();
-    assert_eq!(again.len(), 1000);
-    assert!(again.iter().all(|d| d.delivery_count == 2));
+    for _ in 0..1000 {
+        let alone = first.receive_isolated().await.unwrap().expect("a suspect");
+        assert_eq!(alone.delivery_count, 2);
+        first.ack(&[alone.receipt]).await.unwrap();
+    }
+    assert!(first.receive_isolated().await.unwrap().is_none());
+    assert!(!first.isolation_pending());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

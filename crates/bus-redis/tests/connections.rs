@@ -79,7 +79,7 @@ async fn a_wrong_password_is_a_clear_error() {
     let err = RedisTransport::connect(&RedisConfig::from_url(&url).unwrap())
         .await
         .unwrap_err();
-    assert!(matches!(err, Error::Auth(_)), "{err:?}");
+    assert!(matches!(err, Error::Auth { .. }), "{err:?}");
     let text = err.to_string();
     assert!(text.contains("credentials"), "{text}");
     assert!(

@@ -231,7 +231,7 @@ async fn a_wrong_password_over_tls_is_a_clear_error() {
         .unwrap()
         .tls_ca_pem(redis.ca_pem());
     let err = connect(&config).await.unwrap_err();
-    assert!(matches!(err, Error::Auth(_)), "{err:?}");
+    assert!(matches!(err, Error::Auth { .. }), "{err:?}");
     let text = err.to_string();
     assert!(text.contains("credentials"), "{text}");
     assert!(

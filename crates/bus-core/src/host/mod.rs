@@ -1,5 +1,7 @@
 //! The host: registration at start-up, then `run` until a shutdown signal.
 
+mod handle;
+mod held;
 mod registration;
 mod worker;
 
@@ -334,14 +336,44 @@ impl Host {
         running.shutdown().await
     }
 
-    /// [`Host::run`] until Ctrl-C (SIGINT).
+    /// [`Host::run`] until SIGINT (Ctrl-C) or SIGTERM (what docker, Kubernetes and
+    /// systemd send to stop a service): see [`shutdown_signal`].
+    pub async fn run_until_signal(self) -> Result<()> {
+        self.run(shutdown_signal()).await
+    }
+
+    /// The same as [`Host::run_until_signal`]: it shuts down gracefully on SIGTERM as
+    /// well as on Ctrl-C (SIGINT).
     pub async fn run_until_ctrl_c(self) -> Result<()> {
-        self.run(async {
-            if let Err(e) = tokio::signal::ctrl_c().await {
-                tracing::error!(error = %e, "cannot listen for Ctrl-C; running until killed");
+        self.run_until_signal().await
+    }
+}
+
+/// Completes when the process receives SIGINT (Ctrl-C) or, on Unix, SIGTERM. If the
+/// signals cannot be listened for, it logs an error and never completes.
+pub async fn shutdown_signal() {
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "cannot listen for SIGTERM");
                 std::future::pending::<()>().await;
             }
-        })
-        .await
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    let interrupt = async {
+        if let Err(e) = tokio::signal::ctrl_c().await {
+            tracing::error!(error = %e, "cannot listen for Ctrl-C");
+            std::future::pending::<()>().await;
+        }
+    };
+    tokio::select! {
+        () = terminate => tracing::info!("SIGTERM received: shutting down"),
+        () = interrupt => tracing::info!("SIGINT received: shutting down"),
     }
 }

@@ -2,31 +2,37 @@
 //!
 //! Capacity follows KnightBus: at most `max_concurrent_calls` handlers run, and at most
 //! `prefetch_count` more messages wait reserved in a local buffer. A fetch slot is held
-//! from reservation until the message's final transition, so the worker never holds more
-//! than `max_concurrent_calls + prefetch_count` messages.
+//! from reservation until the handler's outcome is decided, so the worker never holds
+//! more than `max_concurrent_calls + prefetch_count` messages it has not settled.
+//!
+//! Messages recovered from a crashed consumer are run alone (the transport says when
+//! they wait): the worker stops fetching, settles all it holds, then takes them one at
+//! a time, so a message that kills its process is charged only its own deliveries.
 
-use std::collections::HashMap;
-use std::panic::AssertUnwindSafe;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::FutureExt;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
-use tokio::task::JoinSet;
+use tokio::task::{JoinHandle, JoinSet};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use super::handle::{delivery_span, error_chain, panic_message, Outcome};
+use super::held::Held;
 use super::Registration;
-use crate::middleware::Next;
-use crate::{
-    Bus, Consumer, Context, DeadLetterReason, Delivery, Disposition, Envelope, ErrorRecord,
-    Middleware, Receipt,
-};
+use crate::{Bus, Consumer, Delivery, ErrorRecord, Middleware, Receipt};
 
-/// Pause after a transport error before the next fetch, so an outage is not a busy loop.
-const ERROR_PAUSE: Duration = Duration::from_millis(500);
+/// Pauses after failed fetches: doubling from the first to the last, so an outage is
+/// neither a busy loop nor a long silence after Redis returns.
+const ERROR_PAUSE: (Duration, Duration) = (Duration::from_millis(100), Duration::from_secs(5));
 /// Most acks sent in one call.
 const ACK_BATCH: usize = 512;
+/// How long shutdown may spend settling with the transport after the grace period
+/// (returning messages, flushing acks, closing): what it cannot settle in that time,
+/// lock expiry recovers.
+pub(super) const SETTLE_BOUND: Duration = Duration::from_secs(2);
 
 pub(super) struct Worker {
     pub(super) registration: Registration,
@@ -37,19 +43,11 @@ pub(super) struct Worker {
     pub(super) shutdown_grace: Duration,
 }
 
-/// Messages this worker holds (reserved and not yet settled), with the token that
-/// cancels a running handler when its lock is lost.
-type Held = Arc<Mutex<HashMap<Receipt, CancellationToken>>>;
-
-fn lock(held: &Held) -> std::sync::MutexGuard<'_, HashMap<Receipt, CancellationToken>> {
-    held.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// What happens to a message after its handler ran (or could not run).
-enum Outcome {
-    Ack,
-    Retry(Duration, ErrorRecord),
-    DeadLetter(DeadLetterReason, ErrorRecord),
+/// A reserved message waiting for a handler slot, with its handler's token.
+struct Buffered {
+    delivery: Delivery,
+    token: CancellationToken,
+    slot: OwnedSemaphorePermit,
 }
 
 impl Worker {
@@ -57,7 +55,7 @@ impl Worker {
         let this = Arc::new(self);
         let settings = &this.registration.settings;
         let capacity = settings.max_concurrent() + settings.prefetch();
-        let held: Held = Arc::default();
+        let held = Arc::new(Held::default());
         let background = CancellationToken::new();
         let (buffer_tx, buffer_rx) = mpsc::unbounded_channel();
         let (ack_tx, ack_rx) = mpsc::unbounded_channel();
@@ -68,7 +66,7 @@ impl Worker {
             buffer_tx,
             stop.clone(),
         ));
-        let acker = tokio::spawn(Arc::clone(&this).ack_loop(ack_rx));
+        let acker = tokio::spawn(Arc::clone(&this).ack_loop(ack_rx, Arc::clone(&held)));
         let renewer =
             tokio::spawn(Arc::clone(&this).renew_loop(Arc::clone(&held), background.clone()));
         let recoverer = tokio::spawn(Arc::clone(&this).recover_loop(background.clone()));
@@ -78,16 +76,15 @@ impl Worker {
             .await;
 
         // Shutdown: tell running handlers (their context's token), let them finish within
-        // the grace period, then give up on them.
-        for token in lock(&held).values() {
-            token.cancel();
-        }
-        let grace = tokio::time::sleep(this.shutdown_grace);
-        tokio::pin!(grace);
+        // the grace period, then give up on them. Everything after the grace period is
+        // bounded too, whatever the transport does.
+        held.cancel_all();
+        let grace_end = Instant::now() + this.shutdown_grace;
+        let settle_end = grace_end + SETTLE_BOUND;
         loop {
             tokio::select! {
                 next = handlers.join_next() => if next.is_none() { break },
-                () = &mut grace => {
+                () = tokio::time::sleep_until(grace_end) => {
                     tracing::warn!(source = %this.registration.source, running = handlers.len(),
                         "grace period over: abandoning handlers still running");
                     handlers.abort_all();
@@ -96,21 +93,44 @@ impl Worker {
                 }
             }
         }
-        // Whatever is still held was abandoned mid-handler: a failed delivery.
-        let abandoned: Vec<Receipt> = lock(&held).drain().map(|(r, _)| r).collect();
-        let error = ErrorRecord::now("the host shut down before the handler finished");
-        for receipt in &abandoned {
-            if let Err(e) = this.consumer.retry(receipt, Duration::ZERO, &error).await {
-                tracing::warn!(error = %e, "could not return an abandoned message; its lock will expire");
-            }
-        }
         // The ack channel closes when the last handler's sender is dropped.
-        let _ = acker.await;
+        this.bounded("flushing acks", settle_end, acker).await;
+        // Whatever is still held was abandoned mid-handler: a failed delivery.
+        let abandoned = held.drain();
+        if !abandoned.is_empty() {
+            let error = ErrorRecord::now("the host shut down before the handler finished");
+            let consumer = Arc::clone(&this.consumer);
+            let returning = tokio::spawn(async move {
+                for receipt in &abandoned {
+                    if let Err(e) = consumer.retry(receipt, Duration::ZERO, &error).await {
+                        tracing::warn!(error = %error_chain(&e), "could not return an abandoned message; its lock will expire");
+                    }
+                }
+            });
+            this.bounded("returning abandoned messages", settle_end, returning)
+                .await;
+        }
         background.cancel();
-        let _ = renewer.await;
-        let _ = recoverer.await;
-        if let Err(e) = this.consumer.close().await {
-            tracing::debug!(error = %e, "closing the consumer failed");
+        this.bounded("stopping lock renewal", settle_end, renewer)
+            .await;
+        this.bounded("stopping recovery", settle_end, recoverer)
+            .await;
+        let consumer = Arc::clone(&this.consumer);
+        let closing = tokio::spawn(async move {
+            if let Err(e) = consumer.close().await {
+                tracing::debug!(error = %error_chain(&e), "closing the consumer failed");
+            }
+        });
+        this.bounded("closing the consumer", settle_end, closing)
+            .await;
+    }
+
+    /// Waits for a shutdown step until `deadline`, then abandons it.
+    async fn bounded(&self, what: &str, deadline: Instant, task: JoinHandle<()>) {
+        let abort = task.abort_handle();
+        if tokio::time::timeout_at(deadline, task).await.is_err() {
+            abort.abort();
+            tracing::warn!(source = %self.registration.source, "shutdown: gave up {what}: the transport did not answer in time; unsettled messages return when their locks expire");
         }
     }
 
@@ -118,38 +138,74 @@ impl Worker {
     async fn fetch(
         self: Arc<Self>,
         capacity: usize,
-        held: Held,
-        buffer: mpsc::UnboundedSender<(Delivery, OwnedSemaphorePermit)>,
+        held: Arc<Held>,
+        buffer: mpsc::UnboundedSender<Buffered>,
         stop: CancellationToken,
     ) {
         let slots = Arc::new(Semaphore::new(capacity));
+        let mut outage = Outage::default();
+        let mut alone = false;
         loop {
             let mut permit = tokio::select! {
                 biased;
                 () = stop.cancelled() => break,
                 p = Arc::clone(&slots).acquire_owned() => match p { Ok(p) => p, Err(_) => break },
             };
-            let more = slots.available_permits();
-            if more > 0 {
-                if let Ok(p) = Arc::clone(&slots).try_acquire_many_owned(more as u32) {
-                    permit.merge(p);
+            let received = if alone {
+                // Recovered messages run alone: first settle everything held.
+                tokio::select! {
+                    biased;
+                    () = stop.cancelled() => break,
+                    () = held.until_empty() => {}
                 }
-            }
-            match self.consumer.receive(permit.num_permits(), &stop).await {
+                let received = tokio::select! {
+                    biased;
+                    () = stop.cancelled() => break,
+                    r = self.consumer.receive_isolated() => r,
+                };
+                match received {
+                    Ok(Some(delivery)) => Ok(vec![delivery]),
+                    Ok(None) => {
+                        alone = false;
+                        continue;
+                    }
+                    Err(e) => Err(e),
+                }
+            } else {
+                let more = slots.available_permits();
+                if more > 0 {
+                    if let Ok(p) = Arc::clone(&slots).try_acquire_many_owned(more as u32) {
+                        permit.merge(p);
+                    }
+                }
+                // Stopping abandons a pending reserve: what it reserved, if anything, is
+                // recovered when its lock expires.
+                tokio::select! {
+                    biased;
+                    () = stop.cancelled() => break,
+                    r = self.consumer.receive(permit.num_permits(), &stop) => r,
+                }
+            };
+            match received {
                 Ok(deliveries) => {
-                    let mut held = lock(&held);
+                    outage.ended(&self);
+                    alone = self.consumer.isolation_pending() || alone;
                     for delivery in deliveries {
                         let Some(slot) = permit.split(1) else { break };
-                        held.insert(delivery.receipt.clone(), CancellationToken::new());
+                        let token = held.insert(delivery.receipt.clone());
                         // The dispatcher outlives the fetcher, so the send cannot fail.
-                        let _ = buffer.send((delivery, slot));
+                        let _ = buffer.send(Buffered {
+                            delivery,
+                            token,
+                            slot,
+                        });
                     }
                 }
                 Err(e) => {
-                    tracing::warn!(source = %self.registration.source, error = %e, "receive failed; retrying");
+                    let pause = outage.failed(&self, &e);
                     tokio::select! {
                         () = stop.cancelled() => break,
-                        () = tokio::time::sleep(ERROR_PAUSE) => {}
+                        () = tokio::time::sleep(pause) => {}
                     }
                 }
             }
@@ -160,14 +216,15 @@ impl Worker {
     /// buffered ones that never started and returns the running handlers.
     async fn dispatch(
         self: Arc<Self>,
-        mut buffer: mpsc::UnboundedReceiver<(Delivery, OwnedSemaphorePermit)>,
-        held: Held,
+        mut buffer: mpsc::UnboundedReceiver<Buffered>,
+        held: Arc<Held>,
         ack_tx: mpsc::UnboundedSender<Receipt>,
         stop: &CancellationToken,
-        fetcher: tokio::task::JoinHandle<()>,
+        fetcher: JoinHandle<()>,
     ) -> JoinSet<()> {
         let running = Arc::new(Semaphore::new(self.registration.settings.max_concurrent()));
         let mut handlers = JoinSet::new();
+        let mut unstarted = Vec::new();
         loop {
             let next = tokio::select! {
                 biased;
@@ -175,207 +232,166 @@ impl Worker {
                 Some(_) = handlers.join_next(), if !handlers.is_empty() => continue,
                 next = buffer.recv() => next,
             };
-            let Some((delivery, slot)) = next else { break };
+            let Some(next) = next else { break };
             let permit = tokio::select! {
                 biased;
                 () = stop.cancelled() => {
-                    self.release(&held, vec![delivery.receipt]).await;
+                    unstarted.push(next.delivery.receipt);
                     break;
                 }
                 p = Arc::clone(&running).acquire_owned() => p,
             };
             let Ok(permit) = permit else { break };
-            let token = lock(&held)
-                .get(&delivery.receipt)
-                .cloned()
-                .unwrap_or_default();
             let this = Arc::clone(&self);
             let (held, ack_tx) = (Arc::clone(&held), ack_tx.clone());
-            handlers.spawn(async move {
-                let receipt = delivery.receipt.clone();
-                let outcome = this.handle(delivery, token).await;
-                this.settle(&receipt, outcome, &ack_tx).await;
-                lock(&held).remove(&receipt);
-                drop((permit, slot));
-            });
+            let span = delivery_span(&self, &next.delivery);
+            handlers.spawn(
+                async move {
+                    let Buffered {
+                        delivery,
+                        token,
+                        slot,
+                    } = next;
+                    let receipt = delivery.receipt.clone();
+                    let outcome = outcome_of(this.handle(delivery, token)).await;
+                    drop((permit, slot));
+                    this.settle(&receipt, outcome, &ack_tx, &held).await;
+                }
+                .instrument(span),
+            );
         }
         // Stop fetching, then hand back everything reserved that never started.
         let _ = fetcher.await;
         buffer.close();
-        let mut unstarted = Vec::new();
-        while let Ok((delivery, _slot)) = buffer.try_recv() {
-            unstarted.push(delivery.receipt);
+        while let Ok(next) = buffer.try_recv() {
+            unstarted.push(next.delivery.receipt);
         }
-        self.release(&held, unstarted).await;
+        if !unstarted.is_empty() {
+            let consumer = Arc::clone(&self.consumer);
+            let releasing = {
+                let unstarted = unstarted.clone();
+                tokio::spawn(async move {
+                    if let Err(e) = consumer.release(&unstarted).await {
+                        tracing::warn!(error = %error_chain(&e), count = unstarted.len(), "could not release prefetched messages; their locks will expire");
+                    }
+                })
+            };
+            self.bounded(
+                "releasing prefetched messages",
+                Instant::now() + SETTLE_BOUND,
+                releasing,
+            )
+            .await;
+            held.remove(&unstarted);
+        }
         handlers
     }
 
-    async fn release(&self, held: &Held, receipts: Vec<Receipt>) {
-        if receipts.is_empty() {
-            return;
-        }
-        if let Err(e) = self.consumer.release(&receipts).await {
-            tracing::warn!(error = %e, count = receipts.len(), "could not release prefetched messages; their locks will expire");
-        }
-        let mut held = lock(held);
-        for receipt in &receipts {
-            held.remove(receipt);
-        }
-    }
-
-    /// Decodes, checks and runs one message through the middleware and its handler.
-    async fn handle(&self, delivery: Delivery, cancellation: CancellationToken) -> Outcome {
-        let registration = &self.registration;
-        let envelope = match Envelope::decode(&delivery.payload) {
-            Ok(envelope) => envelope,
-            Err(e) => {
-                return Outcome::DeadLetter(
-                    DeadLetterReason::Undecodable,
-                    ErrorRecord::now(e.to_string()),
-                )
-            }
-        };
-        if envelope.message_type != registration.message.name() {
-            let error = format!(
-                "no processor for message type `{}` on {}",
-                envelope.message_type, registration.source
-            );
-            return Outcome::DeadLetter(DeadLetterReason::UnknownType, ErrorRecord::now(error));
-        }
-        let limit = registration.settings.delivery_limit();
-        if delivery.delivery_count > limit {
-            let error = format!(
-                "delivered {} times; the limit is {limit}",
-                delivery.delivery_count
-            );
-            return Outcome::DeadLetter(DeadLetterReason::DeliveryLimit, ErrorRecord::now(error));
-        }
-        let span = tracing::info_span!(
-            "bus.handle",
-            message_id = %envelope.id,
-            message_type = %envelope.message_type,
-            delivery_count = delivery.delivery_count,
-            traceparent = envelope.headers.get("traceparent").map(String::as_str),
-        );
-        #[cfg(feature = "opentelemetry")]
-        crate::otel::continue_trace(&span, &envelope.headers);
-        let ctx = Context {
-            bus: self.bus.inheriting(&envelope.headers),
-            message_id: envelope.id,
-            message_type: envelope.message_type,
-            delivery_count: delivery.delivery_count,
-            headers: envelope.headers,
-            sent_at_ms: envelope.sent_at_ms,
-            cancellation,
-        };
-        let handler = match (registration.invoke)(envelope.body, envelope.format, ctx.clone()) {
-            Ok(handler) => handler,
-            Err(e) => {
-                return Outcome::DeadLetter(
-                    DeadLetterReason::Undecodable,
-                    ErrorRecord::now(e.to_string()),
-                )
-            }
-        };
-        let result = AssertUnwindSafe(Next::new(&self.middleware, handler).run(&ctx))
-            .catch_unwind()
-            .instrument(span)
-            .await;
-        let (disposition, error) = match result {
-            Ok(Ok(())) => return Outcome::Ack,
-            Ok(Err(e)) => (e.disposition(), error_chain(e.source())),
-            Err(panic) => (
-                Disposition::Retry,
-                format!("handler panicked: {}", panic_message(&*panic)),
-            ),
-        };
-        let error = ErrorRecord::now(error);
-        let delay = match disposition {
-            Disposition::DeadLetter => {
-                return Outcome::DeadLetter(DeadLetterReason::Rejected, error)
-            }
-            Disposition::RetryAfter(delay) => delay,
-            _ => registration
-                .settings
-                .backoff()
-                .delay(delivery.delivery_count),
-        };
-        if delivery.delivery_count >= limit {
-            Outcome::DeadLetter(DeadLetterReason::DeliveryLimit, error)
-        } else {
-            Outcome::Retry(delay, error)
-        }
-    }
-
+    /// Applies a handler's outcome. Runs inside the delivery's span; an ack is queued
+    /// for the batching acker, which lets go of the message once it is flushed.
     async fn settle(
         &self,
         receipt: &Receipt,
         outcome: Outcome,
         ack_tx: &mpsc::UnboundedSender<Receipt>,
+        held: &Held,
     ) {
         let result = match outcome {
             Outcome::Ack => {
-                let _ = ack_tx.send(receipt.clone());
+                tracing::trace!("handled");
+                if ack_tx.send(receipt.clone()).is_err() {
+                    held.remove([receipt]);
+                }
                 return;
             }
-            Outcome::Retry(delay, error) => self.consumer.retry(receipt, delay, &error).await,
+            Outcome::Retry(delay, error) => {
+                tracing::info!(?delay, error = %error.message, "handler failed; retrying after the delay");
+                self.consumer.retry(receipt, delay, &error).await
+            }
             Outcome::DeadLetter(reason, error) => {
-                tracing::warn!(source = %self.registration.source, %reason, error = %error.message, "dead-lettering a message");
+                tracing::warn!(%reason, error = %error.message, "dead-lettering the message");
                 self.consumer
                     .dead_letter(receipt, reason, Some(&error))
                     .await
             }
         };
         if let Err(e) = result {
-            tracing::warn!(error = %e, "could not settle a message; its lock will expire and it will be retried");
+            tracing::warn!(error = %error_chain(&e), "could not settle the message; its lock will expire and it will be delivered again");
         }
+        held.remove([receipt]);
     }
 
     /// Sends acks in batches: whatever accumulated while the previous batch was in flight.
-    async fn ack_loop(self: Arc<Self>, mut acks: mpsc::UnboundedReceiver<Receipt>) {
+    async fn ack_loop(
+        self: Arc<Self>,
+        mut acks: mpsc::UnboundedReceiver<Receipt>,
+        held: Arc<Held>,
+    ) {
         let mut batch = Vec::with_capacity(ACK_BATCH);
         while acks.recv_many(&mut batch, ACK_BATCH).await > 0 {
             if let Err(e) = self.consumer.ack(&batch).await {
-                tracing::warn!(error = %e, count = batch.len(), "ack failed; these messages will be redelivered");
+                tracing::warn!(source = %self.registration.source, error = %error_chain(&e), count = batch.len(), "ack failed; these messages will be delivered again");
             }
+            held.remove(&batch);
             batch.clear();
         }
     }
 
     /// Extends the locks of everything held, three times per lock timeout.
-    async fn renew_loop(self: Arc<Self>, held: Held, done: CancellationToken) {
+    async fn renew_loop(self: Arc<Self>, held: Arc<Held>, done: CancellationToken) {
         let period = self.registration.settings.lock_timeout() / 3;
+        let mut starved_warned = false;
         loop {
+            let due = Instant::now() + period;
             tokio::select! {
                 () = done.cancelled() => return,
-                () = tokio::time::sleep(period) => {}
+                () = tokio::time::sleep_until(due) => {}
             }
-            let receipts: Vec<Receipt> = lock(&held).keys().cloned().collect();
+            // A timer that fires far too late means handlers block the runtime's threads,
+            // and locks will be lost: say so once, with the way out.
+            let late = Instant::now().saturating_duration_since(due);
+            if late > period / 2 && !starved_warned {
+                starved_warned = true;
+                tracing::warn!(source = %self.registration.source, ?late,
+                    "lock renewal ran late: a handler is blocking the async runtime; run blocking \
+                     work with tokio::task::spawn_blocking, or locks expire and messages run twice");
+            }
+            let receipts = held.receipts();
             if receipts.is_empty() {
                 continue;
             }
             match self.consumer.renew(&receipts).await {
                 Ok(kept) => {
-                    let held = lock(&held);
                     for (receipt, kept) in receipts.iter().zip(kept) {
-                        if !kept {
-                            if let Some(token) = held.get(receipt) {
-                                tracing::warn!(source = %self.registration.source, "lock lost; cancelling the handler");
-                                token.cancel();
-                            }
+                        if !kept && held.cancel(receipt) {
+                            tracing::warn!(source = %self.registration.source, delivery = receipt.delivery,
+                                "lock lost (it expired, or the message was recovered); cancelling its handler");
                         }
                     }
                 }
-                Err(e) => tracing::warn!(error = %e, "lock renewal failed; will try again"),
+                Err(e) => {
+                    tracing::warn!(source = %self.registration.source, error = %error_chain(&e), "lock renewal failed; will try again");
+                }
             }
         }
     }
 
-    /// Returns messages of crashed consumers to the queue, at start and then periodically.
+    /// Returns messages of crashed consumers to the queue, at start and then
+    /// periodically; sweeps again at once while a sweep finds some, so a big crashed
+    /// host is recovered within one lock timeout plus one interval.
     async fn recover_loop(self: Arc<Self>, done: CancellationToken) {
         loop {
-            if let Err(e) = self.consumer.recover().await {
-                tracing::warn!(error = %e, "recovery sweep failed; will try again");
+            match self.consumer.recover().await {
+                Ok(recovered) if recovered > 0 => {
+                    tracing::info!(source = %self.registration.source, recovered, "recovered messages whose lock expired");
+                    if !done.is_cancelled() {
+                        continue;
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(source = %self.registration.source, error = %error_chain(&e), "recovery sweep failed; will try again");
+                }
             }
             tokio::select! {
                 () = done.cancelled() => return,
@@ -385,22 +401,47 @@ impl Worker {
     }
 }
 
-/// An error and its sources, as one line.
-fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(e) = source {
-        text.push_str(": ");
-        text.push_str(&e.to_string());
-        source = e.source();
-    }
-    text
+/// A fetch outage: logged once when it starts and once when it ends, with pauses that
+/// grow in between.
+#[derive(Default)]
+struct Outage {
+    failures: u32,
+    since: Option<Instant>,
 }
 
-fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
-    panic
-        .downcast_ref::<&str>()
-        .copied()
-        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
-        .unwrap_or("(no message)")
+impl Outage {
+    fn failed(&mut self, worker: &Worker, error: &crate::Error) -> Duration {
+        self.failures += 1;
+        if self.since.is_none() {
+            self.since = Some(Instant::now());
+            tracing::warn!(source = %worker.registration.source, error = %error_chain(error),
+                "receiving failed; retrying with backoff until the transport answers again");
+        } else {
+            tracing::debug!(source = %worker.registration.source, error = %error_chain(error), failures = self.failures, "receiving still fails");
+        }
+        let (first, last) = ERROR_PAUSE;
+        first
+            .saturating_mul(1 << self.failures.saturating_sub(1).min(16))
+            .min(last)
+    }
+
+    fn ended(&mut self, worker: &Worker) {
+        if let Some(since) = self.since.take() {
+            tracing::info!(source = %worker.registration.source, failures = self.failures,
+                after = ?since.elapsed(), "receiving works again");
+            self.failures = 0;
+        }
+    }
+}
+
+/// Awaits a message's handling and turns a panic that escaped it into a retry, so that
+/// no panic on a message's path leaves the message unsettled.
+async fn outcome_of(handling: impl std::future::Future<Output = Outcome>) -> Outcome {
+    match std::panic::AssertUnwindSafe(handling).catch_unwind().await {
+        Ok(outcome) => outcome,
+        Err(panic) => Outcome::Retry(
+            Duration::ZERO,
+            ErrorRecord::now(format!("panicked: {}", panic_message(&*panic))),
+        ),
+    }
 }

@@ -1,0 +1,163 @@
+//! One message's path through a worker: decode, check, run the pipeline, decide what
+//! happens to it. Any panic on this path (a body's `Deserialize`, a middleware, the
+//! handler) becomes an outcome, so every message is settled.
+
+use std::panic::AssertUnwindSafe;
+use std::time::Duration;
+
+use futures::FutureExt;
+use tokio_util::sync::CancellationToken;
+use tracing::Span;
+
+use super::worker::Worker;
+use crate::middleware::Next;
+use crate::{Context, DeadLetterReason, Delivery, Disposition, Envelope, ErrorRecord};
+
+/// What happens to a message after its handler ran (or could not run).
+#[derive(Debug)]
+pub(super) enum Outcome {
+    Ack,
+    Retry(Duration, ErrorRecord),
+    DeadLetter(DeadLetterReason, ErrorRecord),
+}
+
+impl Outcome {
+    fn undecodable(error: impl Into<String>) -> Self {
+        Outcome::DeadLetter(DeadLetterReason::Undecodable, ErrorRecord::now(error))
+    }
+}
+
+/// The span of one delivery; the message's id and type are filled in once decoded.
+pub(super) fn delivery_span(worker: &Worker, delivery: &Delivery) -> Span {
+    tracing::info_span!(
+        "bus.handle",
+        source = %worker.registration.source,
+        message_id = tracing::field::Empty,
+        message_type = tracing::field::Empty,
+        delivery_count = delivery.delivery_count,
+        traceparent = tracing::field::Empty,
+    )
+}
+
+impl Worker {
+    /// Decodes, checks and runs one message through the middleware and its handler.
+    /// Runs inside the delivery's span.
+    pub(super) async fn handle(
+        &self,
+        delivery: Delivery,
+        cancellation: CancellationToken,
+    ) -> Outcome {
+        let registration = &self.registration;
+        let envelope = match Envelope::decode(&delivery.payload) {
+            Ok(envelope) => envelope,
+            Err(e) => return Outcome::undecodable(error_chain(&e)),
+        };
+        let span = Span::current();
+        span.record("message_id", tracing::field::display(&envelope.id));
+        span.record("message_type", envelope.message_type.as_str());
+        if let Some(traceparent) = envelope.headers.get("traceparent") {
+            span.record("traceparent", traceparent.as_str());
+        }
+        #[cfg(feature = "opentelemetry")]
+        crate::otel::continue_trace(&span, &envelope.headers);
+        if envelope.message_type != registration.message.name() {
+            let error = format!(
+                "no processor for message type `{}` on {}",
+                envelope.message_type, registration.source
+            );
+            return Outcome::DeadLetter(DeadLetterReason::UnknownType, ErrorRecord::now(error));
+        }
+        let limit = registration.settings.delivery_limit();
+        if delivery.delivery_count > limit {
+            let error = format!(
+                "delivered {} times; the limit is {limit}",
+                delivery.delivery_count
+            );
+            return Outcome::DeadLetter(DeadLetterReason::DeliveryLimit, ErrorRecord::now(error));
+        }
+        let ctx = Context {
+            bus: self.bus.inheriting(&envelope.headers),
+            message_id: envelope.id,
+            message_type: envelope.message_type,
+            delivery_count: delivery.delivery_count,
+            headers: envelope.headers,
+            sent_at_ms: envelope.sent_at_ms,
+            cancellation,
+        };
+        // The body's `Deserialize` is the user's code: a panic there is an undecodable body.
+        let invoke = || (registration.invoke)(envelope.body, envelope.format, ctx.clone());
+        let handler = match std::panic::catch_unwind(AssertUnwindSafe(invoke)) {
+            Ok(Ok(handler)) => handler,
+            Ok(Err(e)) => return Outcome::undecodable(error_chain(&e)),
+            Err(panic) => {
+                return Outcome::undecodable(format!(
+                    "the body's decoder panicked: {}",
+                    panic_message(&*panic)
+                ))
+            }
+        };
+        let result = AssertUnwindSafe(Next::new(&self.middleware, handler).run(&ctx))
+            .catch_unwind()
+            .await;
+        let (disposition, error) = match result {
+            Ok(Ok(())) => return Outcome::Ack,
+            Ok(Err(e)) => (e.disposition(), error_chain(e.source())),
+            Err(panic) => (
+                Disposition::Retry,
+                format!("handler panicked: {}", panic_message(&*panic)),
+            ),
+        };
+        let error = ErrorRecord::now(error);
+        let delay = match disposition {
+            Disposition::DeadLetter => {
+                return Outcome::DeadLetter(DeadLetterReason::Rejected, error)
+            }
+            Disposition::RetryAfter(delay) => delay,
+            _ => registration
+                .settings
+                .backoff()
+                .delay(delivery.delivery_count),
+        };
+        if delivery.delivery_count >= limit {
+            Outcome::DeadLetter(DeadLetterReason::DeliveryLimit, error)
+        } else {
+            Outcome::Retry(delay, error)
+        }
+    }
+}
+
+/// An error and its sources, as one line. Each level's message says only what happened
+/// there (the crate's errors never repeat their cause), so each cause shows once.
+pub(crate) fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(e) = source {
+        text.push_str(": ");
+        text.push_str(&e.to_string());
+        source = e.source();
+    }
+    text
+}
+
+pub(super) fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
+    panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("(no message)")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("inner")]
+    struct Inner;
+
+    #[test]
+    fn each_cause_shows_once() {
+        let error = crate::Error::transport(Inner);
+        assert_eq!(error_chain(&error), "transport error: inner");
+    }
+}

@@ -1,0 +1,84 @@
+//! The messages a worker holds: reserved, and not yet settled in the transport.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::Receipt;
+
+/// Each held message with the token that cancels its handler (shutdown, lost lock). A
+/// message leaves only when its final transition is done in the transport (an ack once
+/// it is flushed), so "nothing held" means nothing of ours can be lost with the process.
+#[derive(Debug, Default)]
+pub(super) struct Held {
+    map: Mutex<HashMap<Receipt, CancellationToken>>,
+    emptied: Notify,
+}
+
+impl Held {
+    fn map(&self) -> MutexGuard<'_, HashMap<Receipt, CancellationToken>> {
+        self.map.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Holds a message; returns the token its handler gets.
+    pub(super) fn insert(&self, receipt: Receipt) -> CancellationToken {
+        let token = CancellationToken::new();
+        self.map().insert(receipt, token.clone());
+        token
+    }
+
+    pub(super) fn remove<'a>(&self, receipts: impl IntoIterator<Item = &'a Receipt>) {
+        let mut map = self.map();
+        for receipt in receipts {
+            map.remove(receipt);
+        }
+        if map.is_empty() {
+            self.emptied.notify_waiters();
+        }
+    }
+
+    pub(super) fn receipts(&self) -> Vec<Receipt> {
+        self.map().keys().cloned().collect()
+    }
+
+    /// Cancels the handler of a message whose lock was lost; false if it was already
+    /// cancelled (or settled), so that the loss is reported once.
+    pub(super) fn cancel(&self, receipt: &Receipt) -> bool {
+        match self.map().get(receipt) {
+            Some(token) if !token.is_cancelled() => {
+                token.cancel();
+                true
+            }
+            _ => false,
+        }
+    }
+
+    pub(super) fn cancel_all(&self) {
+        for token in self.map().values() {
+            token.cancel();
+        }
+    }
+
+    /// Takes everything still held.
+    pub(super) fn drain(&self) -> Vec<Receipt> {
+        let drained = self.map().drain().map(|(r, _)| r).collect();
+        self.emptied.notify_waiters();
+        drained
+    }
+
+    /// Returns once nothing is held.
+    pub(super) async fn until_empty(&self) {
+        loop {
+            let emptied = self.emptied.notified();
+            tokio::pin!(emptied);
+            // Register before looking, so that a removal in between is not missed.
+            emptied.as_mut().enable();
+            if self.map().is_empty() {
+                return;
+            }
+            emptied.await;
+        }
+    }
+}
