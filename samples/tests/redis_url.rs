@@ -50,7 +50,7 @@ fn a_malformed_redis_url_stops_the_sample_with_the_reason() {
 
 #[test]
 fn rates_are_whole_messages_with_thousands_separators() {
-    assert_eq!(samples::per_second(23_082.2083), "23,082/s");
+    assert_eq!(samples::per_second(23_082.208_3), "23,082/s");
     assert_eq!(samples::per_second(999.5), "1,000/s");
     assert_eq!(samples::per_second(0.0), "0/s");
     assert_eq!(samples::per_second(f64::NAN), "0/s");
