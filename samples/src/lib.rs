@@ -20,22 +20,56 @@ pub struct Backend {
     pub description: String,
 }
 
-async fn try_redis(url: &str, prefix: &str) -> Option<RedisTransport> {
-    let config = RedisConfig::from_url(url).ok()?.prefix(prefix);
-    tokio::time::timeout(Duration::from_secs(3), RedisTransport::connect(&config))
-        .await
-        .ok()?
-        .ok()
+/// How long a sample waits for a Redis to answer before it gives up on it.
+const CONNECT_WITHIN: Duration = Duration::from_secs(5);
+
+/// Why the Redis that `REDIS_URL` names cannot be used. A sample then stops (rather
+/// than run somewhere else and look as if it had worked on that Redis).
+#[derive(Debug)]
+pub struct RedisUrlError {
+    reason: String,
 }
 
-/// `REDIS_URL` if set, else a Redis on 127.0.0.1:6379, else a private `redis-server` on a
-/// free port, else the in-memory transport.
-pub async fn choose_backend(prefix: &str) -> Backend {
-    if let Ok(url) = std::env::var("REDIS_URL") {
-        match try_redis(&url, prefix).await {
-            Some(redis) => return Backend::redis(redis, None, "Redis at REDIS_URL".into()),
-            None => eprintln!("REDIS_URL is set but Redis there is not reachable; trying others"),
-        }
+impl std::fmt::Display for RedisUrlError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "REDIS_URL is set but the Redis it names cannot be used: {}",
+            self.reason
+        )
+    }
+}
+
+impl std::error::Error for RedisUrlError {}
+
+/// A connected transport on the Redis at `url`, or why not.
+async fn connect(url: &str, prefix: &str) -> Result<RedisTransport, String> {
+    let config = RedisConfig::from_url(url)
+        .map_err(|e| e.to_string())?
+        .prefix(prefix);
+    match tokio::time::timeout(CONNECT_WITHIN, RedisTransport::connect(&config)).await {
+        Ok(connected) => connected.map_err(|e| e.to_string()),
+        Err(_) => Err(format!("no answer within {} s", CONNECT_WITHIN.as_secs())),
+    }
+}
+
+async fn try_redis(url: &str, prefix: &str) -> Option<RedisTransport> {
+    connect(url, prefix).await.ok()
+}
+
+/// `REDIS_URL` if set (and only it: when it cannot be used, the error says why), else a
+/// Redis on 127.0.0.1:6379, else a private `redis-server` on a free port, else the
+/// in-memory transport.
+pub async fn choose_backend(prefix: &str) -> Result<Backend, RedisUrlError> {
+    if let Some(url) = std::env::var_os("REDIS_URL") {
+        let Some(url) = url.to_str() else {
+            let reason = "it is not valid UTF-8".into();
+            return Err(RedisUrlError { reason });
+        };
+        return match connect(url, prefix).await {
+            Ok(redis) => Ok(Backend::redis(redis, None, "Redis at REDIS_URL".into())),
+            Err(reason) => Err(RedisUrlError { reason }),
+        };
     }
     let local = std::net::TcpStream::connect_timeout(
         &([127, 0, 0, 1], 6379).into(),
@@ -44,24 +78,34 @@ pub async fn choose_backend(prefix: &str) -> Backend {
     .is_ok();
     if local {
         if let Some(redis) = try_redis("redis://127.0.0.1:6379/0", prefix).await {
-            return Backend::redis(redis, None, "the local Redis at 127.0.0.1:6379".into());
+            return Ok(Backend::redis(
+                redis,
+                None,
+                "the local Redis at 127.0.0.1:6379".into(),
+            ));
         }
     }
     match RedisServer::start() {
         Ok(server) => {
             if let Some(redis) = try_redis(&server.url(), prefix).await {
                 let description = format!("a private redis-server on 127.0.0.1:{}", server.port());
-                return Backend::redis(redis, Some(server), description);
+                return Ok(Backend::redis(redis, Some(server), description));
             }
         }
         Err(e) => eprintln!("no Redis available ({e})"),
     }
-    Backend {
+    Ok(Backend {
         transport: Arc::new(MemoryTransport::new()),
         redis: None,
         private_server: None,
         description: "the in-memory transport (no Redis found)".into(),
-    }
+    })
+}
+
+/// A rate for people: whole messages a second with thousands separators, `23,082/s`.
+pub fn per_second(rate: f64) -> String {
+    // `as` saturates: a NaN or negative rate shows as 0.
+    format!("{}/s", indicatif::HumanCount(rate.round() as u64))
 }
 
 impl Backend {

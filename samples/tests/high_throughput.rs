@@ -15,7 +15,19 @@ fn processes_ten_thousand_and_leaves_only_bookkeeping() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stdout}\n{stderr}");
     assert!(stdout.contains("running on Redis at REDIS_URL"), "{stdout}");
-    assert!(stdout.contains("processed 10000 messages in"), "{stdout}");
+    let summary = stdout
+        .lines()
+        .find(|l| l.starts_with("processed 10000 messages in"))
+        .unwrap_or_else(|| panic!("no summary line:\n{stdout}"));
+    // The rate in whole messages: `... in 0.433 s: 23,082/s`.
+    let rate = summary.rsplit(": ").next().unwrap();
+    let digits = rate
+        .strip_suffix("/s")
+        .unwrap_or_else(|| panic!("{summary}"));
+    assert!(
+        !digits.is_empty() && digits.chars().all(|c| c.is_ascii_digit() || c == ','),
+        "{summary}"
+    );
     assert!(
         !stderr.contains("WARN") && !stderr.contains("ERROR"),
         "noisy run:\n{stderr}"

@@ -3,10 +3,11 @@
 #![cfg(feature = "opentelemetry")]
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use bus_core::{CommandProcessor, Context, Host, MemoryTransport, ProcessError, RedisCommand};
+use bus_test_redis::eventually;
 use opentelemetry::trace::{TraceContextExt, TracerProvider};
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider};
 use serde::{Deserialize, Serialize};
@@ -67,11 +68,12 @@ async fn a_send_in_a_span_is_continued_by_the_consumer_span() {
         .instrument(producer)
         .await
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while seen.0.lock().unwrap().is_empty() && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    let handled = eventually(Duration::from_secs(10), || {
+        !seen.0.lock().unwrap().is_empty()
+    });
+    let handled = handled.await;
     running.shutdown().await.unwrap();
+    assert!(handled, "the traced message was never handled");
 
     let seen = seen.0.lock().unwrap().clone();
     assert_eq!(seen.len(), 1);

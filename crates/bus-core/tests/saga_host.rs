@@ -1,9 +1,9 @@
 //! Sagas in a host, end to end on the in-memory transport and store (SPEC §5.1).
 
-use bus_test_redis::eventually;
+use bus_test_redis::{eventually, eventually_async};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use bus_core::{
@@ -161,31 +161,27 @@ impl ContinueSaga<LookAt> for OrderSaga {
     }
 }
 
-/// Polls the store until the saga exists and has started.
-async fn started(store: &MemorySagaStore, id: &str) -> OrderState {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        if let Ok((data, _)) = store.get("order", id).await {
-            let state: OrderState = serde_json::from_slice(&data).unwrap();
-            if state.started {
-                return state;
-            }
-        }
-        assert!(Instant::now() < deadline, "saga {id} never started");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+/// The saga's state, if it exists.
+async fn state(store: &MemorySagaStore, id: &str) -> Option<OrderState> {
+    let (data, _) = store.get("order", id).await.ok()?;
+    Some(serde_json::from_slice(&data).unwrap())
 }
 
-/// Polls the store until the saga exists (`true`) or is gone (`false`).
+/// Waits until the saga exists and has started.
+async fn started(store: &MemorySagaStore, id: &str) -> OrderState {
+    let has_started = eventually_async(Duration::from_secs(10), || async {
+        state(store, id).await.is_some_and(|s| s.started)
+    });
+    assert!(has_started.await, "saga {id} never started");
+    state(store, id).await.unwrap()
+}
+
+/// Waits until the saga exists (`true`) or is gone (`false`).
 async fn saga_is(store: &MemorySagaStore, id: &str, present: bool) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline {
-        if store.get("order", id).await.is_ok() == present {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    false
+    eventually_async(Duration::from_secs(10), || async {
+        store.get("order", id).await.is_ok() == present
+    })
+    .await
 }
 
 struct Running {

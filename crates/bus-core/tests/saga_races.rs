@@ -3,13 +3,14 @@
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use bus_core::{
     Backoff, Context, ContinueSaga, Host, MemorySagaStore, MemoryTransport, ProcessError,
     ProcessingSettings, RedisCommand, Saga, SagaData, StartSaga,
 };
+use bus_test_redis::eventually;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
@@ -110,12 +111,16 @@ async fn steps_that_arrive_during_a_slow_start_wait_for_it() {
     .unwrap();
     let steps: Vec<Step> = (0..5).map(|_| Step { id: "r1".into() }).collect();
     bus.send_batch(&steps).await.unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while race.completed.load(Ordering::SeqCst) == 0 && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let completed = eventually(Duration::from_secs(20), || {
+        race.completed.load(Ordering::SeqCst) > 0
+    });
+    let completed = completed.await;
     stop.cancel();
     running.await.unwrap().unwrap();
+    assert!(
+        completed,
+        "the saga never completed: the start's state was lost"
+    );
     assert_eq!(
         race.completed.load(Ordering::SeqCst),
         1,
@@ -153,13 +158,14 @@ async fn two_hosts_stepping_one_saga_lose_no_update() {
         })
         .collect();
     bus.send_batch(&steps).await.unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while race.completed.load(Ordering::SeqCst) == 0 && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let completed = eventually(Duration::from_secs(30), || {
+        race.completed.load(Ordering::SeqCst) > 0
+    });
+    let completed = completed.await;
     for host in hosts {
         host.shutdown().await.unwrap();
     }
+    assert!(completed, "the saga did not complete");
     // Completion needs exactly STEPS counted increments: a lost update never gets there,
     // a double-counted one completes early and leaves steps that find no saga.
     assert_eq!(

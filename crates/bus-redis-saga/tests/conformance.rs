@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use bus_core::saga_conformance as conformance;
 use bus_core::{Error, SagaStore, Stamp};
-use bus_test_redis::Resp;
+use bus_test_redis::{eventually, Resp};
 use bytes::Bytes;
 
 #[tokio::test]
@@ -107,7 +107,9 @@ async fn the_ttl_is_the_keys_expiry_and_updates_keep_it() {
         after_create > 50_000 && after_create <= 60_000,
         "PTTL {after_create}"
     );
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    // Let the expiry visibly run down first, so that a restarted one would show.
+    let ran_down = eventually(Duration::from_secs(5), || pttl(&redis, &key) < after_create);
+    assert!(ran_down.await, "the expiry does not run down");
     store
         .update("order", "1", Bytes::from_static(b"{\"a\":1}"), &stamp)
         .await

@@ -150,7 +150,13 @@ impl Middleware for PerformanceLogger {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let backend = samples::choose_backend("tour").await;
+    let backend = match samples::choose_backend("tour").await {
+        Ok(backend) => backend,
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::exit(1);
+        }
+    };
     println!("running on {}", backend.description);
     let saga_store: Arc<dyn SagaStore> = match &backend.redis {
         Some(redis) => Arc::new(RedisSagaStore::for_transport(redis)),

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
+use tokio::time::Instant;
 
 use super::cache::StateCache;
 use super::store::saga_key;
@@ -116,13 +117,16 @@ async fn start_flow<C: Command, S: StartSaga<C>>(
     let partition = S::PARTITION_KEY;
     let id = checked_id(<S as StartSaga<C>>::saga_id(&saga, &message))?;
     let ttl = saga.time_to_live();
-    let stamp = match store.create(partition, &id, STARTING, ttl).await {
-        Ok(stamp) => stamp,
+    // Taken before the create is sent, so the saga expires no earlier than this.
+    let sent_at = Instant::now();
+    let (stamp, expires_at) = match store.create(partition, &id, STARTING, ttl).await {
+        Ok(stamp) => (stamp, sent_at.checked_add(ttl)),
         Err(Error::SagaExists { key }) => match store.get(partition, &id).await {
             // An earlier attempt of a start that never finished (a crash): take it over.
             Ok((data, stamp)) if data.is_empty() => {
                 tracing::debug!(%key, "taking over an unfinished saga start");
-                stamp
+                // Created by an earlier attempt, at a time this one does not know.
+                (stamp, None)
             }
             Ok(_) => {
                 tracing::debug!(%key, "saga already started: calling on_duplicate_start");
@@ -148,7 +152,7 @@ async fn start_flow<C: Command, S: StartSaga<C>>(
     match write_back(&*store, partition, data, &stamp).await {
         Ok(written) => {
             guard.disarm();
-            written.remember(&cache, key);
+            written.remember(&cache, key, expires_at);
             Ok(())
         }
         // A duplicate start took the saga over meanwhile and finished first: the retry
@@ -182,10 +186,11 @@ async fn continue_flow<C: Command, S: ContinueSaga<C>>(
     let mut attempt = 1;
     loop {
         let cached = if attempt == 1 { cache.get(&key) } else { None };
-        let (bytes, stamp) = match cached {
-            Some(entry) => entry,
+        // Read from the store, the saga's expiry is unknown: it will not be cached.
+        let (bytes, stamp, expires_at) = match cached {
+            Some((bytes, stamp, expires_at)) => (bytes, stamp, Some(expires_at)),
             None => match store.get(partition, &id).await {
-                Ok(found) => found,
+                Ok((bytes, stamp)) => (bytes, stamp, None),
                 Err(e @ Error::SagaNotFound { .. }) => {
                     let message = take_or_decode(&mut message, &again)?;
                     return saga.on_not_found(message, e, &ctx).await;
@@ -203,11 +208,11 @@ async fn continue_flow<C: Command, S: ContinueSaga<C>>(
         saga.handle(current, &mut data, &ctx).await?;
         match write_back(&*store, partition, data, &stamp).await {
             Ok(Written::Unchanged) => {
-                cache.put(key, bytes, stamp);
+                cache.put(key, bytes, stamp, expires_at);
                 return Ok(());
             }
             Ok(written) => {
-                written.remember(&cache, key);
+                written.remember(&cache, key, expires_at);
                 return Ok(());
             }
             // Written by someone else since it was read (or gone): run again on a fresh read.
@@ -244,10 +249,11 @@ enum Written {
 }
 
 impl Written {
-    /// Keeps the cache in step with what was written.
-    fn remember(self, cache: &StateCache, key: String) {
+    /// Keeps the cache in step with what was written; `expires_at` as for
+    /// [`StateCache::put`] (a write never changes it).
+    fn remember(self, cache: &StateCache, key: String, expires_at: Option<Instant>) {
         match self {
-            Written::Updated(data, stamp) => cache.put(key, data, stamp),
+            Written::Updated(data, stamp) => cache.put(key, data, stamp, expires_at),
             Written::Completed => cache.forget(&key),
             Written::Unchanged => {}
         }
