@@ -186,17 +186,12 @@ impl Bus {
         let format = M::FORMAT.unwrap_or(self.config.format);
         let headers = self.outgoing_headers();
         let headers = &*headers;
-        // One clock read per batch; ids count up from one ULID (unique and ordered).
+        // One clock read per batch; ids come from one process-wide monotonic generator,
+        // so they sort in the order sent, across calls too.
         let sent_at_ms = now_ms();
-        let mut next_id = ulid::Ulid::new();
+        let ids = monotonic_ids(messages.len());
         let mut batch = Vec::with_capacity(messages.len());
-        for message in messages {
-            let id = next_id.to_string();
-            // (`increment` fails only when the random part overflows: start afresh.)
-            next_id = match next_id.increment() {
-                Some(next) => next,
-                None => ulid::Ulid::new(),
-            };
+        for (message, id) in messages.iter().zip(ids) {
             let payload = match format {
                 Format::Json => encode_json_message(&id, M::NAME, headers, sent_at_ms, message)?,
                 _ => {
@@ -221,6 +216,25 @@ impl Bus {
         }
         Ok(batch)
     }
+}
+
+/// `n` new message ids, increasing across every call in this process (ULIDs: a clock
+/// part, then a random part counted up within one millisecond).
+fn monotonic_ids(n: usize) -> Vec<String> {
+    static GENERATOR: std::sync::Mutex<ulid::Generator> =
+        std::sync::Mutex::new(ulid::Generator::new());
+    let mut generator = GENERATOR
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    (0..n)
+        .map(|_| {
+            // Fails only when the random part overflows within one millisecond.
+            generator
+                .generate()
+                .unwrap_or_else(|_| ulid::Ulid::new())
+                .to_string()
+        })
+        .collect()
 }
 
 /// The message's wire name, checked (hand-written impls skip the derive's check).

@@ -19,6 +19,8 @@
 //! context between OpenTelemetry spans and message headers.
 
 mod bus;
+#[cfg(feature = "conformance")]
+pub mod conformance;
 mod context;
 mod depth;
 mod envelope;

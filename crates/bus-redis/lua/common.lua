@@ -39,14 +39,15 @@ local function bury(errors, dead, dead_info, id, reason, message, now)
   redis.call('HSET', dead_info, id, cjson.encode({ reason = reason, at_ms = now }))
 end
 
--- Schedules ids at `due` (ms). When they become the first due and the ready list is
+-- Schedules ids at `due` (ms), each `step` ms after the one before (nil: all at once).
+-- When they become the first due and the ready list is
 -- empty, pushes the wake-up marker, so that an idle consumer blocked on the ready list
 -- wakes and waits just until then (its wait was computed before this message existed).
-local function schedule(delayed, ready, due, ids)
+local function schedule(delayed, ready, due, ids, step)
   local first = redis.call('ZRANGE', delayed, 0, 0, 'WITHSCORES')
   local items = {}
-  for _, id in ipairs(ids) do
-    items[#items + 1] = due
+  for i, id in ipairs(ids) do
+    items[#items + 1] = due + (i - 1) * (step or 0)
     items[#items + 1] = id
   end
   bulk('ZADD', delayed, items)

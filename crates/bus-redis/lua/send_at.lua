@@ -1,6 +1,8 @@
 -- Delayed send: store envelopes and schedule their ids.
 -- KEYS: delayed, msgs, ready.  ARGV: due_ms, id, envelope, id, envelope, ...
--- Like send, a re-sent batch (first id already stored) stores nothing.
+-- Like send, a re-sent batch (first id already stored) stores nothing. The i-th message
+-- of a batch is due i microseconds after the first, so that a batch is promoted in the
+-- order sent whatever its ids (equal scores would sort by id).
 if #ARGV < 2 or redis.call('HEXISTS', KEYS[2], ARGV[2]) == 1 then return 0 end
 for i = 2, #ARGV, 2 do
   -- Ids starting with '~' are the storage ids reserve hands out.
@@ -15,5 +17,5 @@ for i = 2, #ARGV, 2 do
   ids[#ids + 1] = ARGV[i]
 end
 bulk('HSET', KEYS[2], fields)
-schedule(KEYS[1], KEYS[3], tonumber(ARGV[1]), ids)
+schedule(KEYS[1], KEYS[3], tonumber(ARGV[1]), ids, 0.001)
 return #ids

@@ -179,10 +179,23 @@ impl RedisConsumer {
             "LEFT".into(),
             timeout.into(),
         ];
-        let waited: Result<Value, _> = self
+        let blocked = self
             .waiter
-            .custom(self.on_queue_node("BLMOVE", true), args)
-            .await;
+            .custom::<Value, _>(self.on_queue_node("BLMOVE", true), args);
+        tokio::pin!(blocked);
+        // Redis checks blocked clients' timeouts only ~10 times a second (`hz`): when a
+        // due time is what we wait for, a local timer ends the wait on time instead.
+        let waited = if ms < IDLE_WAIT_MS {
+            tokio::select! {
+                waited = &mut blocked => waited,
+                () = tokio::time::sleep(Duration::from_millis(ms.unsigned_abs())) => {
+                    self.unblock_waiter().await;
+                    blocked.await
+                }
+            }
+        } else {
+            blocked.await
+        };
         match waited {
             Ok(value) => Ok(!value.is_null()),
             // A full Redis refuses even this rotation (LMOVE may grow memory): wait
@@ -196,6 +209,20 @@ impl RedisConsumer {
                 self.waiter_id.store(-1, Ordering::Relaxed);
                 Err(Error::from(e).into())
             }
+        }
+    }
+}
+
+impl RedisConsumer {
+    /// Ends the waiter's pending block, if any (`CLIENT UNBLOCK` from the main connection).
+    async fn unblock_waiter(&self) {
+        let id = self.waiter_id.load(Ordering::Relaxed);
+        if id >= 0 {
+            let unblock = self.on_queue_node("CLIENT", false);
+            let _: Result<Value, _> = self
+                .client
+                .custom(unblock, vec![Value::from("UNBLOCK"), Value::from(id)])
+                .await;
         }
     }
 }
@@ -373,14 +400,7 @@ impl Consumer for RedisConsumer {
 
     async fn close(&self) -> Result<()> {
         // Interrupt a pending block, so that the QUIT does not wait for its timeout.
-        let id = self.waiter_id.load(Ordering::Relaxed);
-        if id >= 0 {
-            let unblock = self.on_queue_node("CLIENT", false);
-            let _: Result<Value, _> = self
-                .client
-                .custom(unblock, vec![Value::from("UNBLOCK"), Value::from(id)])
-                .await;
-        }
+        self.unblock_waiter().await;
         self.waiter.quit().await.map_err(Error::from)?;
         Ok(())
     }

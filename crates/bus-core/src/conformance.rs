@@ -1,0 +1,245 @@
+//! The transport conformance suite (feature `conformance`): the same host-level checks
+//! run against every transport (the in-memory one in bus-core's tests, Redis in
+//! bus-redis's), so "the same semantics" is tested, not promised.
+//!
+//! Each check builds its own host on a fresh queue name, so checks may share a transport.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use tokio::time::Instant;
+
+use crate::{
+    Backoff, CommandProcessor, Context, DeadLetter, DeadLetterReason, Host, Message, MessageKind,
+    ProcessError, ProcessingSettings, Source, Transport,
+};
+
+/// How a check reads what a transport stored (transports have no such API of their own).
+#[async_trait]
+pub trait Probe: Send + Sync {
+    /// The dead letters of a queue, oldest first.
+    async fn dead_letters(&self, source: &Source) -> Vec<SeenDeadLetter>;
+}
+
+/// A dead letter as a probe reads it.
+#[derive(Debug, Clone)]
+pub struct SeenDeadLetter {
+    /// As stored: `undecodable`, `delivery_limit`, ...
+    pub reason: String,
+    /// The error messages, oldest first.
+    pub errors: Vec<String>,
+}
+
+impl From<&DeadLetter> for SeenDeadLetter {
+    fn from(dead: &DeadLetter) -> Self {
+        SeenDeadLetter {
+            reason: dead.reason.to_string(),
+            errors: dead.errors.iter().map(|e| e.message.clone()).collect(),
+        }
+    }
+}
+
+/// How late a delayed message or a retry may start after its due time and still pass.
+/// Generous for a loaded 2-core machine; a transport that waits for its idle poll (a
+/// second) fails it.
+pub const LATENESS: Duration = Duration::from_millis(150);
+
+macro_rules! command {
+    ($ty:ident, $queue:literal) => {
+        impl Message for $ty {
+            const NAME: &'static str = $queue;
+            const KIND: MessageKind = MessageKind::Command;
+        }
+        impl crate::Command for $ty {}
+    };
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Timed {
+    n: u32,
+}
+command!(Timed, "conformance-timed");
+
+/// Records when each delivery started; fails the first `failures` deliveries.
+struct Recorder {
+    failures: u32,
+    backoff: Backoff,
+    starts: Mutex<Vec<Instant>>,
+    runs: AtomicU32,
+}
+
+#[async_trait]
+impl CommandProcessor<Timed> for Arc<Recorder> {
+    fn settings(&self) -> ProcessingSettings {
+        ProcessingSettings::default()
+            .dead_letter_delivery_limit(10)
+            .retry(self.backoff.clone())
+    }
+    async fn process(&self, _: Timed, _: &Context) -> Result<(), ProcessError> {
+        self.starts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(Instant::now());
+        if self.runs.fetch_add(1, Ordering::SeqCst) < self.failures {
+            return Err(ProcessError::retry("failing on purpose"));
+        }
+        Ok(())
+    }
+}
+
+async fn wait_until(deadline: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + deadline;
+    while Instant::now() < end {
+        if done() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    done()
+}
+
+/// A retry starts within [`LATENESS`] of its backoff, for sub-second backoffs too.
+pub async fn retries_start_on_time(transport: Arc<dyn Transport>) {
+    let delay = Duration::from_millis(200);
+    let recorder = Arc::new(Recorder {
+        failures: 3,
+        backoff: Backoff::fixed(delay),
+        starts: Mutex::default(),
+        runs: AtomicU32::new(0),
+    });
+    let host = Host::builder()
+        .transport_arc(transport)
+        .command::<Timed, _>(Arc::clone(&recorder))
+        .build()
+        .expect("host builds");
+    let running = host.start().await.expect("host starts");
+    running.bus().send(&Timed { n: 1 }).await.expect("sent");
+    let all = wait_until(Duration::from_secs(10), || {
+        recorder.runs.load(Ordering::SeqCst) >= 4
+    })
+    .await;
+    running.shutdown().await.expect("shutdown");
+    assert!(all, "only {} runs", recorder.runs.load(Ordering::SeqCst));
+    let starts = recorder.starts.lock().expect("not poisoned").clone();
+    for pair in starts.windows(2) {
+        let gap = pair[1] - pair[0];
+        assert!(
+            gap >= delay - Duration::from_millis(5) && gap <= delay + LATENESS,
+            "a retry after a {delay:?} backoff started {gap:?} after the attempt before"
+        );
+    }
+}
+
+/// A delayed send to an idle host starts within [`LATENESS`] of its due time, and not
+/// before; one already due starts at once.
+pub async fn delayed_sends_start_on_time(transport: Arc<dyn Transport>) {
+    let recorder = Arc::new(Recorder {
+        failures: 0,
+        backoff: Backoff::default(),
+        starts: Mutex::default(),
+        runs: AtomicU32::new(0),
+    });
+    let host = Host::builder()
+        .transport_arc(transport)
+        .command::<Timed, _>(Arc::clone(&recorder))
+        .build()
+        .expect("host builds");
+    let running = host.start().await.expect("host starts");
+    let bus = running.bus();
+    // Let the consumer settle into its idle wait first.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for (n, delay) in [(1u32, Duration::from_millis(300)), (2, Duration::ZERO)] {
+        let runs = recorder.runs.load(Ordering::SeqCst);
+        let sent = Instant::now();
+        bus.send_at(&Timed { n }, SystemTime::now() + delay)
+            .await
+            .expect("sent");
+        let arrived = wait_until(Duration::from_secs(5), || {
+            recorder.runs.load(Ordering::SeqCst) > runs
+        })
+        .await;
+        assert!(arrived, "the delayed message never started");
+        let started = *recorder
+            .starts
+            .lock()
+            .expect("not poisoned")
+            .last()
+            .expect("a start");
+        let after = started - sent;
+        assert!(
+            after + Duration::from_millis(5) >= delay && after <= delay + LATENESS,
+            "a message due in {delay:?} started after {after:?}"
+        );
+    }
+    running.shutdown().await.expect("shutdown");
+}
+
+/// A body whose `Deserialize` panics.
+#[derive(Debug, Serialize)]
+struct Explosive {
+    fuse: bool,
+}
+command!(Explosive, "conformance-explosive");
+
+impl<'de> Deserialize<'de> for Explosive {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct Plain {
+            fuse: bool,
+        }
+        let plain = Plain::deserialize(d)?;
+        assert!(!plain.fuse, "the body's Deserialize blew up");
+        Ok(Explosive { fuse: plain.fuse })
+    }
+}
+
+struct Count(AtomicU32);
+
+#[async_trait]
+impl CommandProcessor<Explosive> for Arc<Count> {
+    async fn process(&self, _: Explosive, _: &Context) -> Result<(), ProcessError> {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+/// A body whose `Deserialize` panics is dead-lettered `undecodable` at once (not left in
+/// flight), and the consumer keeps going.
+pub async fn a_panicking_body_decoder_dead_letters_the_message(
+    transport: Arc<dyn Transport>,
+    probe: &dyn Probe,
+) {
+    let count = Arc::new(Count(AtomicU32::new(0)));
+    let host = Host::builder()
+        .transport_arc(transport)
+        .command::<Explosive, _>(Arc::clone(&count))
+        .build()
+        .expect("host builds");
+    let running = host.start().await.expect("host starts");
+    let bus = running.bus();
+    bus.send(&Explosive { fuse: true }).await.expect("sent");
+    bus.send(&Explosive { fuse: false }).await.expect("sent");
+    let source = Source::queue(Explosive::NAME).expect("valid name");
+    let mut dead = Vec::new();
+    let end = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < end {
+        dead = probe.dead_letters(&source).await;
+        if !dead.is_empty() && count.0.load(Ordering::SeqCst) == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    running.shutdown().await.expect("shutdown");
+    assert_eq!(
+        count.0.load(Ordering::SeqCst),
+        1,
+        "the good message ran once"
+    );
+    assert_eq!(dead.len(), 1, "one dead letter: {dead:?}");
+    assert_eq!(dead[0].reason, DeadLetterReason::Undecodable.as_str());
+    let error = dead[0].errors.last().expect("an error");
+    assert!(error.contains("blew up"), "{error}");
+}

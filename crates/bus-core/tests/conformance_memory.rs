@@ -1,0 +1,36 @@
+//! The transport conformance suite on the in-memory transport.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use bus_core::conformance::{self, Probe, SeenDeadLetter};
+use bus_core::{MemoryTransport, Source};
+
+struct Memory(MemoryTransport);
+
+#[async_trait]
+impl Probe for Memory {
+    async fn dead_letters(&self, source: &Source) -> Vec<SeenDeadLetter> {
+        self.0.dead_letters(source).iter().map(Into::into).collect()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retries_start_on_time() {
+    conformance::retries_start_on_time(Arc::new(MemoryTransport::new())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delayed_sends_start_on_time() {
+    conformance::delayed_sends_start_on_time(Arc::new(MemoryTransport::new())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_body_decoder_dead_letters_the_message() {
+    let transport = MemoryTransport::new();
+    conformance::a_panicking_body_decoder_dead_letters_the_message(
+        Arc::new(transport.clone()),
+        &Memory(transport),
+    )
+    .await;
+}

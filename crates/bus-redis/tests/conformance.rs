@@ -1,0 +1,62 @@
+//! The transport conformance suite on the Redis transport (a real redis-server).
+
+mod common;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use bus_core::conformance::{self, Probe, SeenDeadLetter};
+use bus_core::Source;
+use bus_redis::RedisTransport;
+use bus_test_redis::TestRedis;
+use fred::prelude::{HashesInterface, ListInterface};
+
+struct Redis(RedisTransport);
+
+#[async_trait]
+impl Probe for Redis {
+    async fn dead_letters(&self, source: &Source) -> Vec<SeenDeadLetter> {
+        let keys = self.0.keys(source);
+        let client = self.0.client();
+        let ids: Vec<String> = client.lrange(&keys.dead, 0, -1).await.unwrap();
+        let mut dead = Vec::new();
+        for id in ids {
+            let info: String = client.hget(&keys.dead_info, &id).await.unwrap();
+            let info: serde_json::Value = serde_json::from_str(&info).unwrap();
+            let errors: Option<String> = client.hget(&keys.errors, &id).await.unwrap();
+            let errors: Vec<serde_json::Value> =
+                serde_json::from_str(errors.as_deref().unwrap_or("[]")).unwrap();
+            dead.push(SeenDeadLetter {
+                reason: info["reason"].as_str().unwrap().to_owned(),
+                errors: errors
+                    .iter()
+                    .map(|e| e["message"].as_str().unwrap().to_owned())
+                    .collect(),
+            });
+        }
+        dead
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retries_start_on_time() {
+    let redis = TestRedis::start().unwrap();
+    conformance::retries_start_on_time(Arc::new(common::transport(&redis).await)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delayed_sends_start_on_time() {
+    let redis = TestRedis::start().unwrap();
+    conformance::delayed_sends_start_on_time(Arc::new(common::transport(&redis).await)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_body_decoder_dead_letters_the_message() {
+    let redis = TestRedis::start().unwrap();
+    let transport = common::transport(&redis).await;
+    conformance::a_panicking_body_decoder_dead_letters_the_message(
+        Arc::new(transport.clone()),
+        &Redis(transport),
+    )
+    .await;
+}
