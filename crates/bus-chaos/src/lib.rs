@@ -21,3 +21,8 @@ pub fn processed_key(prefix: &str) -> String {
 pub fn runs_key(prefix: &str) -> String {
     format!("{prefix}:test:runs")
 }
+
+/// Counter of the runs of job 0 in `poison` mode (the one that aborts the process).
+pub fn poison_runs_key(prefix: &str) -> String {
+    format!("{prefix}:test:poison-runs")
+}

@@ -2,72 +2,14 @@
 //! the process, Redis restarted mid-run.
 
 use std::collections::HashSet;
-use std::process::{Child, Command};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
+mod common;
+
 use bus_chaos::{processed_key, runs_key, Job};
-use bus_core::{Bus, BusConfig};
-use bus_redis::{RedisConfig, RedisTransport};
 use bus_test_redis::{eventually, eventually_async, RedisServer, SyncClient, TestRedis};
-
-fn consumer(url: &str, prefix: &str, mode: &str, lock_ms: u64, limit: u32) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_chaos-consumer"))
-        .env("REDIS_URL", url)
-        .env("BUS_PREFIX", prefix)
-        .env("CHAOS_MODE", mode)
-        .env("CHAOS_LOCK_MS", lock_ms.to_string())
-        .env("CHAOS_LIMIT", limit.to_string())
-        .env("RUST_LOG", "warn")
-        .spawn()
-        .expect("start chaos-consumer")
-}
-
-async fn bus(url: &str, prefix: &str) -> Bus {
-    let config = RedisConfig::from_url(url).unwrap().prefix(prefix);
-    Bus::new(
-        Arc::new(RedisTransport::connect(&config).await.unwrap()),
-        BusConfig::default(),
-    )
-}
-
-async fn send_jobs(bus: &Bus, count: u64) {
-    for start in (0..count).step_by(1000) {
-        let batch: Vec<Job> = (start..(start + 1000).min(count))
-            .map(|n| Job { n })
-            .collect();
-        bus.send_batch(&batch).await.unwrap();
-    }
-}
-
-/// An integer reply, or a string reply holding one (GET); a missing key is 0.
-fn int(client: &mut SyncClient, args: &[&str]) -> i64 {
-    let reply = client.cmd(args).unwrap();
-    if reply.is_nil() {
-        return 0;
-    }
-    reply
-        .as_int()
-        .or_else(|| reply.as_str().and_then(|s| s.parse().ok()))
-        .unwrap_or_else(|| panic!("{args:?} gave {reply:?}"))
-}
-
-/// Ready, in flight, delayed, stored.
-fn backlog(client: &mut SyncClient, prefix: &str) -> [i64; 4] {
-    let key = |s: &str| format!("{prefix}:{{chaos}}:{s}");
-    [
-        int(client, &["LLEN", &key("ready")]),
-        int(client, &["ZCARD", &key("inflight")]),
-        int(client, &["ZCARD", &key("delayed")]),
-        int(client, &["HLEN", &key("msgs")]),
-    ]
-}
-
-fn kill(child: &mut Child) {
-    child.kill().unwrap(); // SIGKILL on Unix
-    child.wait().unwrap();
-}
+use common::{backlog, bus, consumer, int, kill, send_jobs};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn consumers_killed_with_sigkill_lose_nothing() {

@@ -1,13 +1,15 @@
 //! A consumer process for reliability tests.
 //!
 //! Environment: `REDIS_URL`, `BUS_PREFIX`, `CHAOS_MODE` (`record`: mark the job processed
-//! then ack; `abort`: count the run then abort the whole process), `CHAOS_LOCK_MS`,
-//! `CHAOS_LIMIT` (dead-letter delivery limit). Runs until killed or SIGINT.
+//! then ack; `abort`: count the run then abort the whole process; `poison`: abort for
+//! job 0 only, record the others), `CHAOS_LOCK_MS`, `CHAOS_LIMIT` (dead-letter delivery
+//! limit); optional `CHAOS_GRACE_MS` (shutdown grace), `CHAOS_UNRESPONSIVE_MS` (Redis
+//! unresponsive-connection timeout). Runs until killed, SIGINT or SIGTERM.
 
 use std::time::Duration;
 
 use async_trait::async_trait;
-use bus_chaos::{processed_key, runs_key, Job};
+use bus_chaos::{poison_runs_key, processed_key, runs_key, Job};
 use bus_core::{CommandProcessor, Context, Host, ProcessError, ProcessingSettings};
 use bus_redis::{RedisConfig, RedisTransport};
 use fred::prelude::{Client, KeysInterface, SetsInterface};
@@ -15,7 +17,7 @@ use fred::prelude::{Client, KeysInterface, SetsInterface};
 struct Handler {
     client: Client,
     prefix: String,
-    abort: bool,
+    mode: String,
     settings: ProcessingSettings,
 }
 
@@ -23,7 +25,11 @@ struct Handler {
 impl CommandProcessor<Job> for Handler {
     async fn process(&self, job: Job, _: &Context) -> Result<(), ProcessError> {
         let _: i64 = self.client.incr(runs_key(&self.prefix)).await?;
-        if self.abort {
+        if self.mode == "abort" {
+            std::process::abort();
+        }
+        if self.mode == "poison" && job.n == 0 {
+            let _: i64 = self.client.incr(poison_runs_key(&self.prefix)).await?;
             std::process::abort();
         }
         let _: i64 = self.client.sadd(processed_key(&self.prefix), job.n).await?;
@@ -41,13 +47,20 @@ fn env(name: &str) -> Result<String, String> {
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let prefix = env("BUS_PREFIX")?;
-    let config = RedisConfig::from_url(&env("REDIS_URL")?)?.prefix(prefix.as_str());
+    let mut config = RedisConfig::from_url(&env("REDIS_URL")?)?.prefix(prefix.as_str());
+    if let Ok(ms) = env("CHAOS_UNRESPONSIVE_MS") {
+        config = config.unresponsive_timeout(Duration::from_millis(ms.parse()?));
+    }
+    let grace = match env("CHAOS_GRACE_MS") {
+        Ok(ms) => Duration::from_millis(ms.parse()?),
+        Err(_) => Duration::from_secs(30),
+    };
     let transport = RedisTransport::connect(&config).await?;
     let lock = Duration::from_millis(env("CHAOS_LOCK_MS")?.parse()?);
     let handler = Handler {
         client: transport.client().clone(),
         prefix,
-        abort: env("CHAOS_MODE")? == "abort",
+        mode: env("CHAOS_MODE")?,
         settings: ProcessingSettings::default()
             .max_concurrent_calls(32)
             .prefetch_count(64)
@@ -58,8 +71,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .transport(transport)
         .command::<Job, _>(handler)
         .recovery_interval(Duration::from_millis(100))
+        .shutdown_grace(grace)
         .build()?
-        .run_until_ctrl_c()
+        .run_until_signal()
         .await?;
     Ok(())
 }

@@ -158,10 +158,8 @@ impl Worker {
                     () = stop.cancelled() => break,
                     () = held.until_empty() => {}
                 }
-                let received = tokio::select! {
-                    biased;
-                    () = stop.cancelled() => break,
-                    r = self.consumer.receive_isolated() => r,
+                let Some(received) = finish(&stop, self.consumer.receive_isolated()).await else {
+                    break;
                 };
                 match received {
                     Ok(Some(delivery)) => Ok(vec![delivery]),
@@ -178,13 +176,11 @@ impl Worker {
                         permit.merge(p);
                     }
                 }
-                // Stopping abandons a pending reserve: what it reserved, if anything, is
-                // recovered when its lock expires.
-                tokio::select! {
-                    biased;
-                    () = stop.cancelled() => break,
-                    r = self.consumer.receive(permit.num_permits(), &stop) => r,
-                }
+                let receiving = self.consumer.receive(permit.num_permits(), &stop);
+                let Some(received) = finish(&stop, receiving).await else {
+                    break;
+                };
+                received
             };
             match received {
                 Ok(deliveries) => {
@@ -398,6 +394,21 @@ impl Worker {
                 () = tokio::time::sleep(self.recovery_interval) => {}
             }
         }
+    }
+}
+
+/// Awaits a transport call; once `stop` fires it gets [`SETTLE_BOUND`] more to finish
+/// (what it reserved is then released like any prefetched message), after which it is
+/// abandoned (`None`): what it reserved, if anything, returns when its lock expires.
+async fn finish<T>(
+    stop: &CancellationToken,
+    call: impl std::future::Future<Output = T>,
+) -> Option<T> {
+    tokio::pin!(call);
+    tokio::select! {
+        biased;
+        out = &mut call => Some(out),
+        () = stop.cancelled() => tokio::time::timeout(SETTLE_BOUND, call).await.ok(),
     }
 }
 

@@ -1,0 +1,166 @@
+//! Faults done for real against the consumer process (issue 10, points 21-24): a handler
+//! that aborts the process beside healthy batch-mates, SIGTERM, shutdown while Redis is
+//! down, and connections black-holed by a proxy.
+
+mod common;
+
+use std::process::Child;
+use std::time::{Duration, Instant};
+
+use bus_chaos::{poison_runs_key, processed_key, Job};
+use bus_test_redis::{eventually, Proxy, RedisServer, SyncClient, TestRedis};
+use common::{backlog, bus, consumer, consumer_command, int, kill, send_jobs};
+
+fn processed(client: &mut SyncClient, prefix: &str) -> i64 {
+    int(client, &["SCARD", &processed_key(prefix)])
+}
+
+fn signal(child: &Child, name: &str) {
+    let status = std::process::Command::new("kill")
+        .args([&format!("-{name}"), &child.id().to_string()])
+        .status()
+        .expect("run kill");
+    assert!(status.success());
+}
+
+/// Waits up to `limit` for the child to exit; how long it took, or `None`.
+async fn exit_within(child: &mut Child, limit: Duration) -> Option<Duration> {
+    let started = Instant::now();
+    let exited = eventually(limit, || child.try_wait().unwrap().is_some()).await;
+    exited.then(|| started.elapsed())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_that_aborts_the_process_takes_no_batch_mate_down() {
+    const LIMIT: u32 = 3;
+    const JOBS: u64 = 300;
+    let redis = TestRedis::start().unwrap();
+    let (url, prefix) = (redis.url(), redis.namespace().to_owned());
+    // Job 0 (first in the queue) aborts the process; the others are healthy and are
+    // reserved with it (32 concurrent, 64 prefetched).
+    send_jobs(&bus(&url, &prefix).await, JOBS).await;
+    let mut client = redis.client();
+    let dead_key = format!("{prefix}:{{chaos}}:dead");
+    let done = |c: &mut SyncClient| int(c, &["LLEN", &dead_key]) + processed(c, &prefix);
+    let mut starts = 0;
+    while done(&mut client) < JOBS as i64 && starts < 20 {
+        starts += 1;
+        let mut child = consumer(&url, &prefix, "poison", 300, LIMIT);
+        eventually(Duration::from_secs(15), || {
+            child.try_wait().unwrap().is_some() || done(&mut client) == JOBS as i64
+        })
+        .await;
+        if child.try_wait().unwrap().is_none() {
+            kill(&mut child);
+        }
+    }
+    let dead = int(&mut client, &["LLEN", &dead_key]);
+    let poison_runs = int(&mut client, &["GET", &poison_runs_key(&prefix)]);
+    assert_eq!(
+        (dead, processed(&mut client, &prefix)),
+        (1, JOBS as i64 - 1),
+        "only the poison is dead-lettered, after {starts} consumer starts"
+    );
+    assert_eq!(poison_runs, i64::from(LIMIT), "the poison ran its limit");
+    let id = client.cmd(&["LINDEX", &dead_key, "0"]).unwrap();
+    let info = client
+        .cmd(&[
+            "HGET",
+            &format!("{prefix}:{{chaos}}:dead-info"),
+            id.as_str().unwrap(),
+        ])
+        .unwrap();
+    assert!(
+        info.as_str().unwrap().contains("delivery_limit"),
+        "{info:?}"
+    );
+    assert_eq!(backlog(&mut client, &prefix)[..3], [0, 0, 0]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_shuts_down_gracefully() {
+    let redis = TestRedis::start().unwrap();
+    let (url, prefix) = (redis.url(), redis.namespace().to_owned());
+    send_jobs(&bus(&url, &prefix).await, 20_000).await;
+    let mut client = redis.client();
+    let mut child = consumer(&url, &prefix, "record", 30_000, 5);
+    assert!(
+        eventually(Duration::from_secs(20), || processed(&mut client, &prefix)
+            > 100)
+        .await
+    );
+    signal(&child, "TERM");
+    let took = exit_within(&mut child, Duration::from_secs(10)).await;
+    assert!(took.is_some(), "still running 10 s after SIGTERM");
+    assert!(child.wait().unwrap().success(), "a graceful exit");
+    // Prefetched messages went back and running ones finished: nothing stays locked
+    // for the 30 s lock timeout.
+    assert_eq!(
+        backlog(&mut client, &prefix)[1],
+        0,
+        "nothing left in flight"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_ends_within_its_bound_while_redis_is_down() {
+    let mut server = RedisServer::start().unwrap();
+    let prefix = "chaos-down";
+    send_jobs(&bus(&server.url(), prefix).await, 20_000).await;
+    let mut client = server.client();
+    let mut child = consumer_command(&server.url(), prefix, "record", 30_000, 5)
+        .env("CHAOS_GRACE_MS", "1000")
+        .spawn()
+        .unwrap();
+    assert!(
+        eventually(Duration::from_secs(20), || processed(&mut client, prefix)
+            > 100)
+        .await
+    );
+    server.kill();
+    signal(&child, "INT");
+    // Grace (1 s) plus the settle bound (2 s), plus room for a loaded machine.
+    let took = exit_within(&mut child, Duration::from_secs(8)).await;
+    if took.is_none() {
+        kill(&mut child);
+    }
+    assert!(
+        took.is_some(),
+        "shutdown did not end 8 s after SIGINT with Redis down"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consumers_resume_after_their_connections_are_black_holed() {
+    let redis = RedisServer::start().unwrap();
+    let proxy = Proxy::start(redis.port()).unwrap();
+    let prefix = "chaos-blackhole";
+    let direct = bus(&redis.url(), prefix).await;
+    send_jobs(&direct, 1_000).await;
+    let mut client = redis.client();
+    let mut child = consumer_command(&proxy.url(), prefix, "record", 3_000, 10)
+        .env("CHAOS_UNRESPONSIVE_MS", "2000")
+        .spawn()
+        .unwrap();
+    assert!(
+        eventually(Duration::from_secs(20), || processed(&mut client, prefix)
+            == 1_000)
+        .await
+    );
+    // Every open connection goes silent; new ones (the reconnects) work.
+    proxy.blackhole();
+    let jobs: Vec<Job> = (1_000..4_000).map(|n| Job { n }).collect();
+    for chunk in jobs.chunks(1_000) {
+        direct.send_batch(chunk).await.unwrap();
+    }
+    let resumed = eventually(Duration::from_secs(40), || {
+        processed(&mut client, prefix) == 4_000
+    })
+    .await;
+    kill(&mut child);
+    assert!(
+        resumed,
+        "{} of 4000 processed after the black hole",
+        processed(&mut client, prefix)
+    );
+}
