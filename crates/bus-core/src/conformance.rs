@@ -243,3 +243,60 @@ pub async fn a_panicking_body_decoder_dead_letters_the_message(
     let error = dead[0].errors.last().expect("an error");
     assert!(error.contains("blew up"), "{error}");
 }
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Blocking {
+    n: u32,
+}
+command!(Blocking, "conformance-blocking");
+
+struct BlockingWork {
+    runs: AtomicU32,
+    completed: AtomicU32,
+}
+
+#[async_trait]
+impl CommandProcessor<Blocking> for Arc<BlockingWork> {
+    fn settings(&self) -> ProcessingSettings {
+        ProcessingSettings::default()
+            .message_lock_timeout(Duration::from_millis(300))
+            .max_concurrent_calls(8)
+    }
+    async fn process(&self, _: Blocking, _: &Context) -> Result<(), ProcessError> {
+        self.runs.fetch_add(1, Ordering::SeqCst);
+        // The documented way to run blocking work: off the async runtime's threads, so
+        // that lock renewal (and everything else) keeps running.
+        tokio::task::spawn_blocking(|| std::thread::sleep(Duration::from_millis(700)))
+            .await
+            .map_err(ProcessError::retry)?;
+        self.completed.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+/// Handlers that block for over twice the lock timeout in `spawn_blocking`, more of them
+/// than the runtime has threads, each run once: their locks are renewed.
+pub async fn blocking_work_in_spawn_blocking_keeps_its_locks(transport: Arc<dyn Transport>) {
+    let work = Arc::new(BlockingWork {
+        runs: AtomicU32::new(0),
+        completed: AtomicU32::new(0),
+    });
+    let host = Host::builder()
+        .transport_arc(transport)
+        .command::<Blocking, _>(Arc::clone(&work))
+        .recovery_interval(Duration::from_millis(50))
+        .build()
+        .expect("host builds");
+    let running = host.start().await.expect("host starts");
+    let batch: Vec<Blocking> = (0..16).map(|n| Blocking { n }).collect();
+    running.bus().send_batch(&batch).await.expect("sent");
+    // A lost lock shows as a second run that starts while the first still blocks, so
+    // before the last completion.
+    let completed = wait_until(Duration::from_secs(20), || {
+        work.completed.load(Ordering::SeqCst) >= 16
+    })
+    .await;
+    running.shutdown().await.expect("shutdown");
+    assert!(completed, "not all completed");
+    assert_eq!(work.runs.load(Ordering::SeqCst), 16, "each ran once");
+}

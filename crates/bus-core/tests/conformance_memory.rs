@@ -34,3 +34,9 @@ async fn a_panicking_body_decoder_dead_letters_the_message() {
     )
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn blocking_work_in_spawn_blocking_keeps_its_locks() {
+    conformance::blocking_work_in_spawn_blocking_keeps_its_locks(Arc::new(MemoryTransport::new()))
+        .await;
+}

@@ -60,3 +60,12 @@ async fn a_panicking_body_decoder_dead_letters_the_message() {
     )
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn blocking_work_in_spawn_blocking_keeps_its_locks() {
+    let redis = TestRedis::start().unwrap();
+    conformance::blocking_work_in_spawn_blocking_keeps_its_locks(Arc::new(
+        common::transport(&redis).await,
+    ))
+    .await;
+}

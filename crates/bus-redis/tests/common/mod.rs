@@ -22,6 +22,7 @@ pub async fn transport(redis: &TestRedis) -> RedisTransport {
     RedisTransport::connect(&config).await.unwrap()
 }
 
+#[allow(unused_imports)]
 pub use bus_test_redis::eventually_async as eventually;
 
 /// A host running in the background.
