@@ -21,9 +21,11 @@ const PROPAGATED: [&str; 2] = ["traceparent", "tracestate"];
 
 /// A cheap-to-clone handle for sending messages over one shared transport.
 ///
-/// Every call is a single atomic operation on the transport. Dropping a call's future
-/// cancels it: the messages were then either all stored or none (batches are atomic),
-/// and an error says which when the call completes.
+/// Every call is a single atomic operation on the transport: a batch is stored all or
+/// none. Every call is bounded by the transport's command timeout; a call without an
+/// answer in time fails with [`Error::OutcomeUnknown`]: the messages may or may not be
+/// stored. Dropping a call's future does not withdraw it: the transport may already have
+/// queued it, and then it runs when the connection allows (docs/operations.md, "Outages").
 #[derive(Debug, Clone)]
 pub struct Bus {
     transport: Arc<dyn Transport>,
