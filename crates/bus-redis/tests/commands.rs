@@ -478,3 +478,61 @@ async fn an_idle_consumer_costs_redis_a_few_commands_a_second() {
     );
     assert!(sent <= 4.0, "an idle consumer sent {sent:.1} commands/s");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_storage_id_twice_in_one_reserve_is_delivered_once() {
+    let redis = TestRedis::start().unwrap();
+    let transport = transport(&redis).await;
+    let bus = bus_core::Bus::new(Arc::new(transport.clone()), Default::default());
+    bus.send(&Work { n: 1 }).await.unwrap();
+    let source = Source::queue("work").unwrap();
+    let consumer = transport
+        .consumer(&source, ConsumerOptions::new(Duration::from_secs(30), 5))
+        .await
+        .unwrap();
+    let stop = tokio_util::sync::CancellationToken::new();
+    let first = consumer.receive(10, &stop).await.unwrap();
+    let receipt = first[0].receipt.clone();
+    consumer.release(&[receipt.clone()]).await.unwrap();
+    // The released id is on `ready`; someone pushes it a second time by hand.
+    let keys = transport.keys(&source);
+    let _: i64 = transport
+        .client()
+        .rpush(&keys.ready, receipt.key.as_ref())
+        .await
+        .unwrap();
+    let again = consumer.receive(10, &stop).await.unwrap();
+    assert_eq!(again.len(), 1, "delivered {} times", again.len());
+    assert_eq!(again[0].delivery_count, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invalid_subscription_name_from_redis_receives_nothing() {
+    use fred::prelude::SetsInterface;
+    let redis = TestRedis::start().unwrap();
+    let transport = transport(&redis).await;
+    let good = Source::subscription("thing", "audit").unwrap();
+    let _consumer = transport
+        .consumer(&good, ConsumerOptions::new(Duration::from_secs(30), 5))
+        .await
+        .unwrap();
+    // A foreign client registers a name that would break the key layout.
+    let subs = format!("{}:{{thing}}:subs", redis.namespace());
+    let _: i64 = transport.client().sadd(&subs, "bad name}x").await.unwrap();
+    let outgoing = bus_core::Outgoing {
+        id: "m-1".to_owned().into(),
+        payload: r#"{"v":1,"id":"m-1","type":"thing","sent":1,"body":{}}"#.into(),
+    };
+    let reached = transport.publish("thing", vec![outgoing]).await.unwrap();
+    assert_eq!(reached, 1, "only the valid subscription");
+    let mut client = redis.client();
+    let ready = client
+        .cmd(&["LLEN", &transport.keys(&good).ready])
+        .unwrap()
+        .as_int();
+    assert_eq!(ready, Some(1));
+    let strays = client
+        .scan_match(&format!("{}:{{thing}}:s:bad*", redis.namespace()))
+        .unwrap();
+    assert!(strays.is_empty(), "{strays:?}");
+}
