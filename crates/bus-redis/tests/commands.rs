@@ -493,7 +493,7 @@ async fn a_storage_id_twice_in_one_reserve_is_delivered_once() {
     let stop = tokio_util::sync::CancellationToken::new();
     let first = consumer.receive(10, &stop).await.unwrap();
     let receipt = first[0].receipt.clone();
-    consumer.release(&[receipt.clone()]).await.unwrap();
+    consumer.release(std::slice::from_ref(&receipt)).await.unwrap();
     // The released id is on `ready`; someone pushes it a second time by hand.
     let keys = transport.keys(&source);
     let _: i64 = transport
