@@ -12,6 +12,7 @@
 //! |---|---|---|
 //! | [`Management`], [`parse_source`], [`source_name`] | the handle; `queue` / `topic/subscription` names | `management` |
 //! | [`Management::queues`], [`topics`](Management::topics), [`stats`](Management::stats), [`purge`](Management::purge), [`send`](Management::send), [`remove_subscription`](Management::remove_subscription) | [`Topic`], [`QueueStats`], [`Purged`], [`RemovedSubscription`] | `queues` |
+//! | [`Management::ensure_exists`], [`other_prefixes`](Management::other_prefixes) | registry sets merged with a `SCAN` of the layout | `discovery` |
 //! | [`Management::peek`], [`scheduled`](Management::scheduled) | [`ReadyMessage`], [`ScheduledMessage`], [`MessageSummary`] | `browse`, `message` |
 //! | [`Management::dead_letters`], [`requeue`](Management::requeue), [`delete_dead_letter`](Management::delete_dead_letter) | [`DeadLetter`], [`ErrorRecord`], [`Selection`], [`Requeued`] | `dead_letters` |
 //! | [`Management::sagas`], [`delete_saga`](Management::delete_saga) | [`SagaEntry`] | `sagas` |
@@ -20,6 +21,7 @@
 
 mod browse;
 mod dead_letters;
+mod discovery;
 mod error;
 mod management;
 mod message;

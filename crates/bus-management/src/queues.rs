@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use bus_core::{now_ms, Envelope, Format, Headers, MessageId, Source, DEFAULT_MAX_MESSAGE_SIZE};
 use bus_redis::keys;
 use bytes::Bytes;
-use fred::prelude::{HashesInterface, ListInterface, SetsInterface, SortedSetsInterface};
+use fred::prelude::{HashesInterface, ListInterface, SortedSetsInterface};
 use fred::types::Value;
 use serde::Serialize;
 use serde_json::value::RawValue;
@@ -71,55 +71,31 @@ pub struct RemovedSubscription {
 }
 
 impl Management {
-    /// The command queues consumers have registered (`<prefix>:registry:queues`), sorted.
+    /// The command queues, sorted: those consumers registered (`<prefix>:registry:queues`)
+    /// and those whose keys exist (found with `SCAN`, never `KEYS`), so a queue is listed
+    /// from its first send even if no consumer ever started.
     pub async fn queues(&self) -> Result<Vec<String>> {
-        let mut queues: Vec<String> = self
-            .client()
-            .smembers(keys::queue_registry(self.prefix()))
-            .await?;
-        queues.sort();
-        Ok(queues)
+        Ok(self.inventory().await?.queues.into_iter().collect())
     }
 
-    /// The topics consumers have registered, each with its subscriptions, sorted.
+    /// The topics, each with its subscriptions, sorted: those consumers registered (the
+    /// registry and each topic's `subs` set) and those whose keys exist.
     pub async fn topics(&self) -> Result<Vec<Topic>> {
-        let mut names: Vec<String> = self
-            .client()
-            .smembers(keys::topic_registry(self.prefix()))
-            .await?;
-        names.sort();
-        let mut topics = Vec::with_capacity(names.len());
-        for topic in names {
-            let mut subscriptions: Vec<String> = self
-                .client()
-                .smembers(keys::subscriptions(self.prefix(), &topic))
-                .await?;
-            subscriptions.sort();
-            topics.push(Topic {
+        Ok(self
+            .inventory()
+            .await?
+            .topics
+            .into_iter()
+            .map(|(topic, names)| Topic {
                 topic,
-                subscriptions,
-            });
-        }
-        Ok(topics)
+                subscriptions: names.into_iter().collect(),
+            })
+            .collect())
     }
 
-    /// Every registered queue and subscription, in the order `queues` then `topics` list.
+    /// Every queue and subscription, in the order `queues` then `topics` list them.
     pub async fn sources(&self) -> Result<Vec<Source>> {
-        let mut sources: Vec<Source> = self
-            .queues()
-            .await?
-            .into_iter()
-            .map(Source::Queue)
-            .collect();
-        for topic in self.topics().await? {
-            for name in topic.subscriptions {
-                sources.push(Source::Subscription {
-                    topic: topic.topic.clone(),
-                    name,
-                });
-            }
-        }
-        Ok(sources)
+        Ok(self.inventory().await?.sources())
     }
 
     /// The counts of a queue or subscription, and the age of its next ready message.
@@ -151,7 +127,7 @@ impl Management {
         })
     }
 
-    /// [`Management::stats`] of every registered queue and subscription.
+    /// [`Management::stats`] of every queue and subscription [`Management::sources`] lists.
     pub async fn stats_all(&self) -> Result<Vec<QueueStats>> {
         let mut all = Vec::new();
         for source in self.sources().await? {

@@ -179,3 +179,67 @@ fn a_bad_url_or_an_unreachable_server_is_a_clear_error() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_without_consumer_is_listed_and_typos_are_errors() {
+    let s = setup().await;
+    let r = &s.redis;
+    s.bus.send(&Work { n: 1 }).await.unwrap();
+    assert_eq!(bus_json(r, &["queues"]), serde_json::json!(["work"]));
+    let all = bus_json(r, &["stats", "--all"]);
+    assert_eq!(all[0]["queue"], "work");
+    assert_eq!(all[0]["ready"], 1);
+
+    for args in [
+        &["stats", "wrok"][..],
+        &["peek", "wrok"],
+        &["dead", "wrok"],
+        &["purge", "wrok", "--yes"],
+        &["requeue", "wrok", "--all"],
+    ] {
+        let out = bus(r, args);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.contains("no queue or subscription wrok")
+                && err.contains(r.namespace())
+                && err.contains("work"),
+            "{args:?}: {err}"
+        );
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
+
+    // A wrong prefix: the error and the empty listings say where the keys are.
+    let wrong = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_bus"))
+            .env_remove("REDIS_URL")
+            .args(["--url", &r.url(), "--prefix", "wrong"])
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let out = wrong(&["stats", "work"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains("prefix wrong") && err.contains(r.namespace()),
+        "{err}"
+    );
+    for args in [&["queues"][..], &["stats", "--all"]] {
+        let out = wrong(args);
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains("under prefix wrong") && text.contains(r.namespace()),
+            "{args:?}: {text}"
+        );
+    }
+    // Sending creates a queue: no error for a new name.
+    let sent = bus_json(r, &["send", "fresh", "--body", "{}"]);
+    assert!(sent["id"].is_string());
+    assert_eq!(
+        bus_json(r, &["queues"]),
+        serde_json::json!(["fresh", "work"])
+    );
+}

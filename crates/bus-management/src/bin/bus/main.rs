@@ -102,6 +102,8 @@ async fn execute(management: &Management, command: Command, json: bool) -> Resul
             let queues = management.queues().await?;
             if json {
                 output::json(&queues)?;
+            } else if queues.is_empty() {
+                println!("{}", nothing_under(management, "queues").await?);
             } else {
                 output::queues(&queues);
             }
@@ -110,23 +112,34 @@ async fn execute(management: &Management, command: Command, json: bool) -> Resul
             let topics = management.topics().await?;
             if json {
                 output::json(&topics)?;
+            } else if topics.is_empty() {
+                println!("{}", nothing_under(management, "topics").await?);
             } else {
                 output::topics(&topics);
             }
         }
         Command::Stats(args) => {
             let stats = match args.queue {
-                Some(queue) => vec![management.stats(&parse_source(&queue)?).await?],
+                Some(queue) => vec![
+                    management
+                        .stats(&existing(management, &queue).await?)
+                        .await?,
+                ],
                 None => management.stats_all().await?,
             };
             if json {
                 output::json(&stats)?;
+            } else if stats.is_empty() {
+                println!(
+                    "{}",
+                    nothing_under(management, "queues or subscriptions").await?
+                );
             } else {
                 output::stats(&stats);
             }
         }
         Command::Peek { queue, count } => {
-            let source = parse_source(&queue)?;
+            let source = existing(management, &queue).await?;
             let messages = management.peek(&source, count).await?;
             if json {
                 output::json(&messages)?;
@@ -135,7 +148,7 @@ async fn execute(management: &Management, command: Command, json: bool) -> Resul
             }
         }
         Command::Dead { queue, count } => {
-            let source = parse_source(&queue)?;
+            let source = existing(management, &queue).await?;
             let letters = management.dead_letters(&source, count).await?;
             if json {
                 output::json(&letters)?;
@@ -144,7 +157,7 @@ async fn execute(management: &Management, command: Command, json: bool) -> Resul
             }
         }
         Command::Scheduled { queue, count } => {
-            let source = parse_source(&queue)?;
+            let source = existing(management, &queue).await?;
             let messages = management.scheduled(&source, count).await?;
             if json {
                 output::json(&messages)?;
@@ -153,7 +166,7 @@ async fn execute(management: &Management, command: Command, json: bool) -> Resul
             }
         }
         Command::Requeue(args) => {
-            let source = parse_source(&args.queue)?;
+            let source = existing(management, &args.queue).await?;
             let to = args.to.as_deref().map(parse_source).transpose()?;
             let selection = if args.all {
                 Selection::All
@@ -192,7 +205,7 @@ async fn execute(management: &Management, command: Command, json: bool) -> Resul
             }
         }
         Command::DeleteDead { queue, id } => {
-            let source = parse_source(&queue)?;
+            let source = existing(management, &queue).await?;
             if !management.delete_dead_letter(&source, &id).await? {
                 return Err(Failure::Refused(format!(
                     "{id} is not a dead letter of {queue}"
@@ -205,7 +218,7 @@ async fn execute(management: &Management, command: Command, json: bool) -> Resul
             }
         }
         Command::Purge { queue, yes } => {
-            let source = parse_source(&queue)?;
+            let source = existing(management, &queue).await?;
             if !yes {
                 confirm_purge(management, &source).await?;
             }
@@ -282,6 +295,28 @@ async fn execute(management: &Management, command: Command, json: bool) -> Resul
         },
     }
     Ok(())
+}
+
+/// A queue or subscription name that exists under the prefix in use (a typo is an error
+/// that says what does exist).
+async fn existing(management: &Management, name: &str) -> Result<Source, Failure> {
+    let source = parse_source(name)?;
+    management.ensure_exists(&source).await?;
+    Ok(source)
+}
+
+/// "no queues under prefix P", and where the bus's keys are if it has some elsewhere (the
+/// prefix is probably wrong).
+async fn nothing_under(management: &Management, what: &str) -> Result<String, Failure> {
+    let mut text = format!("no {what} under prefix {}", management.key_prefix());
+    let others = management.other_prefixes().await?;
+    if !others.is_empty() {
+        text.push_str(&format!(
+            "; the bus has keys under prefix: {} (see --prefix)",
+            others.join(", ")
+        ));
+    }
+    Ok(text)
 }
 
 /// The URL with its password (if any) masked.
