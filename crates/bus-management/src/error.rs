@@ -40,7 +40,7 @@ pub enum Error {
     #[error(
         "subscription {name} of topic {topic} still holds messages ({ready} ready, {in_flight} \
          in flight, {delayed} delayed, {dead} dead letters); nothing was changed \
-         (force the removal to delete them)"
+         (remove it with `force` to delete them)"
     )]
     NotEmpty {
         /// The topic.

@@ -71,8 +71,21 @@ fn fail(error: &Failure) -> ExitCode {
     ExitCode::FAILURE
 }
 
+/// Where Redis is when neither --url nor REDIS_URL says.
+const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
+
 async fn run(cli: Cli) -> Result<(), Failure> {
-    let config = RedisConfig::from_url(&cli.url)?.prefix(cli.prefix.as_str());
+    let url = match &cli.url {
+        Some(url) => url.clone(),
+        None => std::env::var("REDIS_URL")
+            .ok()
+            .filter(|url| !url.trim().is_empty())
+            .unwrap_or_else(|| DEFAULT_URL.to_owned()),
+    };
+    let mut config = RedisConfig::from_url(&url)?.prefix(cli.prefix.as_str());
+    if let Some(ca) = &cli.tls_ca {
+        config = with_tls_ca(config, ca)?;
+    }
     let saga_prefix = match &cli.command {
         Command::Sagas(args) => args.saga_prefix.clone(),
         _ => String::new(),
@@ -85,7 +98,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         }
         Err(source) => {
             return Err(Failure::Connect {
-                url: redact(&cli.url),
+                url: redact(&url),
                 source,
             })
         }
@@ -147,11 +160,13 @@ async fn execute(management: &Management, command: Command, json: bool) -> Resul
                 output::peek(&queue, &messages);
             }
         }
-        Command::Dead { queue, count } => {
+        Command::Dead { queue, count, wide } => {
             let source = existing(management, &queue).await?;
             let letters = management.dead_letters(&source, count).await?;
             if json {
                 output::json(&letters)?;
+            } else if wide {
+                output::dead_letters_wide(&queue, &letters);
             } else {
                 output::dead_letters(&queue, &letters);
             }
@@ -251,7 +266,24 @@ async fn execute(management: &Management, command: Command, json: bool) -> Resul
             }
         }
         Command::Unsubscribe { topic, name, force } => {
-            let removed = management.remove_subscription(&topic, &name, force).await?;
+            let removed = match management.remove_subscription(&topic, &name, force).await {
+                Ok(removed) => removed,
+                Err(bus_management::Error::NotEmpty {
+                    ready,
+                    in_flight,
+                    delayed,
+                    dead,
+                    ..
+                }) => {
+                    return Err(Failure::Refused(format!(
+                        "subscription {name} of topic {topic} still holds messages ({ready} \
+                         ready, {in_flight} in flight, {delayed} delayed, {dead} dead \
+                         letters); nothing was changed (pass --force to remove it and delete \
+                         them)"
+                    )))
+                }
+                Err(e) => return Err(e.into()),
+            };
             if !removed.was_registered && removed.deleted_keys == 0 {
                 return Err(Failure::Refused(format!(
                     "topic {topic} has no subscription {name}"
@@ -280,6 +312,18 @@ async fn execute(management: &Management, command: Command, json: bool) -> Resul
                     output::sagas(&sagas);
                 }
             }
+            SagasCommand::Show { partition, id } => {
+                let Some(saga) = management.saga(&partition, &id).await? else {
+                    return Err(Failure::Refused(format!(
+                        "no saga {id} in partition {partition}"
+                    )));
+                };
+                if json {
+                    output::json(&saga)?;
+                } else {
+                    output::saga(&saga);
+                }
+            }
             SagasCommand::Delete { partition, id } => {
                 if !management.delete_saga(&partition, &id).await? {
                     return Err(Failure::Refused(format!(
@@ -295,6 +339,21 @@ async fn execute(management: &Management, command: Command, json: bool) -> Resul
         },
     }
     Ok(())
+}
+
+/// Trusts the CA in `file` for rediss://.
+#[cfg(feature = "tls")]
+fn with_tls_ca(config: RedisConfig, file: &std::path::Path) -> Result<RedisConfig, Failure> {
+    Ok(config.tls_ca_file(file))
+}
+
+#[cfg(not(feature = "tls"))]
+fn with_tls_ca(_: RedisConfig, _: &std::path::Path) -> Result<RedisConfig, Failure> {
+    Err(Failure::Refused(
+        "--tls-ca needs TLS, and this bus was built without its `tls` feature \
+         (build it with `--features tls`)"
+            .to_owned(),
+    ))
 }
 
 /// A queue or subscription name that exists under the prefix in use (a typo is an error
