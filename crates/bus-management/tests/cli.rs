@@ -151,7 +151,7 @@ fn a_bad_url_or_an_unreachable_server_is_a_clear_error() {
         ("http://127.0.0.1:6379", "invalid Redis URL"),
         (
             "redis://127.0.0.1:1",
-            "cannot connect to Redis at redis://127.0.0.1:1",
+            "cannot connect to Redis at redis://127.0.0.1:1: the connection was refused",
         ),
         (
             "redis://user:hunter2@127.0.0.1:1",
@@ -171,6 +171,10 @@ fn a_bad_url_or_an_unreachable_server_is_a_clear_error() {
             !err.contains("hunter2") && !err.contains("panicked"),
             "{url}: {err}"
         );
+        // A sentence, not the client's Debug output.
+        for debug in ["Os {", "kind:", "code:", "IO Error"] {
+            assert!(!err.contains(debug), "{url}: {err}");
+        }
     }
     // A usage error is clap's exit code 2.
     let out = Command::new(env!("CARGO_BIN_EXE_bus"))

@@ -1,9 +1,9 @@
 //! `bus`: the command-line tool over [`bus_management`] (SPEC §6).
 
 mod cli;
+mod failure;
 mod output;
 
-use std::error::Error as _;
 use std::io::{BufRead, IsTerminal, Write};
 use std::process::ExitCode;
 
@@ -14,32 +14,7 @@ use clap::Parser;
 use serde_json::json;
 
 use cli::{Cli, Command, SagasCommand};
-
-/// Why a command failed.
-#[derive(Debug, thiserror::Error)]
-enum Failure {
-    #[error(transparent)]
-    Management(#[from] bus_management::Error),
-    #[error("cannot connect to Redis at {url}: {source}")]
-    Connect {
-        /// The URL, its password masked.
-        url: String,
-        source: bus_management::Error,
-    },
-    /// The operator did not confirm, or something asked for is not there.
-    #[error("{0}")]
-    Refused(String),
-    #[error("cannot read standard input: {0}")]
-    Stdin(#[from] std::io::Error),
-    #[error("cannot print JSON: {0}")]
-    Json(#[from] serde_json::Error),
-}
-
-impl From<bus_redis::Error> for Failure {
-    fn from(error: bus_redis::Error) -> Self {
-        Failure::Management(error.into())
-    }
-}
+use failure::{fail, redact, Failure};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -54,21 +29,6 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail(&e),
     }
-}
-
-/// Prints the error and its causes (those that add something) to stderr.
-fn fail(error: &Failure) -> ExitCode {
-    let mut message = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let text = cause.to_string();
-        if !message.contains(&text) {
-            message.push_str(&format!(": {text}"));
-        }
-        source = cause.source();
-    }
-    eprintln!("bus: error: {message}");
-    ExitCode::FAILURE
 }
 
 /// Where Redis is when neither --url nor REDIS_URL says.
@@ -92,14 +52,10 @@ async fn run(cli: Cli) -> Result<(), Failure> {
     };
     let management = match Management::connect(&config).await {
         Ok(management) => management.saga_prefix(saga_prefix),
-        // A configuration error (the prefix, say) says all by itself.
-        Err(e @ bus_management::Error::Connect(bus_redis::Error::Config(_))) => {
-            return Err(e.into())
-        }
         Err(source) => {
             return Err(Failure::Connect {
                 url: redact(&url),
-                source,
+                reason: failure::connect_reason(&source, &url, cli.tls_ca.is_some()),
             })
         }
     };
@@ -378,20 +334,6 @@ async fn nothing_under(management: &Management, what: &str) -> Result<String, Fa
     Ok(text)
 }
 
-/// The URL with its password (if any) masked.
-fn redact(url: &str) -> String {
-    let Some(start) = url.find("://").map(|i| i + 3) else {
-        return url.to_owned();
-    };
-    match url.rfind('@') {
-        Some(at) if at > start => match url[start..at].split_once(':') {
-            Some((user, _)) => format!("{}{user}:***{}", &url[..start], &url[at..]),
-            None => url.to_owned(),
-        },
-        _ => url.to_owned(),
-    }
-}
-
 /// Asks the operator to type the queue's name; refuses without a terminal to ask on.
 async fn confirm_purge(management: &Management, source: &Source) -> Result<(), Failure> {
     let name = source_name(source);
@@ -417,18 +359,4 @@ async fn confirm_purge(management: &Management, source: &Source) -> Result<(), F
         )));
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::redact;
-
-    #[test]
-    fn passwords_are_masked() {
-        assert_eq!(redact("redis://u:p@h:1/2"), "redis://u:***@h:1/2");
-        assert_eq!(redact("redis://:p@h"), "redis://:***@h");
-        assert_eq!(redact("redis://u@h"), "redis://u@h");
-        assert_eq!(redact("redis://h:1"), "redis://h:1");
-        assert_eq!(redact("nonsense"), "nonsense");
-    }
 }
