@@ -90,14 +90,16 @@ impl Management {
         }
         let keys = self.keys(source);
         let client = self.client();
-        let ids: Vec<String> = client.lrange(&keys.dead, 0, last_index(n)).await?;
+        // Everything is read as bytes: a foreign consumer may have written any bytes into
+        // an error text or a reason, and one such letter must not hide the others.
+        let ids: Vec<Bytes> = client.lrange(&keys.dead, 0, last_index(n)).await?;
         if ids.is_empty() {
             return Ok(Vec::new());
         }
         let (envelopes, infos, errors, counts) = tokio::try_join!(
             client.hmget::<Vec<Option<Bytes>>, _, _>(&keys.msgs, ids.clone()),
-            client.hmget::<Vec<Option<String>>, _, _>(&keys.dead_info, ids.clone()),
-            client.hmget::<Vec<Option<String>>, _, _>(&keys.errors, ids.clone()),
+            client.hmget::<Vec<Option<Bytes>>, _, _>(&keys.dead_info, ids.clone()),
+            client.hmget::<Vec<Option<Bytes>>, _, _>(&keys.errors, ids.clone()),
             client.hmget::<Vec<Option<u64>>, _, _>(&keys.deliveries, ids.clone()),
         )?;
         let counts = counts.into_iter().map(Option::unwrap_or_default);
@@ -113,10 +115,10 @@ impl Management {
                 Some(envelope) => decode_element(&envelope),
                 None => (None, Some("no stored envelope".to_owned())),
             };
-            let info = info.as_deref().and_then(DeadInfo::parse);
+            let info = info.as_deref().map(DeadInfo::parse);
             out.push(DeadLetter {
                 position: position as u64,
-                storage_id: id,
+                storage_id: String::from_utf8_lossy(&id).into_owned(),
                 reason: info.as_ref().and_then(|i| i.reason.clone()),
                 dead_lettered_at_ms: info.and_then(|i| i.at_ms),
                 delivery_count,
@@ -370,8 +372,14 @@ struct DeadInfo {
 }
 
 impl DeadInfo {
-    fn parse(text: &str) -> Option<Self> {
-        serde_json::from_str(text).ok()
+    /// Reads the document lossily (invalid UTF-8 becomes U+FFFD); anything that is not
+    /// such a document (a foreign consumer's plain text, say) is shown as the reason.
+    fn parse(raw: &[u8]) -> Self {
+        let text = String::from_utf8_lossy(raw);
+        serde_json::from_str(&text).unwrap_or_else(|_| DeadInfo {
+            reason: Some(text.into_owned()),
+            at_ms: None,
+        })
     }
 }
 
@@ -383,17 +391,25 @@ struct RawError {
     at_ms: Option<u64>,
 }
 
-/// The `errors` document: a JSON array of `{"message":…,"at_ms":…}`. cjson writes an empty
-/// array as `{}`; anything unreadable shows as no errors.
-fn parse_errors(text: &str) -> Vec<ErrorRecord> {
-    serde_json::from_str::<Vec<RawError>>(text)
-        .unwrap_or_default()
-        .into_iter()
-        .map(|e| ErrorRecord {
-            message: e.message,
-            at_ms: e.at_ms.unwrap_or_default(),
-        })
-        .collect()
+/// The `errors` document: a JSON array of `{"message":…,"at_ms":…}`, read lossily (invalid
+/// UTF-8 becomes U+FFFD). cjson writes an empty array as `{}`; anything else that is not
+/// such an array shows as one error with the raw text and time 0.
+fn parse_errors(raw: &[u8]) -> Vec<ErrorRecord> {
+    let text = String::from_utf8_lossy(raw);
+    match serde_json::from_str::<Vec<RawError>>(&text) {
+        Ok(errors) => errors
+            .into_iter()
+            .map(|e| ErrorRecord {
+                message: e.message,
+                at_ms: e.at_ms.unwrap_or_default(),
+            })
+            .collect(),
+        Err(_) if text.trim() == "{}" || text.trim().is_empty() => Vec::new(),
+        Err(_) => vec![ErrorRecord {
+            message: text.into_owned(),
+            at_ms: 0,
+        }],
+    }
 }
 
 /// cjson may write a large integer as a float (`1.712345679901e+12`): read either.
@@ -437,13 +453,13 @@ mod tests {
 
     #[test]
     fn cjson_documents_parse() {
-        let info = DeadInfo::parse(r#"{"at_ms":1712345679901,"reason":"rejected"}"#).unwrap();
+        let info = DeadInfo::parse(br#"{"at_ms":1712345679901,"reason":"rejected"}"#);
         assert_eq!(info.reason.as_deref(), Some("rejected"));
         assert_eq!(info.at_ms, Some(1712345679901));
-        let info = DeadInfo::parse(r#"{"reason":"x","at_ms":1.712345679901e+12}"#).unwrap();
+        let info = DeadInfo::parse(br#"{"reason":"x","at_ms":1.712345679901e+12}"#);
         assert_eq!(info.at_ms, Some(1712345679901));
         let errors =
-            parse_errors(r#"[{"message":"boom","at_ms":5},{"at_ms":6,"message":"again"}]"#);
+            parse_errors(br#"[{"message":"boom","at_ms":5},{"at_ms":6,"message":"again"}]"#);
         assert_eq!(
             errors,
             vec![
@@ -457,8 +473,21 @@ mod tests {
                 }
             ]
         );
-        assert!(parse_errors("{}").is_empty());
-        assert!(parse_errors("garbage").is_empty());
+        assert!(parse_errors(b"{}").is_empty());
+        assert_eq!(parse_errors(b"garbage")[0].message, "garbage");
+    }
+
+    #[test]
+    fn invalid_utf8_reads_lossily() {
+        let info = DeadInfo::parse(b"{\"reason\":\"bad \xff\",\"at_ms\":5}");
+        assert_eq!(info.reason.as_deref(), Some("bad \u{fffd}"));
+        assert_eq!(info.at_ms, Some(5));
+        let errors = parse_errors(b"[{\"message\":\"x\xc3(\",\"at_ms\":5}]");
+        assert_eq!(errors[0].message, "x\u{fffd}(");
+        assert_eq!(
+            DeadInfo::parse(b"plain \xfe").reason.as_deref(),
+            Some("plain \u{fffd}")
+        );
     }
 
     #[test]

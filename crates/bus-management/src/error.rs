@@ -40,7 +40,7 @@ pub enum Error {
     #[error(
         "subscription {name} of topic {topic} still holds messages ({ready} ready, {in_flight} \
          in flight, {delayed} delayed, {dead} dead letters); nothing was changed \
-         (force the removal to delete them)"
+         (remove it with `force` to delete them)"
     )]
     NotEmpty {
         /// The topic.
@@ -56,6 +56,19 @@ pub enum Error {
         /// Dead letters.
         dead: u64,
     },
+    /// A queue or subscription that no consumer registered and that holds no key, under
+    /// the prefix in use: a typo in the name or in the prefix.
+    #[error("{}", unknown_source(name, prefix, known, other_prefixes))]
+    UnknownSource {
+        /// What was asked for: `queue` or `topic/subscription`.
+        name: String,
+        /// The key prefix in use.
+        prefix: String,
+        /// The queues and subscriptions that exist under that prefix.
+        known: Vec<String>,
+        /// When none does: the other prefixes under which the bus has keys.
+        other_prefixes: Vec<String>,
+    },
     /// A script replied with something it never sends: a bug or a foreign script.
     #[error("unexpected reply from {script}: {detail}")]
     Protocol {
@@ -64,4 +77,18 @@ pub enum Error {
         /// What was wrong.
         detail: String,
     },
+}
+
+fn unknown_source(name: &str, prefix: &str, known: &[String], other: &[String]) -> String {
+    let head = format!("there is no queue or subscription {name} under prefix {prefix}");
+    if !known.is_empty() {
+        format!("{head}; it has: {}", known.join(", "))
+    } else if !other.is_empty() {
+        format!(
+            "{head}, nor any other; the bus has keys under prefix: {}",
+            other.join(", ")
+        )
+    } else {
+        format!("{head}, nor any other, and no other prefix holds keys of the bus")
+    }
 }

@@ -12,14 +12,16 @@
 //! |---|---|---|
 //! | [`Management`], [`parse_source`], [`source_name`] | the handle; `queue` / `topic/subscription` names | `management` |
 //! | [`Management::queues`], [`topics`](Management::topics), [`stats`](Management::stats), [`purge`](Management::purge), [`send`](Management::send), [`remove_subscription`](Management::remove_subscription) | [`Topic`], [`QueueStats`], [`Purged`], [`RemovedSubscription`] | `queues` |
+//! | [`Management::ensure_exists`], [`other_prefixes`](Management::other_prefixes) | registry sets merged with a `SCAN` of the layout | `discovery` |
 //! | [`Management::peek`], [`scheduled`](Management::scheduled) | [`ReadyMessage`], [`ScheduledMessage`], [`MessageSummary`] | `browse`, `message` |
 //! | [`Management::dead_letters`], [`requeue`](Management::requeue), [`delete_dead_letter`](Management::delete_dead_letter) | [`DeadLetter`], [`ErrorRecord`], [`Selection`], [`Requeued`] | `dead_letters` |
-//! | [`Management::sagas`], [`delete_saga`](Management::delete_saga) | [`SagaEntry`] | `sagas` |
+//! | [`Management::sagas`], [`saga`](Management::saga), [`delete_saga`](Management::delete_saga) | [`SagaEntry`], [`SagaState`] | `sagas` |
 //! | [`Error`], [`Result`] | what can go wrong | `error` |
 //! | (scripts) | `lua/*.lua`, run by SHA with a `NOSCRIPT` fallback | `scripts` |
 
 mod browse;
 mod dead_letters;
+mod discovery;
 mod error;
 mod management;
 mod message;
@@ -33,4 +35,4 @@ pub use error::{Error, Result};
 pub use management::{parse_source, source_name, Management};
 pub use message::MessageSummary;
 pub use queues::{Purged, QueueStats, RemovedSubscription, Topic};
-pub use sagas::SagaEntry;
+pub use sagas::{SagaEntry, SagaState};

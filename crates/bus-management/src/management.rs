@@ -62,6 +62,11 @@ impl Management {
         self.transport.client()
     }
 
+    /// The key prefix (namespace) of the bus's keys in use.
+    pub fn key_prefix(&self) -> &str {
+        self.prefix()
+    }
+
     pub(crate) fn prefix(&self) -> &str {
         self.transport.config().key_prefix()
     }

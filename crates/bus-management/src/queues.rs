@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use bus_core::{now_ms, Envelope, Format, Headers, MessageId, Source, DEFAULT_MAX_MESSAGE_SIZE};
 use bus_redis::keys;
 use bytes::Bytes;
-use fred::prelude::{HashesInterface, ListInterface, SetsInterface, SortedSetsInterface};
+use fred::prelude::{ListInterface, SortedSetsInterface};
 use fred::types::Value;
 use serde::Serialize;
 use serde_json::value::RawValue;
@@ -37,17 +37,28 @@ pub struct QueueStats {
     pub queue: String,
     /// Messages waiting (`LLEN ready`).
     pub ready: u64,
-    /// Messages reserved by consumers, running or prefetched (`ZCARD inflight`).
+    /// Messages reserved by consumers, running or prefetched (`ZCARD inflight`),
+    /// including those whose lock expired.
     pub in_flight: u64,
+    /// Of those in flight, the ones whose lock deadline is past (Redis's clock): their
+    /// consumer died or lost Redis, and recovery will put them back (or dead-letter them)
+    /// once a consumer of the queue runs.
+    pub expired_locks: u64,
     /// Delayed sends and retries waiting for their time (`ZCARD delayed`).
     pub delayed: u64,
     /// Dead letters (`LLEN dead`).
     pub dead: u64,
-    /// When the next ready message (the head of the ready list) was sent, in ms since the
-    /// Unix epoch; `None` when nothing is ready or the element is not a readable envelope.
+    /// When the next ready message (the head of the ready list) was first sent, in ms
+    /// since the Unix epoch (its envelope's send time, the producer's clock): a retried,
+    /// recovered or requeued message keeps the time of its first send, so this is not how
+    /// long it has been ready. `None` when nothing is ready or the element is not a
+    /// readable envelope.
     pub oldest_sent_at_ms: Option<u64>,
     /// How long ago that was (by this machine's clock), in ms.
     pub oldest_age_ms: Option<u64>,
+    /// Redis's clock when the counts were taken, in ms since the Unix epoch (the clock
+    /// lock deadlines are measured against).
+    pub redis_now_ms: u64,
 }
 
 /// What [`Management::purge`] removed.
@@ -71,87 +82,82 @@ pub struct RemovedSubscription {
 }
 
 impl Management {
-    /// The command queues consumers have registered (`<prefix>:registry:queues`), sorted.
+    /// The command queues, sorted: those consumers registered (`<prefix>:registry:queues`)
+    /// and those whose keys exist (found with `SCAN`, never `KEYS`), so a queue is listed
+    /// from its first send even if no consumer ever started.
     pub async fn queues(&self) -> Result<Vec<String>> {
-        let mut queues: Vec<String> = self
-            .client()
-            .smembers(keys::queue_registry(self.prefix()))
-            .await?;
-        queues.sort();
-        Ok(queues)
+        Ok(self.inventory().await?.queues.into_iter().collect())
     }
 
-    /// The topics consumers have registered, each with its subscriptions, sorted.
+    /// The topics, each with its subscriptions, sorted: those consumers registered (the
+    /// registry and each topic's `subs` set) and those whose keys exist.
     pub async fn topics(&self) -> Result<Vec<Topic>> {
-        let mut names: Vec<String> = self
-            .client()
-            .smembers(keys::topic_registry(self.prefix()))
-            .await?;
-        names.sort();
-        let mut topics = Vec::with_capacity(names.len());
-        for topic in names {
-            let mut subscriptions: Vec<String> = self
-                .client()
-                .smembers(keys::subscriptions(self.prefix(), &topic))
-                .await?;
-            subscriptions.sort();
-            topics.push(Topic {
-                topic,
-                subscriptions,
-            });
-        }
-        Ok(topics)
-    }
-
-    /// Every registered queue and subscription, in the order `queues` then `topics` list.
-    pub async fn sources(&self) -> Result<Vec<Source>> {
-        let mut sources: Vec<Source> = self
-            .queues()
+        Ok(self
+            .inventory()
             .await?
+            .topics
             .into_iter()
-            .map(Source::Queue)
-            .collect();
-        for topic in self.topics().await? {
-            for name in topic.subscriptions {
-                sources.push(Source::Subscription {
-                    topic: topic.topic.clone(),
-                    name,
-                });
-            }
-        }
-        Ok(sources)
+            .map(|(topic, names)| Topic {
+                topic,
+                subscriptions: names.into_iter().collect(),
+            })
+            .collect())
     }
 
-    /// The counts of a queue or subscription, and the age of its next ready message.
+    /// Every queue and subscription, in the order `queues` then `topics` list them.
+    pub async fn sources(&self) -> Result<Vec<Source>> {
+        Ok(self.inventory().await?.sources())
+    }
+
+    /// The counts of a queue or subscription, and the age of its next ready message, in
+    /// one consistent snapshot (`lua/stats.lua`, read only).
     pub async fn stats(&self, source: &Source) -> Result<QueueStats> {
         let keys = self.keys(source);
-        let client = self.client();
-        let (ready, in_flight, delayed, dead, head) = tokio::try_join!(
-            client.llen::<u64, _>(&keys.ready),
-            client.zcard::<u64, _>(&keys.inflight),
-            client.zcard::<u64, _>(&keys.delayed),
-            client.llen::<u64, _>(&keys.dead),
-            client.lindex::<Option<Bytes>, _>(&keys.ready, 0),
-        )?;
-        let mut oldest_sent_at_ms = None;
-        if let Some(head) = head {
-            // A fresh envelope, or the storage id of one kept in `msgs`.
-            let stored: Option<Bytes> = client.hget(&keys.msgs, head.clone()).await?;
-            let envelope = stored.unwrap_or(head);
-            oldest_sent_at_ms = MessageSummary::decode(&envelope).ok().map(|m| m.sent_at_ms);
-        }
+        let script = &scripts::STATS;
+        let reply = script
+            .run_array(
+                self.client(),
+                vec![
+                    keys.ready,
+                    keys.inflight,
+                    keys.delayed,
+                    keys.dead,
+                    keys.msgs,
+                ],
+                Vec::new(),
+            )
+            .await?;
+        let mut values = reply.clone().into_iter();
+        let mut count = || -> Result<u64> {
+            let value = values
+                .next()
+                .ok_or_else(|| script.unexpected(&Value::Array(reply.clone())))?;
+            Ok(script.int(&value)?.max(0) as u64)
+        };
+        let (ready, in_flight, expired_locks, delayed, dead, redis_now_ms) =
+            (count()?, count()?, count()?, count()?, count()?, count()?);
+        let head = match values.next() {
+            Some(value) => script.bytes(value)?,
+            None => None,
+        };
+        let oldest_sent_at_ms = head
+            .as_deref()
+            .and_then(|envelope| MessageSummary::decode(envelope).ok())
+            .map(|m| m.sent_at_ms);
         Ok(QueueStats {
             queue: source_name(source),
             ready,
             in_flight,
+            expired_locks,
             delayed,
             dead,
             oldest_sent_at_ms,
             oldest_age_ms: oldest_sent_at_ms.map(|sent| now_ms().saturating_sub(sent)),
+            redis_now_ms,
         })
     }
 
-    /// [`Management::stats`] of every registered queue and subscription.
+    /// [`Management::stats`] of every queue and subscription [`Management::sources`] lists.
     pub async fn stats_all(&self) -> Result<Vec<QueueStats>> {
         let mut all = Vec::new();
         for source in self.sources().await? {

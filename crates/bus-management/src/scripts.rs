@@ -34,6 +34,7 @@ pub(crate) static DEAD_ENVELOPES: LazyLock<Lua> = LazyLock::new(|| lua!("dead_en
 pub(crate) static DELETE_DEAD: LazyLock<Lua> = LazyLock::new(|| lua!("delete_dead"));
 pub(crate) static PURGE: LazyLock<Lua> = LazyLock::new(|| lua!("purge"));
 pub(crate) static UNSUBSCRIBE: LazyLock<Lua> = LazyLock::new(|| lua!("unsubscribe"));
+pub(crate) static STATS: LazyLock<Lua> = LazyLock::new(|| lua!("stats"));
 
 impl Lua {
     /// Runs the script; loads it first if Redis does not know it (after a restart).

@@ -151,7 +151,7 @@ fn a_bad_url_or_an_unreachable_server_is_a_clear_error() {
         ("http://127.0.0.1:6379", "invalid Redis URL"),
         (
             "redis://127.0.0.1:1",
-            "cannot connect to Redis at redis://127.0.0.1:1",
+            "cannot connect to Redis at redis://127.0.0.1:1: the connection was refused",
         ),
         (
             "redis://user:hunter2@127.0.0.1:1",
@@ -171,6 +171,10 @@ fn a_bad_url_or_an_unreachable_server_is_a_clear_error() {
             !err.contains("hunter2") && !err.contains("panicked"),
             "{url}: {err}"
         );
+        // A sentence, not the client's Debug output.
+        for debug in ["Os {", "kind:", "code:", "IO Error"] {
+            assert!(!err.contains(debug), "{url}: {err}");
+        }
     }
     // A usage error is clap's exit code 2.
     let out = Command::new(env!("CARGO_BIN_EXE_bus"))
@@ -178,4 +182,246 @@ fn a_bad_url_or_an_unreachable_server_is_a_clear_error() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_without_consumer_is_listed_and_typos_are_errors() {
+    let s = setup().await;
+    let r = &s.redis;
+    s.bus.send(&Work { n: 1 }).await.unwrap();
+    assert_eq!(bus_json(r, &["queues"]), serde_json::json!(["work"]));
+    let all = bus_json(r, &["stats", "--all"]);
+    assert_eq!(all[0]["queue"], "work");
+    assert_eq!(all[0]["ready"], 1);
+
+    for args in [
+        &["stats", "wrok"][..],
+        &["peek", "wrok"],
+        &["dead", "wrok"],
+        &["purge", "wrok", "--yes"],
+        &["requeue", "wrok", "--all"],
+    ] {
+        let out = bus(r, args);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.contains("no queue or subscription wrok")
+                && err.contains(r.namespace())
+                && err.contains("work"),
+            "{args:?}: {err}"
+        );
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
+
+    // A wrong prefix: the error and the empty listings say where the keys are.
+    let wrong = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_bus"))
+            .env_remove("REDIS_URL")
+            .args(["--url", &r.url(), "--prefix", "wrong"])
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let out = wrong(&["stats", "work"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains("prefix wrong") && err.contains(r.namespace()),
+        "{err}"
+    );
+    for args in [&["queues"][..], &["stats", "--all"]] {
+        let out = wrong(args);
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains("under prefix wrong") && text.contains(r.namespace()),
+            "{args:?}: {text}"
+        );
+    }
+    // Sending creates a queue: no error for a new name.
+    let sent = bus_json(r, &["send", "fresh", "--body", "{}"]);
+    assert!(sent["id"].is_string());
+    assert_eq!(
+        bus_json(r, &["queues"]),
+        serde_json::json!(["fresh", "work"])
+    );
+}
+
+/// Dead letters with long errors and a long body, for the table's width.
+async fn long_dead_letters(s: &common::Setup) -> (Vec<String>, String) {
+    let long_body = format!(r#"{{"n":1,"text":"{}"}}"#, "b".repeat(300));
+    for _ in 0..2 {
+        bus_json(&s.redis, &["send", "work", "--body", &long_body]);
+    }
+    let ids = s.dead_letter(&work(), 2, DeadLetterReason::Rejected).await;
+    let long_error = format!("the handler failed: {}", "e".repeat(300));
+    let errors = serde_json::json!([
+        {"message": "first failure", "at_ms": 1_712_345_678_901u64},
+        {"message": long_error, "at_ms": 1_712_345_679_901u64},
+    ])
+    .to_string();
+    s.redis
+        .client()
+        .cmd(&["HSET", &s.keys(&work()).errors, &ids[0], &errors])
+        .unwrap();
+    (ids, long_error)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dead_table_fits_100_columns_unless_wide() {
+    let s = setup().await;
+    let (ids, long_error) = long_dead_letters(&s).await;
+    let out = bus(&s.redis, &["dead", "work"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let table = String::from_utf8(out.stdout).unwrap();
+    let widest = table.lines().map(|l| l.chars().count()).max().unwrap();
+    assert!(widest <= 100, "{widest} columns:\n{table}");
+    for id in &ids {
+        assert!(table.contains(id.as_str()), "{id} missing:\n{table}");
+    }
+    assert!(table.contains("(+1") && table.contains("--wide"), "{table}");
+    assert!(!table.contains(&long_error), "{table}");
+
+    let out = bus(&s.redis, &["dead", "work", "--wide"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let wide = String::from_utf8(out.stdout).unwrap();
+    let message_id = s.management.dead_letters(&work(), 1).await.unwrap()[0]
+        .message
+        .as_ref()
+        .unwrap()
+        .id
+        .clone();
+    for expected in [
+        long_error.as_str(),
+        "first failure",
+        &message_id,
+        &"b".repeat(300),
+    ] {
+        assert!(
+            wide.contains(expected),
+            "{expected:.40} missing from --wide"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stats_say_which_age_and_show_expired_locks() {
+    let s = setup().await;
+    s.bus.send(&Work { n: 1 }).await.unwrap();
+    let keys = s.keys(&work());
+    let long_ago = (bus_core::now_ms() - 3_600_000).to_string();
+    s.redis
+        .client()
+        .cmd(&["ZADD", &keys.inflight, &long_ago, "~9"])
+        .unwrap();
+    let stats = bus_json(&s.redis, &["stats", "work"]);
+    assert_eq!(
+        (
+            stats[0]["in_flight"].as_u64(),
+            stats[0]["expired_locks"].as_u64()
+        ),
+        (Some(1), Some(1))
+    );
+    let out = bus(&s.redis, &["stats", "work"]);
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table.contains("LOCK EXPIRED")
+            && table.contains("NEXT SENT")
+            && table.contains("first sent"),
+        "{table}"
+    );
+    assert!(!table.contains("OLDEST READY"), "{table}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sagas_show_and_list_through_the_tool() {
+    let s = setup().await;
+    let r = &s.redis;
+    let store =
+        bus_redis_saga::RedisSagaStore::new(s.transport.client().clone()).prefix(r.namespace());
+    let stamp = bus_core::SagaStore::create(
+        &store,
+        "order",
+        "7",
+        r#"{"step":2}"#.into(),
+        std::time::Duration::from_secs(600),
+    )
+    .await
+    .unwrap();
+    r.client()
+        .cmd(&["SET", &store.key("order", "old"), "x"])
+        .unwrap();
+    let ns = r.namespace();
+    let shown = bus_json(r, &["sagas", "--saga-prefix", ns, "show", "order", "7"]);
+    assert_eq!(shown["data"], r#"{"step":2}"#);
+    assert_eq!(shown["stamp"], stamp.as_str());
+    assert!(shown["ttl_ms"].as_u64().is_some_and(|t| t > 500_000));
+    let out = bus(r, &["sagas", "--saga-prefix", ns, "show", "order", "7"]);
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table.contains("stamp") && table.contains(stamp.as_str()),
+        "{table}"
+    );
+    let out = bus(r, &["sagas", "--saga-prefix", ns, "show", "order", "8"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("no saga 8"), "{}", stderr(&out));
+    // The plain string key is not listed (and `sagas delete` would refuse it).
+    let listed = bus_json(r, &["sagas", "--saga-prefix", ns, "list"]);
+    let ids: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["7"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn usage_and_refusals_name_the_right_options() {
+    let s = setup().await;
+    // With REDIS_URL set, a usage error does not show --url as required.
+    let out = Command::new(env!("CARGO_BIN_EXE_bus"))
+        .env("REDIS_URL", s.redis.url())
+        .args(["requeue", "work"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.contains("Usage: bus requeue") && !err.contains("--url"),
+        "{err}"
+    );
+    // REDIS_URL is still where the tool connects.
+    s.bus.send(&Work { n: 1 }).await.unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_bus"))
+        .env("REDIS_URL", s.redis.url())
+        .args(["--prefix", s.redis.namespace(), "--json", "queues"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("work"));
+
+    // Unsubscribing a subscription that holds messages names --force.
+    let mail = bus_core::Source::subscription("paid", "mail").unwrap();
+    s.redis
+        .client()
+        .cmd(&[
+            "SADD",
+            &bus_redis::keys::subscriptions(s.redis.namespace(), "paid"),
+            "mail",
+        ])
+        .unwrap();
+    s.bus.publish(&common::Paid { n: 1 }).await.unwrap();
+    assert_eq!(s.management.stats(&mail).await.unwrap().ready, 1);
+    let out = bus(&s.redis, &["unsubscribe", "paid", "mail"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(err.contains("--force") && err.contains("1 ready"), "{err}");
+    assert!(!err.contains("force the removal"), "{err}");
+    assert!(bus(&s.redis, &["unsubscribe", "paid", "mail", "--force"])
+        .status
+        .success());
 }

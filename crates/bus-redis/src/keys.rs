@@ -95,6 +95,57 @@ pub fn topic_registry(prefix: &str) -> String {
     format!("{prefix}:registry:topics")
 }
 
+/// A `SCAN MATCH` pattern for the keys of every queue, subscription queue and topic under
+/// `prefix` (they all start `<prefix>:{`), or under any prefix when `None`. Read what each
+/// key found belongs to with [`source_of_key`] and [`topic_of_key`]: the pattern also
+/// matches keys that are not the bus's.
+pub fn discovery_pattern(prefix: Option<&str>) -> String {
+    match prefix {
+        Some(prefix) => format!("{}:{{*", escape_glob(prefix)),
+        None => "*:{*}:*".to_owned(),
+    }
+}
+
+/// The prefix and the queue or subscription whose key this is (one of
+/// [`QueueKeys::all`]); `None` for any other key, or a name the bus would refuse.
+pub fn source_of_key(key: &str) -> Option<(String, Source)> {
+    let (prefix, tag, rest) = split_tagged(key)?;
+    let source = match rest.strip_prefix(":s:") {
+        Some(rest) => Source::subscription(tag, rest.split_once(':')?.0).ok()?,
+        None => Source::queue(tag).ok()?,
+    };
+    let keys = QueueKeys::new(prefix, &source);
+    keys.all()
+        .contains(&key)
+        .then(|| (prefix.to_owned(), source))
+}
+
+/// The prefix and the topic whose subscription set ([`subscriptions`]) this key is.
+pub fn topic_of_key(key: &str) -> Option<(String, String)> {
+    let (prefix, tag, _) = split_tagged(key)?;
+    (bus_core::validate_name("topic", tag).is_ok() && subscriptions(prefix, tag) == key)
+        .then(|| (prefix.to_owned(), tag.to_owned()))
+}
+
+/// `<prefix>:{<tag>}<rest>` split in three (a prefix never holds a brace).
+fn split_tagged(key: &str) -> Option<(&str, &str, &str)> {
+    let (prefix, tagged) = key.split_once(":{")?;
+    let (tag, rest) = tagged.split_once('}')?;
+    Some((prefix, tag, rest))
+}
+
+/// Escapes SCAN MATCH's glob characters.
+fn escape_glob(text: &str) -> String {
+    let mut escaped = String::with_capacity(text.len());
+    for c in text.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            escaped.push('\\');
+        }
+        escaped.push(c);
+    }
+    escaped
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -111,5 +162,39 @@ mod tests {
         let keys = QueueKeys::new("app", &Source::subscription("paid", "mail").unwrap());
         assert_eq!(keys.dead, "app:{paid}:s:mail:dead");
         assert_eq!(subscriptions("app", "paid"), "app:{paid}:subs");
+    }
+
+    #[test]
+    fn discovered_keys_name_their_queue() {
+        assert_eq!(discovery_pattern(Some("app")), "app:{*");
+        assert_eq!(discovery_pattern(Some("a*b")), "a\\*b:{*");
+        let queue = Source::queue("orders").unwrap();
+        let keys = QueueKeys::new("app:x", &queue);
+        for key in keys.all() {
+            assert_eq!(
+                source_of_key(key),
+                Some(("app:x".to_owned(), queue.clone()))
+            );
+        }
+        let mail = Source::subscription("paid", "mail").unwrap();
+        assert_eq!(
+            source_of_key(&QueueKeys::new("app", &mail).dead),
+            Some(("app".to_owned(), mail))
+        );
+        assert_eq!(
+            topic_of_key(&subscriptions("app", "paid")),
+            Some(("app".to_owned(), "paid".to_owned()))
+        );
+        for other in [
+            "app:{orders}:other",
+            "app:{orders}:subs",
+            "app:{bad name}:ready",
+            "app:{paid}:s:bad name:ready",
+            "app:registry:queues",
+            "sagas:order:1",
+        ] {
+            assert_eq!(source_of_key(other), None, "{other}");
+        }
+        assert_eq!(topic_of_key("app:{orders}:ready"), None);
     }
 }

@@ -10,16 +10,19 @@ use clap::{Args, Parser, Subcommand};
 #[command(name = "bus", version)]
 pub struct Cli {
     /// Redis connection string: redis://user:password@host:port/db (all but the host
-    /// optional), or the redis-cluster:// and redis-sentinel:// forms. Prefer REDIS_URL
-    /// for passwords: arguments are visible to other users of the machine.
-    #[arg(
-        long,
-        env = "REDIS_URL",
-        hide_env_values = true,
-        default_value = "redis://127.0.0.1:6379",
-        global = true
-    )]
-    pub url: String,
+    /// optional), rediss://... for TLS, or the redis-cluster:// and redis-sentinel://
+    /// forms. Defaults to $REDIS_URL, else redis://127.0.0.1:6379. Prefer REDIS_URL for
+    /// passwords: arguments are visible to other users of the machine.
+    // REDIS_URL is read by hand, not with clap's `env`: clap counts a value from the
+    // environment as given on the command line and then shows `--url` as required in
+    // every usage error.
+    #[arg(long, value_name = "URL", global = true)]
+    pub url: Option<String>,
+
+    /// PEM file of the CA that signed the server's certificate, for rediss:// with a
+    /// private CA (else the system's roots are trusted).
+    #[arg(long, value_name = "FILE", global = true)]
+    pub tls_ca: Option<std::path::PathBuf>,
 
     /// Key prefix (namespace) of the bus's keys.
     #[arg(long, default_value = bus_redis::keys::DEFAULT_PREFIX, global = true)]
@@ -49,13 +52,18 @@ pub enum Command {
         #[arg(short = 'n', long = "count", default_value_t = 10)]
         count: u64,
     },
-    /// Show the dead letters, oldest first, with reason, errors and delivery count.
+    /// Show the dead letters, oldest first, with reason, errors and delivery count. The
+    /// table fits 100 columns (long texts shortened, the last error only); --wide shows
+    /// every column and the full texts.
     Dead {
         /// `queue` or `topic/subscription`.
         queue: String,
         /// How many.
         #[arg(short = 'n', long = "count", default_value_t = 10)]
         count: u64,
+        /// Every column, every error kept and the full texts, however wide.
+        #[arg(long)]
+        wide: bool,
     },
     /// Requeue dead letters (some or all) to their queue or to another one. Exits 1 if an
     /// --id was not a dead letter of the queue (the others are still requeued).
@@ -161,6 +169,13 @@ pub enum SagasCommand {
         #[arg(long)]
         partition: Option<String>,
     },
+    /// Show one saga: its state, stamp and time to live.
+    Show {
+        /// The saga's partition key.
+        partition: String,
+        /// The saga's id.
+        id: String,
+    },
     /// Delete one saga, whatever its state.
     Delete {
         /// The saga's partition key.
@@ -193,6 +208,14 @@ mod tests {
         assert!(Cli::try_parse_from(["bus", "requeue", "q", "--all", "--id", "~1"]).is_err());
         assert!(Cli::try_parse_from(["bus", "requeue", "q", "--id", "~1", "--id", "~2"]).is_ok());
         assert!(Cli::try_parse_from(["bus", "requeue", "q", "--all", "--to", "r"]).is_ok());
+    }
+
+    #[test]
+    fn the_url_is_optional_everywhere() {
+        let cli = Cli::try_parse_from(["bus", "queues"]).unwrap();
+        assert_eq!(cli.url, None);
+        let cli = Cli::try_parse_from(["bus", "queues", "--url", "redis://h"]).unwrap();
+        assert_eq!(cli.url.as_deref(), Some("redis://h"));
     }
 
     #[test]

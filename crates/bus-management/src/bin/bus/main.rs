@@ -1,9 +1,9 @@
 //! `bus`: the command-line tool over [`bus_management`] (SPEC §6).
 
 mod cli;
+mod failure;
 mod output;
 
-use std::error::Error as _;
 use std::io::{BufRead, IsTerminal, Write};
 use std::process::ExitCode;
 
@@ -14,32 +14,7 @@ use clap::Parser;
 use serde_json::json;
 
 use cli::{Cli, Command, SagasCommand};
-
-/// Why a command failed.
-#[derive(Debug, thiserror::Error)]
-enum Failure {
-    #[error(transparent)]
-    Management(#[from] bus_management::Error),
-    #[error("cannot connect to Redis at {url}: {source}")]
-    Connect {
-        /// The URL, its password masked.
-        url: String,
-        source: bus_management::Error,
-    },
-    /// The operator did not confirm, or something asked for is not there.
-    #[error("{0}")]
-    Refused(String),
-    #[error("cannot read standard input: {0}")]
-    Stdin(#[from] std::io::Error),
-    #[error("cannot print JSON: {0}")]
-    Json(#[from] serde_json::Error),
-}
-
-impl From<bus_redis::Error> for Failure {
-    fn from(error: bus_redis::Error) -> Self {
-        Failure::Management(error.into())
-    }
-}
+use failure::{fail, redact, Failure};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -56,37 +31,31 @@ fn main() -> ExitCode {
     }
 }
 
-/// Prints the error and its causes (those that add something) to stderr.
-fn fail(error: &Failure) -> ExitCode {
-    let mut message = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let text = cause.to_string();
-        if !message.contains(&text) {
-            message.push_str(&format!(": {text}"));
-        }
-        source = cause.source();
-    }
-    eprintln!("bus: error: {message}");
-    ExitCode::FAILURE
-}
+/// Where Redis is when neither --url nor REDIS_URL says.
+const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
 
 async fn run(cli: Cli) -> Result<(), Failure> {
-    let config = RedisConfig::from_url(&cli.url)?.prefix(cli.prefix.as_str());
+    let url = match &cli.url {
+        Some(url) => url.clone(),
+        None => std::env::var("REDIS_URL")
+            .ok()
+            .filter(|url| !url.trim().is_empty())
+            .unwrap_or_else(|| DEFAULT_URL.to_owned()),
+    };
+    let mut config = RedisConfig::from_url(&url)?.prefix(cli.prefix.as_str());
+    if let Some(ca) = &cli.tls_ca {
+        config = with_tls_ca(config, ca)?;
+    }
     let saga_prefix = match &cli.command {
         Command::Sagas(args) => args.saga_prefix.clone(),
         _ => String::new(),
     };
     let management = match Management::connect(&config).await {
         Ok(management) => management.saga_prefix(saga_prefix),
-        // A configuration error (the prefix, say) says all by itself.
-        Err(e @ bus_management::Error::Connect(bus_redis::Error::Config(_))) => {
-            return Err(e.into())
-        }
         Err(source) => {
             return Err(Failure::Connect {
-                url: redact(&cli.url),
-                source,
+                url: redact(&url),
+                reason: failure::connect_reason(&source, &url, cli.tls_ca.is_some()),
             })
         }
     };
@@ -102,6 +71,8 @@ async fn execute(management: &Management, command: Command, json: bool) -> Resul
             let queues = management.queues().await?;
             if json {
                 output::json(&queues)?;
+            } else if queues.is_empty() {
+                println!("{}", nothing_under(management, "queues").await?);
             } else {
                 output::queues(&queues);
             }
@@ -110,23 +81,34 @@ async fn execute(management: &Management, command: Command, json: bool) -> Resul
             let topics = management.topics().await?;
             if json {
                 output::json(&topics)?;
+            } else if topics.is_empty() {
+                println!("{}", nothing_under(management, "topics").await?);
             } else {
                 output::topics(&topics);
             }
         }
         Command::Stats(args) => {
             let stats = match args.queue {
-                Some(queue) => vec![management.stats(&parse_source(&queue)?).await?],
+                Some(queue) => vec![
+                    management
+                        .stats(&existing(management, &queue).await?)
+                        .await?,
+                ],
                 None => management.stats_all().await?,
             };
             if json {
                 output::json(&stats)?;
+            } else if stats.is_empty() {
+                println!(
+                    "{}",
+                    nothing_under(management, "queues or subscriptions").await?
+                );
             } else {
                 output::stats(&stats);
             }
         }
         Command::Peek { queue, count } => {
-            let source = parse_source(&queue)?;
+            let source = existing(management, &queue).await?;
             let messages = management.peek(&source, count).await?;
             if json {
                 output::json(&messages)?;
@@ -134,17 +116,19 @@ async fn execute(management: &Management, command: Command, json: bool) -> Resul
                 output::peek(&queue, &messages);
             }
         }
-        Command::Dead { queue, count } => {
-            let source = parse_source(&queue)?;
+        Command::Dead { queue, count, wide } => {
+            let source = existing(management, &queue).await?;
             let letters = management.dead_letters(&source, count).await?;
             if json {
                 output::json(&letters)?;
+            } else if wide {
+                output::dead_letters_wide(&queue, &letters);
             } else {
                 output::dead_letters(&queue, &letters);
             }
         }
         Command::Scheduled { queue, count } => {
-            let source = parse_source(&queue)?;
+            let source = existing(management, &queue).await?;
             let messages = management.scheduled(&source, count).await?;
             if json {
                 output::json(&messages)?;
@@ -153,7 +137,7 @@ async fn execute(management: &Management, command: Command, json: bool) -> Resul
             }
         }
         Command::Requeue(args) => {
-            let source = parse_source(&args.queue)?;
+            let source = existing(management, &args.queue).await?;
             let to = args.to.as_deref().map(parse_source).transpose()?;
             let selection = if args.all {
                 Selection::All
@@ -192,7 +176,7 @@ async fn execute(management: &Management, command: Command, json: bool) -> Resul
             }
         }
         Command::DeleteDead { queue, id } => {
-            let source = parse_source(&queue)?;
+            let source = existing(management, &queue).await?;
             if !management.delete_dead_letter(&source, &id).await? {
                 return Err(Failure::Refused(format!(
                     "{id} is not a dead letter of {queue}"
@@ -205,7 +189,7 @@ async fn execute(management: &Management, command: Command, json: bool) -> Resul
             }
         }
         Command::Purge { queue, yes } => {
-            let source = parse_source(&queue)?;
+            let source = existing(management, &queue).await?;
             if !yes {
                 confirm_purge(management, &source).await?;
             }
@@ -238,7 +222,24 @@ async fn execute(management: &Management, command: Command, json: bool) -> Resul
             }
         }
         Command::Unsubscribe { topic, name, force } => {
-            let removed = management.remove_subscription(&topic, &name, force).await?;
+            let removed = match management.remove_subscription(&topic, &name, force).await {
+                Ok(removed) => removed,
+                Err(bus_management::Error::NotEmpty {
+                    ready,
+                    in_flight,
+                    delayed,
+                    dead,
+                    ..
+                }) => {
+                    return Err(Failure::Refused(format!(
+                        "subscription {name} of topic {topic} still holds messages ({ready} \
+                         ready, {in_flight} in flight, {delayed} delayed, {dead} dead \
+                         letters); nothing was changed (pass --force to remove it and delete \
+                         them)"
+                    )))
+                }
+                Err(e) => return Err(e.into()),
+            };
             if !removed.was_registered && removed.deleted_keys == 0 {
                 return Err(Failure::Refused(format!(
                     "topic {topic} has no subscription {name}"
@@ -267,6 +268,18 @@ async fn execute(management: &Management, command: Command, json: bool) -> Resul
                     output::sagas(&sagas);
                 }
             }
+            SagasCommand::Show { partition, id } => {
+                let Some(saga) = management.saga(&partition, &id).await? else {
+                    return Err(Failure::Refused(format!(
+                        "no saga {id} in partition {partition}"
+                    )));
+                };
+                if json {
+                    output::json(&saga)?;
+                } else {
+                    output::saga(&saga);
+                }
+            }
             SagasCommand::Delete { partition, id } => {
                 if !management.delete_saga(&partition, &id).await? {
                     return Err(Failure::Refused(format!(
@@ -284,18 +297,41 @@ async fn execute(management: &Management, command: Command, json: bool) -> Resul
     Ok(())
 }
 
-/// The URL with its password (if any) masked.
-fn redact(url: &str) -> String {
-    let Some(start) = url.find("://").map(|i| i + 3) else {
-        return url.to_owned();
-    };
-    match url.rfind('@') {
-        Some(at) if at > start => match url[start..at].split_once(':') {
-            Some((user, _)) => format!("{}{user}:***{}", &url[..start], &url[at..]),
-            None => url.to_owned(),
-        },
-        _ => url.to_owned(),
+/// Trusts the CA in `file` for rediss://.
+#[cfg(feature = "tls")]
+fn with_tls_ca(config: RedisConfig, file: &std::path::Path) -> Result<RedisConfig, Failure> {
+    Ok(config.tls_ca_file(file))
+}
+
+#[cfg(not(feature = "tls"))]
+fn with_tls_ca(_: RedisConfig, _: &std::path::Path) -> Result<RedisConfig, Failure> {
+    Err(Failure::Refused(
+        "--tls-ca needs TLS, and this bus was built without its `tls` feature \
+         (build it with `--features tls`)"
+            .to_owned(),
+    ))
+}
+
+/// A queue or subscription name that exists under the prefix in use (a typo is an error
+/// that says what does exist).
+async fn existing(management: &Management, name: &str) -> Result<Source, Failure> {
+    let source = parse_source(name)?;
+    management.ensure_exists(&source).await?;
+    Ok(source)
+}
+
+/// "no queues under prefix P", and where the bus's keys are if it has some elsewhere (the
+/// prefix is probably wrong).
+async fn nothing_under(management: &Management, what: &str) -> Result<String, Failure> {
+    let mut text = format!("no {what} under prefix {}", management.key_prefix());
+    let others = management.other_prefixes().await?;
+    if !others.is_empty() {
+        text.push_str(&format!(
+            "; the bus has keys under prefix: {} (see --prefix)",
+            others.join(", ")
+        ));
     }
+    Ok(text)
 }
 
 /// Asks the operator to type the queue's name; refuses without a terminal to ask on.
@@ -323,18 +359,4 @@ async fn confirm_purge(management: &Management, source: &Source) -> Result<(), F
         )));
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::redact;
-
-    #[test]
-    fn passwords_are_masked() {
-        assert_eq!(redact("redis://u:p@h:1/2"), "redis://u:***@h:1/2");
-        assert_eq!(redact("redis://:p@h"), "redis://:***@h");
-        assert_eq!(redact("redis://u@h"), "redis://u@h");
-        assert_eq!(redact("redis://h:1"), "redis://h:1");
-        assert_eq!(redact("nonsense"), "nonsense");
-    }
 }

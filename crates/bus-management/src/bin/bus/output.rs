@@ -2,10 +2,12 @@
 
 use std::time::{Duration, UNIX_EPOCH};
 
+use bus_core::now_ms;
 use bus_management::{
-    DeadLetter, MessageSummary, QueueStats, ReadyMessage, SagaEntry, ScheduledMessage, Topic,
+    DeadLetter, MessageSummary, QueueStats, ReadyMessage, SagaEntry, SagaState, ScheduledMessage,
+    Topic,
 };
-use comfy_table::{presets, Cell, CellAlignment, Table};
+use comfy_table::{presets, Cell, CellAlignment, ColumnConstraint, ContentArrangement, Table};
 use serde::Serialize;
 
 /// Longest body (and error) excerpt in a table cell, in characters.
@@ -42,7 +44,7 @@ pub fn queues(queues: &[String]) {
     for queue in queues {
         t.add_row(vec![queue]);
     }
-    print(t, "no queues registered");
+    print(t, "no queues");
 }
 
 pub fn topics(topics: &[Topic]) {
@@ -50,7 +52,7 @@ pub fn topics(topics: &[Topic]) {
     for topic in topics {
         t.add_row(vec![topic.topic.clone(), topic.subscriptions.join("\n")]);
     }
-    print(t, "no topics registered");
+    print(t, "no topics");
 }
 
 pub fn stats(stats: &[QueueStats]) {
@@ -58,22 +60,35 @@ pub fn stats(stats: &[QueueStats]) {
         "QUEUE",
         "READY",
         "IN FLIGHT",
+        "LOCK EXPIRED",
         "DELAYED",
         "DEAD",
-        "OLDEST READY",
+        "NEXT SENT",
     ]);
     for s in stats {
         t.add_row(vec![
             Cell::new(&s.queue),
             number(s.ready),
             number(s.in_flight),
+            number(s.expired_locks),
             number(s.delayed),
             number(s.dead),
-            Cell::new(s.oldest_age_ms.map_or_else(|| "-".to_owned(), age)),
+            Cell::new(
+                s.oldest_age_ms
+                    .map_or_else(|| "-".to_owned(), |ms| format!("{} ago", age(ms))),
+            ),
         ]);
     }
-    print(t, "no queues registered");
+    print(t, "no queues");
+    println!("{STATS_NOTE}");
 }
+
+/// What the less obvious columns of `stats` mean.
+pub const STATS_NOTE: &str = "\
+IN FLIGHT: every reserved message; LOCK EXPIRED: those among them whose lock is past
+(their consumer died; a running consumer of the queue recovers them).
+NEXT SENT: when the next ready message was first sent (a retried, recovered or requeued
+message keeps its first send time).";
 
 pub fn peek(queue: &str, messages: &[ReadyMessage]) {
     let mut t = table(&[
@@ -135,46 +150,138 @@ pub fn scheduled(queue: &str, messages: &[ScheduledMessage]) {
     print(t, &format!("{queue}: nothing scheduled"));
 }
 
+/// Widest the default `dead` table gets, in columns.
+pub const NARROW: u16 = 100;
+
+/// Longest error or body excerpt in the default `dead` table, in characters.
+const NARROW_TEXT: usize = 32;
+
+/// Dead letters in at most [`NARROW`] columns: the last error only, texts shortened, no
+/// message id (`--wide` and `--json` have everything).
 pub fn dead_letters(queue: &str, letters: &[DeadLetter]) {
+    let mut t = table(&[
+        "STORAGE ID",
+        "REASON",
+        "DEAD FOR",
+        "DELIV.",
+        "LAST ERROR",
+        "TYPE",
+        "BODY",
+    ]);
+    t.set_content_arrangement(ContentArrangement::Dynamic)
+        .set_width(NARROW);
+    // Ids are copied into other commands: never wrapped. Short columns stay whole too, so
+    // the wrapping falls on the texts.
+    for column in 0..4 {
+        if let Some(column) = t.column_mut(column) {
+            column.set_constraint(ColumnConstraint::ContentWidth);
+        }
+    }
+    let now = now_ms();
+    for d in letters {
+        let (_, message_type, body) = summary(d.message.as_ref(), d.decode_error.as_deref());
+        let mut error = d
+            .errors
+            .last()
+            .map_or_else(|| "-".to_owned(), |e| shorten(&e.message, NARROW_TEXT));
+        if d.errors.len() > 1 {
+            error.push_str(&format!(" (+{} earlier)", d.errors.len() - 1));
+        }
+        t.add_row(vec![
+            Cell::new(&d.storage_id),
+            Cell::new(shorten(d.reason.as_deref().unwrap_or("-"), 16)),
+            Cell::new(
+                d.dead_lettered_at_ms
+                    .map_or_else(|| "-".to_owned(), |at| short_age(now.saturating_sub(at))),
+            ),
+            number(d.delivery_count),
+            Cell::new(error),
+            Cell::new(shorten(&message_type, 16)),
+            Cell::new(shorten(&body, NARROW_TEXT)),
+        ]);
+    }
+    if t.row_count() == 0 {
+        println!("{queue}: no dead letters");
+    } else {
+        println!("{t}\n(--wide for every column and the full texts, --json for everything)");
+    }
+}
+
+/// Dead letters with every column, every error kept and the full texts.
+pub fn dead_letters_wide(queue: &str, letters: &[DeadLetter]) {
     let mut t = table(&[
         "STORAGE ID",
         "REASON",
         "DEAD SINCE",
         "DELIVERIES",
-        "LAST ERRORS",
+        "ERRORS",
         "MESSAGE ID",
         "TYPE",
+        "HEADERS",
         "BODY",
     ]);
     for d in letters {
-        let (id, message_type, body) = summary(d.message.as_ref(), d.decode_error.as_deref());
+        let (id, message_type, headers, body) = match &d.message {
+            Some(m) => (
+                m.id.clone(),
+                m.message_type.clone(),
+                m.headers
+                    .iter()
+                    .map(|(k, v)| flat(&format!("{k}={v}")))
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+                flat(m.body.get()),
+            ),
+            None => (
+                "-".to_owned(),
+                "-".to_owned(),
+                String::new(),
+                format!(
+                    "not readable: {}",
+                    flat(d.decode_error.as_deref().unwrap_or("no envelope"))
+                ),
+            ),
+        };
         let errors: Vec<String> = d
             .errors
             .iter()
-            .rev()
-            .take(3)
-            .map(|e| format!("{}: {}", time(e.at_ms), excerpt(&e.message)))
+            .map(|e| format!("{}: {}", time(e.at_ms), flat(&e.message)))
             .collect();
-        let mut errors = errors.join("\n");
-        if d.errors.len() > 3 {
-            errors.push_str(&format!("\n(+{} earlier)", d.errors.len() - 3));
-        }
         t.add_row(vec![
             Cell::new(&d.storage_id),
-            Cell::new(d.reason.as_deref().unwrap_or("-")),
+            Cell::new(flat(d.reason.as_deref().unwrap_or("-"))),
             Cell::new(d.dead_lettered_at_ms.map_or_else(|| "-".to_owned(), time)),
             number(d.delivery_count),
             Cell::new(if errors.is_empty() {
                 "-".to_owned()
             } else {
-                errors
+                errors.join("\n")
             }),
             Cell::new(id),
             Cell::new(message_type),
+            Cell::new(headers),
             Cell::new(body),
         ]);
     }
     print(t, &format!("{queue}: no dead letters"));
+}
+
+pub fn saga(saga: &SagaState) {
+    let mut t = table(&["FIELD", "VALUE"]);
+    for (field, value) in [
+        ("partition", saga.partition.clone()),
+        ("id", saga.id.clone()),
+        ("key", saga.key.clone()),
+        ("stamp", saga.stamp.clone()),
+        (
+            "expires in",
+            saga.ttl_ms.map_or_else(|| "never".to_owned(), age),
+        ),
+        ("state", saga.data.clone()),
+    ] {
+        t.add_row(vec![field.to_owned(), value]);
+    }
+    println!("{t}");
 }
 
 pub fn sagas(sagas: &[SagaEntry]) {
@@ -210,14 +317,23 @@ fn summary(
 
 /// The first characters of a text, on one line.
 pub fn excerpt(text: &str) -> String {
-    let flat: String = text
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
-    match flat.char_indices().nth(PREVIEW) {
+    shorten(text, PREVIEW)
+}
+
+/// The first `max` characters of a text, on one line, with `…` if it was longer.
+pub fn shorten(text: &str, max: usize) -> String {
+    let flat = flat(text);
+    match flat.char_indices().nth(max) {
         Some((cut, _)) => format!("{}…", &flat[..cut]),
         None => flat,
     }
+}
+
+/// A text on one line: control characters (newlines, tabs) become spaces.
+pub fn flat(text: &str) -> String {
+    text.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
 }
 
 /// A time in ms since the Unix epoch, as RFC 3339 UTC.
@@ -230,7 +346,21 @@ pub fn age(ms: u64) -> String {
     if ms < 1000 {
         format!("{ms}ms")
     } else {
-        humantime::format_duration(Duration::from_secs(ms / 1000)).to_string()
+        // The two largest units are enough to read ("2days 3h", not "2days 3h 4m 5s").
+        let full = humantime::format_duration(Duration::from_secs(ms / 1000)).to_string();
+        full.split(' ').take(2).collect::<Vec<_>>().join(" ")
+    }
+}
+
+/// A duration in ms in at most 9 characters: `45s`, `3m 12s`, `5h 2m`, `12d 3h`.
+pub fn short_age(ms: u64) -> String {
+    let secs = ms / 1000;
+    let (d, h, m, s) = (secs / 86_400, secs / 3600 % 24, secs / 60 % 60, secs % 60);
+    match (d, h, m) {
+        (0, 0, 0) => format!("{s}s"),
+        (0, 0, _) => format!("{m}m {s}s"),
+        (0, _, _) => format!("{h}h {m}m"),
+        _ => format!("{d}d {h}h"),
     }
 }
 
@@ -250,5 +380,9 @@ mod tests {
         assert_eq!(time(1_712_345_678_901), "2024-04-05T19:34:38.901Z");
         assert_eq!(age(250), "250ms");
         assert_eq!(age(192_500), "3m 12s");
+        assert_eq!(short_age(192_500), "3m 12s");
+        assert_eq!(short_age(999), "0s");
+        assert_eq!(short_age(((400 * 24 + 3) * 60 + 4) * 60_000), "400d 3h");
+        assert_eq!(age(((2 * 24 + 3) * 60 + 4) * 60_000 + 5_000), "2days 3h");
     }
 }
