@@ -26,6 +26,9 @@ pub enum Error {
     /// An access token that cannot work (empty, or characters a cookie cannot carry).
     #[error("invalid access token: {0}")]
     InvalidToken(&'static str),
+    /// Redis did not answer in time (unreachable, or reconnecting).
+    #[error("Redis did not answer within {0:?}")]
+    Timeout(std::time::Duration),
     /// Listening or serving failed.
     #[error("HTTP server error: {0}")]
     Io(#[from] std::io::Error),

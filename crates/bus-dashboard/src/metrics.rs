@@ -3,7 +3,7 @@
 
 use std::future::Future;
 use std::sync::atomic::AtomicU64;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::extract::State;
 use axum::http::{header, StatusCode};
@@ -18,7 +18,7 @@ use prometheus_client::registry::{Registry, Unit};
 use tokio::net::TcpListener;
 
 use crate::snapshot::{QueueSnapshot, Reader};
-use crate::Result;
+use crate::{Error, Result};
 
 /// The OpenMetrics text format's content type, as Prometheus asks for it.
 pub(crate) const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -51,24 +51,39 @@ type Count = (&'static str, &'static str, fn(&QueueSnapshot) -> u64);
 #[derive(Debug, Clone)]
 pub struct QueueMetrics {
     reader: Reader,
+    timeout: Duration,
 }
+
+/// How long a scrape may wait for Redis by default: a scrape never hangs on an
+/// unreachable server (fred itself would wait for the reconnect).
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl QueueMetrics {
     /// Metrics of the queues under the transport's key prefix, read through its connection.
     pub fn new(transport: RedisTransport) -> Self {
-        QueueMetrics {
-            reader: Reader::new(transport, ""),
-        }
+        Self::from_reader(Reader::new(transport, ""))
     }
 
     pub(crate) fn from_reader(reader: Reader) -> Self {
-        QueueMetrics { reader }
+        QueueMetrics {
+            reader,
+            timeout: DEFAULT_TIMEOUT,
+        }
+    }
+
+    /// How long a scrape may wait for Redis before it fails with 503 (10 s by default;
+    /// keep it under Prometheus's `scrape_timeout`).
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
     }
 
     /// Reads every queue's counts now and renders them in the OpenMetrics text format.
     pub async fn render(&self) -> Result<String> {
         let started = Instant::now();
-        let snapshots = self.reader.snapshot_all().await?;
+        let snapshots = tokio::time::timeout(self.timeout, self.reader.snapshot_all())
+            .await
+            .map_err(|_| Error::Timeout(self.timeout))??;
         Ok(render(&snapshots, started.elapsed().as_secs_f64()))
     }
 

@@ -24,6 +24,7 @@ pub struct DashboardOptions {
     pub(crate) refresh_interval: Duration,
     pub(crate) saga_prefix: String,
     pub(crate) page_size: u64,
+    pub(crate) request_timeout: Duration,
 }
 
 impl Default for DashboardOptions {
@@ -35,6 +36,7 @@ impl Default for DashboardOptions {
             refresh_interval: Duration::from_secs(2),
             saga_prefix: String::new(),
             page_size: 100,
+            request_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -80,6 +82,13 @@ impl DashboardOptions {
         self
     }
 
+    /// How long a page's request may wait for Redis before it fails with 503 (10 s by
+    /// default). A requeue or delete that times out may still complete: the page says so.
+    pub fn request_timeout(mut self, timeout: Duration) -> Self {
+        self.request_timeout = timeout;
+        self
+    }
+
     pub(crate) fn checked_token(&self) -> Result<Option<&str>> {
         let Some(token) = self.token.as_deref() else {
             return Ok(None);
@@ -106,6 +115,7 @@ impl fmt::Debug for DashboardOptions {
             .field("refresh_interval", &self.refresh_interval)
             .field("saga_prefix", &self.saga_prefix)
             .field("page_size", &self.page_size)
+            .field("request_timeout", &self.request_timeout)
             .finish()
     }
 }

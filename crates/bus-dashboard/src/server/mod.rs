@@ -9,12 +9,15 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use axum::http::{header, HeaderValue};
-use axum::middleware::from_fn_with_state;
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderValue, Method, StatusCode};
+use axum::middleware::{from_fn_with_state, Next};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
+use axum::Json;
 use axum::Router;
 use bus_redis::RedisTransport;
+use serde_json::json;
 use tokio::net::TcpListener;
 
 use crate::history::History;
@@ -128,6 +131,7 @@ impl Dashboard {
             .route("/api/sagas/delete", post(actions::delete_saga))
             .with_state(shared.clone())
             .merge(metrics)
+            .layer(from_fn_with_state(shared.clone(), bounded))
             .layer(from_fn_with_state(shared.clone(), auth::guard));
         let router = Router::new()
             .route("/login", get(auth::login_page).post(auth::login))
@@ -141,7 +145,7 @@ impl Dashboard {
     }
 }
 
-async fn index_page(axum::extract::State(shared): axum::extract::State<AppState>) -> Html<String> {
+async fn index_page(State(shared): State<AppState>) -> Html<String> {
     Html(shared.index.clone())
 }
 
@@ -155,6 +159,27 @@ async fn app_js() -> Response {
 
 async fn app_css() -> Response {
     ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], APP_CSS).into_response()
+}
+
+/// No request waits on Redis without limit (fred would wait for its reconnect).
+async fn bounded(State(shared): State<AppState>, request: Request, next: Next) -> Response {
+    let limit = shared.options.request_timeout;
+    let changes = request.method() == Method::POST;
+    match tokio::time::timeout(limit, next.run(request)).await {
+        Ok(response) => response,
+        Err(_) => {
+            let error = if changes {
+                format!("Redis did not answer within {limit:?}: the change may or may not have been made; reload to see")
+            } else {
+                format!("Redis did not answer within {limit:?}")
+            };
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                Json(json!({ "error": error })),
+            )
+                .into_response()
+        }
+    }
 }
 
 /// Everything is same-origin and nothing is framed: a page of ours cannot be loaded in
