@@ -127,42 +127,49 @@ function queueTitle(name) {
 
 // ---- charts ----------------------------------------------------------------------
 
-/** A line chart of `series` over [now - span, now]: grid, y maximum, time axis. */
+/** The time window of a plot: the last `span`, or less while the server has sampled for
+ *  less than that (so a fresh dashboard's plots fill their width). */
+function windowOf(points, now, span, minimum) {
+  const first = points.length ? points[0].t : now;
+  return Math.min(span, Math.max(minimum || 0, now - first));
+}
+
+function ago(ms) {
+  if (ms < 1000) return "now";
+  return ms >= 60000 ? `−${Math.round(ms / 60000)} min` : `−${Math.round(ms / 1000)} s`;
+}
+
+/** A line chart of `series` over the window ending now: grid, y scale, time axis. */
 function lineChart(points, series, opts) {
-  const W = opts.width || 560, H = opts.height || 150, L = 38, R = 8, T = 8, B = 18;
+  const W = opts.width || 440, H = opts.height || 160, L = 34, R = 6, T = 8, B = 20;
   const svg = s("svg", { viewBox: `0 0 ${W} ${H}`, class: "chart", role: "img", "aria-label": opts.label || "chart" });
-  const t1 = opts.now, t0 = t1 - opts.span;
+  const width = opts.window;
+  const t1 = opts.now, t0 = t1 - width;
   let max = 0;
-  for (const p of points) for (const se of series) max = Math.max(max, p[se.key] || 0);
+  for (const p of points) for (const se of series) if (p.t >= t0) max = Math.max(max, p[se.key] || 0);
   max = niceMax(max);
   const x = (t) => L + ((t - t0) / (t1 - t0)) * (W - L - R);
   const y = (v) => T + (1 - v / max) * (H - T - B);
-  for (let i = 0; i <= 2; i++) {
-    const v = (max * i) / 2;
+  const rows = opts.rows || 2;
+  for (let i = 0; i <= rows; i++) {
+    const v = (max * i) / rows;
     svg.append(s("line", { x1: L, x2: W - R, y1: y(v), y2: y(v), class: "grid" }));
-    const label = s("text", { x: L - 6, y: y(v) + 3, "text-anchor": "end", class: "axis" });
-    label.textContent = opts.format ? opts.format(v) : compact(v);
+    const label = s("text", { x: L - 6, y: y(v) + 4, "text-anchor": "end", class: "axis" });
+    label.textContent = compact(v);
     svg.append(label);
   }
-  const minutes = Math.round(opts.span / 60000);
-  [[t0, `−${minutes} min`, "start"], [t0 + opts.span / 2, `−${Math.round(minutes / 2)} min`, "middle"], [t1, "now", "end"]]
-    .forEach(([t, text, anchor]) => {
-      const label = s("text", { x: x(t), y: H - 4, "text-anchor": anchor, class: "axis" });
-      label.textContent = text;
-      svg.append(label);
-    });
+  [[t0, "start"], [t0 + width / 2, "middle"], [t1, "end"]].forEach(([t, anchor]) => {
+    const label = s("text", { x: x(t), y: H - 5, "text-anchor": anchor, class: "axis" });
+    label.textContent = ago(t1 - t);
+    svg.append(label);
+  });
   for (const se of series) {
     const visible = points.filter((p) => p.t >= t0);
     if (visible.length === 0) continue;
     const d = visible.map((p, i) => `${i ? "L" : "M"}${x(p.t).toFixed(1)},${y(p[se.key] || 0).toFixed(1)}`).join("");
-    const path = s("path", { d, class: "series", stroke: se.color });
+    const path = s("path", { d, class: "series" });
     path.style.stroke = se.color;
     svg.append(path);
-    if (visible.length === 1) {
-      const dot = s("circle", { cx: x(visible[0].t), cy: y(visible[0][se.key] || 0), r: 2.5 });
-      dot.style.fill = se.color;
-      svg.append(dot);
-    }
   }
   return svg;
 }
@@ -181,7 +188,7 @@ function compact(v) {
 }
 
 function sparkline(points, key, color, now, span) {
-  const W = 120, H = 28;
+  const W = 140, H = 28;
   const svg = s("svg", { viewBox: `0 0 ${W} ${H}`, width: W, height: H, class: "spark", "aria-hidden": "true" });
   const t0 = now - span;
   const visible = points.filter((p) => p.t >= t0);
@@ -265,6 +272,8 @@ async function overview(id) {
   const sum = (k) => queues.reduce((a, q) => a + (q[k] || 0), 0);
   const totalRate = queues.reduce((a, q) => a + q.rate, 0);
   const span = data.history_ms;
+  const minWindow = 10 * data.sample_interval_ms;
+  const sampledFor = windowOf(queues.length ? queues[0].history : [], data.now_ms, span, minWindow);
   const tiles = h("div", { class: "tiles" },
     tile("Ready", num(sum("ready")), "c-ready"),
     tile("In flight", num(sum("in_flight")), "c-inflight"),
@@ -282,7 +291,7 @@ async function overview(id) {
       : "0"),
     h("td", { class: "num" }, age(q.oldest_ready_age_ms)),
     h("td", { class: "num" }, rate(q.rate)),
-    h("td", {}, sparkline(q.history, "ready", "var(--ready)", data.now_ms, span))));
+    h("td", {}, sparkline(q.history, "ready", "var(--ready)", data.now_ms, windowOf(q.history, data.now_ms, span, minWindow)))));
   const table = h("section", { class: "card section" },
     h("div", { class: "section-head" }, h("h2", {}, "Queues and subscriptions"),
       h("span", { class: "hint" }, `${queues.length} registered · counts read from Redis every ${REFRESH_MS / 1000} s`)),
@@ -295,14 +304,14 @@ async function overview(id) {
         h("tbody", {}, rows)));
 
   const charts = h("section", {},
-    h("div", { class: "section-head" }, h("h2", {}, "Last hour"),
-      h("span", { class: "hint" }, `sampled by the server every ${data.sample_interval_ms / 1000} s`)),
+    h("div", { class: "section-head" }, h("h2", {}, sampledFor < span ? `Since sampling began (${age(sampledFor)} ago)` : `Last ${age(span)}`),
+      h("span", { class: "hint" }, `sampled by the server every ${data.sample_interval_ms / 1000} s, kept for ${age(span)}`)),
     h("div", { class: "charts" }, queues.map((q) => h("div", { class: "card chart-card" },
       h("h3", {}, h("span", {}, q.name), h("span", { class: "hint" }, `${rate(q.rate)} msg/s`)),
-      lineChart(q.history, SERIES, { now: data.now_ms, span, label: `${q.name} counts` }),
+      lineChart(q.history, SERIES, { now: data.now_ms, window: windowOf(q.history, data.now_ms, span, minWindow), label: `${q.name} counts` }),
       legend(SERIES),
       lineChart(q.history, [{ key: "rate", label: "Processed/s", color: "var(--rate)" }],
-        { now: data.now_ms, span, height: 70, label: `${q.name} processing rate`, format: (v) => compact(v) }),
+        { now: data.now_ms, window: windowOf(q.history, data.now_ms, span, minWindow), height: 84, rows: 1, label: `${q.name} processing rate` }),
       legend([{ label: "Processed per second", color: "var(--rate)" }])))));
 
   replace(id, h("div", {},
@@ -429,7 +438,7 @@ async function deadPage(id, name) {
     d.targets.filter((t) => t !== name).map((t) => h("option", { value: t, selected: t === deadState.target }, t)));
   const groups = d.groups.map((g) => {
     const open = deadState.open.has(g.key);
-    const letters = open ? h("div", { class: "group-letters" },
+    const letters = open ? h("div", { class: "group-letters letters" },
       h("div", { class: "msg-head" }, ["#", "Message", "Type", "Dead-lettered", "Deliveries", ""].map((c) => h("span", {}, c))),
       g.ids.map((sid, i) => {
         const l = byId.get(sid);

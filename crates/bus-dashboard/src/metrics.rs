@@ -89,9 +89,13 @@ impl QueueMetrics {
 
     /// A router with `GET /metrics` (and `/` pointing at it), to serve or to nest.
     pub fn router(self) -> Router {
+        self.metrics_only().route("/", get(index))
+    }
+
+    /// Just `GET /metrics`, for the dashboard to merge.
+    pub(crate) fn metrics_only(self) -> Router {
         Router::new()
             .route("/metrics", get(scrape))
-            .route("/", get(index))
             .with_state(self)
     }
 

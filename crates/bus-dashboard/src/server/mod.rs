@@ -115,7 +115,9 @@ impl Dashboard {
             guard,
             index,
         });
-        let metrics = QueueMetrics::from_reader(shared.reader.clone()).router();
+        let metrics = QueueMetrics::from_reader(shared.reader.clone())
+            .timeout(shared.options.request_timeout)
+            .metrics_only();
         let guarded = Router::new()
             .route("/", get(index_page))
             .route("/api/overview", get(api::overview))
