@@ -9,6 +9,7 @@ use bytes::Bytes;
 use fred::prelude::{HashesInterface, SortedSetsInterface};
 use fred::types::Value;
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 
 use crate::snapshot::Reader;
 use crate::Result;
@@ -22,8 +23,9 @@ pub(crate) struct EnvelopeView {
     sent_at_ms: u64,
     headers: Headers,
     format: &'static str,
-    /// The body as JSON text when it is JSON (or MessagePack that converts), else a note.
-    body: String,
+    /// The body as JSON, as management shows it: as sent when it is JSON, converted
+    /// from MessagePack, else a string that describes it.
+    body: Box<RawValue>,
 }
 
 /// One entry of an error history (the `errors` hash's JSON array).
@@ -49,21 +51,22 @@ pub(crate) struct InFlightView {
 pub(crate) fn decode(element: &[u8]) -> (Option<EnvelopeView>, Option<String>) {
     match Envelope::decode(element) {
         Ok(envelope) => {
+            let size = envelope.body.len();
             let (format, body) = match envelope.format {
                 Format::MessagePack => (
                     "msgpack",
                     Format::MessagePack
                         .decode::<serde_json::Value>(&envelope.message_type, &envelope.body)
-                        .map(|v| v.to_string())
-                        .unwrap_or_else(|_| {
-                            format!("<{} bytes of MessagePack>", envelope.body.len())
-                        }),
+                        .ok()
+                        .and_then(|v| serde_json::value::to_raw_value(&v).ok())
+                        .unwrap_or_else(|| describe(&format!("<{size} bytes of MessagePack>"))),
                 ),
                 _ => (
                     "json",
-                    String::from_utf8(envelope.body.to_vec()).unwrap_or_else(|e| {
-                        format!("<{} bytes that are not UTF-8>", e.as_bytes().len())
-                    }),
+                    std::str::from_utf8(&envelope.body)
+                        .ok()
+                        .and_then(|text| RawValue::from_string(text.to_owned()).ok())
+                        .unwrap_or_else(|| describe(&format!("<{size} bytes that are not JSON>"))),
                 ),
             };
             let view = EnvelopeView {
@@ -78,6 +81,11 @@ pub(crate) fn decode(element: &[u8]) -> (Option<EnvelopeView>, Option<String>) {
         }
         Err(error) => (None, Some(format!("not an envelope: {error}"))),
     }
+}
+
+fn describe(text: &str) -> Box<RawValue> {
+    // A string always serializes.
+    serde_json::value::to_raw_value(text).unwrap_or_default()
 }
 
 /// Reads an `errors` document; cjson writes an empty array as `{}`.
