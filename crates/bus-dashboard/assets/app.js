@@ -51,10 +51,11 @@ function age(ms) {
   if (ms === null || ms === undefined) return "–";
   const sec = ms / 1000;
   if (sec < 1) return `${Math.round(ms)} ms`;
-  if (sec < 60) return `${sec.toFixed(sec < 10 ? 1 : 0)} s`;
-  if (sec < 3600) return `${Math.floor(sec / 60)} min ${Math.round(sec % 60)} s`;
-  if (sec < 86400) return `${Math.floor(sec / 3600)} h ${Math.round((sec % 3600) / 60)} min`;
-  return `${Math.floor(sec / 86400)} d ${Math.round((sec % 86400) / 3600)} h`;
+  if (sec < 60) return `${sec < 10 ? sec.toFixed(1) : Math.floor(sec)} s`;
+  // Whole units, floored: "59 min 59 s", never "59 min 60 s".
+  if (sec < 3600) return `${Math.floor(sec / 60)} min ${Math.floor(sec % 60)} s`;
+  if (sec < 86400) return `${Math.floor(sec / 3600)} h ${Math.floor((sec % 3600) / 60)} min`;
+  return `${Math.floor(sec / 86400)} d ${Math.floor((sec % 86400) / 3600)} h`;
 }
 
 function when(ms) {
@@ -517,7 +518,7 @@ async function sagaPage(id, partition, sagaId) {
   replace(id, h("div", {},
     h("div", { class: "page-head" },
       h("div", {}, h("div", { class: "crumbs" }, h("a", { href: "#/sagas" }, "Sagas"), ` / ${partition}`), h("h1", { class: "mono" }, sagaId)),
-      sg.exists ? h("button", { class: "btn btn-danger", type: "button", onclick: () => deleteSaga(partition, sagaId, () => { location.hash = "#/sagas"; }) }, "Delete saga") : null),
+      sg.exists ? h("button", { class: "btn btn-danger", type: "button", "data-action": "delete-saga", onclick: () => deleteSaga(partition, sagaId, () => { location.hash = "#/sagas"; }) }, "Delete saga") : null),
     h("section", { class: "card section" }, sg.exists
       ? h("div", { class: "msg-body flat" },
         h("div", {}, h("h3", {}, "Saga"), h("dl", { class: "kv" },

@@ -13,8 +13,10 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
+use bus_core::SagaStore;
 use bus_core::Source;
 use bus_dashboard::DashboardOptions;
+use bus_redis_saga::RedisSagaStore;
 use common::{eventually, setup, start_dashboard, Payment, Seen, WAIT};
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{json, Value};
@@ -169,9 +171,11 @@ async fn the_overview_shows_redis_and_a_dead_letter_group_is_requeued_and_proces
     let keys = s.transport.keys(&payments);
 
     // The dashboard samples from the start, so its plots show the seeding.
+    let namespace = s.redis.namespace().to_owned();
     let options = DashboardOptions::default()
         .sample_interval(Duration::from_millis(250))
-        .refresh_interval(Duration::from_millis(300));
+        .refresh_interval(Duration::from_millis(300))
+        .saga_prefix(namespace.as_str());
     let addr = start_dashboard(&s.transport, options).await;
 
     // Seed: 4 dead letters from a host whose handler refuses payments 1-4, then 3 ready
@@ -245,6 +249,48 @@ async fn the_overview_shows_redis_and_a_dead_letter_group_is_requeued_and_proces
     .await;
     assert!(plotted, "no plot lines on the overview");
     let overview_png = screenshot(&browser, "overview.png").await;
+
+    // The queue page: the next ready messages in processing order, then the scheduled one.
+    browser
+        .goto(&format!("http://{addr}/#/queue/payments"))
+        .await
+        .unwrap();
+    let listed = eventually(WAIT, || async {
+        js(
+            &browser,
+            "return document.querySelectorAll('details.msg').length;",
+        )
+        .await
+            == json!(3)
+    })
+    .await;
+    assert!(
+        listed,
+        "ready messages shown: {}",
+        js(&browser, "return document.getElementById('app').innerText;").await
+    );
+    click(&browser, "details.msg summary").await;
+    let body = js(
+        &browser,
+        "return document.querySelector('details.msg[open] pre').textContent;",
+    )
+    .await;
+    assert!(
+        body.as_str().unwrap().contains("\"n\": 10"),
+        "first ready body {body}"
+    );
+    screenshot(&browser, "queue.png").await;
+    click(&browser, "button[data-tab=\"scheduled\"]").await;
+    let scheduled = eventually(WAIT, || async {
+        js(&browser, "const m = document.querySelectorAll('details.msg'); return m.length === 1 && m[0].textContent.includes('(in 5');").await == json!(true)
+    })
+    .await;
+    assert!(
+        scheduled,
+        "scheduled shown: {}",
+        js(&browser, "return document.getElementById('app').innerText;").await
+    );
+    browser.goto(&format!("http://{addr}/#/")).await.unwrap();
 
     // The dead-letter page: one group (same reason, numbers masked), opened.
     click(&browser, "a[data-dead-link=\"payments\"]").await;
@@ -327,6 +373,46 @@ async fn the_overview_shows_redis_and_a_dead_letter_group_is_requeued_and_proces
     .await;
     assert!(clean, "overview row {:?}", row(&browser, "payments").await);
     host.shutdown().await.unwrap();
+
+    // Sagas: listed, shown with their state, deleted after confirmation.
+    let store = RedisSagaStore::new(s.transport.client().clone()).prefix(namespace.as_str());
+    store
+        .create(
+            "checkout",
+            "c-1001",
+            br#"{"step":"awaiting-payment","items":3}"#.to_vec().into(),
+            Duration::from_secs(3600),
+        )
+        .await
+        .unwrap();
+    browser
+        .goto(&format!("http://{addr}/#/sagas"))
+        .await
+        .unwrap();
+    click(&browser, "tr[data-saga] a").await;
+    let state = eventually(WAIT, || async {
+        js(
+            &browser,
+            "const p = document.querySelector('pre'); return p ? p.textContent : '';",
+        )
+        .await
+        .as_str()
+        .is_some_and(|t| t.contains("awaiting-payment"))
+    })
+    .await;
+    assert!(
+        state,
+        "saga page: {}",
+        js(&browser, "return document.getElementById('app').innerText;").await
+    );
+    screenshot(&browser, "saga.png").await;
+    click(&browser, "button[data-action=\"delete-saga\"]").await;
+    click(&browser, "#confirm-ok").await;
+    let gone = eventually(WAIT, || async {
+        s.int("EXISTS", &store.key("checkout", "c-1001")) == 0
+    })
+    .await;
+    assert!(gone, "the saga was not deleted");
     browser.close().await.unwrap();
     assert!(overview_png.exists() && dead_png.exists());
 }
