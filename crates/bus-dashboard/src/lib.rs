@@ -1,0 +1,27 @@
+//! Operations for the bus on Redis (SPEC §11): a web dashboard and a Prometheus
+//! endpoint of per-queue counts, both reading Redis directly, no host needed.
+//!
+//! | Item | What it is | Module |
+//! |---|---|---|
+//! | [`Dashboard`], [`DashboardOptions`] | the web dashboard (`bus dashboard`): live counts and plots, messages, dead letters grouped by error with requeue and delete, sagas | `server`, `options` |
+//! | [`QueueMetrics`] | `GET /metrics` of every queue's counts (`bus metrics`) | `metrics` |
+//! | [`QueueSnapshot`] | one queue's counts at one moment, read at bounded cost | `snapshot` |
+//! | [`Error`], [`Result`] | what can go wrong | `error` |
+//!
+//! The metrics, the dashboard's pages and its safety rules are described in
+//! `docs/operations.md` ("Metrics and dashboard"). Every change the dashboard makes is a
+//! [`bus_management::Management`] call; what it reads beyond management (expired locks,
+//! messages in flight, a saga's state) it reads with single read-only commands.
+
+mod error;
+mod history;
+mod metrics;
+mod options;
+mod server;
+mod snapshot;
+
+pub use error::{Error, Result};
+pub use metrics::QueueMetrics;
+pub use options::DashboardOptions;
+pub use server::Dashboard;
+pub use snapshot::QueueSnapshot;

@@ -1,0 +1,264 @@
+//! `bus metrics`: the queue counts as a Prometheus (OpenMetrics text) endpoint, read from
+//! Redis on each scrape.
+
+use std::future::Future;
+use std::sync::atomic::AtomicU64;
+use std::time::{Duration, Instant};
+
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use bus_redis::RedisTransport;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::{Registry, Unit};
+use tokio::net::TcpListener;
+
+use crate::snapshot::{QueueSnapshot, Reader};
+use crate::{Error, Result};
+
+/// The OpenMetrics text format's content type, as Prometheus asks for it.
+pub(crate) const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// The `messaging.system` label value of every series.
+const SYSTEM: &str = "bus";
+
+type Labels = Vec<(&'static str, String)>;
+
+/// A gauge's name, help text and the count it reads.
+type Count = (&'static str, &'static str, fn(&QueueSnapshot) -> u64);
+
+/// Per-queue metrics without a host (`bus metrics`): every registered queue and
+/// subscription's ready, in-flight, expired-lock, delayed and dead counts and the age of
+/// its oldest ready message, in Prometheus's text format, read from Redis on each scrape.
+///
+/// A scrape costs a fixed handful of O(1) / O(log n) commands per queue (`LLEN`, `ZCARD`,
+/// `ZCOUNT`, `LINDEX 0`, `HLEN`, ...), never a read of a list's contents, so it costs the
+/// same with 10 or 10 million messages waiting. The metrics are listed in
+/// `docs/operations.md` ("Metrics and dashboard").
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// let config = bus_redis::RedisConfig::from_url("redis://127.0.0.1:6379")?;
+/// let transport = bus_redis::RedisTransport::connect(&config).await?;
+/// let listener = tokio::net::TcpListener::bind("127.0.0.1:9464").await?;
+/// bus_dashboard::QueueMetrics::new(transport).serve(listener).await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct QueueMetrics {
+    reader: Reader,
+    timeout: Duration,
+}
+
+/// How long a scrape may wait for Redis by default: a scrape never hangs on an
+/// unreachable server (fred itself would wait for the reconnect).
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+
+impl QueueMetrics {
+    /// Metrics of the queues under the transport's key prefix, read through its connection.
+    pub fn new(transport: RedisTransport) -> Self {
+        Self::from_reader(Reader::new(transport, ""))
+    }
+
+    pub(crate) fn from_reader(reader: Reader) -> Self {
+        QueueMetrics {
+            reader,
+            timeout: DEFAULT_TIMEOUT,
+        }
+    }
+
+    /// How long a scrape may wait for Redis before it fails with 503 (10 s by default;
+    /// keep it under Prometheus's `scrape_timeout`).
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Reads every queue's counts now and renders them in the OpenMetrics text format.
+    pub async fn render(&self) -> Result<String> {
+        let started = Instant::now();
+        let snapshots = tokio::time::timeout(self.timeout, self.reader.snapshot_all())
+            .await
+            .map_err(|_| Error::Timeout(self.timeout))??;
+        Ok(render(&snapshots, started.elapsed().as_secs_f64()))
+    }
+
+    /// A router with `GET /metrics` (and `/` pointing at it), to serve or to nest.
+    pub fn router(self) -> Router {
+        self.metrics_only().route("/", get(index))
+    }
+
+    /// Just `GET /metrics`, for the dashboard to merge.
+    pub(crate) fn metrics_only(self) -> Router {
+        Router::new()
+            .route("/metrics", get(scrape))
+            .with_state(self)
+    }
+
+    /// Serves `GET /metrics` on `listener` until the task is dropped.
+    pub async fn serve(self, listener: TcpListener) -> Result<()> {
+        self.serve_with_shutdown(listener, std::future::pending())
+            .await
+    }
+
+    /// Serves `GET /metrics` on `listener` until `shutdown` completes.
+    pub async fn serve_with_shutdown(
+        self,
+        listener: TcpListener,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<()> {
+        axum::serve(listener, self.router())
+            .with_graceful_shutdown(shutdown)
+            .await?;
+        Ok(())
+    }
+}
+
+async fn index() -> &'static str {
+    "bus queue metrics: GET /metrics\n"
+}
+
+async fn scrape(State(metrics): State<QueueMetrics>) -> Response {
+    match metrics.render().await {
+        Ok(text) => ([(header::CONTENT_TYPE, CONTENT_TYPE)], text).into_response(),
+        // Prometheus records the failed scrape (`up` 0); the text says why.
+        Err(error) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("cannot read the queues from Redis: {error}\n"),
+        )
+            .into_response(),
+    }
+}
+
+fn labels(snapshot: &QueueSnapshot) -> Labels {
+    let mut labels = vec![
+        ("messaging_system", SYSTEM.to_owned()),
+        ("messaging_destination_name", snapshot.destination.clone()),
+    ];
+    if let Some(subscription) = &snapshot.subscription {
+        labels.push((
+            "messaging_destination_subscription_name",
+            subscription.clone(),
+        ));
+    }
+    labels
+}
+
+/// The registry of one scrape: built fresh from the snapshots, so a removed queue's
+/// series disappear with it.
+fn render(snapshots: &[QueueSnapshot], scrape_seconds: f64) -> String {
+    let mut registry = Registry::default();
+    let counts: [Count; 5] = [
+        (
+            "bus_queue_ready_messages",
+            "Messages waiting to be processed",
+            |s| s.ready,
+        ),
+        (
+            "bus_queue_in_flight_messages",
+            "Messages reserved by consumers (running or prefetched)",
+            |s| s.in_flight,
+        ),
+        (
+            "bus_queue_expired_lock_messages",
+            "Messages in flight whose lock deadline has passed (consumer gone or stuck)",
+            |s| s.expired_locks,
+        ),
+        (
+            "bus_queue_delayed_messages",
+            "Delayed sends and retries waiting for their due time",
+            |s| s.delayed,
+        ),
+        (
+            "bus_queue_dead_letter_messages",
+            "Messages in the dead-letter list",
+            |s| s.dead,
+        ),
+    ];
+    for (name, help, value) in counts {
+        let family = Family::<Labels, Gauge>::default();
+        for snapshot in snapshots {
+            family
+                .get_or_create(&labels(snapshot))
+                .set(i64::try_from(value(snapshot)).unwrap_or(i64::MAX));
+        }
+        registry.register(name, help, family);
+    }
+    let age = Family::<Labels, Gauge<f64, AtomicU64>>::default();
+    for snapshot in snapshots {
+        let ms = snapshot.oldest_ready_age_ms.unwrap_or(0);
+        age.get_or_create(&labels(snapshot)).set(ms as f64 / 1000.0);
+    }
+    registry.register_with_unit(
+        "bus_queue_oldest_ready_age",
+        "Age of the next ready message (since it was sent); 0 when none is ready",
+        Unit::Seconds,
+        age,
+    );
+    let duration = Gauge::<f64, AtomicU64>::default();
+    duration.set(scrape_seconds);
+    registry.register_with_unit(
+        "bus_queue_metrics_scrape_duration",
+        "Time this scrape spent reading Redis",
+        Unit::Seconds,
+        duration,
+    );
+    let mut text = String::new();
+    // Writing into a String cannot fail.
+    let _ = encode(&mut text, &registry);
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn snapshot(name: &str, subscription: Option<&str>) -> QueueSnapshot {
+        QueueSnapshot {
+            name: name.to_owned(),
+            destination: name.split('/').next().unwrap().to_owned(),
+            subscription: subscription.map(str::to_owned),
+            ready: 3,
+            in_flight: 2,
+            expired_locks: 1,
+            delayed: 4,
+            dead: 5,
+            oldest_ready_age_ms: Some(1500),
+            taken_total: 0,
+            stored: 0,
+            at_ms: 0,
+        }
+    }
+
+    #[test]
+    fn every_count_is_a_labelled_gauge() {
+        let text = render(
+            &[
+                snapshot("orders", None),
+                snapshot("paid/mail", Some("mail")),
+            ],
+            0.25,
+        );
+        assert!(
+            text.contains("# TYPE bus_queue_ready_messages gauge"),
+            "{text}"
+        );
+        assert!(text.contains(
+            "bus_queue_ready_messages{messaging_system=\"bus\",messaging_destination_name=\"orders\"} 3"
+        ));
+        assert!(text.contains(
+            "bus_queue_dead_letter_messages{messaging_system=\"bus\",messaging_destination_name=\"paid\",messaging_destination_subscription_name=\"mail\"} 5"
+        ));
+        assert!(text.contains("bus_queue_expired_lock_messages{"));
+        assert!(text.contains("# UNIT bus_queue_oldest_ready_age_seconds seconds"));
+        assert!(text.contains(
+            "bus_queue_oldest_ready_age_seconds{messaging_system=\"bus\",messaging_destination_name=\"orders\"} 1.5"
+        ));
+        assert!(text.contains("bus_queue_metrics_scrape_duration_seconds 0.25"));
+        assert!(text.ends_with("# EOF\n"));
+    }
+}

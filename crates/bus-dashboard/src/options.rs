@@ -1,0 +1,139 @@
+//! [`DashboardOptions`]: how the dashboard samples, refreshes and guards itself.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::{Error, Result};
+
+/// How the dashboard runs. Build from [`DashboardOptions::default`] with the by-value
+/// setters.
+///
+/// ```
+/// use std::time::Duration;
+/// let options = bus_dashboard::DashboardOptions::default()
+///     .token("s3cret-token")
+///     .sample_interval(Duration::from_secs(5))
+///     .saga_prefix("shop");
+/// assert!(format!("{options:?}").contains("token: Some(\"<redacted>\")"));
+/// ```
+#[derive(Clone)]
+pub struct DashboardOptions {
+    pub(crate) token: Option<String>,
+    pub(crate) sample_interval: Duration,
+    pub(crate) history: Duration,
+    pub(crate) refresh_interval: Duration,
+    pub(crate) saga_prefix: String,
+    pub(crate) page_size: u64,
+    pub(crate) request_timeout: Duration,
+}
+
+impl Default for DashboardOptions {
+    fn default() -> Self {
+        DashboardOptions {
+            token: None,
+            sample_interval: Duration::from_secs(10),
+            history: Duration::from_secs(3600),
+            refresh_interval: Duration::from_secs(2),
+            saga_prefix: String::new(),
+            page_size: 100,
+            request_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+impl DashboardOptions {
+    /// The access token: every request must carry it (`Authorization: Bearer <token>`, or
+    /// the cookie the login page sets). Required to listen on anything but loopback.
+    /// Letters, digits and `-._~` only (it travels in a cookie).
+    pub fn token(mut self, token: impl Into<String>) -> Self {
+        self.token = Some(token.into());
+        self
+    }
+
+    /// How often the server samples every queue for the plots (10 s by default).
+    pub fn sample_interval(mut self, interval: Duration) -> Self {
+        self.sample_interval = interval.max(Duration::from_millis(100));
+        self
+    }
+
+    /// How far back the plots reach (one hour by default); the samples kept are this
+    /// divided by the sample interval.
+    pub fn history(mut self, span: Duration) -> Self {
+        self.history = span;
+        self
+    }
+
+    /// How often an open page refreshes its numbers (2 s by default).
+    pub fn refresh_interval(mut self, interval: Duration) -> Self {
+        self.refresh_interval = interval.max(Duration::from_millis(200));
+        self
+    }
+
+    /// The saga store's key prefix (none by default, as `RedisSagaStore`'s).
+    pub fn saga_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.saga_prefix = prefix.into();
+        self
+    }
+
+    /// How many messages a queue page and a dead-letter page read at most (100 by
+    /// default; dead letters are grouped over at most ten times this).
+    pub fn page_size(mut self, n: u64) -> Self {
+        self.page_size = n.clamp(1, 10_000);
+        self
+    }
+
+    /// How long a page's request may wait for Redis before it fails with 503 (10 s by
+    /// default). A requeue or delete that times out may still complete: the page says so.
+    pub fn request_timeout(mut self, timeout: Duration) -> Self {
+        self.request_timeout = timeout;
+        self
+    }
+
+    pub(crate) fn checked_token(&self) -> Result<Option<&str>> {
+        let Some(token) = self.token.as_deref() else {
+            return Ok(None);
+        };
+        if token.is_empty() {
+            return Err(Error::InvalidToken("it is empty"));
+        }
+        let cookie_safe = |c: char| c.is_ascii_alphanumeric() || "-._~".contains(c);
+        if !token.chars().all(cookie_safe) {
+            return Err(Error::InvalidToken(
+                "use letters, digits and -._~ only (it travels in a cookie)",
+            ));
+        }
+        Ok(Some(token))
+    }
+}
+
+impl fmt::Debug for DashboardOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DashboardOptions")
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field("sample_interval", &self.sample_interval)
+            .field("history", &self.history)
+            .field("refresh_interval", &self.refresh_interval)
+            .field("saga_prefix", &self.saga_prefix)
+            .field("page_size", &self.page_size)
+            .field("request_timeout", &self.request_timeout)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_checked() {
+        let options = DashboardOptions::default();
+        assert_eq!(options.checked_token().unwrap(), None);
+        assert!(options.clone().token("").checked_token().is_err());
+        assert!(options.clone().token("a b").checked_token().is_err());
+        assert!(options.clone().token("a;b").checked_token().is_err());
+        assert_eq!(
+            options.token("Abc-1.2_3~").checked_token().unwrap(),
+            Some("Abc-1.2_3~")
+        );
+    }
+}

@@ -1,0 +1,128 @@
+//! The state changes: `POST` only, each with the page's CSRF token (checked in `auth`),
+//! each one management call (atomic as management makes it).
+
+use axum::extract::State;
+use axum::Json;
+use bus_management::{Requeued, Selection};
+use serde::{Deserialize, Serialize};
+
+use super::api::{source, ApiError, ApiResult};
+use super::AppState;
+
+/// More ids than this in one request is a mistake of the caller, not an operator's choice.
+const MAX_IDS: usize = 10_000;
+
+#[derive(Deserialize)]
+pub(crate) struct RequeueRequest {
+    name: String,
+    /// These dead letters; or, with `all`, every one.
+    #[serde(default)]
+    ids: Vec<String>,
+    #[serde(default)]
+    all: bool,
+    /// Another queue or subscription to move them to; the same queue when absent.
+    #[serde(default)]
+    to: Option<String>,
+}
+
+/// Requeues one dead letter, a group, or all, to the same queue or another.
+pub(crate) async fn requeue(
+    State(shared): State<AppState>,
+    Json(request): Json<RequeueRequest>,
+) -> ApiResult<Requeued> {
+    let from = source(&request.name)?;
+    let to = match request.to.as_deref().filter(|t| !t.is_empty()) {
+        Some(name) => Some(source(name)?),
+        None => None,
+    };
+    let selection = match (request.all, request.ids.len()) {
+        (true, 0) => Selection::All,
+        (true, _) => return Err(ApiError::bad_request("give ids or all, not both")),
+        (false, 0) => return Err(ApiError::bad_request("no dead letters selected")),
+        (false, n) if n > MAX_IDS => {
+            return Err(ApiError::bad_request(format!(
+                "at most {MAX_IDS} ids per request"
+            )))
+        }
+        (false, _) => Selection::Ids(request.ids),
+    };
+    let done = shared
+        .reader
+        .management()
+        .requeue(&from, &selection, to.as_ref())
+        .await?;
+    tracing::info!(
+        queue = %request.name,
+        target = %done.target,
+        requeued = done.requeued.len(),
+        "dashboard: dead letters requeued"
+    );
+    Ok(Json(done))
+}
+
+#[derive(Deserialize)]
+pub(crate) struct DeleteRequest {
+    name: String,
+    ids: Vec<String>,
+}
+
+#[derive(Serialize)]
+pub(crate) struct Deleted {
+    deleted: Vec<String>,
+    not_found: Vec<String>,
+}
+
+/// Deletes dead letters (one, or a group), each by one atomic script.
+pub(crate) async fn delete_dead_letters(
+    State(shared): State<AppState>,
+    Json(request): Json<DeleteRequest>,
+) -> ApiResult<Deleted> {
+    let from = source(&request.name)?;
+    if request.ids.is_empty() {
+        return Err(ApiError::bad_request("no dead letters selected"));
+    }
+    if request.ids.len() > MAX_IDS {
+        return Err(ApiError::bad_request(format!(
+            "at most {MAX_IDS} ids per request"
+        )));
+    }
+    let management = shared.reader.management();
+    let mut report = Deleted {
+        deleted: Vec::new(),
+        not_found: Vec::new(),
+    };
+    for id in request.ids {
+        if management.delete_dead_letter(&from, &id).await? {
+            report.deleted.push(id);
+        } else {
+            report.not_found.push(id);
+        }
+    }
+    tracing::info!(queue = %request.name, deleted = report.deleted.len(), "dashboard: dead letters deleted");
+    Ok(Json(report))
+}
+
+#[derive(Deserialize)]
+pub(crate) struct SagaRequest {
+    partition: String,
+    id: String,
+}
+
+#[derive(Serialize)]
+pub(crate) struct SagaDeleted {
+    existed: bool,
+}
+
+/// Deletes one saga, whatever its state.
+pub(crate) async fn delete_saga(
+    State(shared): State<AppState>,
+    Json(request): Json<SagaRequest>,
+) -> ApiResult<SagaDeleted> {
+    let existed = shared
+        .reader
+        .management()
+        .delete_saga(&request.partition, &request.id)
+        .await?;
+    tracing::info!(partition = %request.partition, id = %request.id, existed, "dashboard: saga deleted");
+    Ok(Json(SagaDeleted { existed }))
+}

@@ -1,0 +1,283 @@
+//! The pages' data: `GET /api/...`, JSON.
+
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use bus_core::Source;
+use bus_management::parse_source;
+use bytes::Bytes;
+use fred::prelude::{HashesInterface, KeysInterface};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use super::views::{self, DeadGroup};
+use super::AppState;
+use crate::history::Point;
+use crate::snapshot::QueueSnapshot;
+use crate::Error;
+
+/// An error as the pages show it: a status and `{"error": "..."}`.
+#[derive(Debug)]
+pub(crate) struct ApiError(StatusCode, String);
+
+impl ApiError {
+    pub(crate) fn bad_request(message: impl Into<String>) -> Self {
+        ApiError(StatusCode::BAD_REQUEST, message.into())
+    }
+}
+
+impl From<Error> for ApiError {
+    fn from(error: Error) -> Self {
+        let status = match &error {
+            Error::Management(
+                bus_management::Error::InvalidSource { .. } | bus_management::Error::Bus(_),
+            ) => StatusCode::BAD_REQUEST,
+            _ => StatusCode::SERVICE_UNAVAILABLE,
+        };
+        ApiError(status, error.to_string())
+    }
+}
+
+impl From<bus_management::Error> for ApiError {
+    fn from(error: bus_management::Error) -> Self {
+        Error::from(error).into()
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.0, Json(json!({ "error": self.1 }))).into_response()
+    }
+}
+
+pub(crate) type ApiResult<T> = Result<Json<T>, ApiError>;
+
+pub(crate) fn source(name: &str) -> Result<Source, ApiError> {
+    Ok(parse_source(name)?)
+}
+
+#[derive(Serialize)]
+pub(crate) struct QueueRow {
+    #[serde(flatten)]
+    snapshot: QueueSnapshot,
+    rate: f64,
+    history: Vec<Point>,
+}
+
+#[derive(Serialize)]
+pub(crate) struct Overview {
+    prefix: String,
+    sample_interval_ms: u64,
+    history_ms: u64,
+    now_ms: u64,
+    queues: Vec<QueueRow>,
+}
+
+/// Every queue's counts read now, its rate, and its sampled history.
+pub(crate) async fn overview(State(shared): State<AppState>) -> ApiResult<Overview> {
+    let snapshots = shared.reader.snapshot_all().await?;
+    let now_ms = snapshots.first().map_or_else(bus_core::now_ms, |s| s.at_ms);
+    let queues = snapshots
+        .into_iter()
+        .map(|snapshot| QueueRow {
+            rate: shared.history.rate_now(&snapshot),
+            history: shared.history.points(&snapshot.name),
+            snapshot,
+        })
+        .collect();
+    Ok(Json(Overview {
+        prefix: shared.reader.prefix().to_owned(),
+        sample_interval_ms: shared.options.sample_interval.as_millis() as u64,
+        history_ms: shared.options.history.as_millis() as u64,
+        now_ms,
+        queues,
+    }))
+}
+
+#[derive(Deserialize)]
+pub(crate) struct NameQuery {
+    name: String,
+}
+
+#[derive(Serialize)]
+pub(crate) struct ReadyView {
+    #[serde(flatten)]
+    message: bus_management::ReadyMessage,
+    errors: Vec<views::ErrorView>,
+}
+
+#[derive(Serialize)]
+pub(crate) struct ScheduledView {
+    #[serde(flatten)]
+    message: bus_management::ScheduledMessage,
+    errors: Vec<views::ErrorView>,
+}
+
+#[derive(Serialize)]
+pub(crate) struct QueuePage {
+    snapshot: QueueSnapshot,
+    limit: u64,
+    ready: Vec<ReadyView>,
+    scheduled: Vec<ScheduledView>,
+    in_flight: Vec<views::InFlightView>,
+}
+
+/// One queue: its counts, next ready messages, scheduled ones and those in flight, each
+/// with its error history.
+pub(crate) async fn queue(
+    State(shared): State<AppState>,
+    Query(query): Query<NameQuery>,
+) -> ApiResult<QueuePage> {
+    let source = source(&query.name)?;
+    let reader = &shared.reader;
+    let management = reader.management();
+    let n = shared.options.page_size;
+    let now_ms = reader.redis_now_ms().await?;
+    let (snapshot, ready, scheduled, in_flight) = tokio::try_join!(
+        reader.snapshot(&source, now_ms),
+        async { Ok(management.peek(&source, n).await?) },
+        async { Ok(management.scheduled(&source, n).await?) },
+        views::in_flight(reader, &source, n),
+    )?;
+    let ready_ids: Vec<String> = ready.iter().filter_map(|m| m.storage_id.clone()).collect();
+    let scheduled_ids: Vec<String> = scheduled.iter().map(|m| m.storage_id.clone()).collect();
+    let (ready_errors, scheduled_errors) = tokio::try_join!(
+        views::errors_of(reader, &source, &ready_ids),
+        views::errors_of(reader, &source, &scheduled_ids),
+    )?;
+    let mut ready_errors = ready_errors.into_iter();
+    let ready = ready
+        .into_iter()
+        .map(|message| ReadyView {
+            errors: match message.storage_id {
+                Some(_) => ready_errors.next().unwrap_or_default(),
+                None => Vec::new(),
+            },
+            message,
+        })
+        .collect();
+    let scheduled = scheduled
+        .into_iter()
+        .zip(scheduled_errors)
+        .map(|(message, errors)| ScheduledView { message, errors })
+        .collect();
+    Ok(Json(QueuePage {
+        snapshot,
+        limit: n,
+        ready,
+        scheduled,
+        in_flight,
+    }))
+}
+
+#[derive(Serialize)]
+pub(crate) struct DeadPage {
+    name: String,
+    /// All dead letters of the queue (`LLEN dead`).
+    total: u64,
+    /// How many were read and grouped (the oldest ones).
+    read: usize,
+    groups: Vec<DeadGroup>,
+    letters: Vec<bus_management::DeadLetter>,
+    /// Where they can be requeued: every registered queue and subscription.
+    targets: Vec<String>,
+}
+
+/// A queue's dead letters, grouped by reason and error.
+pub(crate) async fn dead_letters(
+    State(shared): State<AppState>,
+    Query(query): Query<NameQuery>,
+) -> ApiResult<DeadPage> {
+    let source = source(&query.name)?;
+    let reader = &shared.reader;
+    let n = shared.options.page_size.saturating_mul(10);
+    let (stats, letters, sources) = tokio::try_join!(
+        reader.management().stats(&source),
+        reader.management().dead_letters(&source, n),
+        reader.management().sources(),
+    )?;
+    Ok(Json(DeadPage {
+        name: query.name,
+        total: stats.dead,
+        read: letters.len(),
+        groups: views::group(&letters),
+        letters,
+        targets: sources.iter().map(bus_management::source_name).collect(),
+    }))
+}
+
+#[derive(Deserialize)]
+pub(crate) struct SagasQuery {
+    partition: Option<String>,
+}
+
+/// Every saga (or one partition's), found with `SCAN`.
+pub(crate) async fn sagas(
+    State(shared): State<AppState>,
+    Query(query): Query<SagasQuery>,
+) -> ApiResult<Vec<bus_management::SagaEntry>> {
+    let partition = query.partition.as_deref().filter(|p| !p.is_empty());
+    Ok(Json(shared.reader.management().sagas(partition).await?))
+}
+
+#[derive(Deserialize)]
+pub(crate) struct SagaQuery {
+    partition: String,
+    id: String,
+}
+
+#[derive(Serialize)]
+pub(crate) struct SagaView {
+    partition: String,
+    id: String,
+    key: String,
+    exists: bool,
+    ttl_ms: Option<u64>,
+    stamp: Option<String>,
+    /// The state as text (JSON as stored), or a note when it is binary.
+    data: Option<String>,
+}
+
+/// One saga's state, stamp and time to live (`HMGET data stamp`, `PTTL`: read only).
+pub(crate) async fn saga(
+    State(shared): State<AppState>,
+    Query(query): Query<SagaQuery>,
+) -> ApiResult<SagaView> {
+    bus_core::validate_name("saga partition", &query.partition)
+        .map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let key = bus_redis_saga::RedisSagaStore::new(shared.reader.transport().client().clone())
+        .prefix(shared.options.saga_prefix.as_str())
+        .key(&query.partition, &query.id);
+    let client = shared.reader.transport().client();
+    let key_type: String = client
+        .r#type(&key)
+        .await
+        .map_err(|e| ApiError::from(Error::from(e)))?;
+    let mut view = SagaView {
+        partition: query.partition,
+        id: query.id,
+        key: key.clone(),
+        exists: key_type != "none",
+        ttl_ms: None,
+        stamp: None,
+        data: None,
+    };
+    if key_type == "hash" {
+        let (fields, ttl): (Vec<Option<Bytes>>, i64) =
+            tokio::try_join!(client.hmget(&key, vec!["data", "stamp"]), client.pttl(&key),)
+                .map_err(|e| ApiError::from(Error::from(e)))?;
+        let text = |b: &Bytes| match std::str::from_utf8(b) {
+            Ok(text) => text.to_owned(),
+            Err(_) => format!("<{} bytes of binary data>", b.len()),
+        };
+        view.data = fields.first().and_then(Option::as_ref).map(text);
+        view.stamp = fields.get(1).and_then(Option::as_ref).map(text);
+        view.ttl_ms = u64::try_from(ttl).ok();
+    } else if view.exists {
+        return Err(ApiError::bad_request(format!(
+            "{key} is a {key_type}, not a saga hash; the dashboard leaves it alone"
+        )));
+    }
+    Ok(Json(view))
+}

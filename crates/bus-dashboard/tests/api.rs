@@ -1,0 +1,366 @@
+//! The dashboard's server against a real Redis, over HTTP: what the pages read (a queue's
+//! ready, scheduled and in-flight messages; sagas), and its safety rules (CSRF token on
+//! every POST, loopback host names without a token, the access token when set).
+
+mod common;
+
+use std::time::Duration;
+
+use bus_core::{ConsumerOptions, ErrorRecord, SagaStore, Source, Transport};
+use bus_dashboard::DashboardOptions;
+use bus_redis_saga::RedisSagaStore;
+use common::{csrf_of, eventually, http, setup, start_dashboard, Payment, Setup, WAIT};
+use tokio_util::sync::CancellationToken;
+
+fn payments() -> Source {
+    Source::queue("payments").unwrap()
+}
+
+/// `n` dead letters on `payments`, through a host whose handler refuses them.
+async fn dead_letters(s: &Setup, n: u64) {
+    let keys = s.transport.keys(&payments());
+    let host = s.failing_host().await;
+    for i in 0..n {
+        s.bus.send(&Payment { n: i }).await.unwrap();
+    }
+    let dead = eventually(WAIT, || async { s.int("LLEN", &keys.dead) == n as i64 }).await;
+    host.shutdown().await.unwrap();
+    assert!(dead, "dead letters: {}", s.int("LLEN", &keys.dead));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn state_changes_need_a_post_with_the_pages_csrf_token() {
+    let s = setup().await;
+    dead_letters(&s, 3).await;
+    let keys = s.transport.keys(&payments());
+    let addr = start_dashboard(&s.transport, DashboardOptions::default()).await;
+
+    let page = http(addr, "GET", "/", &[], "").await;
+    assert_eq!(page.status, 200);
+    assert!(page
+        .header("content-security-policy")
+        .unwrap()
+        .contains("default-src 'self'"));
+    assert!(
+        !page.body.contains(&s.redis.url()),
+        "the page shows the Redis URL"
+    );
+    let csrf = csrf_of(&page.body);
+
+    let groups = http(addr, "GET", "/api/dead-letters?name=payments", &[], "")
+        .await
+        .json();
+    assert_eq!(groups["total"], 3);
+    assert_eq!(groups["groups"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        groups["groups"][0]["error"],
+        "card declined for payment # (gateway code #)"
+    );
+    let ids: Vec<String> = serde_json::from_value(groups["groups"][0]["ids"].clone()).unwrap();
+    assert_eq!(ids.len(), 3);
+
+    let json = [("content-type", "application/json")];
+    let delete = serde_json::json!({ "name": "payments", "ids": [ids[0]] }).to_string();
+    // No token, a wrong token, a GET: nothing changes.
+    let refused = http(addr, "POST", "/api/dead-letters/delete", &json, &delete).await;
+    assert_eq!(refused.status, 403, "{}", refused.body);
+    assert!(refused.json()["error"].as_str().unwrap().contains("CSRF"));
+    let wrong = [json[0], ("x-csrf-token", "0".repeat(64).leak())];
+    assert_eq!(
+        http(addr, "POST", "/api/dead-letters/delete", &wrong, &delete)
+            .await
+            .status,
+        403
+    );
+    assert_eq!(
+        http(addr, "GET", "/api/dead-letters/delete", &[], "")
+            .await
+            .status,
+        405
+    );
+    assert_eq!(s.int("LLEN", &keys.dead), 3);
+
+    // With the page's token: one deleted, then the rest requeued to another queue.
+    let ok = [json[0], ("x-csrf-token", csrf.as_str())];
+    let deleted = http(addr, "POST", "/api/dead-letters/delete", &ok, &delete).await;
+    assert_eq!(deleted.status, 200, "{}", deleted.body);
+    assert_eq!(deleted.json()["deleted"], serde_json::json!([ids[0]]));
+    assert_eq!(s.int("LLEN", &keys.dead), 2);
+    let requeue = serde_json::json!({ "name": "payments", "all": true, "to": "audit" }).to_string();
+    let moved = http(addr, "POST", "/api/dead-letters/requeue", &ok, &requeue).await;
+    assert_eq!(moved.status, 200, "{}", moved.body);
+    assert_eq!(moved.json()["target"], "audit");
+    assert_eq!(s.int("LLEN", &keys.dead), 0);
+    let audit = s.transport.keys(&Source::queue("audit").unwrap());
+    assert_eq!(s.int("LLEN", &audit.ready), 2);
+
+    // Bad input is a clear 400 and changes nothing.
+    for (body, says) in [
+        (r#"{"name":"payments"}"#, "no dead letters selected"),
+        (r#"{"name":"a/b/c","all":true}"#, "invalid queue"),
+        (r#"{"name":"payments","all":true,"ids":["~1"]}"#, "not both"),
+    ] {
+        let bad = http(addr, "POST", "/api/dead-letters/requeue", &ok, body).await;
+        assert_eq!(bad.status, 400, "{body}: {}", bad.body);
+        assert!(
+            bad.json()["error"].as_str().unwrap().contains(says),
+            "{}",
+            bad.body
+        );
+    }
+    let not_json = http(addr, "POST", "/api/dead-letters/requeue", &ok, "{").await;
+    assert!(not_json.status >= 400 && not_json.status < 500);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_token_only_loopback_host_names_are_served() {
+    let s = setup().await;
+    let addr = start_dashboard(&s.transport, DashboardOptions::default()).await;
+    let local = http(
+        addr,
+        "GET",
+        "/api/overview",
+        &[("Host", "localhost:8080")],
+        "",
+    )
+    .await;
+    assert_eq!(local.status, 200, "{}", local.body);
+    // A page whose DNS name was re-pointed at 127.0.0.1 (DNS rebinding) sends its own.
+    for host in ["evil.example:8080", "evil.example"] {
+        let refused = http(addr, "GET", "/", &[("Host", host)], "").await;
+        assert_eq!(refused.status, 403, "{host}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_a_token_every_request_needs_it() {
+    let s = setup().await;
+    let options = DashboardOptions::default().token("open-sesame-42");
+    let addr = start_dashboard(&s.transport, options).await;
+
+    assert_eq!(
+        http(addr, "GET", "/api/overview", &[], "").await.status,
+        401
+    );
+    assert_eq!(http(addr, "GET", "/metrics", &[], "").await.status, 401);
+    let redirect = http(addr, "GET", "/", &[], "").await;
+    assert_eq!(redirect.status, 303);
+    assert_eq!(redirect.header("location"), Some("/login"));
+    let login = http(addr, "GET", "/login", &[], "").await;
+    assert_eq!(login.status, 200);
+    assert!(login.body.contains("type=\"password\""));
+
+    let form = [("content-type", "application/x-www-form-urlencoded")];
+    let wrong = http(addr, "POST", "/login", &form, "token=open-sesame-43").await;
+    assert_eq!(wrong.status, 401);
+    assert!(wrong.header("set-cookie").is_none());
+    let right = http(addr, "POST", "/login", &form, "token=open-sesame-42").await;
+    assert_eq!(right.status, 303);
+    let cookie = right.header("set-cookie").unwrap().to_owned();
+    assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"));
+    let pair = cookie.split(';').next().unwrap();
+
+    let with_cookie = http(addr, "GET", "/api/overview", &[("Cookie", pair)], "").await;
+    assert_eq!(with_cookie.status, 200, "{}", with_cookie.body);
+    let bearer = [("Authorization", "Bearer open-sesame-42")];
+    assert_eq!(http(addr, "GET", "/metrics", &bearer, "").await.status, 200);
+    // The token, not the host name, guards a dashboard that has one.
+    let remote = [
+        ("Authorization", "Bearer open-sesame-42"),
+        ("Host", "bus.internal:8080"),
+    ];
+    assert_eq!(
+        http(addr, "GET", "/api/overview", &remote, "").await.status,
+        200
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_queue_page_shows_ready_scheduled_and_in_flight_messages() {
+    let s = setup().await;
+    // One message retried with an error (ready again, with its history), one held in
+    // flight with a 60 s lock, one fresh, one scheduled in an hour.
+    s.bus
+        .send_batch(&[Payment { n: 1 }, Payment { n: 2 }])
+        .await
+        .unwrap();
+    let consumer = s
+        .transport
+        .consumer(
+            &payments(),
+            ConsumerOptions::new(Duration::from_secs(60), 5),
+        )
+        .await
+        .unwrap();
+    let taken = consumer
+        .receive(2, &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(taken.len(), 2);
+    let error = ErrorRecord::now("gateway timeout after 3012 ms");
+    consumer
+        .retry(&taken[0].receipt, Duration::ZERO, &error)
+        .await
+        .unwrap();
+    consumer.close().await.unwrap();
+    s.bus.send(&Payment { n: 3 }).await.unwrap();
+    s.bus
+        .send_delayed(&Payment { n: 4 }, Duration::from_secs(3600))
+        .await
+        .unwrap();
+
+    let addr = start_dashboard(&s.transport, DashboardOptions::default()).await;
+    let page = http(addr, "GET", "/api/queue?name=payments", &[], "").await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    let q = page.json();
+    let now = q["snapshot"]["at_ms"].as_u64().unwrap();
+    assert_eq!(
+        (
+            &q["snapshot"]["ready"],
+            &q["snapshot"]["in_flight"],
+            &q["snapshot"]["delayed"]
+        ),
+        (&2.into(), &1.into(), &1.into())
+    );
+    let body = |m: &serde_json::Value| m["message"]["body"].to_string();
+    // Processing order: the retried one first (it was pushed back before the fresh one).
+    let ready = q["ready"].as_array().unwrap();
+    assert_eq!(ready.len(), 2);
+    assert_eq!(body(&ready[0]), r#"{"n":1}"#);
+    assert_eq!(ready[0]["delivery_count"], 1);
+    assert_eq!(
+        ready[0]["errors"][0]["message"],
+        "gateway timeout after 3012 ms"
+    );
+    assert_eq!(body(&ready[1]), r#"{"n":3}"#);
+    assert!(ready[1]["errors"].as_array().unwrap().is_empty());
+
+    let in_flight = q["in_flight"].as_array().unwrap();
+    assert_eq!(in_flight.len(), 1);
+    assert_eq!(body(&in_flight[0]), r#"{"n":2}"#);
+    assert_eq!(in_flight[0]["delivery_count"], 1);
+    let deadline = in_flight[0]["lock_deadline_ms"].as_u64().unwrap();
+    assert!(
+        (now + 1..=now + 60_000).contains(&deadline),
+        "{deadline} vs {now}"
+    );
+
+    let scheduled = q["scheduled"].as_array().unwrap();
+    assert_eq!(scheduled.len(), 1);
+    assert_eq!(body(&scheduled[0]), r#"{"n":4}"#);
+    let due = scheduled[0]["due_at_ms"].as_u64().unwrap();
+    assert!(
+        (now + 3_500_000..=now + 3_600_000).contains(&due),
+        "{due} vs {now}"
+    );
+
+    let bad = http(addr, "GET", "/api/queue?name=bad%20name", &[], "").await;
+    assert_eq!(bad.status, 400, "{}", bad.body);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sagas_are_listed_shown_and_deleted() {
+    let s = setup().await;
+    let prefix = s.redis.namespace().to_owned();
+    let store = RedisSagaStore::new(s.transport.client().clone()).prefix(prefix.as_str());
+    store
+        .create(
+            "order",
+            "o-17",
+            br#"{"paid":true}"#.to_vec().into(),
+            Duration::from_secs(600),
+        )
+        .await
+        .unwrap();
+    let options = DashboardOptions::default().saga_prefix(prefix.as_str());
+    let addr = start_dashboard(&s.transport, options).await;
+
+    let list = http(addr, "GET", "/api/sagas", &[], "").await.json();
+    assert_eq!(list.as_array().unwrap().len(), 1, "{list}");
+    assert_eq!(
+        (&list[0]["partition"], &list[0]["id"]),
+        (&"order".into(), &"o-17".into())
+    );
+    let shown = http(addr, "GET", "/api/saga?partition=order&id=o-17", &[], "")
+        .await
+        .json();
+    assert_eq!(shown["data"], r#"{"paid":true}"#);
+    assert!(shown["stamp"].as_str().is_some_and(|s| !s.is_empty()));
+    let ttl = shown["ttl_ms"].as_u64().unwrap();
+    assert!((1..=600_000).contains(&ttl), "{ttl}");
+
+    // A key at a saga's name that is not a saga hash is refused, not shown or touched.
+    let key = store.key("order", "legacy");
+    s.redis.client().cmd(&["SET", &key, "old"]).unwrap();
+    let foreign = http(addr, "GET", "/api/saga?partition=order&id=legacy", &[], "").await;
+    assert_eq!(foreign.status, 400);
+    assert!(foreign.body.contains("not a saga hash"), "{}", foreign.body);
+
+    let csrf = csrf_of(&http(addr, "GET", "/", &[], "").await.body);
+    let headers = [
+        ("content-type", "application/json"),
+        ("x-csrf-token", csrf.as_str()),
+    ];
+    let body = r#"{"partition":"order","id":"o-17"}"#;
+    let deleted = http(addr, "POST", "/api/sagas/delete", &headers, body).await;
+    assert_eq!(deleted.status, 200, "{}", deleted.body);
+    assert_eq!(deleted.json()["existed"], true);
+    let gone = http(addr, "GET", "/api/saga?partition=order&id=o-17", &[], "")
+        .await
+        .json();
+    assert_eq!(gone["exists"], false);
+    assert_eq!(s.int("EXISTS", &store.key("order", "o-17")), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_overview_rate_adds_up_to_the_messages_processed() {
+    let s = setup().await;
+    // Register the queue (a host starts its consumer), then queue 20 with no host.
+    s.failing_host().await.shutdown().await.unwrap();
+    let batch: Vec<Payment> = (0..20).map(|n| Payment { n }).collect();
+    s.bus.send_batch(&batch).await.unwrap();
+    let options = DashboardOptions::default().sample_interval(Duration::from_millis(200));
+    let addr = start_dashboard(&s.transport, options).await;
+    let overview = || async { http(addr, "GET", "/api/overview", &[], "").await.json() };
+    let row = |o: &serde_json::Value| o["queues"][0].clone();
+    let sampled = eventually(WAIT, || async {
+        row(&overview().await)["history"][0]["ready"] == 20
+    })
+    .await;
+    assert!(
+        sampled,
+        "the server never sampled the queue: {}",
+        overview().await
+    );
+
+    let seen = std::sync::Arc::new(common::Seen::default());
+    let host = s.succeeding_host(seen.clone()).await;
+    let done = eventually(WAIT, || async { seen.processed().len() == 20 }).await;
+    assert!(done, "processed {:?}", seen.processed());
+    // Once a sample after the last ack exists, the rates over the history integrate to
+    // the 20 messages processed.
+    let keys = s.transport.keys(&payments());
+    let settled = eventually(WAIT, || async { s.int("HLEN", &keys.msgs) == 0 }).await;
+    assert!(settled);
+    let total = std::sync::Mutex::new(0.0);
+    let integrated = eventually(WAIT, || async {
+        let history = row(&overview().await)["history"].clone();
+        let points = history.as_array().unwrap();
+        let sum = points
+            .windows(2)
+            .map(|w| {
+                let dt = w[1]["t"].as_f64().unwrap() - w[0]["t"].as_f64().unwrap();
+                w[1]["rate"].as_f64().unwrap() * dt / 1000.0
+            })
+            .sum::<f64>();
+        *total.lock().unwrap() = sum;
+        (sum - 20.0).abs() < 0.01 && points.last().unwrap()["ready"] == 0
+    })
+    .await;
+    host.shutdown().await.unwrap();
+    assert!(
+        integrated,
+        "rates add up to {:?}, not 20",
+        total.lock().unwrap()
+    );
+}
