@@ -215,6 +215,19 @@ function legend(series) {
 
 let timer = null;
 let renderId = 0;
+let lastShown = null;
+
+/** Whether a refresh brought nothing new (then the page is left as it is, so a click
+ *  or a selection in progress is not lost to a redraw). */
+function unchanged(id, data) {
+  const text = `${id}:${JSON.stringify(data)}`;
+  if (text === lastShown) return true;
+  lastShown = text;
+  return false;
+}
+
+/** Redraws on the next refresh even if nothing changed (after the operator's action). */
+function redraw() { lastShown = null; }
 
 function schedule(fn) {
   clearTimeout(timer);
@@ -411,6 +424,7 @@ const deadState = { open: new Set(), target: "" };
 
 async function deadPage(id, name) {
   const d = await getJson(`/api/dead-letters?name=${enc(name)}`);
+  if (unchanged(id, { d, open: [...deadState.open], target: deadState.target })) return;
   const target = () => (deadState.target && deadState.target !== name ? deadState.target : null);
   const targetLabel = () => target() || `${name} (same queue)`;
   const act = async (what, ids, all) => {
@@ -429,6 +443,7 @@ async function deadPage(id, name) {
       const done = await post("/api/dead-letters/delete", { name, ids });
       toast(`Deleted ${num(done.deleted.length)}` + (done.not_found.length ? `; ${done.not_found.length} were already gone` : ""));
     }
+    redraw();
     deadPage(id, name).catch(showError);
   };
   const guarded = (fn) => (event) => { event.preventDefault(); fn().catch((e) => toast(e.message, true)); };

@@ -131,15 +131,24 @@ async fn row(browser: &Client, queue: &str) -> Vec<String> {
     serde_json::from_value(js(browser, &script).await).unwrap()
 }
 
+/// Clicks the first element matching `css`, once it exists. The live pages redraw
+/// themselves, so an element found may be replaced before the click lands: then it is
+/// found again (bounded).
 async fn click(browser: &Client, css: &str) {
-    let element = tokio::time::timeout(WAIT, browser.wait().for_element(Locator::Css(css)))
-        .await
-        .unwrap_or_else(|_| panic!("no {css} in time"))
-        .unwrap_or_else(|e| panic!("no {css}: {e}"));
-    element
-        .click()
-        .await
-        .unwrap_or_else(|e| panic!("click {css}: {e}"));
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let element = tokio::time::timeout(WAIT, browser.wait().for_element(Locator::Css(css)))
+            .await
+            .unwrap_or_else(|_| panic!("no {css} in time"))
+            .unwrap_or_else(|e| panic!("no {css}: {e}"));
+        match element.click().await {
+            Ok(()) => return,
+            Err(e) if e.to_string().contains("stale element") => {
+                assert!(tokio::time::Instant::now() < deadline, "click {css}: {e}");
+            }
+            Err(e) => panic!("click {css}: {e}"),
+        }
+    }
 }
 
 fn screenshot_dir() -> PathBuf {
