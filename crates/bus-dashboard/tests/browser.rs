@@ -93,9 +93,38 @@ impl Driver {
 
 impl Drop for Driver {
     fn drop(&mut self) {
+        // A browser outlives a killed chromedriver: end the browsers it started (its
+        // children, by process id) first, as closing the session would have.
+        for pid in children(self.child.id()) {
+            let _ = Command::new("kill").arg(pid.to_string()).status();
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The ids of the processes whose parent is `parent` (from `/proc/<pid>/stat`).
+fn children(parent: u32) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                // `pid (comm) state ppid ...`: comm may hold spaces, so read after ')'.
+                .and_then(|stat| {
+                    stat.rsplit_once(')')?
+                        .1
+                        .split_whitespace()
+                        .nth(1)?
+                        .parse()
+                        .ok()
+                })
+                == Some(parent)
+        })
+        .collect()
 }
 
 /// Waits until the server's sampler has recorded `value` as the newest `field` of the
