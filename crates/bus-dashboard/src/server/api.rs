@@ -57,6 +57,9 @@ pub(crate) fn source(name: &str) -> Result<Source, ApiError> {
     Ok(parse_source(name)?)
 }
 
+/// Points per plot sent to a page: enough for its width, small enough to refresh often.
+const PLOT_POINTS: usize = 240;
+
 #[derive(Serialize)]
 pub(crate) struct QueueRow {
     #[serde(flatten)]
@@ -82,7 +85,7 @@ pub(crate) async fn overview(State(shared): State<AppState>) -> ApiResult<Overvi
         .into_iter()
         .map(|snapshot| QueueRow {
             rate: shared.history.rate_now(&snapshot),
-            history: shared.history.points(&snapshot.name),
+            history: shared.history.plot(&snapshot.name, PLOT_POINTS),
             snapshot,
         })
         .collect();
