@@ -427,6 +427,21 @@ async fn the_overview_shows_redis_and_a_dead_letter_group_is_requeued_and_proces
         .goto(&format!("http://{addr}/#/sagas"))
         .await
         .unwrap();
+    let listed = eventually(WAIT, || async {
+        js(
+            &browser,
+            "return document.querySelectorAll('tr[data-saga]').length;",
+        )
+        .await
+            == json!(1)
+    })
+    .await;
+    assert!(
+        listed,
+        "sagas listed: {}",
+        js(&browser, "return document.getElementById('app').innerText;").await
+    );
+    screenshot(&browser, "sagas.png").await;
     click(&browser, "tr[data-saga] a").await;
     let state = eventually(WAIT, || async {
         js(
