@@ -99,11 +99,13 @@ function toast(text, bad) {
 }
 
 /** Asks before a destructive action; resolves true when confirmed. */
-function confirmAction(title, text, okLabel) {
+function confirmAction(title, text, okLabel, danger = true) {
   const dialog = document.getElementById("confirm");
   document.getElementById("confirm-title").textContent = title;
   document.getElementById("confirm-text").textContent = text;
-  document.getElementById("confirm-ok").textContent = okLabel || "Confirm";
+  const ok = document.getElementById("confirm-ok");
+  ok.textContent = okLabel || "Confirm";
+  ok.className = danger ? "btn btn-danger" : "btn btn-primary";
   dialog.returnValue = "";
   dialog.showModal();
   return new Promise((resolve) => {
@@ -426,13 +428,14 @@ async function deadPage(id, name) {
   const d = await getJson(`/api/dead-letters?name=${enc(name)}`);
   if (unchanged(id, { d, open: [...deadState.open], target: deadState.target })) return;
   const target = () => (deadState.target && deadState.target !== name ? deadState.target : null);
-  const targetLabel = () => target() || `${name} (same queue)`;
+  const targetName = () => target() || name;
   const act = async (what, ids, all) => {
     const count = all ? d.total : ids.length;
     const plural = `${num(count)} dead letter${count === 1 ? "" : "s"}`;
     if (what === "requeue") {
       const ok = await confirmAction(`Requeue ${plural}?`,
-        `They go to the back of ${targetLabel()}'s ready list and will be processed again.`, "Requeue");
+        `They go to the back of the ready list of ${targetName()} and will be processed again` +
+        (target() ? ` there (removed from ${name}).` : "."), "Requeue", false);
       if (!ok) return;
       const done = await post("/api/dead-letters/requeue", { name, ids: all ? [] : ids, all: !!all, to: target() });
       toast(`Requeued ${num(done.requeued.length)} to ${done.target}` +

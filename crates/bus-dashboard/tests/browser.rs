@@ -383,6 +383,7 @@ async fn the_overview_shows_redis_and_a_dead_letter_group_is_requeued_and_proces
     .await;
     assert!(asked, "no confirmation asked");
     assert_eq!(s.int("LLEN", &keys.dead), 4, "requeued before confirmation");
+    screenshot(&browser, "confirm.png").await;
     click(&browser, "#confirm-ok").await;
 
     let drained = eventually(WAIT, || async {
