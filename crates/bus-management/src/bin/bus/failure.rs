@@ -83,6 +83,9 @@ fn fred_error<'e>(error: &'e (dyn std::error::Error + 'static)) -> Option<&'e fr
         if let Some(fred) = e.downcast_ref::<fred::error::Error>() {
             return Some(fred);
         }
+        if let Some(redis) = e.downcast_ref::<bus_redis::RedisError>() {
+            return Some(redis.fred());
+        }
         next = e.source();
     }
     None
