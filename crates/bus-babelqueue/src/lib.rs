@@ -14,13 +14,20 @@
 //! | [`BabelTransport`] | the bus adapter ([`bus_core::Transport`]) |
 //! | [`Error`] | what can go wrong here |
 
+mod adapter;
+mod client;
+mod consumer;
 mod dead_letter;
 mod envelope;
 mod error;
 mod frame;
 mod json;
 mod keys;
+mod scripts;
 
+pub use adapter::{BabelTransport, TRACE_ID_HEADER};
+pub use client::{BabelQueue, Options};
+pub use consumer::{Content, Handle, QueueConsumer, Reserved};
 pub use dead_letter::{poison_record, DeadLetterBlock, Reason};
 pub use envelope::{Envelope, Meta, Poison, LANG, SCHEMA_VERSION};
 pub use error::{Error, Result};
