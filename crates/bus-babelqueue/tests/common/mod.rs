@@ -178,7 +178,7 @@ pub async fn settle(
     }
     match outcome {
         Ok(()) => consumer
-            .ack(&[delivery.receipt.clone()])
+            .ack(std::slice::from_ref(&delivery.receipt))
             .await
             .expect("ack"),
         Err(text) => {
