@@ -76,29 +76,34 @@ pub async fn run_py(args: &[&str]) -> (Vec<Value>, String) {
     (lines, stderr)
 }
 
-/// A long-running `bq.py` (a worker): the child and its stdout lines.
+/// A long-running `bq.py` (a worker): the child, and its stdout lines read as they come
+/// (a full pipe would stall the worker).
 pub struct PyWorker {
     pub child: Child,
-    lines: tokio::io::Lines<BufReader<ChildStdout>>,
+    lines: tokio::sync::mpsc::UnboundedReceiver<Value>,
 }
 
 impl PyWorker {
     pub fn spawn(args: &[&str]) -> PyWorker {
         let mut child = command(args).spawn().expect("starting the Python worker");
-        let stdout = child.stdout.take().expect("piped stdout");
-        PyWorker {
-            child,
-            lines: BufReader::new(stdout).lines(),
-        }
+        let stdout: ChildStdout = child.stdout.take().expect("piped stdout");
+        let (tx, lines) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            let mut reader = BufReader::new(stdout).lines();
+            while let Ok(Some(line)) = reader.next_line().await {
+                let value = serde_json::from_str(&line)
+                    .unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+                if tx.send(value).is_err() {
+                    break;
+                }
+            }
+        });
+        PyWorker { child, lines }
     }
 
     /// The next JSON line, waiting at most `limit`.
     pub async fn next(&mut self, limit: Duration) -> Option<Value> {
-        let line = tokio::time::timeout(limit, self.lines.next_line())
-            .await
-            .ok()?
-            .ok()??;
-        Some(serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}")))
+        tokio::time::timeout(limit, self.lines.recv()).await.ok()?
     }
 
     /// SIGKILL.
