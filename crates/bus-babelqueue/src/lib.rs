@@ -34,3 +34,8 @@ pub use error::{Error, Result};
 pub use frame::{frame, sanitize, unframe, Headers, FRAME_KEY};
 pub use json::MAX_DEPTH;
 pub use keys::{validate_queue, Layout, QueueKeys};
+
+// The guide's examples compile as doc-tests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/babelqueue.md")]
+struct GuideDoctests;
