@@ -69,9 +69,8 @@ impl Handle {
     }
 }
 
-/// What a reserved body turned out to be.
+/// What a reserved body turned out to be: there is no third case.
 #[derive(Debug, Clone)]
-#[non_exhaustive]
 pub enum Content {
     /// A valid envelope.
     Envelope(Envelope),

@@ -90,6 +90,21 @@ def cmd_worker(args):
     app.consume(args.queue, timeout=0.2)
 
 
+def cmd_bench(args):
+    """Consumes --count messages with a no-op handler; prints the rate from the first
+    handled message to the last (interpreter start-up excluded)."""
+    app = app_for(args, max_attempts=args.max_attempts, dead_letter=True)
+    times = []
+
+    def handler(data, meta):
+        times.append(time.perf_counter())
+
+    app.register(args.urn, handler)
+    app.consume(args.queue, max_messages=args.count, timeout=args.idle, handle_signals=False)
+    seconds = times[-1] - times[0] if len(times) > 1 else 0.0
+    emit({"count": len(times), "seconds": seconds})
+
+
 def cmd_redrive(args):
     """Runs the SDK's redrive over the DLQ (dry run: every record stays) and prints its items."""
     app = app_for(args)
@@ -124,6 +139,7 @@ def main():
         "consume": cmd_consume,
         "worker": cmd_worker,
         "redrive": cmd_redrive,
+        "bench": cmd_bench,
     }
     commands[args.command](args)
 
