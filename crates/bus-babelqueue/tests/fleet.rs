@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use bus_babelqueue::Options;
 use bus_core::ErrorRecord;
 use bus_test_redis::TestRedis;
-use common::{consumer, receive, run_py, settle, size, transport, PyWorker, URN};
+use common::{consumer, receive, run_py, settle, size, transport, Worker, URN};
 use serde_json::Value;
 
 const FLEET: usize = 2000;
@@ -42,7 +42,7 @@ async fn mixed_fleet(layout: &str) {
         "--queue",
         "orders",
     ];
-    let mut worker = PyWorker::spawn(&[&["worker"][..], &base[..]].concat());
+    let mut worker = Worker::spawn(&[&["worker"][..], &base[..]].concat());
     assert_eq!(
         worker.next(WAIT).await.expect("worker starts")["ready"],
         true
@@ -117,7 +117,7 @@ async fn python_killed(layout: &str) {
         "--retry-after",
         "2",
     ];
-    let mut worker = PyWorker::spawn(&[&["worker", "--hang-at", "1"][..], &base[..]].concat());
+    let mut worker = Worker::spawn(&[&["worker", "--hang-at", "1"][..], &base[..]].concat());
     assert_eq!(
         worker.next(WAIT).await.expect("worker starts")["ready"],
         true
@@ -187,7 +187,7 @@ async fn rust_killed(layout: &str) {
         .pop()
         .expect("the Rust side takes the message");
 
-    let mut worker = PyWorker::spawn(&[&["worker", "--hang-at", "1"][..], &base[..]].concat());
+    let mut worker = Worker::spawn(&[&["worker", "--hang-at", "1"][..], &base[..]].concat());
     assert_eq!(
         worker.next(WAIT).await.expect("worker starts")["ready"],
         true
@@ -243,11 +243,70 @@ async fn rust_killed(layout: &str) {
 }
 
 #[tokio::test]
-async fn rust_consumer_killed_mid_message_is_recovered_by_python_legacy() {
+async fn abandoned_rust_reservation_recovered_by_python_late_settles_change_nothing_legacy() {
     rust_killed("legacy").await;
 }
 
 #[tokio::test]
-async fn rust_consumer_killed_mid_message_is_recovered_by_python_laravel() {
+async fn abandoned_rust_reservation_recovered_by_python_late_settles_change_nothing_laravel() {
     rust_killed("laravel").await;
+}
+
+/// A Rust worker process SIGKILLed mid-message: a Python worker recovers the message
+/// after `retry_after`.
+async fn rust_process_killed(layout: &str) {
+    let redis = TestRedis::start().expect("redis-server");
+    let url = redis.url();
+    let base = [
+        "--url",
+        url.as_str(),
+        "--layout",
+        layout,
+        "--queue",
+        "orders",
+        "--retry-after",
+        "2",
+    ];
+    let (published, _) = run_py(&[&["publish"][..], &base[..]].concat()).await;
+    let mut rust = Worker::rust(&[&["--hang-at", "1"][..], &base[..]].concat());
+    assert_eq!(rust.next(WAIT).await.expect("worker starts")["ready"], true);
+    let hung = rust
+        .next(WAIT)
+        .await
+        .expect("the Rust worker takes the message");
+    assert_eq!(hung["hang"], published[0]["id"]);
+    rust.kill().await;
+
+    let mut python = Worker::spawn(&[&["worker"][..], &base[..]].concat());
+    assert_eq!(
+        python.next(WAIT).await.expect("worker starts")["ready"],
+        true
+    );
+    let handled = python
+        .next(WAIT)
+        .await
+        .expect("the Python worker recovers the message");
+    assert_eq!(handled["id"], published[0]["id"]);
+    assert!(python.stop().await.is_empty(), "handled more than once");
+    let keys = bus_babelqueue::QueueKeys::new(
+        &if layout == "laravel" {
+            bus_babelqueue::Layout::laravel()
+        } else {
+            bus_babelqueue::Layout::Legacy
+        },
+        "orders",
+    );
+    for key in [&keys.ready, &keys.in_flight, &keys.dlq] {
+        assert_eq!(size(&redis, key), 0, "{key} is not empty");
+    }
+}
+
+#[tokio::test]
+async fn rust_worker_process_killed_mid_message_is_recovered_by_python_legacy() {
+    rust_process_killed("legacy").await;
+}
+
+#[tokio::test]
+async fn rust_worker_process_killed_mid_message_is_recovered_by_python_laravel() {
+    rust_process_killed("laravel").await;
 }

@@ -78,14 +78,29 @@ pub async fn run_py(args: &[&str]) -> (Vec<Value>, String) {
 
 /// A long-running `bq.py` (a worker): the child, and its stdout lines read as they come
 /// (a full pipe would stall the worker).
-pub struct PyWorker {
+pub struct Worker {
     pub child: Child,
     lines: tokio::sync::mpsc::UnboundedReceiver<Value>,
 }
 
-impl PyWorker {
-    pub fn spawn(args: &[&str]) -> PyWorker {
-        let mut child = command(args).spawn().expect("starting the Python worker");
+impl Worker {
+    pub fn spawn(args: &[&str]) -> Worker {
+        Self::from_command(command(args))
+    }
+
+    /// The Rust worker binary (`src/bin/bq-worker.rs`) with `args`.
+    pub fn rust(args: &[&str]) -> Worker {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_bq-worker"));
+        cmd.args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true);
+        Self::from_command(cmd)
+    }
+
+    fn from_command(mut cmd: Command) -> Worker {
+        let mut child = cmd.spawn().expect("starting the worker");
         let stdout: ChildStdout = child.stdout.take().expect("piped stdout");
         let (tx, lines) = tokio::sync::mpsc::unbounded_channel();
         tokio::spawn(async move {
@@ -98,7 +113,7 @@ impl PyWorker {
                 }
             }
         });
-        PyWorker { child, lines }
+        Worker { child, lines }
     }
 
     /// The next JSON line, waiting at most `limit`.
