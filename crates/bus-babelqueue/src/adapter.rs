@@ -279,7 +279,10 @@ impl Consumer for BabelConsumer {
     }
 
     async fn ack(&self, receipts: &[Receipt]) -> bus_core::Result<()> {
-        self.inner.ack(&handles(receipts)?).await?;
+        let acked = self.inner.ack(&handles(receipts)?).await?;
+        if acked < receipts.len() {
+            tracing::warn!(queue = %self.inner.keys().queue, lapsed = receipts.len() - acked, "acked after the reservation lapsed; those messages will be delivered again");
+        }
         Ok(())
     }
 

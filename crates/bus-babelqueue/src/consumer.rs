@@ -286,19 +286,21 @@ impl QueueConsumer {
     }
 
     /// Removes handled messages (legacy: gated on each reservation's own token; Laravel:
-    /// `ZREM` of the reserved members exactly as reserved).
-    pub async fn ack(&self, handles: &[Handle]) -> Result<Vec<bool>> {
+    /// `ZREM` of the reserved members exactly as reserved, one command). Returns how
+    /// many were still reserved; the others had lapsed and were recovered.
+    pub async fn ack(&self, handles: &[Handle]) -> Result<usize> {
         if handles.is_empty() {
-            return Ok(Vec::new());
+            return Ok(0);
         }
         if self.legacy() {
-            return self
+            let flags = self
                 .settle("ack", handles.iter().map(|h| (h, Bytes::new())), None)
-                .await;
+                .await?;
+            return Ok(flags.into_iter().filter(|settled| *settled).count());
         }
         let members: Vec<Value> = handles.iter().map(|h| Value::Bytes(h.member())).collect();
         let removed: i64 = self.client.zrem(&self.keys.in_flight, members).await?;
-        Ok(vec![removed > 0; handles.len()])
+        Ok(usize::try_from(removed).unwrap_or(0))
     }
 
     /// Legacy settle: one gated script for a batch.

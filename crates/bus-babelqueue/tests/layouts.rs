@@ -108,14 +108,14 @@ async fn legacy_reservations_are_token_gated() {
             .ack(&[reserved.handle().clone()])
             .await
             .expect("ack"),
-        [true]
+        1
     );
     assert_eq!(
         consumer
             .ack(&[reserved.handle().clone()])
             .await
             .expect("ack"),
-        [false]
+        0
     );
     assert_eq!(
         consumer
@@ -164,7 +164,7 @@ async fn legacy_lapsed_reservations_go_back_to_the_tail_before_reserving() {
     // The old reservation's settles are refused.
     assert_eq!(
         consumer.ack(&[first.handle().clone()]).await.expect("ack"),
-        [false]
+        0
     );
     let block = DeadLetterBlock::new(Reason::Failed, "orders", 1, None, None);
     assert!(!consumer
@@ -252,10 +252,13 @@ async fn laravel_reserve_counts_the_attempt_and_acks_the_exact_member() {
             .expect("renew"),
         [true]
     );
-    consumer
-        .ack(&[reserved.handle().clone()])
-        .await
-        .expect("ack");
+    assert_eq!(
+        consumer
+            .ack(&[reserved.handle().clone()])
+            .await
+            .expect("ack"),
+        1
+    );
     assert!(members(&redis, "queues:orders:reserved").is_empty());
     assert_eq!(
         consumer
@@ -345,10 +348,13 @@ async fn laravel_lapsed_reservations_and_due_delays_migrate_and_count() {
     // The recovered job is the reserved member: one attempt counted.
     assert_eq!(again.envelope().expect("env").attempts(), 1);
     // The stale handle cannot settle the new reservation.
-    consumer
-        .ack(&[first.handle().clone()])
-        .await
-        .expect("late ack");
+    assert_eq!(
+        consumer
+            .ack(&[first.handle().clone()])
+            .await
+            .expect("late ack"),
+        0
+    );
     assert_eq!(members(&redis, "queues:orders:reserved").len(), 1);
     // A release with a delay is gated too: the second run writes nothing.
     assert!(consumer
