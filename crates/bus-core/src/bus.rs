@@ -195,10 +195,10 @@ impl Bus {
         let mut batch = Vec::with_capacity(messages.len());
         for (message, id) in messages.iter().zip(ids) {
             let payload = match format {
-                Format::Json => encode_json_message(&id, M::NAME, headers, sent_at_ms, message)?,
+                Format::Json => encode_json_message(&id, M::TYPE, headers, sent_at_ms, message)?,
                 _ => {
                     let mut envelope =
-                        Envelope::new(M::NAME, format, format.encode(M::NAME, message)?);
+                        Envelope::new(M::TYPE, format, format.encode(M::TYPE, message)?);
                     envelope.id = MessageId::from(id.clone());
                     envelope.sent_at_ms = sent_at_ms;
                     envelope.headers.clone_from(headers);

@@ -43,7 +43,7 @@ pub use depth::MAX_NESTING;
 pub use envelope::{now_ms, Envelope, Headers, MessageId, ENVELOPE_VERSION};
 pub use error::{BoxError, Error, Result};
 pub use format::Format;
-pub use host::{shutdown_signal, Host, HostBuilder, RunningHost};
+pub use host::{shutdown_signal, FailedMessage, Host, HostBuilder, RunningHost, UnknownMessage};
 pub use memory::{MemoryTransport, QueueStats};
 pub use message::{
     validate_name, Command, Event, Message, MessageDescriptor, MessageKind, Subscription,
