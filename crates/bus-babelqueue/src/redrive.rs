@@ -37,7 +37,8 @@ impl RedriveOptions {
         self
     }
 
-    /// Redrive at most this many records (the rest stay).
+    /// Redrive at most this many records (the rest stay; the run stops after the batch
+    /// that reaches the limit, so the report lists only the records looked at).
     pub fn max(mut self, max: usize) -> Self {
         self.max = Some(max);
         self
@@ -177,6 +178,9 @@ impl Admin {
             // Vanished records left the list too, so only kept ones advance the walk.
             let gone = moved + report.vanished_in_batch(read);
             position += read - gone.min(read);
+            if options.max.is_some_and(|max| report.redriven >= max) {
+                break;
+            }
         }
         Ok(report)
     }

@@ -462,3 +462,60 @@ async fn concurrent_redrives_move_each_record_once() {
         .expect("redrive");
     assert_eq!((again.redriven, again.poison), (0, 12));
 }
+
+/// Bad input: a clear error and nothing touched; `max` and an empty DLQ.
+#[tokio::test]
+async fn bad_input_is_refused_and_max_is_honoured() {
+    let redis = TestRedis::start().expect("redis-server");
+    let bq = client(&redis, Options::legacy()).await;
+    let admin = bq.admin();
+    let layout = Layout::Legacy;
+    let keys = bq.keys("orders");
+    let mut records = Vec::new();
+    for i in 0..5 {
+        let data = serde_json::value::to_raw_value(&serde_json::json!({ "i": i })).expect("data");
+        let env = bus_babelqueue::Envelope::new(URN, &data, "orders").expect("envelope");
+        let block = DeadLetterBlock::new(Reason::Failed, "orders", 3, None, None);
+        records.push(env.dead_lettered(&block));
+    }
+    let refs: Vec<&[u8]> = records.iter().map(Vec::as_slice).collect();
+    push_raw(&redis, &keys.dlq, &refs);
+    let before = dump_all(&redis);
+
+    let bad_target = admin
+        .redrive(&layout, "orders", &RedriveOptions::new().to("no spaces"))
+        .await;
+    assert!(
+        matches!(bad_target, Err(Error::Config(_))),
+        "{bad_target:?}"
+    );
+    let bad_queue = admin.counts(&layout, "").await;
+    assert!(matches!(bad_queue, Err(Error::Config(_))), "{bad_queue:?}");
+    redis.client().set("strings.dlq", "x").expect("SET");
+    let wrong = admin
+        .redrive(&layout, "strings", &RedriveOptions::new())
+        .await;
+    assert!(matches!(wrong, Err(Error::WrongType { .. })), "{wrong:?}");
+    let none = admin
+        .peek(&layout, "orders", Area::DeadLetters, 0, 0)
+        .await
+        .expect("peek");
+    assert!(none.is_empty());
+    redis.client().cmd(&["DEL", "strings.dlq"]).expect("DEL");
+    assert_eq!(dump_all(&redis), before);
+
+    let two = admin
+        .redrive(&layout, "orders", &RedriveOptions::new().max(2))
+        .await
+        .expect("redrive");
+    assert_eq!(two.redriven, 2);
+    assert_eq!(common::size(&redis, &keys.dlq), 3);
+    assert_eq!(common::size(&redis, &keys.ready), 2);
+    // The two oldest moved, in order.
+    assert_eq!(lrange(&redis, &keys.dlq), records[2..].to_vec());
+    let empty = admin
+        .redrive(&layout, "nothing", &RedriveOptions::new())
+        .await
+        .expect("redrive of a missing DLQ");
+    assert_eq!(empty, bus_babelqueue::RedriveReport::default());
+}
