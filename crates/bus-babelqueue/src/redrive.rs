@@ -163,7 +163,7 @@ impl Admin {
             }
             let mut moved = 0;
             for (to, batch) in moves {
-                let flags = self.move_records(layout, &keys.dlq, &to, &batch).await?;
+                let flags = self.move_records(layout, &keys, &to, &batch).await?;
                 for ((index, _, _), ok) in batch.iter().zip(flags) {
                     if ok {
                         report.items[*index].outcome = Outcome::Redriven;
@@ -188,14 +188,15 @@ impl Admin {
     async fn move_records(
         &self,
         layout: &Layout,
-        dlq: &str,
+        source: &QueueKeys,
         to: &str,
         batch: &[Move],
     ) -> Result<Vec<bool>> {
         let target = QueueKeys::new(layout, to);
-        let mut keys = vec![dlq.to_owned(), target.ready];
+        let mut keys = vec![source.dlq.clone(), target.ready];
         if matches!(layout, Layout::Laravel { .. }) {
             keys.push(target.notify);
+            keys.push(source.dlq_notify.clone());
         }
         let mut args = Vec::with_capacity(batch.len() * 2);
         for (_, stored, body) in batch {

@@ -360,8 +360,12 @@ async fn dead_letters_and_redrive(layout_name: &str) {
         .iter()
         .filter(|i| i.outcome == Outcome::Redriven)
         .all(|i| i.to.as_deref() == Some("orders")));
-    // Poison stays, byte for byte.
+    // Poison stays, byte for byte; on Laravel one DLQ wake-up token left per record.
     assert_eq!(lrange(&redis, &keys.dlq), poison_bytes);
+    if layout_name == "laravel" {
+        assert_eq!(common::size(&redis, &keys.dlq_notify), 3);
+        assert_eq!(common::size(&redis, &keys.notify), 4);
+    }
     // Bare, reset bodies: no frame, no block, attempts 0.
     for stored in lrange(&redis, &keys.ready) {
         let v: Value = serde_json::from_slice(&stored).expect("a bare envelope");
