@@ -118,7 +118,8 @@ impl Admin {
     /// present when it starts, oldest first, in batches of 100; each move is atomic (the
     /// record leaves the DLQ exactly when its body joins the target). Records appended
     /// meanwhile are left for the next run; one that another reader removes first is
-    /// reported [`Outcome::Vanished`], never moved twice.
+    /// reported [`Outcome::Vanished`], never moved twice. On an error the batches before
+    /// it stay moved (each move is whole); run again to go on.
     pub async fn redrive(
         &self,
         layout: &Layout,
