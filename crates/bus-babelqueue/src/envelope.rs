@@ -437,6 +437,11 @@ impl Envelope {
         self.set_member("attempts", int_raw(attempts));
     }
 
+    /// Removes a member (the redrive drops `dead_letter`).
+    pub(crate) fn remove_member(&mut self, name: &str) {
+        self.members.retain(|(k, _)| k != name);
+    }
+
     /// Sets (or adds at the end) a member.
     pub(crate) fn set_member(&mut self, name: &str, value: Box<RawValue>) {
         match self.members.iter_mut().find(|(k, _)| k == name) {

@@ -35,6 +35,16 @@ pub enum Error {
         /// What was wrong.
         detail: String,
     },
+    /// A key exists with a type that no BabelQueue key of that role has.
+    #[error("{key} is a {found}, not a {expected}: not a BabelQueue key of this layout")]
+    WrongType {
+        /// The key.
+        key: String,
+        /// The type BabelQueue gives it.
+        expected: &'static str,
+        /// Its type.
+        found: String,
+    },
     /// A receipt that this crate did not make.
     #[error("not a BabelQueue receipt")]
     Receipt,

@@ -39,6 +39,7 @@ pub(crate) static LARAVEL_RELEASE: LazyLock<LuaScript> = LazyLock::new(|| lua!("
 pub(crate) static LARAVEL_RETURN: LazyLock<LuaScript> = LazyLock::new(|| lua!("laravel_return"));
 pub(crate) static LARAVEL_DEAD_LETTER: LazyLock<LuaScript> =
     LazyLock::new(|| lua!("laravel_dead_letter"));
+pub(crate) static REDRIVE: LazyLock<LuaScript> = LazyLock::new(|| lua!("redrive"));
 
 /// Runs a script; its reply as a value.
 pub(crate) async fn run(

@@ -72,6 +72,19 @@ def cmd_consume(args):
     app.consume(args.queue, max_messages=args.count, timeout=args.idle, handle_signals=False)
 
 
+def cmd_fail(args):
+    """Consumes until idle for --idle seconds with handlers that always raise (for --urn and
+    nothing else), so the SDK itself dead-letters after --max-attempts."""
+    app = app_for(args, max_attempts=args.max_attempts, dead_letter=True)
+
+    def handler(data, meta):
+        emit({"failing": meta.get("id")})
+        raise RuntimeError("boom from the Python SDK")
+
+    app.register(args.urn, handler)
+    app.consume(args.queue, max_messages=1000000, timeout=args.idle, handle_signals=False)
+
+
 def cmd_worker(args):
     """Works the queue until SIGTERM; prints each handled id. With --hang-at K it prints
     {"hang": id} on its K-th message and blocks there (for a SIGKILL)."""
@@ -138,6 +151,7 @@ def main():
         "publish-delayed": cmd_publish_delayed,
         "consume": cmd_consume,
         "worker": cmd_worker,
+        "fail": cmd_fail,
         "redrive": cmd_redrive,
         "bench": cmd_bench,
     }
