@@ -51,8 +51,9 @@ pub use message::{
 };
 pub use middleware::{Middleware, Next};
 pub use processor::{CommandProcessor, Disposition, EventProcessor, ProcessError};
-/// The saga store conformance suite, for store implementations' tests.
-#[doc(hidden)]
+/// The saga store conformance suite (feature `conformance`), for store implementations'
+/// tests.
+#[cfg(feature = "conformance")]
 pub use saga::conformance as saga_conformance;
 pub use saga::{ContinueSaga, MemorySagaStore, Saga, SagaData, SagaStore, Stamp, StartSaga};
 pub use settings::{Backoff, ProcessingSettings};
