@@ -22,8 +22,8 @@ pub enum Error {
     #[error("invalid configuration: {0}")]
     Config(String),
     /// A Redis command failed.
-    #[error("Redis error: {0}")]
-    Redis(#[from] fred::error::Error),
+    #[error("Redis command failed")]
+    Redis(#[source] bus_redis::RedisError),
     /// Connecting failed.
     #[error(transparent)]
     Connect(#[from] bus_redis::Error),
@@ -53,5 +53,11 @@ pub enum Error {
 impl From<Error> for bus_core::Error {
     fn from(error: Error) -> Self {
         bus_core::Error::transport(error)
+    }
+}
+
+impl From<fred::error::Error> for Error {
+    fn from(error: fred::error::Error) -> Self {
+        Error::Redis(error.into())
     }
 }
