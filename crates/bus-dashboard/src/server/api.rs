@@ -35,7 +35,14 @@ impl From<Error> for ApiError {
             ) => StatusCode::BAD_REQUEST,
             _ => StatusCode::SERVICE_UNAVAILABLE,
         };
-        ApiError(status, error.to_string())
+        // The page shows the whole chain: each level names only what happened there.
+        let mut message = error.to_string();
+        let mut cause = std::error::Error::source(&error);
+        while let Some(e) = cause {
+            message.push_str(&format!(": {e}"));
+            cause = e.source();
+        }
+        ApiError(status, message)
     }
 }
 
