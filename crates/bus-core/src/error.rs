@@ -5,6 +5,29 @@ use std::time::Duration;
 /// A boxed error, used where a user's code meets the framework.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
+/// Displays an error and its causes as one line, `what: why: root cause`. The bus's errors
+/// each say only what happened at their level (the cause is their `source()`), so each
+/// cause shows once.
+///
+/// ```
+/// let error = bus_core::Error::transport(std::io::Error::other("connection reset"));
+/// assert_eq!(bus_core::ErrorChain(&error).to_string(), "transport error: connection reset");
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct ErrorChain<'a>(pub &'a (dyn std::error::Error + 'static));
+
+impl std::fmt::Display for ErrorChain<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut source = self.0.source();
+        while let Some(cause) = source {
+            write!(f, ": {cause}")?;
+            source = cause.source();
+        }
+        Ok(())
+    }
+}
+
 /// `Result` with [`Error`] as the default error.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 

@@ -41,7 +41,7 @@ pub use bus::{Bus, BusConfig, DEFAULT_MAX_MESSAGE_SIZE};
 pub use context::Context;
 pub use depth::MAX_NESTING;
 pub use envelope::{now_ms, Envelope, Headers, MessageId, ENVELOPE_VERSION};
-pub use error::{BoxError, Error, Result};
+pub use error::{BoxError, Error, ErrorChain, Result};
 pub use format::Format;
 pub use host::{shutdown_signal, FailedMessage, Host, HostBuilder, RunningHost, UnknownMessage};
 pub use memory::{MemoryTransport, QueueStats};

@@ -100,13 +100,7 @@ async fn an_unreachable_server_is_named_in_a_sentence() {
     let err = RedisTransport::connect(&RedisConfig::from_url(&url).unwrap())
         .await
         .unwrap_err();
-    let mut chain = err.to_string();
-    let mut source = std::error::Error::source(&err);
-    while let Some(e) = source {
-        chain.push_str(": ");
-        chain.push_str(&e.to_string());
-        source = e.source();
-    }
+    let chain = bus_core::ErrorChain(&err).to_string();
     assert!(
         chain.starts_with(&format!("cannot connect to Redis at 127.0.0.1:{port}: ")),
         "{chain}"

@@ -112,19 +112,7 @@ async fn consumers_start_renew_and_drain_a_full_redis() {
         }
     }
     let refused = refused.expect("Redis filled up");
-    let text = format!(
-        "{refused}: {}",
-        std::error::Error::source(&refused).map_or(String::new(), |s| {
-            let mut chain = s.to_string();
-            let mut next = s.source();
-            while let Some(e) = next {
-                chain.push_str(": ");
-                chain.push_str(&e.to_string());
-                next = e.source();
-            }
-            chain
-        })
-    );
+    let text = bus_core::ErrorChain(&refused).to_string();
     assert!(text.contains("OOM"), "a clear error: {text}");
 
     let slow = Arc::new(Slow {

@@ -158,17 +158,9 @@ impl Worker {
     }
 }
 
-/// An error and its sources, as one line. Each level's message says only what happened
-/// there (the crate's errors never repeat their cause), so each cause shows once.
+/// An error and its sources, as one line.
 pub(crate) fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(e) = source {
-        text.push_str(": ");
-        text.push_str(&e.to_string());
-        source = e.source();
-    }
-    text
+    crate::ErrorChain(error).to_string()
 }
 
 pub(super) fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {

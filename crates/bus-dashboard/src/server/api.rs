@@ -36,13 +36,7 @@ impl From<Error> for ApiError {
             _ => StatusCode::SERVICE_UNAVAILABLE,
         };
         // The page shows the whole chain: each level names only what happened there.
-        let mut message = error.to_string();
-        let mut cause = std::error::Error::source(&error);
-        while let Some(e) = cause {
-            message.push_str(&format!(": {e}"));
-            cause = e.source();
-        }
-        ApiError(status, message)
+        ApiError(status, bus_core::ErrorChain(&error).to_string())
     }
 }
 

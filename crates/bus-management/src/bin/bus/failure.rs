@@ -1,7 +1,6 @@
 //! Why a command failed, printed as one sentence: a connection failure names the address
 //! tried and says what happened in words, never as Rust `Debug` output.
 
-use std::error::Error as _;
 use std::process::ExitCode;
 
 use fred::error::ErrorKind;
@@ -36,13 +35,7 @@ impl From<bus_redis::Error> for Failure {
 /// Prints the error and its causes to stderr: each level says only what happened there,
 /// so each cause shows once.
 pub fn fail(error: &Failure) -> ExitCode {
-    let mut message = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        message.push_str(&format!(": {cause}"));
-        source = cause.source();
-    }
-    eprintln!("bus: error: {message}");
+    eprintln!("bus: error: {}", bus_core::ErrorChain(error));
     ExitCode::FAILURE
 }
 
