@@ -48,7 +48,7 @@ impl From<&DeadLetter> for SeenDeadLetter {
 /// How late a delayed message or a retry may start after its due time and still pass.
 /// Generous for a loaded 2-core machine; a transport that waits for its idle poll (a
 /// second) fails it.
-pub const LATENESS: Duration = Duration::from_millis(150);
+pub const LATENESS: Duration = Duration::from_millis(250);
 
 macro_rules! command {
     ($ty:ident, $queue:literal) => {
