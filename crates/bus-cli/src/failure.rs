@@ -51,7 +51,12 @@ pub fn fail(error: &Failure) -> ExitCode {
 /// Why connecting failed, in words. `url` is the URL tried and `with_ca` whether a CA was
 /// given, for a hint about TLS.
 pub fn connect_reason(error: &bus_management::Error, url: &str, with_ca: bool) -> String {
-    let mut reason = match fred_error(error) {
+    // `Connect` is transparent: its `source()` skips the bus-redis error that holds fred's.
+    let start: &(dyn std::error::Error + 'static) = match error {
+        bus_management::Error::Connect(inner) => inner,
+        other => other,
+    };
+    let mut reason = match fred_error(start) {
         Some(fred) => match fred.kind() {
             ErrorKind::IO => io_reason(fred.details(), url),
             ErrorKind::Auth => format!(
@@ -82,6 +87,17 @@ fn fred_error<'e>(error: &'e (dyn std::error::Error + 'static)) -> Option<&'e fr
     while let Some(e) = next {
         if let Some(fred) = e.downcast_ref::<fred::error::Error>() {
             return Some(fred);
+        }
+        // bus-redis wraps fred's error in a type of its own that it does not export: reach
+        // it through the variants that carry it.
+        if let Some(
+            bus_redis::Error::Connect { source, .. }
+            | bus_redis::Error::Auth { source, .. }
+            | bus_redis::Error::Redis(source)
+            | bus_redis::Error::Timeout(source),
+        ) = e.downcast_ref::<bus_redis::Error>()
+        {
+            return Some(source.fred());
         }
         next = e.source();
     }
