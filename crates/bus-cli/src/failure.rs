@@ -25,6 +25,16 @@ pub enum Failure {
     Stdin(#[from] std::io::Error),
     #[error("cannot print JSON: {0}")]
     Json(#[from] serde_json::Error),
+    #[error("cannot write to standard output: {0}")]
+    Stdout(#[source] std::io::Error),
+    #[error(transparent)]
+    Dashboard(#[from] bus_dashboard::Error),
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        addr: std::net::SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 impl From<bus_redis::Error> for Failure {
