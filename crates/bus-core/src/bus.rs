@@ -7,6 +7,7 @@ use std::time::{Duration, SystemTime};
 use bytes::Bytes;
 
 use crate::envelope::{encode_json_message, now_ms};
+use crate::host::metrics::sent;
 
 use crate::{
     validate_name, Command, Envelope, Error, Event, Format, Headers, Message, MessageId, Outgoing,
@@ -91,7 +92,8 @@ impl Bus {
     pub async fn send<C: Command>(&self, command: &C) -> Result<MessageId> {
         let batch = self.encode(std::slice::from_ref(command))?;
         let id = batch[0].id.clone();
-        self.transport.send(checked::<C>()?, batch).await?;
+        let sending = self.transport.send(checked::<C>()?, batch);
+        sent("send", C::NAME, 1, sending).await?;
         Ok(id)
     }
 
@@ -100,7 +102,9 @@ impl Bus {
         let batch = self.encode(commands)?;
         let ids = batch.iter().map(|m| m.id.clone()).collect();
         if !batch.is_empty() {
-            self.transport.send(checked::<C>()?, batch).await?;
+            let n = batch.len();
+            let sending = self.transport.send(checked::<C>()?, batch);
+            sent("send", C::NAME, n, sending).await?;
         }
         Ok(ids)
     }
@@ -118,7 +122,8 @@ impl Bus {
     pub async fn send_at<C: Command>(&self, command: &C, at: SystemTime) -> Result<MessageId> {
         let batch = self.encode(std::slice::from_ref(command))?;
         let id = batch[0].id.clone();
-        self.transport.send_at(checked::<C>()?, batch, at).await?;
+        let sending = self.transport.send_at(checked::<C>()?, batch, at);
+        sent("send", C::NAME, 1, sending).await?;
         Ok(id)
     }
 
@@ -142,7 +147,8 @@ impl Bus {
 
     async fn publish_encoded<E: Event>(&self, batch: Vec<Outgoing>) -> Result<()> {
         let count = batch.len() as u64;
-        let reached = self.transport.publish(checked::<E>()?, batch).await?;
+        let publish = self.transport.publish(checked::<E>()?, batch);
+        let reached = sent("publish", E::NAME, count as usize, publish).await?;
         if reached == 0 {
             let total = self.unrouted.fetch_add(count, Ordering::Relaxed) + count;
             tracing::info!(

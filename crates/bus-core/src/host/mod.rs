@@ -2,6 +2,7 @@
 
 mod handle;
 mod held;
+pub mod metrics;
 mod registration;
 mod worker;
 
@@ -312,6 +313,7 @@ impl Host {
                 }
             };
             let worker = worker::Worker {
+                metrics: metrics::WorkerMetrics::new(&registration),
                 registration,
                 consumer: consumer.into(),
                 middleware: Arc::clone(&self.middleware),
