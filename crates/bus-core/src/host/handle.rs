@@ -29,6 +29,9 @@ impl Outcome {
 
 /// The span of one delivery; the message's id and type are filled in once decoded.
 pub(super) fn delivery_span(worker: &Worker, delivery: &Delivery) -> Span {
+    #[cfg(feature = "opentelemetry")]
+    return crate::otel::consumer_span(&worker.registration.source, delivery);
+    #[cfg(not(feature = "opentelemetry"))]
     tracing::info_span!(
         "bus.handle",
         source = %worker.registration.source,
@@ -59,7 +62,7 @@ impl Worker {
             span.record("traceparent", traceparent.as_str());
         }
         #[cfg(feature = "opentelemetry")]
-        crate::otel::continue_trace(&span, &envelope.headers);
+        crate::otel::consumer_attributes(&span, &registration.source, &envelope);
         if envelope.message_type != registration.message.name() {
             let error = format!(
                 "no processor for message type `{}` on {}",
