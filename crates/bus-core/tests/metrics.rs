@@ -6,13 +6,13 @@
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use bus_core::{
-    Bus, CommandProcessor, Context, EventProcessor, EventSubscription, Host, MemoryTransport,
-    ProcessError, RedisCommand, RedisEvent, Source,
+    Bus, CommandProcessor, ConsumerOptions, Context, EventProcessor, EventSubscription, Host,
+    MemoryTransport, ProcessError, ProcessingSettings, RedisCommand, RedisEvent, Source, Transport,
 };
 use bus_test_redis::eventually;
 use serde::{Deserialize, Serialize};
@@ -71,6 +71,30 @@ fn free_port() -> SocketAddr {
     listener.local_addr().unwrap()
 }
 
+/// The process's one Prometheus endpoint (a recorder is global), started by the first
+/// test that asks, on a runtime of its own: the endpoint runs on the runtime it was
+/// started in, and each test's runtime ends with the test. Each test uses queues of its
+/// own, so their series do not mix.
+fn endpoint() -> SocketAddr {
+    static ENDPOINT: OnceLock<SocketAddr> = OnceLock::new();
+    *ENDPOINT.get_or_init(|| {
+        let addr = free_port();
+        let (started, ready) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async {
+                let _ = started.send(bus_core::metrics::serve_prometheus(addr).map(drop));
+                std::future::pending::<()>().await
+            })
+        });
+        ready.recv().unwrap().unwrap();
+        addr
+    })
+}
+
 /// `GET /metrics` over plain HTTP/1.1; the body.
 fn scrape(addr: SocketAddr) -> String {
     let mut stream = TcpStream::connect(addr).unwrap();
@@ -104,8 +128,7 @@ fn value(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_prometheus_endpoint_counts_what_the_host_did() {
-    let addr = free_port();
-    bus_core::metrics::serve_prometheus(addr).unwrap();
+    let addr = endpoint();
     // A second recorder cannot be installed: a clear error, not a panic.
     let again = bus_core::metrics::serve_prometheus(free_port()).unwrap_err();
     assert!(again.to_string().contains("cannot serve"), "{again}");
@@ -197,9 +220,17 @@ async fn the_prometheus_endpoint_counts_what_the_host_did() {
     assert_eq!(sent("send", "work"), Some(f64::from(N)), "{text}");
     assert_eq!(sent("publish", "paid"), Some(1.0), "{text}");
     let send = ("messaging_operation_name", "send");
-    let batches = value(&text, "bus_client_batch_size_bucket", &[send, ("le", "10")]);
+    let batches = value(
+        &text,
+        "bus_client_batch_size_bucket",
+        &[work_labels[0], send, ("le", "10")],
+    );
     assert_eq!(batches, Some(0.0), "a batch of 12 is not under 10: {text}");
-    let batches = value(&text, "bus_client_batch_size_bucket", &[send, ("le", "20")]);
+    let batches = value(
+        &text,
+        "bus_client_batch_size_bucket",
+        &[work_labels[0], send, ("le", "20")],
+    );
     assert_eq!(batches, Some(1.0), "{text}");
     // Transport calls are timed: every dead letter went through one call.
     let dead_letter_calls = value(
@@ -233,6 +264,105 @@ async fn the_prometheus_endpoint_counts_what_the_host_did() {
         text.contains("# HELP messaging_process_duration_seconds "),
         "{text}"
     );
+
+    stop.cancel();
+    running.await.unwrap().unwrap();
+}
+
+#[derive(Debug, Serialize, Deserialize, RedisCommand)]
+#[bus(queue = "slow")]
+struct Slow {
+    n: u32,
+}
+
+/// Outlasts its lock several times over: the host must renew it.
+struct Sleeper {
+    done: AtomicUsize,
+}
+
+#[async_trait]
+impl CommandProcessor<Slow> for Arc<Sleeper> {
+    async fn process(&self, _: Slow, _: &Context) -> Result<(), ProcessError> {
+        tokio::time::sleep(Duration::from_millis(1300)).await;
+        self.done.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+    fn settings(&self) -> ProcessingSettings {
+        ProcessingSettings::default().message_lock_timeout(Duration::from_secs(1))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_renewals_and_recoveries_are_counted() {
+    let addr = endpoint();
+    let transport = MemoryTransport::new();
+    let bus = Bus::new(Arc::new(transport.clone()), bus_core::BusConfig::default());
+    bus.send_batch(&[Slow { n: 1 }, Slow { n: 2 }])
+        .await
+        .unwrap();
+    // A consumer reserves both and dies: their locks (100 ms) expire unsettled.
+    let queue = Source::queue("slow").unwrap();
+    let crashed = transport
+        .consumer(&queue, ConsumerOptions::new(Duration::from_millis(100), 5))
+        .await
+        .unwrap();
+    let taken = crashed.receive(2, &CancellationToken::new()).await.unwrap();
+    assert_eq!(taken.len(), 2);
+    drop(crashed);
+    bus.send(&Slow { n: 3 }).await.unwrap();
+
+    let sleeper = Arc::new(Sleeper {
+        done: AtomicUsize::new(0),
+    });
+    let host = Host::builder()
+        .transport(transport.clone())
+        .command::<Slow, _>(Arc::clone(&sleeper))
+        .recovery_interval(Duration::from_millis(50))
+        .build()
+        .unwrap();
+    let stop = CancellationToken::new();
+    let signal = stop.clone();
+    let running = tokio::spawn(host.run(async move { signal.cancelled().await }));
+    assert!(
+        eventually(Duration::from_secs(30), || sleeper
+            .done
+            .load(Ordering::SeqCst)
+            == 3)
+        .await,
+        "handled {} of 3",
+        sleeper.done.load(Ordering::SeqCst)
+    );
+
+    let slow = ("messaging_destination_name", "slow");
+    let text = scrape(addr);
+    assert_eq!(
+        value(&text, "bus_host_recovered_messages_total", &[slow]),
+        Some(2.0),
+        "{text}"
+    );
+    // Each message ran 1.3 s under a 1 s lock renewed every third of it: at least one
+    // renewal kept each, and none was lost.
+    let kept = value(
+        &text,
+        "bus_host_lock_renewals_total",
+        &[slow, ("bus_lock_result", "kept")],
+    );
+    assert!(kept.is_some_and(|k| k >= 3.0), "{kept:?} in {text}");
+    let lost = value(
+        &text,
+        "bus_host_lock_renewals_total",
+        &[slow, ("bus_lock_result", "lost")],
+    );
+    assert_eq!(lost, Some(0.0), "{text}");
+    let recover_calls = value(
+        &text,
+        "messaging_client_operation_duration_seconds_count",
+        &[slow, ("messaging_operation_name", "recover")],
+    );
+    assert!(recover_calls.is_some_and(|n| n >= 2.0), "{text}");
+    // The two recovered ones were delivered a second time.
+    let consumed = value(&text, "messaging_client_consumed_messages_total", &[slow]);
+    assert_eq!(consumed, Some(3.0), "{text}");
 
     stop.cancel();
     running.await.unwrap().unwrap();

@@ -410,8 +410,8 @@ const BATCH_BUCKETS: [f64; 10] = [1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0,
 /// on `listen` (every path but `/health` answers with the metrics; put it on `/metrics`
 /// in the scrape config). Names are converted the way Prometheus expects (`.` to `_`,
 /// `_total` on counters, `_seconds` on durations); histograms get OpenTelemetry's
-/// recommended buckets. Call it inside a Tokio runtime and before
-/// [`Host::run`](crate::Host::run). The returned handle renders the same text, for an application
+/// recommended buckets. Call it inside a Tokio runtime (the endpoint runs on it, and stops
+/// with it) and before [`Host::run`](crate::Host::run). The returned handle renders the same text, for an application
 /// that would rather serve it on its own server.
 ///
 /// ```no_run
