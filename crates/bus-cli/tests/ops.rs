@@ -27,9 +27,19 @@ struct Running {
 
 impl Running {
     fn start(redis: &TestRedis, args: &[&str]) -> Running {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_bus"))
+        Running::start_with(redis, args, None)
+    }
+
+    /// Started with `BUS_DASHBOARD_TOKEN` set to `token`, if given.
+    fn start_with(redis: &TestRedis, args: &[&str], token: Option<&str>) -> Running {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_bus"));
+        command
             .env_remove("REDIS_URL")
-            .env_remove("BUS_DASHBOARD_TOKEN")
+            .env_remove("BUS_DASHBOARD_TOKEN");
+        if let Some(token) = token {
+            command.env("BUS_DASHBOARD_TOKEN", token);
+        }
+        let mut child = command
             .args(["--url", &redis.url(), "--prefix", redis.namespace()])
             .args(args)
             .stdin(Stdio::null())
@@ -85,11 +95,16 @@ impl Drop for Running {
 
 /// `GET path` over plain HTTP/1.1 (one request, connection closed); status and body.
 fn get(addr: &str, path: &str) -> (u16, String) {
+    get_with(addr, path, "")
+}
+
+/// [`get`] with extra header lines (each ending in CRLF).
+fn get_with(addr: &str, path: &str, headers: &str) -> (u16, String) {
     let mut stream = TcpStream::connect(addr).unwrap();
     stream.set_read_timeout(Some(WAIT)).unwrap();
     write!(
         stream,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\n{headers}Connection: close\r\n\r\n"
     )
     .unwrap();
     let mut response = String::new();
@@ -306,4 +321,28 @@ fn the_dashboard_refuses_a_public_address_without_a_token() {
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("not a loopback address"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dashboard_token_from_the_environment_is_required() {
+    let s = setup().await;
+    s.bus.send(&Work { n: 1 }).await.unwrap();
+    let mut dashboard = Running::start_with(
+        &s.redis,
+        &["dashboard", "--listen", "127.0.0.1:0"],
+        Some("open-sesame-42"),
+    );
+    let addr = dashboard.address().await;
+    assert_eq!(get(&addr, "/api/overview").0, 401);
+    let (status, body) = get_with(
+        &addr,
+        "/api/overview",
+        "Authorization: Bearer open-sesame-42\r\n",
+    );
+    assert_eq!(status, 200, "{body}");
+    let overview: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(overview["queues"][0]["ready"], 1, "{overview}");
+    // The token is never printed.
+    let printed = dashboard.seen.join("\n");
+    assert!(!printed.contains("open-sesame"), "{printed}");
 }
