@@ -98,16 +98,8 @@ fn fred_error<'e>(error: &'e (dyn std::error::Error + 'static)) -> Option<&'e fr
         if let Some(fred) = e.downcast_ref::<fred::error::Error>() {
             return Some(fred);
         }
-        // bus-redis wraps fred's error in a type of its own that it does not export: reach
-        // it through the variants that carry it.
-        if let Some(
-            bus_redis::Error::Connect { source, .. }
-            | bus_redis::Error::Auth { source, .. }
-            | bus_redis::Error::Redis(source)
-            | bus_redis::Error::Timeout(source),
-        ) = e.downcast_ref::<bus_redis::Error>()
-        {
-            return Some(source.fred());
+        if let Some(redis) = e.downcast_ref::<bus_redis::RedisError>() {
+            return Some(redis.fred());
         }
         next = e.source();
     }

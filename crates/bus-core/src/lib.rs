@@ -49,7 +49,7 @@ pub use format::Format;
 /// `prometheus`).
 #[cfg(feature = "metrics")]
 pub use host::metrics;
-pub use host::{shutdown_signal, Host, HostBuilder, RunningHost};
+pub use host::{shutdown_signal, FailedMessage, Host, HostBuilder, RunningHost, UnknownMessage};
 pub use memory::{MemoryTransport, QueueStats};
 pub use message::{
     validate_name, Command, Event, Message, MessageDescriptor, MessageKind, Subscription,
@@ -57,8 +57,9 @@ pub use message::{
 };
 pub use middleware::{Middleware, Next};
 pub use processor::{CommandProcessor, Disposition, EventProcessor, ProcessError};
-/// The saga store conformance suite, for store implementations' tests.
-#[doc(hidden)]
+/// The saga store conformance suite (feature `conformance`), for store implementations'
+/// tests.
+#[cfg(feature = "conformance")]
 pub use saga::conformance as saga_conformance;
 pub use saga::{ContinueSaga, MemorySagaStore, Saga, SagaData, SagaStore, Stamp, StartSaga};
 pub use settings::{Backoff, ProcessingSettings};

@@ -16,7 +16,7 @@
 use std::future::Future;
 
 use super::handle::Outcome;
-use super::Registration;
+use super::Routes;
 use crate::Source;
 
 /// Messages the host received from the transport (counter, `{message}`).
@@ -77,10 +77,10 @@ pub(crate) struct WorkerMetrics {
 }
 
 impl WorkerMetrics {
-    pub(crate) fn new(registration: &Registration) -> Self {
+    pub(crate) fn new(routes: &Routes) -> Self {
         WorkerMetrics {
             #[cfg(feature = "metrics")]
-            inner: std::sync::Arc::new(enabled::Handles::new(registration)),
+            inner: std::sync::Arc::new(enabled::Handles::new(routes)),
         }
     }
 
@@ -224,8 +224,9 @@ mod enabled {
     }
 
     impl Handles {
-        pub(super) fn new(registration: &Registration) -> Self {
-            let (destination, subscription) = destination(&registration.source);
+        pub(super) fn new(routes: &Routes) -> Self {
+            // The host builds a source's routes with its first processor, so one exists.
+            let (destination, subscription) = destination(&routes.registrations[0].source);
             let mut base = vec![
                 Label::from_static_parts("messaging.system", SYSTEM),
                 Label::new("messaging.destination.name", destination.to_owned()),
@@ -236,18 +237,28 @@ mod enabled {
                     subscription.to_owned(),
                 ));
             }
-            let with = |extra: &[(&'static str, &'static str)]| {
-                let mut labels = base.clone();
+            // A series covers the whole source: the type of its processor, or of each of
+            // them (comma-separated) when one queue has processors for several types.
+            let types: Vec<&str> = routes
+                .registrations
+                .iter()
+                .map(|r| r.message.message_type())
+                .collect();
+            let mut typed = base.clone();
+            typed.push(Label::new("bus.message.type", types.join(",")));
+            let with = |labels: &[Label], extra: &[(&'static str, &'static str)]| {
+                let mut labels = labels.to_vec();
                 labels.extend(extra.iter().map(|(k, v)| Label::from_static_parts(k, v)));
                 labels
             };
-            let message_type = ("bus.message.type", registration.message.name());
             let per_outcome = |outcome: &'static str| {
-                with(&[
-                    ("messaging.operation.name", "process"),
-                    message_type,
-                    ("bus.outcome", outcome),
-                ])
+                with(
+                    &typed,
+                    &[
+                        ("messaging.operation.name", "process"),
+                        ("bus.outcome", outcome),
+                    ],
+                )
             };
             let handled = OUTCOMES.map(|o| counter!(HANDLED_MESSAGES, per_outcome(o)));
             let duration =
@@ -255,30 +266,31 @@ mod enabled {
             let calls = Op::ALL
                 .iter()
                 .map(|op| {
-                    let ok = with(&[("messaging.operation.name", op.name())]);
-                    let failed = with(&[
-                        ("messaging.operation.name", op.name()),
-                        ("error.type", "transport"),
-                    ]);
+                    let ok = with(&base, &[("messaging.operation.name", op.name())]);
+                    let failed = with(
+                        &base,
+                        &[
+                            ("messaging.operation.name", op.name()),
+                            ("error.type", "transport"),
+                        ],
+                    );
                     (
                         histogram!(OPERATION_DURATION, ok),
                         histogram!(OPERATION_DURATION, failed),
                     )
                 })
                 .collect();
+            let consumed = with(&typed, &[("messaging.operation.name", "receive")]);
             Handles {
-                consumed: counter!(
-                    CONSUMED_MESSAGES,
-                    with(&[("messaging.operation.name", "receive"), message_type])
-                ),
+                consumed: counter!(CONSUMED_MESSAGES, consumed),
                 handled,
                 duration,
-                running: gauge!(HANDLERS_RUNNING, with(&[message_type])),
-                prefetched: gauge!(PREFETCHED_MESSAGES, with(&[message_type])),
+                running: gauge!(HANDLERS_RUNNING, typed.clone()),
+                prefetched: gauge!(PREFETCHED_MESSAGES, typed.clone()),
                 calls,
                 renewals: (
-                    counter!(LOCK_RENEWALS, with(&[("bus.lock.result", "kept")])),
-                    counter!(LOCK_RENEWALS, with(&[("bus.lock.result", "lost")])),
+                    counter!(LOCK_RENEWALS, with(&base, &[("bus.lock.result", "kept")])),
+                    counter!(LOCK_RENEWALS, with(&base, &[("bus.lock.result", "lost")])),
                 ),
                 recovered: counter!(RECOVERED_MESSAGES, base.clone()),
             }

@@ -36,7 +36,10 @@ const ACK_BATCH: usize = 512;
 pub(super) const SETTLE_BOUND: Duration = Duration::from_secs(2);
 
 pub(super) struct Worker {
+    /// The source's first processor: its source and settings drive the consumer.
     pub(super) registration: Registration,
+    /// Every processor of the source, by message type, and the hooks.
+    pub(super) routes: super::Routes,
     pub(super) consumer: Arc<dyn Consumer>,
     pub(super) middleware: Arc<[Arc<dyn Middleware>]>,
     pub(super) bus: Bus,
@@ -254,10 +257,10 @@ impl Worker {
                         slot,
                     } = next;
                     let receipt = delivery.receipt.clone();
-                    let outcome = this
-                        .metrics
-                        .process(outcome_of(this.handle(delivery, token)))
-                        .await;
+                    let payload = delivery.payload.clone();
+                    let handling = outcome_of(this.handle(delivery, token));
+                    let outcome = this.metrics.process(handling).await;
+                    this.observe_failure(&payload, &outcome);
                     drop((permit, slot));
                     this.settle(&receipt, outcome, &ack_tx, &held).await;
                 }
