@@ -42,6 +42,12 @@ cargo test -p bus-redis --features tls --test tls
 cargo clippy -p bus-core --features opentelemetry --all-targets -- -D warnings
 cargo test -p bus-core --features opentelemetry --lib --test opentelemetry
 
+# Host metrics are opt-in too (features `metrics` and `prometheus` of bus-core): the facade
+# alone, and with the Prometheus endpoint scraped by its test.
+cargo clippy -p bus-core --features metrics --lib -- -D warnings
+cargo clippy -p bus-core --features prometheus --all-targets -- -D warnings
+cargo test -p bus-core --features prometheus --lib --test metrics
+
 # A message-contract crate never pulls in a Redis client.
 if cargo tree -p sample-contracts -e normal | grep -q fred; then
   echo "sample-contracts depends on fred: message contracts must not need a transport" >&2

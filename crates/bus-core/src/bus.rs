@@ -7,6 +7,7 @@ use std::time::{Duration, SystemTime};
 use bytes::Bytes;
 
 use crate::envelope::{encode_json_message, now_ms};
+use crate::host::metrics::sent;
 
 use crate::{
     validate_name, Command, Envelope, Error, Event, Format, Headers, Message, MessageId, Outgoing,
@@ -91,19 +92,20 @@ impl Bus {
 
     /// Sends a command to its queue.
     pub async fn send<C: Command>(&self, command: &C) -> Result<MessageId> {
-        let batch = self.encode(std::slice::from_ref(command))?;
-        let id = batch[0].id.clone();
-        self.transport.send(checked::<C>()?, batch).await?;
-        Ok(id)
+        let one = std::slice::from_ref(command);
+        let (ids, _) = self
+            .produce("send", one, |name, batch| self.transport.send(name, batch))
+            .await?;
+        Ok(ids[0].clone())
     }
 
     /// Sends many commands in one atomic round trip.
     pub async fn send_batch<C: Command>(&self, commands: &[C]) -> Result<Vec<MessageId>> {
-        let batch = self.encode(commands)?;
-        let ids = batch.iter().map(|m| m.id.clone()).collect();
-        if !batch.is_empty() {
-            self.transport.send(checked::<C>()?, batch).await?;
-        }
+        let (ids, _) = self
+            .produce("send", commands, |name, batch| {
+                self.transport.send(name, batch)
+            })
+            .await?;
         Ok(ids)
     }
 
@@ -118,34 +120,30 @@ impl Bus {
 
     /// Sends a command that becomes ready at `at`.
     pub async fn send_at<C: Command>(&self, command: &C, at: SystemTime) -> Result<MessageId> {
-        let batch = self.encode(std::slice::from_ref(command))?;
-        let id = batch[0].id.clone();
-        self.transport.send_at(checked::<C>()?, batch, at).await?;
-        Ok(id)
+        let one = std::slice::from_ref(command);
+        let (ids, _) = self
+            .produce("send", one, |name, batch| {
+                self.transport.send_at(name, batch, at)
+            })
+            .await?;
+        Ok(ids[0].clone())
     }
 
     /// Publishes an event: every subscription of its topic gets a copy.
     pub async fn publish<E: Event>(&self, event: &E) -> Result<MessageId> {
-        let batch = self.encode(std::slice::from_ref(event))?;
-        let id = batch[0].id.clone();
-        self.publish_encoded::<E>(batch).await?;
-        Ok(id)
+        let ids = self.publish_batch(std::slice::from_ref(event)).await?;
+        Ok(ids[0].clone())
     }
 
     /// Publishes many events in one atomic round trip.
     pub async fn publish_batch<E: Event>(&self, events: &[E]) -> Result<Vec<MessageId>> {
-        let batch = self.encode(events)?;
-        let ids = batch.iter().map(|m| m.id.clone()).collect();
-        if !batch.is_empty() {
-            self.publish_encoded::<E>(batch).await?;
-        }
-        Ok(ids)
-    }
-
-    async fn publish_encoded<E: Event>(&self, batch: Vec<Outgoing>) -> Result<()> {
-        let count = batch.len() as u64;
-        let reached = self.transport.publish(checked::<E>()?, batch).await?;
-        if reached == 0 {
+        let (ids, reached) = self
+            .produce("publish", events, |name, batch| {
+                self.transport.publish(name, batch)
+            })
+            .await?;
+        if reached == Some(0) {
+            let count = ids.len() as u64;
             let total = self.unrouted.fetch_add(count, Ordering::Relaxed) + count;
             tracing::info!(
                 topic = E::NAME,
@@ -155,7 +153,33 @@ impl Bus {
                  (a subscription receives the events published after its consumer first started)"
             );
         }
-        Ok(())
+        Ok(ids)
+    }
+
+    /// Encodes `messages` and hands them to `call` (one transport call), inside the
+    /// producer span (feature `opentelemetry`) whose context the messages carry, and
+    /// recorded as a send or publish (feature `metrics`). An empty batch makes no call.
+    async fn produce<M: Message, T, F>(
+        &self,
+        operation: &'static str,
+        messages: &[M],
+        call: impl FnOnce(&'static str, Vec<Outgoing>) -> F,
+    ) -> Result<(Vec<MessageId>, Option<T>)>
+    where
+        F: std::future::Future<Output = Result<T>>,
+    {
+        let span = producer_span(operation, M::NAME);
+        let batch = span.in_scope(|| self.encode(messages))?;
+        let ids: Vec<MessageId> = batch.iter().map(|m| m.id.clone()).collect();
+        if batch.is_empty() {
+            return Ok((ids, None));
+        }
+        let name = checked::<M>()?;
+        #[cfg(feature = "opentelemetry")]
+        crate::otel::record_ids(&span, &ids);
+        let sending = sent(operation, name, ids.len(), call(name, batch));
+        let out = tracing::Instrument::instrument(sending, span).await?;
+        Ok((ids, Some(out)))
     }
 
     /// The headers of this handle's messages: the trace context of the current span
@@ -239,6 +263,18 @@ fn monotonic_ids(n: usize) -> Vec<String> {
                 .to_string()
         })
         .collect()
+}
+
+/// The span a send or publish runs in: a producer span with the `opentelemetry` feature,
+/// none without (no cost, and logs unchanged).
+fn producer_span(operation: &'static str, destination: &'static str) -> tracing::Span {
+    #[cfg(feature = "opentelemetry")]
+    return crate::otel::producer_span(operation, destination);
+    #[cfg(not(feature = "opentelemetry"))]
+    {
+        let _ = (operation, destination);
+        tracing::Span::none()
+    }
 }
 
 /// The message's wire name, checked (hand-written impls skip the derive's check).

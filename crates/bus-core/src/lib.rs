@@ -16,7 +16,9 @@
 //! | [`Saga`], [`StartSaga`], [`ContinueSaga`], [`SagaData`], [`SagaStore`], [`MemorySagaStore`] | sagas (`docs/sagas.md`) |
 //!
 //! Features: `derive` (default) re-exports the derives; `opentelemetry` carries W3C trace
-//! context between OpenTelemetry spans and message headers.
+//! context between OpenTelemetry spans and message headers; `metrics` records host and
+//! client metrics through the `metrics` facade, and `prometheus` adds
+//! [`metrics::serve_prometheus`](crate::metrics) (docs/operations.md, "Host metrics").
 
 mod bus;
 #[cfg(feature = "conformance")]
@@ -43,6 +45,10 @@ pub use depth::MAX_NESTING;
 pub use envelope::{now_ms, Envelope, Headers, MessageId, ENVELOPE_VERSION};
 pub use error::{BoxError, Error, ErrorChain, Result};
 pub use format::Format;
+/// Host and client metrics: their names, and a Prometheus endpoint (features `metrics`,
+/// `prometheus`).
+#[cfg(feature = "metrics")]
+pub use host::metrics;
 pub use host::{shutdown_signal, FailedMessage, Host, HostBuilder, RunningHost, UnknownMessage};
 pub use memory::{MemoryTransport, QueueStats};
 pub use message::{

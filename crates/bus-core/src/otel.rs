@@ -1,6 +1,8 @@
 //! W3C trace context between OpenTelemetry spans and message headers (feature
-//! `opentelemetry`): a send inside a traced span writes `traceparent` / `tracestate`, and
-//! the consumer's `bus.handle` span continues that trace.
+//! `opentelemetry`): a send or publish runs in a producer span (`bus.produce`) whose context
+//! the messages carry as `traceparent` / `tracestate`, and the consumer's `bus.handle` span
+//! continues that trace as the producer span's child. Both carry OpenTelemetry's messaging
+//! attributes (docs/operations.md, "Traces").
 //!
 //! The W3C format is written and parsed here (it is one line), so no OpenTelemetry SDK
 //! or global propagator needs to be configured for it.
@@ -8,7 +10,34 @@
 use opentelemetry::trace::{SpanContext, SpanId, TraceContextExt, TraceFlags, TraceId, TraceState};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
-use crate::Headers;
+use crate::{Delivery, Envelope, Headers, MessageId, Source};
+
+/// The `messaging.system` of every span.
+const SYSTEM: &str = "bus";
+
+/// The producer span of one send or publish (`operation`) to `destination`, named
+/// `send work` / `publish paid` as OpenTelemetry names messaging spans.
+pub(crate) fn producer_span(operation: &'static str, destination: &'static str) -> tracing::Span {
+    tracing::info_span!(
+        "bus.produce",
+        "otel.name" = %format_args!("{operation} {destination}"),
+        "otel.kind" = "producer",
+        "messaging.system" = SYSTEM,
+        "messaging.operation.name" = operation,
+        "messaging.operation.type" = "send",
+        "messaging.destination.name" = destination,
+        "messaging.message.id" = tracing::field::Empty,
+        "messaging.batch.message_count" = tracing::field::Empty,
+    )
+}
+
+/// The message id of a single send, or the size of a batch.
+pub(crate) fn record_ids(span: &tracing::Span, ids: &[MessageId]) {
+    match ids {
+        [id] => span.record("messaging.message.id", tracing::field::display(id)),
+        _ => span.record("messaging.batch.message_count", ids.len()),
+    };
+}
 
 /// Writes the current span's trace context into `headers`; false if it has none.
 pub(crate) fn inject_current(headers: &mut Headers) -> bool {
@@ -36,12 +65,44 @@ pub(crate) fn inject_current(headers: &mut Headers) -> bool {
     true
 }
 
-/// Makes `span` a child of the remote span named by the message's `traceparent`.
-pub(crate) fn continue_trace(span: &tracing::Span, headers: &Headers) {
-    if let Some(parent) = parse(headers) {
+/// The consumer's `bus.handle` span of a delivery, a child of the (producer) span the
+/// message's `traceparent` names. The parent must be set before the span is first entered
+/// (tracing-opentelemetry starts the span then), which is before the worker decodes the
+/// message: so the envelope is decoded here once more, only with this feature.
+pub(crate) fn consumer_span(source: &Source, delivery: &Delivery) -> tracing::Span {
+    let span = tracing::info_span!(
+        "bus.handle",
+        source = %source,
+        message_id = tracing::field::Empty,
+        message_type = tracing::field::Empty,
+        delivery_count = delivery.delivery_count,
+        traceparent = tracing::field::Empty,
+        "otel.kind" = "consumer",
+    );
+    let parent = Envelope::decode(&delivery.payload)
+        .ok()
+        .and_then(|envelope| parse(&envelope.headers));
+    if let Some(parent) = parent {
         // Fails only when no OpenTelemetry layer is installed: nothing to continue then.
         let _ = span.set_parent(opentelemetry::Context::new().with_remote_span_context(parent));
     }
+    span
+}
+
+/// The messaging attributes of a consumer's `process` span, once its message is decoded.
+pub(crate) fn consumer_attributes(span: &tracing::Span, source: &Source, envelope: &Envelope) {
+    span.set_attribute("messaging.system", SYSTEM);
+    span.set_attribute("messaging.operation.name", "process");
+    span.set_attribute("messaging.operation.type", "process");
+    let destination = match source {
+        Source::Queue(name) => name,
+        Source::Subscription { topic, name } => {
+            span.set_attribute("messaging.destination.subscription.name", name.clone());
+            topic
+        }
+    };
+    span.set_attribute("messaging.destination.name", destination.clone());
+    span.set_attribute("messaging.message.id", envelope.id.to_string());
 }
 
 /// `traceparent` (version 00) and `tracestate`, as W3C Trace Context defines them.

@@ -51,6 +51,12 @@ impl QueueSnapshot {
     pub fn finished_estimate(&self) -> i64 {
         self.taken_total as i64 - self.stored as i64
     }
+
+    /// Every queue's and subscription's snapshot under the transport's key prefix, read
+    /// now (what `bus stats --watch` derives its rates from).
+    pub async fn read_all(transport: &RedisTransport) -> Result<Vec<QueueSnapshot>> {
+        Reader::new(transport.clone(), "").snapshot_all().await
+    }
 }
 
 /// Reads snapshots (and what else the dashboard shows) through a transport's connection.

@@ -30,6 +30,9 @@ impl Outcome {
 
 /// The span of one delivery; the message's id and type are filled in once decoded.
 pub(super) fn delivery_span(worker: &Worker, delivery: &Delivery) -> Span {
+    #[cfg(feature = "opentelemetry")]
+    return crate::otel::consumer_span(&worker.registration.source, delivery);
+    #[cfg(not(feature = "opentelemetry"))]
     tracing::info_span!(
         "bus.handle",
         source = %worker.registration.source,
@@ -60,7 +63,7 @@ impl Worker {
             span.record("traceparent", traceparent.as_str());
         }
         #[cfg(feature = "opentelemetry")]
-        crate::otel::continue_trace(&span, &envelope.headers);
+        crate::otel::consumer_attributes(&span, &registration.source, &envelope);
         let Some(route) = self.routes.find(&envelope.message_type) else {
             if let Some(hook) = &self.routes.hooks.unknown_type {
                 hook(UnknownMessage {

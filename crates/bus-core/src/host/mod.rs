@@ -2,6 +2,7 @@
 
 mod handle;
 mod held;
+pub mod metrics;
 mod registration;
 mod routes;
 mod worker;
@@ -353,6 +354,7 @@ impl Host {
                 }
             };
             let worker = worker::Worker {
+                metrics: metrics::WorkerMetrics::new(&routes),
                 registration,
                 routes,
                 consumer: consumer.into(),

@@ -21,6 +21,7 @@ use tracing::Instrument;
 
 use super::handle::{delivery_span, error_chain, panic_message, Outcome};
 use super::held::Held;
+use super::metrics::{Op, WorkerMetrics};
 use super::Registration;
 use crate::{Bus, Consumer, Delivery, ErrorRecord, Middleware, Receipt};
 
@@ -44,6 +45,7 @@ pub(super) struct Worker {
     pub(super) bus: Bus,
     pub(super) recovery_interval: Duration,
     pub(super) shutdown_grace: Duration,
+    pub(super) metrics: WorkerMetrics,
 }
 
 /// A reserved message waiting for a handler slot, with its handler's token.
@@ -187,11 +189,13 @@ impl Worker {
             };
             match received {
                 Ok(deliveries) => {
+                    self.metrics.consumed(deliveries.len());
                     outage.ended(&self);
                     alone = self.consumer.isolation_pending() || alone;
                     for delivery in deliveries {
                         let Some(slot) = permit.split(1) else { break };
                         let token = held.insert(delivery.receipt.clone());
+                        self.metrics.buffered();
                         // The dispatcher outlives the fetcher, so the send cannot fail.
                         let _ = buffer.send(Buffered {
                             delivery,
@@ -232,6 +236,7 @@ impl Worker {
                 next = buffer.recv() => next,
             };
             let Some(next) = next else { break };
+            self.metrics.unbuffered();
             let permit = tokio::select! {
                 biased;
                 () = stop.cancelled() => {
@@ -253,7 +258,8 @@ impl Worker {
                     } = next;
                     let receipt = delivery.receipt.clone();
                     let payload = delivery.payload.clone();
-                    let outcome = outcome_of(this.handle(delivery, token)).await;
+                    let handling = outcome_of(this.handle(delivery, token));
+                    let outcome = this.metrics.process(handling).await;
                     this.observe_failure(&payload, &outcome);
                     drop((permit, slot));
                     this.settle(&receipt, outcome, &ack_tx, &held).await;
@@ -265,8 +271,10 @@ impl Worker {
         let _ = fetcher.await;
         buffer.close();
         while let Ok(next) = buffer.try_recv() {
+            self.metrics.unbuffered();
             unstarted.push(next.delivery.receipt);
         }
+        self.metrics.released(unstarted.len());
         if !unstarted.is_empty() {
             let consumer = Arc::clone(&self.consumer);
             let releasing = {
@@ -307,13 +315,14 @@ impl Worker {
             }
             Outcome::Retry(delay, error) => {
                 tracing::info!(?delay, error = %error.message, "handler failed; retrying after the delay");
-                self.consumer.retry(receipt, delay, &error).await
+                self.metrics
+                    .call(Op::Retry, self.consumer.retry(receipt, delay, &error))
+                    .await
             }
             Outcome::DeadLetter(reason, error) => {
                 tracing::warn!(%reason, error = %error.message, "dead-lettering the message");
-                self.consumer
-                    .dead_letter(receipt, reason, Some(&error))
-                    .await
+                let dead_letter = self.consumer.dead_letter(receipt, reason, Some(&error));
+                self.metrics.call(Op::DeadLetter, dead_letter).await
             }
         };
         if let Err(e) = result {
@@ -330,7 +339,7 @@ impl Worker {
     ) {
         let mut batch = Vec::with_capacity(ACK_BATCH);
         while acks.recv_many(&mut batch, ACK_BATCH).await > 0 {
-            if let Err(e) = self.consumer.ack(&batch).await {
+            if let Err(e) = self.metrics.call(Op::Ack, self.consumer.ack(&batch)).await {
                 tracing::warn!(source = %self.registration.source, error = %error_chain(&e), count = batch.len(), "ack failed; these messages will be delivered again");
             }
             held.remove(&batch);
@@ -361,8 +370,13 @@ impl Worker {
             if receipts.is_empty() {
                 continue;
             }
-            match self.consumer.renew(&receipts).await {
+            match self
+                .metrics
+                .call(Op::Renew, self.consumer.renew(&receipts))
+                .await
+            {
                 Ok(kept) => {
+                    self.metrics.renewed(&kept);
                     for (receipt, kept) in receipts.iter().zip(kept) {
                         if !kept && held.cancel(receipt) {
                             tracing::warn!(source = %self.registration.source, delivery = receipt.delivery,
@@ -382,8 +396,13 @@ impl Worker {
     /// host is recovered within one lock timeout plus one interval.
     async fn recover_loop(self: Arc<Self>, done: CancellationToken) {
         loop {
-            match self.consumer.recover().await {
+            match self
+                .metrics
+                .call(Op::Recover, self.consumer.recover())
+                .await
+            {
                 Ok(recovered) if recovered > 0 => {
+                    self.metrics.recovered(recovered);
                     tracing::info!(source = %self.registration.source, recovered, "recovered messages whose lock expired");
                     if !done.is_cancelled() {
                         continue;

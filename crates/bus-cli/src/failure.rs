@@ -24,6 +24,16 @@ pub enum Failure {
     Stdin(#[from] std::io::Error),
     #[error("cannot print JSON")]
     Json(#[from] serde_json::Error),
+    #[error("cannot write to standard output: {0}")]
+    Stdout(#[source] std::io::Error),
+    #[error(transparent)]
+    Dashboard(#[from] bus_dashboard::Error),
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        addr: std::net::SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 impl From<bus_redis::Error> for Failure {
@@ -42,7 +52,12 @@ pub fn fail(error: &Failure) -> ExitCode {
 /// Why connecting failed, in words. `url` is the URL tried and `with_ca` whether a CA was
 /// given, for a hint about TLS.
 pub fn connect_reason(error: &bus_management::Error, url: &str, with_ca: bool) -> String {
-    let mut reason = match fred_error(error) {
+    // `Connect` is transparent: its `source()` skips the bus-redis error that holds fred's.
+    let start: &(dyn std::error::Error + 'static) = match error {
+        bus_management::Error::Connect(inner) => inner,
+        other => other,
+    };
+    let mut reason = match fred_error(start) {
         Some(fred) => match fred.kind() {
             ErrorKind::IO => io_reason(fred.details(), url),
             ErrorKind::Auth => format!(

@@ -1,6 +1,9 @@
 //! The command line, as clap reads it.
 
-use clap::{Args, Parser, Subcommand};
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use clap::{ArgGroup, Args, Parser, Subcommand};
 
 /// Manage the bus's queues, dead letters and sagas in Redis.
 ///
@@ -107,16 +110,57 @@ pub enum Command {
     },
     /// List or delete sagas.
     Sagas(SagasArgs),
+    /// Serve the web dashboard: live counts and plots, messages, dead letters grouped by
+    /// error with requeue and delete, sagas. Prints its address; runs until Ctrl-C.
+    Dashboard(DashboardArgs),
+    /// Serve GET /metrics (Prometheus text format) of every queue's and subscription's
+    /// counts, read from Redis on each scrape. Prints its address; runs until Ctrl-C.
+    Metrics {
+        /// Address to listen on (port 0: any free port).
+        #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9464")]
+        listen: SocketAddr,
+    },
 }
 
 #[derive(Debug, Args)]
-#[group(required = true, multiple = false)]
+pub struct DashboardArgs {
+    /// Address to listen on (port 0: any free port); anything but loopback needs --token.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+    /// Access token every request must carry (letters, digits, -._~). Prefer the
+    /// environment variable: arguments are visible to other users of the machine.
+    #[arg(long, env = "BUS_DASHBOARD_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Time between the samples of the plots.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_interval)]
+    pub sample_interval: Duration,
+    /// Key prefix of the saga store (none by default).
+    #[arg(long, default_value = "")]
+    pub saga_prefix: String,
+}
+
+#[derive(Debug, Args)]
+#[group(skip)]
+#[command(group(ArgGroup::new("which").required(true).args(["queue", "all"])))]
 pub struct StatsArgs {
     /// `queue` or `topic/subscription`.
     pub queue: Option<String>,
     /// Every registered queue and subscription.
     #[arg(long)]
     pub all: bool,
+    /// Redraw every --interval, with processing and dead-letter rates, until Ctrl-C (with
+    /// --json: one JSON line per sample).
+    #[arg(long)]
+    pub watch: bool,
+    /// Time between two samples of --watch.
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "2s",
+        value_parser = parse_interval,
+        requires = "watch"
+    )]
+    pub interval: Duration,
 }
 
 #[derive(Debug, Args)]
@@ -185,6 +229,15 @@ pub enum SagasCommand {
     },
 }
 
+/// A duration such as `500ms`, `2s` or `1m`: at least 100 ms, at most a day.
+fn parse_interval(text: &str) -> Result<Duration, String> {
+    let interval = humantime::parse_duration(text).map_err(|e| format!("{e} (say 2s or 500ms)"))?;
+    if interval < Duration::from_millis(100) || interval > Duration::from_secs(86_400) {
+        return Err(format!("{text} is out of range (100ms to 24h)"));
+    }
+    Ok(interval)
+}
+
 fn parse_header(text: &str) -> Result<(String, String), String> {
     match text.split_once('=') {
         Some((key, value)) if !key.is_empty() => Ok((key.to_owned(), value.to_owned())),
@@ -223,6 +276,37 @@ mod tests {
         assert!(Cli::try_parse_from(["bus", "stats"]).is_err());
         assert!(Cli::try_parse_from(["bus", "stats", "q", "--all"]).is_err());
         assert!(Cli::try_parse_from(["bus", "--json", "stats", "--all"]).is_ok());
+    }
+
+    #[test]
+    fn watch_takes_an_interval_in_range() {
+        let cli = Cli::try_parse_from(["bus", "stats", "--all", "--watch", "--interval", "500ms"])
+            .unwrap();
+        let Command::Stats(args) = cli.command else {
+            panic!("not stats")
+        };
+        assert!(args.watch);
+        assert_eq!(args.interval, Duration::from_millis(500));
+        assert!(Cli::try_parse_from(["bus", "stats", "--all", "--interval", "1s"]).is_err());
+        for bad in ["0s", "10ms", "2 days", "fast"] {
+            let args = ["bus", "stats", "--all", "--watch", "--interval", bad];
+            assert!(Cli::try_parse_from(args).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_servers_listen_on_loopback_by_default() {
+        let cli = Cli::try_parse_from(["bus", "metrics"]).unwrap();
+        let Command::Metrics { listen } = cli.command else {
+            panic!("not metrics")
+        };
+        assert!(listen.ip().is_loopback());
+        let cli = Cli::try_parse_from(["bus", "dashboard"]).unwrap();
+        let Command::Dashboard(args) = cli.command else {
+            panic!("not dashboard")
+        };
+        assert!(args.listen.ip().is_loopback());
+        assert!(Cli::try_parse_from(["bus", "metrics", "--listen", "localhost"]).is_err());
     }
 
     #[test]

@@ -3,13 +3,15 @@
 mod cli;
 mod failure;
 mod output;
+mod serve;
+mod watch;
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::process::ExitCode;
 
 use bus_core::Source;
 use bus_management::{parse_source, source_name, Management, Selection};
-use bus_redis::RedisConfig;
+use bus_redis::{RedisConfig, RedisTransport};
 use clap::Parser;
 use serde_json::json;
 
@@ -50,16 +52,28 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         Command::Sagas(args) => args.saga_prefix.clone(),
         _ => String::new(),
     };
-    let management = match Management::connect(&config).await {
-        Ok(management) => management.saga_prefix(saga_prefix),
+    let transport = match RedisTransport::connect(&config).await {
+        Ok(transport) => transport,
         Err(source) => {
             return Err(Failure::Connect {
                 url: redact(&url),
-                reason: failure::connect_reason(&source, &url, cli.tls_ca.is_some()),
+                reason: failure::connect_reason(&source.into(), &url, cli.tls_ca.is_some()),
             })
         }
     };
-    let result = execute(&management, cli.command, cli.json).await;
+    let management = Management::from_transport(transport.clone()).saga_prefix(saga_prefix);
+    let result = match cli.command {
+        Command::Dashboard(args) => serve::dashboard(transport, args).await,
+        Command::Metrics { listen } => serve::metrics(transport, listen).await,
+        Command::Stats(args) if args.watch => {
+            let only = match &args.queue {
+                Some(queue) => Some(source_name(&existing(&management, queue).await?)),
+                None => None,
+            };
+            watch::watch(&transport, only.as_deref(), args.interval, cli.json).await
+        }
+        command => execute(&management, command, cli.json).await,
+    };
     // Best effort: the process ends anyway.
     let _ = management.close().await;
     result
@@ -293,6 +307,9 @@ async fn execute(management: &Management, command: Command, json: bool) -> Resul
                 }
             }
         },
+        Command::Dashboard(_) | Command::Metrics { .. } => {
+            unreachable!("served by `run` before `execute`")
+        }
     }
     Ok(())
 }

@@ -83,6 +83,50 @@ pub fn stats(stats: &[QueueStats]) {
     println!("{STATS_NOTE}");
 }
 
+/// One sample of `stats --watch`: a title line and the table.
+pub fn watch_frame(rows: &[crate::watch::Row], interval: Duration) -> String {
+    let mut t = table(&[
+        "QUEUE",
+        "READY",
+        "IN FLIGHT",
+        "LOCK EXPIRED",
+        "DELAYED",
+        "DEAD",
+        "OLDEST READY",
+        "PROCESSED/S",
+        "DEAD/S",
+    ]);
+    let rate = |r: Option<f64>| {
+        Cell::new(r.map_or_else(|| "-".to_owned(), |r| format!("{r:.1}")))
+            .set_alignment(CellAlignment::Right)
+    };
+    for r in rows {
+        t.add_row(vec![
+            Cell::new(&r.queue),
+            number(r.ready),
+            number(r.in_flight),
+            number(r.expired_locks),
+            number(r.delayed),
+            number(r.dead),
+            Cell::new(r.oldest_ready_age_ms.map_or_else(|| "-".to_owned(), age)),
+            rate(r.processed_per_s),
+            rate(r.dead_per_s),
+        ]);
+    }
+    let at = rows
+        .first()
+        .map_or_else(|| "-".to_owned(), |r| time(r.at_ms));
+    let body = if t.row_count() == 0 {
+        "no queues or subscriptions".to_owned()
+    } else {
+        t.to_string()
+    };
+    format!(
+        "bus stats at {at}, every {} (Ctrl-C to stop)\n{body}",
+        humantime::format_duration(interval)
+    )
+}
+
 /// What the less obvious columns of `stats` mean.
 pub const STATS_NOTE: &str = "\
 IN FLIGHT: every reserved message; LOCK EXPIRED: those among them whose lock is past

@@ -1,0 +1,129 @@
+//! Shared test plumbing: a real redis-server per test, the transport and management over
+//! its namespace, dead letters made through the transport's own consumer, bounded waits.
+
+#![allow(dead_code)]
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bus_core::{
+    Bus, BusConfig, ConsumerOptions, DeadLetterReason, ErrorRecord, RedisCommand, RedisEvent,
+    Source, Transport,
+};
+use bus_management::Management;
+use bus_redis::keys::QueueKeys;
+use bus_redis::{RedisConfig, RedisTransport};
+use bus_test_redis::TestRedis;
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, RedisCommand)]
+#[bus(queue = "work")]
+pub struct Work {
+    pub n: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, RedisCommand)]
+#[bus(queue = "staging")]
+pub struct Staging {
+    pub n: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, RedisEvent)]
+#[bus(topic = "paid")]
+pub struct Paid {
+    pub n: u64,
+}
+
+/// A test's Redis, a transport and management over its namespace.
+pub struct Setup {
+    pub redis: TestRedis,
+    pub transport: RedisTransport,
+    pub management: Management,
+    pub bus: Bus,
+}
+
+pub async fn setup() -> Setup {
+    let redis = TestRedis::start().unwrap();
+    let config = RedisConfig::from_url(&redis.url())
+        .unwrap()
+        .prefix(redis.namespace());
+    let transport = RedisTransport::connect(&config).await.unwrap();
+    let management = Management::connect(&config).await.unwrap();
+    let bus = Bus::new(Arc::new(transport.clone()), BusConfig::default());
+    Setup {
+        redis,
+        transport,
+        management,
+        bus,
+    }
+}
+
+impl Setup {
+    pub fn keys(&self, source: &Source) -> QueueKeys {
+        self.transport.keys(source)
+    }
+
+    /// Reserves `n` messages of `source` through the transport's consumer and
+    /// dead-letters them with `reason` and an error; returns their storage ids in order.
+    pub async fn dead_letter(
+        &self,
+        source: &Source,
+        n: usize,
+        reason: DeadLetterReason,
+    ) -> Vec<String> {
+        let consumer = self
+            .transport
+            .consumer(source, ConsumerOptions::new(Duration::from_secs(60), 5))
+            .await
+            .unwrap();
+        let stop = CancellationToken::new();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut ids = Vec::new();
+        while ids.len() < n {
+            assert!(
+                Instant::now() < deadline,
+                "only {} of {n} messages arrived",
+                ids.len()
+            );
+            for delivery in consumer.receive(n - ids.len(), &stop).await.unwrap() {
+                let error = ErrorRecord::now(format!("failure of {}", delivery.delivery_count));
+                consumer
+                    .dead_letter(&delivery.receipt, reason, Some(&error))
+                    .await
+                    .unwrap();
+                ids.push(String::from_utf8(delivery.receipt.key.to_vec()).unwrap());
+            }
+        }
+        consumer.close().await.unwrap();
+        ids
+    }
+
+    /// The length or cardinality of a key, by its type's command.
+    pub fn len(&self, cmd: &str, key: &str) -> i64 {
+        self.redis
+            .client()
+            .cmd(&[cmd, key])
+            .unwrap()
+            .as_int()
+            .unwrap()
+    }
+
+    /// `HEXISTS key field`.
+    pub fn hexists(&self, key: &str, field: &str) -> bool {
+        self.redis
+            .client()
+            .cmd(&["HEXISTS", key, field])
+            .unwrap()
+            .as_int()
+            .unwrap()
+            == 1
+    }
+}
+
+#[allow(unused_imports)] // not every test binary that shares this module waits
+pub use bus_test_redis::eventually_async as eventually;
+
+pub fn work() -> Source {
+    Source::queue("work").unwrap()
+}
