@@ -113,6 +113,8 @@ pub enum Command {
     /// Serve the web dashboard: live counts and plots, messages, dead letters grouped by
     /// error with requeue and delete, sagas. Prints its address; runs until Ctrl-C.
     Dashboard(DashboardArgs),
+    /// BabelQueue queues (docs/babelqueue.md): list, count, peek, dead letters, redrive.
+    Babel(crate::babel::BabelArgs),
     /// Serve GET /metrics (Prometheus text format) of every queue's and subscription's
     /// counts, read from Redis on each scrape. Prints its address; runs until Ctrl-C.
     Metrics {

@@ -10,6 +10,8 @@ use fred::error::ErrorKind;
 pub enum Failure {
     #[error(transparent)]
     Management(#[from] bus_management::Error),
+    #[error(transparent)]
+    Babel(#[from] bus_babelqueue::Error),
     #[error("cannot connect to Redis at {url}: {reason}")]
     Connect {
         /// The URL, its password masked.

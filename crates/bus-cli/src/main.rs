@@ -1,5 +1,6 @@
 //! `bus`: the command-line tool over [`bus_management`] (SPEC §6).
 
+mod babel;
 mod cli;
 mod failure;
 mod output;
@@ -64,6 +65,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
     let management = Management::from_transport(transport.clone()).saga_prefix(saga_prefix);
     let result = match cli.command {
         Command::Dashboard(args) => serve::dashboard(transport, args).await,
+        Command::Babel(args) => babel::run(transport.client().clone(), args, cli.json).await,
         Command::Metrics { listen } => serve::metrics(transport, listen).await,
         Command::Stats(args) if args.watch => {
             let only = match &args.queue {
@@ -307,7 +309,7 @@ async fn execute(management: &Management, command: Command, json: bool) -> Resul
                 }
             }
         },
-        Command::Dashboard(_) | Command::Metrics { .. } => {
+        Command::Dashboard(_) | Command::Metrics { .. } | Command::Babel(_) => {
             unreachable!("served by `run` before `execute`")
         }
     }

@@ -1,0 +1,241 @@
+//! `bus babel ...`: BabelQueue queues of either layout (bus_babelqueue::Admin).
+
+use bus_babelqueue::{Admin, Area, Content, Layout, Outcome, Peeked, RedriveOptions};
+use clap::{Args, Subcommand, ValueEnum};
+use fred::prelude::Client;
+use serde_json::{json, Value};
+
+use crate::failure::Failure;
+
+#[derive(Debug, Args)]
+pub struct BabelArgs {
+    /// The queues' layout: BabelQueue's own, or Laravel's (`queues:<name>`).
+    #[arg(long, value_enum, default_value_t = LayoutArg::Legacy, global = true)]
+    layout: LayoutArg,
+    #[command(subcommand)]
+    command: BabelCommand,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum LayoutArg {
+    Legacy,
+    Laravel,
+}
+
+#[derive(Debug, Subcommand)]
+enum BabelCommand {
+    /// List the BabelQueue queues found in Redis (both layouts; SCAN, never KEYS). A
+    /// legacy queue holding only ready messages is a bare list and is not found: name it.
+    Queues,
+    /// Ready, in flight (and lapsed), delayed (Laravel) and dead-lettered counts.
+    Stats { queue: String },
+    /// The next messages of a queue (or its in-flight, delayed or dead ones).
+    Peek {
+        queue: String,
+        /// Which part.
+        #[arg(long, value_enum, default_value_t = AreaArg::Ready)]
+        area: AreaArg,
+        /// How many.
+        #[arg(short = 'n', long = "count", default_value_t = 10)]
+        count: usize,
+    },
+    /// The dead letters of a queue (its `.dlq`) with their `dead_letter` block.
+    Dead {
+        queue: String,
+        /// How many.
+        #[arg(short = 'n', long = "count", default_value_t = 10)]
+        count: usize,
+    },
+    /// Move dead letters back to their queue (or --to another), as BabelQueue's redrive
+    /// does: headers dropped, attempts reset, poison left in the DLQ. Each record moves
+    /// atomically; --dry-run changes nothing.
+    Redrive {
+        queue: String,
+        /// Target queue instead of each record's `original_queue`.
+        #[arg(long, value_name = "QUEUE")]
+        to: Option<String>,
+        /// Only records with this `dead_letter.reason` (failed, unknown_urn, ...).
+        #[arg(long)]
+        reason: Option<String>,
+        /// At most this many.
+        #[arg(long)]
+        max: Option<usize>,
+        /// Report what would move, moving nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum AreaArg {
+    Ready,
+    InFlight,
+    Delayed,
+    Dead,
+}
+
+pub async fn run(client: Client, args: BabelArgs, json: bool) -> Result<(), Failure> {
+    let admin = Admin::new(client);
+    let layout = match args.layout {
+        LayoutArg::Legacy => Layout::Legacy,
+        LayoutArg::Laravel => Layout::laravel(),
+    };
+    let out: Value = match args.command {
+        BabelCommand::Queues => {
+            let found = admin.queues().await?;
+            if !json {
+                for q in &found {
+                    println!("{:<8} {}", q.layout.name(), q.queue);
+                }
+                return Ok(());
+            }
+            found
+                .iter()
+                .map(|q| json!({ "layout": q.layout.name(), "queue": q.queue }))
+                .collect()
+        }
+        BabelCommand::Stats { queue } => {
+            let c = admin.counts(&layout, &queue).await?;
+            let value = json!({
+                "queue": queue, "layout": layout.name(), "ready": c.ready,
+                "in_flight": c.in_flight, "lapsed": c.lapsed, "delayed": c.delayed,
+                "due": c.due, "dead_letters": c.dead_letters,
+            });
+            if !json {
+                let delayed = c.delayed.map_or("-".to_owned(), |d| d.to_string());
+                println!("QUEUE {queue} ({})", layout.name());
+                println!(
+                    "READY {}  IN FLIGHT {} (lapsed {})  DELAYED {delayed}  DEAD {}",
+                    c.ready, c.in_flight, c.lapsed, c.dead_letters
+                );
+                return Ok(());
+            }
+            value
+        }
+        BabelCommand::Peek { queue, area, count } => {
+            let area = match area {
+                AreaArg::Ready => Area::Ready,
+                AreaArg::InFlight => Area::InFlight,
+                AreaArg::Delayed => Area::Delayed,
+                AreaArg::Dead => Area::DeadLetters,
+            };
+            let peeked = admin.peek(&layout, &queue, area, 0, count).await?;
+            if !json {
+                for p in &peeked {
+                    println!("{}", line(p));
+                }
+                return Ok(());
+            }
+            peeked.iter().map(peeked_json).collect()
+        }
+        BabelCommand::Dead { queue, count } => {
+            let dead = admin.dead_letters(&layout, &queue, 0, count).await?;
+            let rows: Vec<Value> = dead
+                .iter()
+                .map(|d| {
+                    let mut row = peeked_json(&d.record);
+                    if let Some(b) = &d.block {
+                        row["dead_letter"] = json!({
+                            "reason": b.reason, "error": b.error, "exception": b.exception,
+                            "failed_at": b.failed_at, "original_queue": b.original_queue,
+                            "attempts": b.attempts, "lang": b.lang,
+                        });
+                    }
+                    row
+                })
+                .collect();
+            if !json {
+                for d in &dead {
+                    let block = d.block.as_ref();
+                    println!(
+                        "{}  reason={}  error={}",
+                        line(&d.record),
+                        block.and_then(|b| b.reason.as_deref()).unwrap_or("-"),
+                        block.and_then(|b| b.error.as_deref()).unwrap_or("-")
+                    );
+                }
+                return Ok(());
+            }
+            rows.into()
+        }
+        BabelCommand::Redrive {
+            queue,
+            to,
+            reason,
+            max,
+            dry_run,
+        } => {
+            let mut options = RedriveOptions::new().dry_run(dry_run);
+            if let Some(to) = to {
+                options = options.to(to);
+            }
+            if let Some(reason) = reason {
+                options = options.reason(reason);
+            }
+            if let Some(max) = max {
+                options = options.max(max);
+            }
+            let report = admin.redrive(&layout, &queue, &options).await?;
+            let value = json!({
+                "dry_run": dry_run, "redriven": report.redriven, "poison": report.poison,
+                "skipped": report.skipped, "vanished": report.vanished,
+                "items": report.items.iter().map(|i| json!({
+                    "message_id": i.message_id, "urn": i.urn, "reason": i.reason,
+                    "to": i.to, "outcome": outcome(i.outcome),
+                })).collect::<Vec<_>>(),
+            });
+            if !json {
+                let verb = if dry_run { "would redrive" } else { "redrove" };
+                println!(
+                    "{verb} {} of {queue}'s dead letters; {} poison and {} others left, {} taken by another reader",
+                    report.redriven, report.poison, report.skipped, report.vanished
+                );
+                return Ok(());
+            }
+            value
+        }
+    };
+    println!("{}", serde_json::to_string_pretty(&out)?);
+    Ok(())
+}
+
+fn outcome(outcome: Outcome) -> &'static str {
+    match outcome {
+        Outcome::Redriven => "redriven",
+        Outcome::WouldRedrive => "would_redrive",
+        Outcome::Poison => "poison",
+        Outcome::NotSelected => "not_selected",
+        Outcome::NoTarget => "no_target",
+        Outcome::Vanished => "vanished",
+        _ => "other",
+    }
+}
+
+fn peeked_json(p: &Peeked) -> Value {
+    match &p.content {
+        Content::Envelope(e) => json!({
+            "position": p.position, "id": e.meta().id, "urn": e.urn(),
+            "trace_id": e.trace_id(), "attempts": e.attempts(),
+            "data": serde_json::from_str::<Value>(e.data().get()).unwrap_or(Value::Null),
+            "headers": p.headers, "score": p.score,
+        }),
+        Content::Poison(why) => json!({
+            "position": p.position, "poison": why.to_string(),
+            "raw": String::from_utf8_lossy(&p.body),
+        }),
+    }
+}
+
+/// One line of a listing: position, id, URN and attempts, or why it is poison.
+fn line(p: &Peeked) -> String {
+    match &p.content {
+        Content::Envelope(e) => format!(
+            "{:>4}  {}  {}  attempts={}",
+            p.position,
+            e.meta().id.as_deref().unwrap_or("-"),
+            e.urn(),
+            e.attempts()
+        ),
+        Content::Poison(why) => format!("{:>4}  poison ({why})", p.position),
+    }
+}
