@@ -1,0 +1,677 @@
+//! Throughput against honest baselines, measured in the same run (issue 9,
+//! docs/performance.md). A plain `main` that prints a table:
+//!
+//! `cargo bench -p benches --bench throughput` (`ROUNDS=n` repeats the whole set; `ONLY=<part of a
+//! phase's function name>` runs only those phases;
+//! `COMMANDSTATS=1` prints Redis's `INFO commandstats` of each Redis phase).
+//!
+//! Every phase moves 100,000 messages with a ~100-byte JSON body, and reports msg/s and
+//! the CPU that the redis-server and this process spent per message over the timed phase
+//! (utime + stime from `/proc/<pid>/stat`, 10 ms resolution).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use benches::BenchRedis;
+use bus_core::{
+    Bus, BusConfig, CommandProcessor, Context, Host, MemoryTransport, ProcessError,
+    ProcessingSettings, RedisCommand, Source,
+};
+use bus_redis::keys::QueueKeys;
+use bus_redis::{LuaScript, RedisConfig, RedisTransport};
+use bytes::Bytes;
+use fred::prelude::{Client, ClientLike, HashesInterface, KeysInterface, ListInterface};
+use fred::types::scripts::Script;
+use fred::types::{Key, Value};
+use futures::StreamExt;
+use serde::{Deserialize, Serialize};
+
+const COUNT: u64 = 100_000;
+const CONSUMERS: usize = 4;
+const BATCH: usize = 100;
+const IN_FLIGHT: usize = 1_000;
+
+#[derive(Debug, Clone, Serialize, Deserialize, RedisCommand)]
+#[bus(queue = "bench")]
+struct Order {
+    n: u64,
+    text: String,
+}
+
+/// About 100 bytes of JSON.
+fn order(n: u64) -> Order {
+    Order {
+        n,
+        text: "x".repeat(82),
+    }
+}
+
+/// Envelopes exactly as the bus encodes them, for the raw phases.
+fn envelopes(count: u64) -> Vec<Bytes> {
+    (0..count)
+        .map(|n| {
+            let body = bus_core::Format::Json.encode("bench", &order(n)).unwrap();
+            Bytes::from(
+                bus_core::Envelope::new("bench", bus_core::Format::Json, body)
+                    .encode()
+                    .unwrap(),
+            )
+        })
+        .collect()
+}
+
+// ---- CPU accounting -------------------------------------------------------------
+
+/// utime + stime of a process, in seconds.
+fn cpu_seconds(pid: u32, tick: f64) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name (which may hold spaces): state is the first, utime
+    // the 12th, stime the 13th.
+    let rest = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let field = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (field(11) + field(12)) / tick
+}
+
+fn clock_tick() -> f64 {
+    std::process::Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(100.0)
+}
+
+struct Meter {
+    redis_pid: u32,
+    tick: f64,
+}
+
+struct Started {
+    at: Instant,
+    redis: f64,
+    client: f64,
+}
+
+#[derive(Clone, Copy)]
+struct Figure {
+    rate: f64,
+    redis_us: f64,
+    client_us: f64,
+}
+
+impl Figure {
+    const NONE: Figure = Figure {
+        rate: f64::NAN,
+        redis_us: f64::NAN,
+        client_us: f64::NAN,
+    };
+}
+
+impl Meter {
+    fn start(&self) -> Started {
+        Started {
+            at: Instant::now(),
+            redis: cpu_seconds(self.redis_pid, self.tick),
+            client: cpu_seconds(std::process::id(), self.tick),
+        }
+    }
+
+    fn stop(&self, started: Started, messages: u64) -> Figure {
+        let secs = started.at.elapsed().as_secs_f64();
+        let per = |cpu: f64| cpu * 1e6 / messages as f64;
+        Figure {
+            rate: messages as f64 / secs,
+            redis_us: per(cpu_seconds(self.redis_pid, self.tick) - started.redis),
+            client_us: per(cpu_seconds(std::process::id(), self.tick) - started.client),
+        }
+    }
+}
+
+// ---- the environment ------------------------------------------------------------
+
+struct Env {
+    redis: BenchRedis,
+    meter: Meter,
+    admin: Client,
+    runs: AtomicU64,
+    commandstats: bool,
+}
+
+impl Env {
+    async fn start() -> Env {
+        let redis = BenchRedis::start();
+        let admin = Client::new(
+            fred::prelude::Config::from_url(&redis.url).unwrap(),
+            None,
+            None,
+            None,
+        );
+        admin.init().await.unwrap();
+        let info: String = admin
+            .info(Some(fred::types::InfoKind::Server))
+            .await
+            .unwrap();
+        let redis_pid = info
+            .lines()
+            .find_map(|l| l.strip_prefix("process_id:"))
+            .and_then(|v| v.trim().parse().ok())
+            .expect("process_id in INFO server");
+        Env {
+            redis,
+            meter: Meter {
+                redis_pid,
+                tick: clock_tick(),
+            },
+            admin,
+            runs: AtomicU64::new(0),
+            commandstats: std::env::var("COMMANDSTATS").is_ok(),
+        }
+    }
+
+    /// A transport in a fresh namespace.
+    async fn transport(&self) -> RedisTransport {
+        let prefix = format!("b{}", self.runs.fetch_add(1, Ordering::Relaxed));
+        let config = RedisConfig::from_url(&self.redis.url)
+            .unwrap()
+            .prefix(prefix);
+        RedisTransport::connect(&config).await.unwrap()
+    }
+
+    /// A connection of its own (each consumer of the raw phases has one).
+    async fn client(&self) -> Client {
+        let client = self.admin.clone_new();
+        client.init().await.unwrap();
+        client
+    }
+
+    async fn reset_stats(&self) {
+        let _: Value = self
+            .admin
+            .custom(cmd("CONFIG"), vec!["RESETSTAT"])
+            .await
+            .unwrap();
+    }
+
+    /// Prints the commands Redis ran since the last reset, when asked to.
+    async fn print_stats(&self, phase: &str) {
+        if !self.commandstats {
+            return;
+        }
+        let info: String = self
+            .admin
+            .info(Some(fred::types::InfoKind::CommandStats))
+            .await
+            .unwrap();
+        println!("-- INFO commandstats after {phase}:");
+        for line in info.lines().filter(|l| l.starts_with("cmdstat_")) {
+            println!("   {line}");
+        }
+    }
+}
+
+fn cmd(name: &'static str) -> fred::types::CustomCommand {
+    fred::types::CustomCommand::new_static(name, None, false)
+}
+
+// ---- (a) the plain circular list, done well ------------------------------------
+
+/// Moves up to ARGV[1] messages from the ready list into this consumer's processing list.
+const CIRCULAR_MOVE: &str = "local out = {}
+for i = 1, tonumber(ARGV[1]) do
+  local v = redis.call('LMOVE', KEYS[1], KEYS[2], 'LEFT', 'RIGHT')
+  if not v then break end
+  out[i] = v
+end
+return out";
+
+/// Acks a batch: one LREM per message, from the head of the processing list (where
+/// they are, in order: the cheapest case).
+const CIRCULAR_ACK: &str = "for i = 1, #ARGV do redis.call('LREM', KEYS[1], 1, ARGV[i]) end
+return #ARGV";
+
+struct Circular {
+    ready: String,
+    prefix: String,
+}
+
+impl Circular {
+    fn new(env: &Env) -> Circular {
+        let prefix = format!("c{}", env.runs.fetch_add(1, Ordering::Relaxed));
+        Circular {
+            ready: format!("{prefix}:ready"),
+            prefix,
+        }
+    }
+
+    /// Runs CONSUMERS consumers until `count` messages are processed and acked.
+    async fn consume(&self, env: &Env, count: u64) {
+        let done = Arc::new(AtomicU64::new(0));
+        let (mv, ack) = (
+            Arc::new(Script::from_lua(CIRCULAR_MOVE)),
+            Arc::new(Script::from_lua(CIRCULAR_ACK)),
+        );
+        let mut tasks = Vec::new();
+        for c in 0..CONSUMERS {
+            let client = env.client().await;
+            let keys: Vec<Key> = vec![
+                self.ready.as_str().into(),
+                format!("{}:processing:{c}", self.prefix).into(),
+            ];
+            let (done, mv, ack) = (Arc::clone(&done), Arc::clone(&mv), Arc::clone(&ack));
+            tasks.push(tokio::spawn(async move {
+                while done.load(Ordering::Relaxed) < count {
+                    let mut got: Vec<Bytes> = mv
+                        .evalsha_with_reload(&client, keys.clone(), vec![Value::from(BATCH as i64)])
+                        .await
+                        .unwrap();
+                    if got.is_empty() {
+                        // Idle: block for the next one (into the processing list too).
+                        let one: Option<Bytes> = client
+                            .blmove(
+                                &keys[0],
+                                &keys[1],
+                                fred::types::lists::LMoveDirection::Left,
+                                fred::types::lists::LMoveDirection::Right,
+                                0.05,
+                            )
+                            .await
+                            .ok()
+                            .flatten();
+                        got.extend(one);
+                        if got.is_empty() {
+                            continue;
+                        }
+                    }
+                    let n = got.len() as u64;
+                    let args: Vec<Value> = got.into_iter().map(Value::Bytes).collect();
+                    let _: i64 = ack
+                        .evalsha_with_reload(&client, vec![keys[1].clone()], args)
+                        .await
+                        .unwrap();
+                    done.fetch_add(n, Ordering::Relaxed);
+                }
+                let _: () = client.quit().await.unwrap();
+            }));
+        }
+        for task in tasks {
+            task.await.unwrap();
+        }
+    }
+}
+
+async fn circular_prefilled(env: &Env) -> Figure {
+    let circular = Circular::new(env);
+    let payloads = envelopes(COUNT);
+    for batch in payloads.chunks(1_000) {
+        let _: i64 = env
+            .admin
+            .rpush(&circular.ready, batch.to_vec())
+            .await
+            .unwrap();
+    }
+    env.reset_stats().await;
+    let started = env.meter.start();
+    circular.consume(env, COUNT).await;
+    let figure = env.meter.stop(started, COUNT);
+    env.print_stats("circular, pre-filled").await;
+    figure
+}
+
+async fn circular_end_to_end(env: &Env) -> Figure {
+    let circular = Circular::new(env);
+    let payloads = envelopes(COUNT);
+    let producer = env.client().await;
+    env.reset_stats().await;
+    let started = env.meter.start();
+    let consuming = circular.consume(env, COUNT);
+    let producing = futures::stream::iter(payloads)
+        .map(|p| producer.rpush::<i64, _, _>(&circular.ready, p))
+        .buffer_unordered(IN_FLIGHT)
+        .for_each(|r| {
+            r.unwrap();
+            async {}
+        });
+    futures::join!(consuming, producing);
+    let figure = env.meter.stop(started, COUNT);
+    env.print_stats("circular, end to end").await;
+    let _: () = producer.quit().await.unwrap();
+    figure
+}
+
+// ---- (b) our own layout, raw: the consumer's scripts without the host -----------
+
+fn script(name: &'static str, body: &'static str) -> LuaScript {
+    LuaScript::new(name, body)
+}
+
+/// The scripts as the consumer runs them: the same files, with the same header.
+fn layout_scripts() -> (LuaScript, LuaScript) {
+    (
+        script(
+            "reserve",
+            concat!(
+                "#!lua flags=allow-oom\n",
+                include_str!("../../crates/bus-redis/lua/common.lua"),
+                include_str!("../../crates/bus-redis/lua/reserve.lua")
+            ),
+        ),
+        script(
+            "ack",
+            concat!(
+                "#!lua flags=allow-oom\n",
+                include_str!("../../crates/bus-redis/lua/common.lua"),
+                include_str!("../../crates/bus-redis/lua/ack.lua")
+            ),
+        ),
+    )
+}
+
+/// The KEYS of reserve.lua and ack.lua, in their headers' order.
+fn layout_keys(k: &QueueKeys) -> (Vec<Key>, Vec<Key>) {
+    let keys = |names: &[&String]| names.iter().map(|n| Key::from(n.as_str())).collect();
+    (
+        keys(&[
+            &k.ready,
+            &k.msgs,
+            &k.deliveries,
+            &k.inflight,
+            &k.delayed,
+            &k.seq,
+            &k.dead_info,
+            &k.suspects,
+        ]),
+        keys(&[&k.inflight, &k.msgs, &k.deliveries, &k.errors, &k.isolated]),
+    )
+}
+
+async fn layout_consume(env: &Env, keys: &QueueKeys, count: u64) {
+    let done = Arc::new(AtomicU64::new(0));
+    let (reserve, ack) = layout_scripts();
+    let (reserve, ack) = (Arc::new(reserve), Arc::new(ack));
+    let (reserve_keys, ack_keys) = layout_keys(keys);
+    let mut tasks = Vec::new();
+    for _ in 0..CONSUMERS {
+        let client = env.client().await;
+        let (done, reserve, ack) = (Arc::clone(&done), Arc::clone(&reserve), Arc::clone(&ack));
+        let (reserve_keys, ack_keys) = (reserve_keys.clone(), ack_keys.clone());
+        tasks.push(tokio::spawn(async move {
+            while done.load(Ordering::Relaxed) < count {
+                let args = vec![Value::from(BATCH as i64), Value::from(60_000)];
+                let reply = reserve
+                    .run(&client, reserve_keys.clone(), args)
+                    .await
+                    .unwrap();
+                let Value::Array(items) = reply else {
+                    panic!("reserve: {reply:?}")
+                };
+                // [wait, pending, id, count, envelope, ...]: ack (id, count) pairs.
+                let mut receipts = Vec::with_capacity(items.len() / 3 * 2);
+                for triple in items[2..].chunks(3) {
+                    receipts.push(triple[0].clone());
+                    receipts.push(triple[1].clone());
+                }
+                if receipts.is_empty() {
+                    tokio::task::yield_now().await;
+                    continue;
+                }
+                let n = receipts.len() as u64 / 2;
+                ack.run(&client, ack_keys.clone(), receipts).await.unwrap();
+                done.fetch_add(n, Ordering::Relaxed);
+            }
+            let _: () = client.quit().await.unwrap();
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+}
+
+async fn layout_prefilled(env: &Env) -> Figure {
+    let transport = env.transport().await;
+    let keys = transport.keys(&Source::queue("bench").unwrap());
+    for batch in envelopes(COUNT).chunks(1_000) {
+        let _: i64 = env.admin.rpush(&keys.ready, batch.to_vec()).await.unwrap();
+    }
+    env.reset_stats().await;
+    let started = env.meter.start();
+    layout_consume(env, &keys, COUNT).await;
+    let figure = env.meter.stop(started, COUNT);
+    env.print_stats("raw layout, pre-filled").await;
+    let stored: u64 = env.admin.hlen(&keys.msgs).await.unwrap();
+    assert_eq!(stored, 0, "every message acked");
+    figure
+}
+
+// ---- the bus ------------------------------------------------------------------
+
+#[derive(Clone, Default)]
+struct Noop(Arc<AtomicU64>);
+
+#[async_trait]
+impl CommandProcessor<Order> for Noop {
+    async fn process(&self, _: Order, _: &Context) -> Result<(), ProcessError> {
+        self.0.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+    fn settings(&self) -> ProcessingSettings {
+        ProcessingSettings::default()
+            .max_concurrent_calls(1_000)
+            .prefetch_count(1_000)
+    }
+}
+
+/// Waits until `noop` counted `count` and `settled` says every ack reached the transport.
+async fn until_done<F, Fut>(noop: &Noop, count: u64, settled: F)
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    loop {
+        if noop.0.load(Ordering::Relaxed) >= count && settled().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+async fn bus_prefilled(env: &Env) -> Figure {
+    let transport = env.transport().await;
+    let msgs = transport.keys(&Source::queue("bench").unwrap()).msgs;
+    let bus = Bus::new(Arc::new(transport.clone()), BusConfig::default());
+    let orders: Vec<Order> = (0..COUNT).map(order).collect();
+    for batch in orders.chunks(1_000) {
+        bus.send_batch(batch).await.unwrap();
+    }
+    let noop = Noop::default();
+    let host = Host::builder()
+        .transport(transport.clone())
+        .command::<Order, _>(noop.clone())
+        .build()
+        .unwrap();
+    env.reset_stats().await;
+    let started = env.meter.start();
+    let running = host.start().await.unwrap();
+    until_done(&noop, COUNT, || async {
+        transport.client().hlen::<u64, _>(&msgs).await.unwrap() == 0
+    })
+    .await;
+    let figure = env.meter.stop(started, COUNT);
+    env.print_stats("bus, pre-filled").await;
+    running.shutdown().await.unwrap();
+    figure
+}
+
+async fn bus_end_to_end(env: &Env) -> Figure {
+    let transport = env.transport().await;
+    let msgs = transport.keys(&Source::queue("bench").unwrap()).msgs;
+    let noop = Noop::default();
+    let host = Host::builder()
+        .transport(transport.clone())
+        .command::<Order, _>(noop.clone())
+        .build()
+        .unwrap();
+    let running = host.start().await.unwrap();
+    let bus = running.bus();
+    let orders: Vec<Order> = (0..COUNT).map(order).collect();
+    env.reset_stats().await;
+    let started = env.meter.start();
+    futures::stream::iter(&orders)
+        .map(|o| bus.send(o))
+        .buffer_unordered(IN_FLIGHT)
+        .for_each(|r| {
+            r.unwrap();
+            async {}
+        })
+        .await;
+    until_done(&noop, COUNT, || async {
+        transport.client().hlen::<u64, _>(&msgs).await.unwrap() == 0
+    })
+    .await;
+    let figure = env.meter.stop(started, COUNT);
+    env.print_stats("bus, end to end").await;
+    running.shutdown().await.unwrap();
+    figure
+}
+
+/// Single sends, 1,000 in flight, nobody consuming.
+async fn bus_sends(env: &Env) -> Figure {
+    let transport = env.transport().await;
+    let ready = transport.keys(&Source::queue("bench").unwrap()).ready;
+    let bus = Bus::new(Arc::new(transport.clone()), BusConfig::default());
+    let orders: Vec<Order> = (0..COUNT).map(order).collect();
+    let started = env.meter.start();
+    futures::stream::iter(&orders)
+        .map(|o| bus.send(o))
+        .buffer_unordered(IN_FLIGHT)
+        .for_each(|r| {
+            r.unwrap();
+            async {}
+        })
+        .await;
+    let figure = env.meter.stop(started, COUNT);
+    let _: i64 = env.admin.del(&ready).await.unwrap();
+    figure
+}
+
+/// A bare fred `RPUSH` of the same bytes, 1,000 in flight.
+async fn raw_sends(env: &Env) -> Figure {
+    let client = env.client().await;
+    let key = format!("r{}:ready", env.runs.fetch_add(1, Ordering::Relaxed));
+    let payloads = envelopes(COUNT);
+    let started = env.meter.start();
+    futures::stream::iter(payloads)
+        .map(|p| client.rpush::<i64, _, _>(&key, p))
+        .buffer_unordered(IN_FLIGHT)
+        .for_each(|r| {
+            r.unwrap();
+            async {}
+        })
+        .await;
+    let figure = env.meter.stop(started, COUNT);
+    let _: i64 = env.admin.del(&key).await.unwrap();
+    let _: () = client.quit().await.unwrap();
+    figure
+}
+
+/// The in-memory transport: a pre-filled queue processed by a host.
+async fn memory_prefilled(env: &Env) -> Figure {
+    let transport = MemoryTransport::new();
+    let source = Source::queue("bench").unwrap();
+    let bus = Bus::new(Arc::new(transport.clone()), BusConfig::default());
+    let orders: Vec<Order> = (0..COUNT).map(order).collect();
+    for batch in orders.chunks(1_000) {
+        bus.send_batch(batch).await.unwrap();
+    }
+    let noop = Noop::default();
+    let host = Host::builder()
+        .transport(transport.clone())
+        .command::<Order, _>(noop.clone())
+        .build()
+        .unwrap();
+    let started = env.meter.start();
+    let running = host.start().await.unwrap();
+    until_done(&noop, COUNT, || async {
+        let stats = transport.stats(&source);
+        stats.ready == 0 && stats.in_flight == 0
+    })
+    .await;
+    let figure = env.meter.stop(started, COUNT);
+    running.shutdown().await.unwrap();
+    figure
+}
+
+// ---- the report -----------------------------------------------------------------
+
+fn row(name: &str, f: Figure) {
+    println!(
+        "{name:<44} {:>10.0} msg/s  redis {:>6.2} us/msg  client {:>6.2} us/msg",
+        f.rate, f.redis_us, f.client_us
+    );
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let rounds: usize = std::env::var("ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(2);
+    // ONLY=memory_prefilled (a substring of phase names) runs just those, e.g. to profile.
+    let only = std::env::var("ONLY").ok();
+    let wanted = |phase: &str| only.as_ref().map_or(true, |o| phase.contains(o.as_str()));
+    rt.block_on(async {
+        let env = Env::start().await;
+        for round in 1..=rounds {
+            println!("\n== round {round}/{rounds}: {COUNT} messages, ~100-byte JSON bodies, {CONSUMERS} raw consumers x {BATCH}, {IN_FLIGHT} sends in flight ==");
+            let circ_pre = if wanted("circular_prefilled") { let f = circular_prefilled(&env).await; row("circular list, pre-filled", f); f } else { Figure::NONE };
+            let layout_pre = if wanted("layout_prefilled") { let f = layout_prefilled(&env).await; row("raw layout (reserve.lua+ack.lua), pre-filled", f); f } else { Figure::NONE };
+            let bus_pre = if wanted("bus_prefilled") { let f = bus_prefilled(&env).await; row("bus, pre-filled", f); f } else { Figure::NONE };
+            let circ_e2e = if wanted("circular_end_to_end") { let f = circular_end_to_end(&env).await; row("circular list, end to end (single RPUSH)", f); f } else { Figure::NONE };
+            let bus_e2e = if wanted("bus_end_to_end") { let f = bus_end_to_end(&env).await; row("bus, end to end (single send)", f); f } else { Figure::NONE };
+            let raw_send = if wanted("raw_sends") { let f = raw_sends(&env).await; row("bare fred RPUSH, single", f); f } else { Figure::NONE };
+            let bus_send = if wanted("bus_sends") { let f = bus_sends(&env).await; row("bus send, single", f); f } else { Figure::NONE };
+            let memory = if wanted("memory_prefilled") { let f = memory_prefilled(&env).await; row("in-memory transport, pre-filled", f); f } else { Figure::NONE };
+            if only.is_some() { continue; }
+            let pct = |a: f64, b: f64| a / b * 100.0;
+            println!("-- ratios of this round (targets of issue 9):");
+            println!(
+                "   pre-filled: bus / circular {:>6.1}% (>= 160%), raw layout / circular {:>6.1}%, bus / raw layout {:>6.1}%",
+                pct(bus_pre.rate, circ_pre.rate),
+                pct(layout_pre.rate, circ_pre.rate),
+                pct(bus_pre.rate, layout_pre.rate)
+            );
+            println!(
+                "   end to end: bus / circular {:>6.1}% (>= 150%)",
+                pct(bus_e2e.rate, circ_e2e.rate)
+            );
+            println!(
+                "   Redis CPU per processed message: bus {:.2} us (<= 3), circular {:.2} us; client CPU per processed message: bus {:.2} us (<= 3)",
+                bus_pre.redis_us, circ_pre.redis_us, bus_pre.client_us
+            );
+            println!(
+                "   client CPU per single send: bus {:.2} us / bare RPUSH {:.2} us = {:.2}x (<= 1.2x)",
+                bus_send.client_us,
+                raw_send.client_us,
+                bus_send.client_us / raw_send.client_us
+            );
+            println!(
+                "   in-memory transport: {:.0} msg/s (>= 1,000,000)",
+                memory.rate
+            );
+        }
+        let _: () = env.admin.quit().await.unwrap();
+        drop(env.redis);
+    });
+}
