@@ -33,7 +33,8 @@ for i = 1, n do
   end
 end
 local next_id = fresh > 0 and redis.call('INCRBY', KEYS[6], fresh) - fresh or 0
-local deadline = now + tonumber(ARGV[2])
+-- Strings, formatted once: Lua numbers passed to Redis are formatted per call (%.17g).
+local deadline = tostring(now + tonumber(ARGV[2]))
 local out, o = { -1, 0 }, 2
 local new_envelopes, new_counts, locks, taken = {}, {}, {}, {}
 local e, l = 0, 0
@@ -57,7 +58,7 @@ for i = 1, n do
     new_envelopes[e + 1] = id
     new_envelopes[e + 2] = envelope
     new_counts[e + 1] = id
-    new_counts[e + 2] = 1
+    new_counts[e + 2] = '1'
     e = e + 2
   end
   if count then
