@@ -28,7 +28,12 @@ use fred::types::{Key, Value};
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 
-const COUNT: u64 = 100_000;
+/// Messages per phase: 100,000 under `cargo bench`; a quick smoke run of 2,000 when
+/// `cargo test --all-targets` runs this target (it passes no `--bench`).
+static COUNT_SET: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+fn count() -> u64 {
+    *COUNT_SET.get().unwrap_or(&100_000)
+}
 const CONSUMERS: usize = 4;
 const BATCH: usize = 100;
 const IN_FLIGHT: usize = 1_000;
@@ -104,6 +109,9 @@ struct Started {
 #[derive(Clone, Copy)]
 struct Figure {
     rate: f64,
+    /// Redis's own account (`INFO commandstats`) of the time its commands took, per
+    /// message: less noisy than CPU times on a busy machine.
+    command_us: f64,
     redis_us: f64,
     client_us: f64,
 }
@@ -111,6 +119,7 @@ struct Figure {
 impl Figure {
     const NONE: Figure = Figure {
         rate: f64::NAN,
+        command_us: f64::NAN,
         redis_us: f64::NAN,
         client_us: f64::NAN,
     };
@@ -130,6 +139,7 @@ impl Meter {
         let per = |cpu: f64| cpu * 1e6 / messages as f64;
         Figure {
             rate: messages as f64 / secs,
+            command_us: f64::NAN,
             redis_us: per(cpu_seconds(self.redis_pid, self.tick) - started.redis),
             client_us: per(cpu_seconds(std::process::id(), self.tick) - started.client),
         }
@@ -201,20 +211,39 @@ impl Env {
             .unwrap();
     }
 
-    /// Prints the commands Redis ran since the last reset, when asked to.
-    async fn print_stats(&self, phase: &str) {
-        if !self.commandstats {
-            return;
-        }
+    /// The time Redis spent in the commands clients sent (scripts with what they call,
+    /// RPUSH, BLMOVE) since the last reset, per message; prints every command's
+    /// figures when `COMMANDSTATS` is set.
+    async fn command_us(&self, phase: &str, messages: u64) -> f64 {
         let info: String = self
             .admin
             .info(Some(fred::types::InfoKind::CommandStats))
             .await
             .unwrap();
-        println!("-- INFO commandstats after {phase}:");
-        for line in info.lines().filter(|l| l.starts_with("cmdstat_")) {
-            println!("   {line}");
+        if self.commandstats {
+            println!("-- INFO commandstats after {phase}:");
         }
+        let mut usec = 0.0;
+        for line in info.lines().filter(|l| l.starts_with("cmdstat_")) {
+            if self.commandstats {
+                println!("   {line}");
+            }
+            let Some((name, rest)) = line
+                .strip_prefix("cmdstat_")
+                .and_then(|l| l.split_once(':'))
+            else {
+                continue;
+            };
+            let value = rest
+                .split(',')
+                .find_map(|kv| kv.strip_prefix("usec="))
+                .and_then(|v| v.parse::<f64>().ok())
+                .unwrap_or(0.0);
+            if matches!(name, "evalsha" | "rpush" | "blmove") {
+                usec += value;
+            }
+        }
+        usec / messages as f64
     }
 }
 
@@ -310,7 +339,7 @@ impl Circular {
 
 async fn circular_prefilled(env: &Env) -> Figure {
     let circular = Circular::new(env);
-    let payloads = envelopes(COUNT);
+    let payloads = envelopes(count());
     for batch in payloads.chunks(1_000) {
         let _: i64 = env
             .admin
@@ -320,19 +349,19 @@ async fn circular_prefilled(env: &Env) -> Figure {
     }
     env.reset_stats().await;
     let started = env.meter.start();
-    circular.consume(env, COUNT).await;
-    let figure = env.meter.stop(started, COUNT);
-    env.print_stats("circular, pre-filled").await;
+    circular.consume(env, count()).await;
+    let mut figure = env.meter.stop(started, count());
+    figure.command_us = env.command_us("circular, pre-filled", count()).await;
     figure
 }
 
 async fn circular_end_to_end(env: &Env) -> Figure {
     let circular = Circular::new(env);
-    let payloads = envelopes(COUNT);
+    let payloads = envelopes(count());
     let producer = env.client().await;
     env.reset_stats().await;
     let started = env.meter.start();
-    let consuming = circular.consume(env, COUNT);
+    let consuming = circular.consume(env, count());
     let producing = futures::stream::iter(payloads)
         .map(|p| producer.rpush::<i64, _, _>(&circular.ready, p))
         .buffer_unordered(IN_FLIGHT)
@@ -341,8 +370,8 @@ async fn circular_end_to_end(env: &Env) -> Figure {
             async {}
         });
     futures::join!(consuming, producing);
-    let figure = env.meter.stop(started, COUNT);
-    env.print_stats("circular, end to end").await;
+    let mut figure = env.meter.stop(started, count());
+    figure.command_us = env.command_us("circular, end to end", count()).await;
     let _: () = producer.quit().await.unwrap();
     figure
 }
@@ -438,14 +467,14 @@ async fn layout_consume(env: &Env, keys: &QueueKeys, count: u64) {
 async fn layout_prefilled(env: &Env) -> Figure {
     let transport = env.transport().await;
     let keys = transport.keys(&Source::queue("bench").unwrap());
-    for batch in envelopes(COUNT).chunks(1_000) {
+    for batch in envelopes(count()).chunks(1_000) {
         let _: i64 = env.admin.rpush(&keys.ready, batch.to_vec()).await.unwrap();
     }
     env.reset_stats().await;
     let started = env.meter.start();
-    layout_consume(env, &keys, COUNT).await;
-    let figure = env.meter.stop(started, COUNT);
-    env.print_stats("raw layout, pre-filled").await;
+    layout_consume(env, &keys, count()).await;
+    let mut figure = env.meter.stop(started, count());
+    figure.command_us = env.command_us("raw layout, pre-filled", count()).await;
     let stored: u64 = env.admin.hlen(&keys.msgs).await.unwrap();
     assert_eq!(stored, 0, "every message acked");
     figure
@@ -487,7 +516,7 @@ async fn bus_prefilled(env: &Env) -> Figure {
     let transport = env.transport().await;
     let msgs = transport.keys(&Source::queue("bench").unwrap()).msgs;
     let bus = Bus::new(Arc::new(transport.clone()), BusConfig::default());
-    let orders: Vec<Order> = (0..COUNT).map(order).collect();
+    let orders: Vec<Order> = (0..count()).map(order).collect();
     for batch in orders.chunks(1_000) {
         bus.send_batch(batch).await.unwrap();
     }
@@ -500,12 +529,12 @@ async fn bus_prefilled(env: &Env) -> Figure {
     env.reset_stats().await;
     let started = env.meter.start();
     let running = host.start().await.unwrap();
-    until_done(&noop, COUNT, || async {
+    until_done(&noop, count(), || async {
         transport.client().hlen::<u64, _>(&msgs).await.unwrap() == 0
     })
     .await;
-    let figure = env.meter.stop(started, COUNT);
-    env.print_stats("bus, pre-filled").await;
+    let mut figure = env.meter.stop(started, count());
+    figure.command_us = env.command_us("bus, pre-filled", count()).await;
     running.shutdown().await.unwrap();
     figure
 }
@@ -521,7 +550,7 @@ async fn bus_end_to_end(env: &Env) -> Figure {
         .unwrap();
     let running = host.start().await.unwrap();
     let bus = running.bus();
-    let orders: Vec<Order> = (0..COUNT).map(order).collect();
+    let orders: Vec<Order> = (0..count()).map(order).collect();
     env.reset_stats().await;
     let started = env.meter.start();
     futures::stream::iter(&orders)
@@ -532,12 +561,12 @@ async fn bus_end_to_end(env: &Env) -> Figure {
             async {}
         })
         .await;
-    until_done(&noop, COUNT, || async {
+    until_done(&noop, count(), || async {
         transport.client().hlen::<u64, _>(&msgs).await.unwrap() == 0
     })
     .await;
-    let figure = env.meter.stop(started, COUNT);
-    env.print_stats("bus, end to end").await;
+    let mut figure = env.meter.stop(started, count());
+    figure.command_us = env.command_us("bus, end to end", count()).await;
     running.shutdown().await.unwrap();
     figure
 }
@@ -547,7 +576,8 @@ async fn bus_sends(env: &Env) -> Figure {
     let transport = env.transport().await;
     let ready = transport.keys(&Source::queue("bench").unwrap()).ready;
     let bus = Bus::new(Arc::new(transport.clone()), BusConfig::default());
-    let orders: Vec<Order> = (0..COUNT).map(order).collect();
+    let orders: Vec<Order> = (0..count()).map(order).collect();
+    env.reset_stats().await;
     let started = env.meter.start();
     futures::stream::iter(&orders)
         .map(|o| bus.send(o))
@@ -557,7 +587,8 @@ async fn bus_sends(env: &Env) -> Figure {
             async {}
         })
         .await;
-    let figure = env.meter.stop(started, COUNT);
+    let mut figure = env.meter.stop(started, count());
+    figure.command_us = env.command_us("bus sends", count()).await;
     let _: i64 = env.admin.del(&ready).await.unwrap();
     figure
 }
@@ -566,7 +597,8 @@ async fn bus_sends(env: &Env) -> Figure {
 async fn raw_sends(env: &Env) -> Figure {
     let client = env.client().await;
     let key = format!("r{}:ready", env.runs.fetch_add(1, Ordering::Relaxed));
-    let payloads = envelopes(COUNT);
+    let payloads = envelopes(count());
+    env.reset_stats().await;
     let started = env.meter.start();
     futures::stream::iter(payloads)
         .map(|p| client.rpush::<i64, _, _>(&key, p))
@@ -576,7 +608,8 @@ async fn raw_sends(env: &Env) -> Figure {
             async {}
         })
         .await;
-    let figure = env.meter.stop(started, COUNT);
+    let mut figure = env.meter.stop(started, count());
+    figure.command_us = env.command_us("bare RPUSH", count()).await;
     let _: i64 = env.admin.del(&key).await.unwrap();
     let _: () = client.quit().await.unwrap();
     figure
@@ -587,7 +620,7 @@ async fn memory_prefilled(env: &Env) -> Figure {
     let transport = MemoryTransport::new();
     let source = Source::queue("bench").unwrap();
     let bus = Bus::new(Arc::new(transport.clone()), BusConfig::default());
-    let orders: Vec<Order> = (0..COUNT).map(order).collect();
+    let orders: Vec<Order> = (0..count()).map(order).collect();
     for batch in orders.chunks(1_000) {
         bus.send_batch(batch).await.unwrap();
     }
@@ -599,12 +632,12 @@ async fn memory_prefilled(env: &Env) -> Figure {
         .unwrap();
     let started = env.meter.start();
     let running = host.start().await.unwrap();
-    until_done(&noop, COUNT, || async {
+    until_done(&noop, count(), || async {
         let stats = transport.stats(&source);
         stats.ready == 0 && stats.in_flight == 0
     })
     .await;
-    let figure = env.meter.stop(started, COUNT);
+    let figure = env.meter.stop(started, count());
     running.shutdown().await.unwrap();
     figure
 }
@@ -613,8 +646,8 @@ async fn memory_prefilled(env: &Env) -> Figure {
 
 fn row(name: &str, f: Figure) {
     println!(
-        "{name:<44} {:>10.0} msg/s  redis {:>6.2} us/msg  client {:>6.2} us/msg",
-        f.rate, f.redis_us, f.client_us
+        "{name:<44} {:>9.0} msg/s | CPU us/msg: redis {:>5.2} client {:>5.2} | redis commands {:>5.2} us/msg",
+        f.rate, f.redis_us, f.client_us, f.command_us
     );
 }
 
@@ -624,17 +657,25 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
+    let smoke = !std::env::args().any(|a| a == "--bench");
+    if smoke {
+        let _ = COUNT_SET.set(2_000);
+    }
     let rounds: usize = std::env::var("ROUNDS")
         .ok()
         .and_then(|r| r.parse().ok())
-        .unwrap_or(2);
+        .unwrap_or(if smoke { 1 } else { 2 });
     // ONLY=memory_prefilled (a substring of phase names) runs just those, e.g. to profile.
     let only = std::env::var("ONLY").ok();
     let wanted = |phase: &str| only.as_ref().map_or(true, |o| phase.contains(o.as_str()));
     rt.block_on(async {
         let env = Env::start().await;
         for round in 1..=rounds {
-            println!("\n== round {round}/{rounds}: {COUNT} messages, ~100-byte JSON bodies, {CONSUMERS} raw consumers x {BATCH}, {IN_FLIGHT} sends in flight ==");
+            println!(
+                "\n== round {round}/{rounds}: {} messages, ~100-byte JSON bodies, \
+                 {CONSUMERS} raw consumers x {BATCH}, {IN_FLIGHT} sends in flight ==",
+                count()
+            );
             let circ_pre = if wanted("circular_prefilled") { let f = circular_prefilled(&env).await; row("circular list, pre-filled", f); f } else { Figure::NONE };
             let layout_pre = if wanted("layout_prefilled") { let f = layout_prefilled(&env).await; row("raw layout (reserve.lua+ack.lua), pre-filled", f); f } else { Figure::NONE };
             let bus_pre = if wanted("bus_prefilled") { let f = bus_prefilled(&env).await; row("bus, pre-filled", f); f } else { Figure::NONE };
@@ -659,6 +700,10 @@ fn main() {
             println!(
                 "   Redis CPU per processed message: bus {:.2} us (<= 3), circular {:.2} us; client CPU per processed message: bus {:.2} us (<= 3)",
                 bus_pre.redis_us, circ_pre.redis_us, bus_pre.client_us
+            );
+            println!(
+                "   Redis command time per processed message (commandstats): bus {:.2} us, raw layout {:.2} us, circular {:.2} us",
+                bus_pre.command_us, layout_pre.command_us, circ_pre.command_us
             );
             println!(
                 "   client CPU per single send: bus {:.2} us / bare RPUSH {:.2} us = {:.2}x (<= 1.2x)",
