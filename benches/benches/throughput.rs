@@ -464,19 +464,45 @@ async fn layout_consume(env: &Env, keys: &QueueKeys, count: u64) {
     }
 }
 
-async fn layout_prefilled(env: &Env) -> Figure {
+/// The raw layout's consumers take `count()` messages from the head of a ready list
+/// that holds `backlog` more behind them (backlog scaling: the cost must not grow with it).
+async fn layout_prefilled(env: &Env, backlog: u64) -> Figure {
     let transport = env.transport().await;
     let keys = transport.keys(&Source::queue("bench").unwrap());
-    for batch in envelopes(count()).chunks(1_000) {
+    let payloads = envelopes(count());
+    for batch in payloads.chunks(1_000) {
         let _: i64 = env.admin.rpush(&keys.ready, batch.to_vec()).await.unwrap();
     }
+    let behind = (0..backlog).step_by(1_000).map(|from| {
+        let n = (backlog - from).min(1_000) as usize;
+        let batch: Vec<Bytes> = payloads.iter().cycle().take(n).cloned().collect();
+        env.admin.rpush::<i64, _, _>(&keys.ready, batch)
+    });
+    futures::stream::iter(behind)
+        .buffer_unordered(8)
+        .for_each(|r| {
+            r.unwrap();
+            async {}
+        })
+        .await;
     env.reset_stats().await;
     let started = env.meter.start();
     layout_consume(env, &keys, count()).await;
     let mut figure = env.meter.stop(started, count());
-    figure.command_us = env.command_us("raw layout, pre-filled", count()).await;
+    figure.command_us = env
+        .command_us(
+            &format!("raw layout, pre-filled, {backlog} behind"),
+            count(),
+        )
+        .await;
     let stored: u64 = env.admin.hlen(&keys.msgs).await.unwrap();
     assert_eq!(stored, 0, "every message acked");
+    // UNLINK frees a long list in the background instead of blocking Redis.
+    let _: Value = env
+        .admin
+        .custom(cmd("UNLINK"), vec![keys.ready.as_str()])
+        .await
+        .unwrap();
     figure
 }
 
@@ -661,6 +687,11 @@ fn main() {
     if smoke {
         let _ = COUNT_SET.set(2_000);
     }
+    // BACKLOG=10000000 for issue 9's backlog scaling (about 2 GB of Redis memory).
+    let backlog_size: u64 = std::env::var("BACKLOG")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(if smoke { 2_000 } else { 1_000_000 });
     let rounds: usize = std::env::var("ROUNDS")
         .ok()
         .and_then(|r| r.parse().ok())
@@ -677,13 +708,20 @@ fn main() {
                 count()
             );
             let circ_pre = if wanted("circular_prefilled") { let f = circular_prefilled(&env).await; row("circular list, pre-filled", f); f } else { Figure::NONE };
-            let layout_pre = if wanted("layout_prefilled") { let f = layout_prefilled(&env).await; row("raw layout (reserve.lua+ack.lua), pre-filled", f); f } else { Figure::NONE };
+            let layout_pre = if wanted("layout_prefilled") { let f = layout_prefilled(&env, 0).await; row("raw layout (reserve.lua+ack.lua), pre-filled", f); f } else { Figure::NONE };
             let bus_pre = if wanted("bus_prefilled") { let f = bus_prefilled(&env).await; row("bus, pre-filled", f); f } else { Figure::NONE };
             let circ_e2e = if wanted("circular_end_to_end") { let f = circular_end_to_end(&env).await; row("circular list, end to end (single RPUSH)", f); f } else { Figure::NONE };
             let bus_e2e = if wanted("bus_end_to_end") { let f = bus_end_to_end(&env).await; row("bus, end to end (single send)", f); f } else { Figure::NONE };
             let raw_send = if wanted("raw_sends") { let f = raw_sends(&env).await; row("bare fred RPUSH, single", f); f } else { Figure::NONE };
             let bus_send = if wanted("bus_sends") { let f = bus_sends(&env).await; row("bus send, single", f); f } else { Figure::NONE };
             let memory = if wanted("memory_prefilled") { let f = memory_prefilled(&env).await; row("in-memory transport, pre-filled", f); f } else { Figure::NONE };
+            let backlog = if wanted("backlog") {
+                let f = layout_prefilled(&env, backlog_size).await;
+                row(&format!("raw layout, {backlog_size} ready behind"), f);
+                f
+            } else {
+                Figure::NONE
+            };
             if only.is_some() { continue; }
             let pct = |a: f64, b: f64| a / b * 100.0;
             println!("-- ratios of this round (targets of issue 9):");
@@ -714,6 +752,12 @@ fn main() {
             println!(
                 "   in-memory transport: {:.0} msg/s (>= 1,000,000)",
                 memory.rate
+            );
+            println!(
+                "   backlog scaling: {backlog_size} ready behind vs none {:>6.1}% (>= 90%), Redis command time {:.2} vs {:.2} us/msg",
+                pct(backlog.rate, layout_pre.rate),
+                backlog.command_us,
+                layout_pre.command_us
             );
         }
         let _: () = env.admin.quit().await.unwrap();
