@@ -11,22 +11,24 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_trait::async_trait;
+use benches::cpu::{clock_tick, Figure, Meter};
+use benches::layout::{layout_keys, layout_scripts};
+use benches::messages::{envelopes, order, Order};
 use benches::BenchRedis;
 use bus_core::{
     Bus, BusConfig, CommandProcessor, Context, Host, MemoryTransport, ProcessError,
-    ProcessingSettings, RedisCommand, Source,
+    ProcessingSettings, Source,
 };
 use bus_redis::keys::QueueKeys;
-use bus_redis::{LuaScript, RedisConfig, RedisTransport};
+use bus_redis::{RedisConfig, RedisTransport};
 use bytes::Bytes;
 use fred::prelude::{Client, ClientLike, HashesInterface, KeysInterface, ListInterface};
 use fred::types::scripts::Script;
 use fred::types::{Key, Value};
 use futures::StreamExt;
-use serde::{Deserialize, Serialize};
 
 /// Messages per phase: 100,000 under `cargo bench`; a quick smoke run of 2,000 when
 /// `cargo test --all-targets` runs this target (it passes no `--bench`).
@@ -37,114 +39,6 @@ fn count() -> u64 {
 const CONSUMERS: usize = 4;
 const BATCH: usize = 100;
 const IN_FLIGHT: usize = 1_000;
-
-#[derive(Debug, Clone, Serialize, Deserialize, RedisCommand)]
-#[bus(queue = "bench")]
-struct Order {
-    n: u64,
-    text: String,
-}
-
-/// About 100 bytes of JSON.
-fn order(n: u64) -> Order {
-    Order {
-        n,
-        text: "x".repeat(82),
-    }
-}
-
-/// Envelopes exactly as the bus encodes them, for the raw phases.
-fn envelopes(count: u64) -> Vec<Bytes> {
-    (0..count)
-        .map(|n| {
-            let body = bus_core::Format::Json.encode("bench", &order(n)).unwrap();
-            Bytes::from(
-                bus_core::Envelope::new("bench", bus_core::Format::Json, body)
-                    .encode()
-                    .unwrap(),
-            )
-        })
-        .collect()
-}
-
-// ---- CPU accounting -------------------------------------------------------------
-
-/// utime + stime of a process, in seconds.
-fn cpu_seconds(pid: u32, tick: f64) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // Fields after the command name (which may hold spaces): state is the first, utime
-    // the 12th, stime the 13th.
-    let rest = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let field = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|f| f.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    (field(11) + field(12)) / tick
-}
-
-fn clock_tick() -> f64 {
-    std::process::Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8(o.stdout).ok())
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(100.0)
-}
-
-struct Meter {
-    redis_pid: u32,
-    tick: f64,
-}
-
-struct Started {
-    at: Instant,
-    redis: f64,
-    client: f64,
-}
-
-#[derive(Clone, Copy)]
-struct Figure {
-    rate: f64,
-    /// Redis's own account (`INFO commandstats`) of the time its commands took, per
-    /// message: less noisy than CPU times on a busy machine.
-    command_us: f64,
-    redis_us: f64,
-    client_us: f64,
-}
-
-impl Figure {
-    const NONE: Figure = Figure {
-        rate: f64::NAN,
-        command_us: f64::NAN,
-        redis_us: f64::NAN,
-        client_us: f64::NAN,
-    };
-}
-
-impl Meter {
-    fn start(&self) -> Started {
-        Started {
-            at: Instant::now(),
-            redis: cpu_seconds(self.redis_pid, self.tick),
-            client: cpu_seconds(std::process::id(), self.tick),
-        }
-    }
-
-    fn stop(&self, started: Started, messages: u64) -> Figure {
-        let secs = started.at.elapsed().as_secs_f64();
-        let per = |cpu: f64| cpu * 1e6 / messages as f64;
-        Figure {
-            rate: messages as f64 / secs,
-            command_us: f64::NAN,
-            redis_us: per(cpu_seconds(self.redis_pid, self.tick) - started.redis),
-            client_us: per(cpu_seconds(std::process::id(), self.tick) - started.client),
-        }
-    }
-}
 
 // ---- the environment ------------------------------------------------------------
 
@@ -377,50 +271,6 @@ async fn circular_end_to_end(env: &Env) -> Figure {
 }
 
 // ---- (b) our own layout, raw: the consumer's scripts without the host -----------
-
-fn script(name: &'static str, body: &'static str) -> LuaScript {
-    LuaScript::new(name, body)
-}
-
-/// The scripts as the consumer runs them: the same files, with the same header.
-fn layout_scripts() -> (LuaScript, LuaScript) {
-    (
-        script(
-            "reserve",
-            concat!(
-                "#!lua flags=allow-oom\n",
-                include_str!("../../crates/bus-redis/lua/common.lua"),
-                include_str!("../../crates/bus-redis/lua/reserve.lua")
-            ),
-        ),
-        script(
-            "ack",
-            concat!(
-                "#!lua flags=allow-oom\n",
-                include_str!("../../crates/bus-redis/lua/common.lua"),
-                include_str!("../../crates/bus-redis/lua/ack.lua")
-            ),
-        ),
-    )
-}
-
-/// The KEYS of reserve.lua and ack.lua, in their headers' order.
-fn layout_keys(k: &QueueKeys) -> (Vec<Key>, Vec<Key>) {
-    let keys = |names: &[&String]| names.iter().map(|n| Key::from(n.as_str())).collect();
-    (
-        keys(&[
-            &k.ready,
-            &k.msgs,
-            &k.deliveries,
-            &k.inflight,
-            &k.delayed,
-            &k.seq,
-            &k.dead_info,
-            &k.suspects,
-        ]),
-        keys(&[&k.inflight, &k.msgs, &k.deliveries, &k.errors, &k.isolated]),
-    )
-}
 
 async fn layout_consume(env: &Env, keys: &QueueKeys, count: u64) {
     let done = Arc::new(AtomicU64::new(0));
