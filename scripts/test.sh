@@ -19,6 +19,16 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
+# The BabelQueue interop tests (crates/bus-babelqueue) drive the real BabelQueue SDK from
+# PyPI, pinned, in a venv of its own (kept between runs; BQ_PYTHON overrides it).
+BQ_VENV=target/bq-venv
+if [ -z "${BQ_PYTHON:-}" ] && ! "$BQ_VENV/bin/python" -c 'import babelqueue, redis; assert babelqueue.__version__ == "1.24.0"' >/dev/null 2>&1; then
+  python3 -c 'import ensurepip' >/dev/null 2>&1 || { export DEBIAN_FRONTEND=noninteractive; apt-get update -qq; apt-get install -y -qq python3-venv >/dev/null; }
+  rm -rf "$BQ_VENV"
+  python3 -m venv "$BQ_VENV"
+  "$BQ_VENV/bin/pip" install -q "babelqueue[redis]==1.24.0"
+fi
+
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 cargo test --workspace --all-targets

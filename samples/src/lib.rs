@@ -48,9 +48,20 @@ async fn connect(url: &str, prefix: &str) -> Result<RedisTransport, String> {
         .map_err(|e| e.to_string())?
         .prefix(prefix);
     match tokio::time::timeout(CONNECT_WITHIN, RedisTransport::connect(&config)).await {
-        Ok(connected) => connected.map_err(|e| e.to_string()),
+        Ok(connected) => connected.map_err(|e| with_causes(&e)),
         Err(_) => Err(format!("no answer within {} s", CONNECT_WITHIN.as_secs())),
     }
+}
+
+/// An error and its causes, as one line (each level names only what happened there).
+fn with_causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(&format!(": {cause}"));
+        source = cause.source();
+    }
+    text
 }
 
 async fn try_redis(url: &str, prefix: &str) -> Option<RedisTransport> {

@@ -164,3 +164,41 @@ async fn consumers_resume_after_their_connections_are_black_holed() {
         processed(&mut client, prefix)
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_big_crashed_host_is_recovered_within_a_lock_timeout_and_an_interval() {
+    const LOCK_MS: u64 = 2_000;
+    let redis = TestRedis::start().unwrap();
+    let (url, prefix) = (redis.url(), redis.namespace().to_owned());
+    send_jobs(&bus(&url, &prefix).await, 2_000).await;
+    let mut client = redis.client();
+    // A host holding 1,000 running and 1,000 prefetched messages...
+    let mut holder = consumer_command(&url, &prefix, "hold", LOCK_MS, 5)
+        .env("CHAOS_CONCURRENCY", "1000")
+        .env("CHAOS_PREFETCH", "1000")
+        .spawn()
+        .unwrap();
+    assert!(
+        eventually(Duration::from_secs(20), || backlog(&mut client, &prefix)[1]
+            == 2_000)
+        .await
+    );
+    // ...dies; another host is running.
+    kill(&mut holder);
+    let killed = Instant::now();
+    let mut rescuer = consumer(&url, &prefix, "record", LOCK_MS, 5);
+    let all = eventually(Duration::from_secs(30), || {
+        processed(&mut client, &prefix) == 2_000
+    })
+    .await;
+    let took = killed.elapsed();
+    kill(&mut rescuer);
+    assert!(all, "{} of 2000 processed", processed(&mut client, &prefix));
+    println!("a crashed host's 2,000 messages were all processed {took:?} after the crash (lock {LOCK_MS} ms, recovery interval 100 ms)");
+    // One lock timeout, one interval, and the time to run 2,000 messages one at a time.
+    // (Before sweeps looped, this took 21 s; the bound leaves room for a loaded machine.)
+    assert!(
+        took < Duration::from_millis(LOCK_MS + 10_000),
+        "took {took:?}"
+    );
+}

@@ -16,8 +16,10 @@ use crate::{
 /// Default largest encoded envelope a bus accepts (1 MiB).
 pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 1024 * 1024;
 
-/// Headers that follow-up messages inherit from the message being handled.
-const PROPAGATED: [&str; 2] = ["traceparent", "tracestate"];
+/// Headers that follow-up messages inherit from the message being handled: W3C trace
+/// context, and BabelQueue's `trace_id` (as bus-babelqueue carries it), so a Rust hop in
+/// a BabelQueue fleet keeps the trace.
+const PROPAGATED: [&str; 3] = ["traceparent", "tracestate", "bq-trace-id"];
 
 /// A cheap-to-clone handle for sending messages over one shared transport.
 ///
@@ -195,10 +197,10 @@ impl Bus {
         let mut batch = Vec::with_capacity(messages.len());
         for (message, id) in messages.iter().zip(ids) {
             let payload = match format {
-                Format::Json => encode_json_message(&id, M::NAME, headers, sent_at_ms, message)?,
+                Format::Json => encode_json_message(&id, M::TYPE, headers, sent_at_ms, message)?,
                 _ => {
                     let mut envelope =
-                        Envelope::new(M::NAME, format, format.encode(M::NAME, message)?);
+                        Envelope::new(M::TYPE, format, format.encode(M::TYPE, message)?);
                     envelope.id = MessageId::from(id.clone());
                     envelope.sent_at_ms = sent_at_ms;
                     envelope.headers.clone_from(headers);

@@ -22,6 +22,9 @@ use crate::{
 pub trait Probe: Send + Sync {
     /// The dead letters of a queue, oldest first.
     async fn dead_letters(&self, source: &Source) -> Vec<SeenDeadLetter>;
+    /// How many messages of a queue are ready (recovered ones included), in flight,
+    /// delayed and dead.
+    async fn counts(&self, source: &Source) -> [usize; 4];
 }
 
 /// A dead letter as a probe reads it.
@@ -299,4 +302,180 @@ pub async fn blocking_work_in_spawn_blocking_keeps_its_locks(transport: Arc<dyn 
     running.shutdown().await.expect("shutdown");
     assert!(completed, "not all completed");
     assert_eq!(work.runs.load(Ordering::SeqCst), 16, "each ran once");
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Doomed {
+    n: u32,
+}
+command!(Doomed, "conformance-doomed");
+
+/// Fails every delivery: with `reject`, asks for no retry.
+struct Failing {
+    reject: bool,
+    runs: AtomicU32,
+}
+
+#[async_trait]
+impl CommandProcessor<Doomed> for Arc<Failing> {
+    fn settings(&self) -> ProcessingSettings {
+        ProcessingSettings::default()
+            .dead_letter_delivery_limit(4)
+            .retry(Backoff::fixed(Duration::from_millis(5)))
+    }
+    async fn process(&self, message: Doomed, _: &Context) -> Result<(), ProcessError> {
+        let run = self.runs.fetch_add(1, Ordering::SeqCst) + 1;
+        let error = format!("run {run} of message {} failed", message.n);
+        if self.reject {
+            return Err(ProcessError::dead_letter(error));
+        }
+        Err(ProcessError::retry(error))
+    }
+}
+
+async fn dead_letters_within(
+    probe: &dyn Probe,
+    source: &Source,
+    count: usize,
+) -> Vec<SeenDeadLetter> {
+    let end = Instant::now() + Duration::from_secs(10);
+    loop {
+        let dead = probe.dead_letters(source).await;
+        if dead.len() >= count || Instant::now() >= end {
+            return dead;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// A handler that always fails runs exactly the delivery limit, then its message is one
+/// dead letter with reason `delivery_limit` and every error in order; one that rejects
+/// runs once and is dead-lettered `rejected`. Nothing else is left behind.
+pub async fn failures_end_in_one_dead_letter_with_their_history(
+    transport: Arc<dyn Transport>,
+    probe: &dyn Probe,
+) {
+    for (round, (reject, reason, runs)) in [(false, "delivery_limit", 4), (true, "rejected", 1)]
+        .into_iter()
+        .enumerate()
+    {
+        let failing = Arc::new(Failing {
+            reject,
+            runs: AtomicU32::new(0),
+        });
+        let running = Host::builder()
+            .transport_arc(Arc::clone(&transport))
+            .command::<Doomed, _>(Arc::clone(&failing))
+            .build()
+            .expect("host builds")
+            .start()
+            .await
+            .expect("host starts");
+        running.bus().send(&Doomed { n: 7 }).await.expect("sent");
+        let source = Source::queue(Doomed::NAME).expect("valid name");
+        let dead = dead_letters_within(probe, &source, round + 1).await;
+        running.shutdown().await.expect("shutdown");
+        let dead = dead.last().expect("a dead letter").clone();
+        assert_eq!(dead.reason, reason);
+        assert_eq!(failing.runs.load(Ordering::SeqCst), runs);
+        let expected: Vec<String> = (1..=runs)
+            .map(|run| format!("run {run} of message 7 failed"))
+            .collect();
+        assert_eq!(dead.errors, expected, "the history, oldest first");
+        let [ready, in_flight, delayed, _] = probe.counts(&source).await;
+        assert_eq!((ready, in_flight, delayed), (0, 0, 0));
+    }
+}
+
+/// A message larger than the bus's maximum is refused at send with a clear error, and
+/// nothing is stored.
+pub async fn oversized_messages_are_refused_at_send(
+    transport: Arc<dyn Transport>,
+    probe: &dyn Probe,
+) {
+    let bus = crate::Bus::new(transport, crate::BusConfig::default().max_message_size(200));
+    #[derive(Serialize, Deserialize)]
+    struct Big {
+        text: String,
+    }
+    command!(Big, "conformance-size");
+    let refused = bus
+        .send(&Big {
+            text: "x".repeat(500),
+        })
+        .await
+        .expect_err("refused");
+    assert!(
+        matches!(refused, crate::Error::MessageTooLarge { max: 200, .. }),
+        "{refused}"
+    );
+    assert!(refused
+        .to_string()
+        .contains("exceeds the maximum of 200 bytes"));
+    bus.send(&Big { text: "x".into() })
+        .await
+        .expect("a small one is sent");
+    let source = Source::queue(Big::NAME).expect("valid name");
+    assert_eq!(
+        probe.counts(&source).await[0],
+        1,
+        "only the small one is stored"
+    );
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Held {
+    n: u32,
+}
+command!(Held, "conformance-held");
+
+/// Holds every handler until shutdown cancels it.
+struct Gate {
+    started: AtomicU32,
+}
+
+#[async_trait]
+impl CommandProcessor<Held> for Arc<Gate> {
+    fn settings(&self) -> ProcessingSettings {
+        ProcessingSettings::default()
+            .max_concurrent_calls(2)
+            .prefetch_count(8)
+    }
+    async fn process(&self, _: Held, ctx: &Context) -> Result<(), ProcessError> {
+        self.started.fetch_add(1, Ordering::SeqCst);
+        ctx.cancellation().cancelled().await;
+        Ok(())
+    }
+}
+
+/// At shutdown, prefetched messages that never started go back to the ready list with
+/// their delivery uncounted, running handlers see their token and finish, and nothing
+/// stays in flight.
+pub async fn shutdown_releases_prefetched_messages(
+    transport: Arc<dyn Transport>,
+    probe: &dyn Probe,
+) {
+    let gate = Arc::new(Gate {
+        started: AtomicU32::new(0),
+    });
+    let running = Host::builder()
+        .transport_arc(transport)
+        .command::<Held, _>(Arc::clone(&gate))
+        .build()
+        .expect("host builds")
+        .start()
+        .await
+        .expect("host starts");
+    let batch: Vec<Held> = (0..20).map(|n| Held { n }).collect();
+    running.bus().send_batch(&batch).await.expect("sent");
+    let source = Source::queue(Held::NAME).expect("valid name");
+    // Two running, eight prefetched, ten ready.
+    let end = Instant::now() + Duration::from_secs(10);
+    while !(gate.started.load(Ordering::SeqCst) == 2 && probe.counts(&source).await[1] == 10) {
+        assert!(Instant::now() < end, "never held 2 running + 8 prefetched");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    running.shutdown().await.expect("shutdown");
+    let [ready, in_flight, delayed, dead] = probe.counts(&source).await;
+    assert_eq!((ready, in_flight, delayed, dead), (18, 0, 0, 0));
 }

@@ -43,7 +43,7 @@ pub use depth::MAX_NESTING;
 pub use envelope::{now_ms, Envelope, Headers, MessageId, ENVELOPE_VERSION};
 pub use error::{BoxError, Error, Result};
 pub use format::Format;
-pub use host::{shutdown_signal, Host, HostBuilder, RunningHost};
+pub use host::{shutdown_signal, FailedMessage, Host, HostBuilder, RunningHost, UnknownMessage};
 pub use memory::{MemoryTransport, QueueStats};
 pub use message::{
     validate_name, Command, Event, Message, MessageDescriptor, MessageKind, Subscription,
@@ -51,8 +51,9 @@ pub use message::{
 };
 pub use middleware::{Middleware, Next};
 pub use processor::{CommandProcessor, Disposition, EventProcessor, ProcessError};
-/// The saga store conformance suite, for store implementations' tests.
-#[doc(hidden)]
+/// The saga store conformance suite (feature `conformance`), for store implementations'
+/// tests.
+#[cfg(feature = "conformance")]
 pub use saga::conformance as saga_conformance;
 pub use saga::{ContinueSaga, MemorySagaStore, Saga, SagaData, SagaStore, Stamp, StartSaga};
 pub use settings::{Backoff, ProcessingSettings};

@@ -23,6 +23,11 @@ pub enum MessageKind {
 pub trait Message: Serialize + DeserializeOwned + Send + Sync + 'static {
     /// Wire name: the queue of a command, the topic of an event.
     const NAME: &'static str;
+    /// The message type written in the envelope and routed on: the wire name by default.
+    /// Give each type its own (a BabelQueue URN such as `urn:babel:orders:created`, say)
+    /// to carry several types on one queue: the host routes each delivery to the
+    /// processor of its type.
+    const TYPE: &'static str = Self::NAME;
     /// Command or event.
     const KIND: MessageKind;
     /// The body's serializer; `None` uses the bus's default.
@@ -35,6 +40,7 @@ pub trait Message: Serialize + DeserializeOwned + Send + Sync + 'static {
     {
         MessageDescriptor {
             name: Self::NAME,
+            message_type: Self::TYPE,
             kind: Self::KIND,
             format: Self::FORMAT,
             rust_type: std::any::type_name::<Self>(),
@@ -61,6 +67,7 @@ pub trait Subscription: Send + Sync + 'static {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MessageDescriptor {
     name: &'static str,
+    message_type: &'static str,
     kind: MessageKind,
     format: Option<Format>,
     rust_type: &'static str,
@@ -70,6 +77,10 @@ impl MessageDescriptor {
     /// The wire name (queue or topic).
     pub fn name(&self) -> &'static str {
         self.name
+    }
+    /// The type in the envelope, routed on ([`Message::TYPE`]).
+    pub fn message_type(&self) -> &'static str {
+        self.message_type
     }
     /// Command or event.
     pub fn kind(&self) -> MessageKind {

@@ -13,6 +13,15 @@ impl Probe for Memory {
     async fn dead_letters(&self, source: &Source) -> Vec<SeenDeadLetter> {
         self.0.dead_letters(source).iter().map(Into::into).collect()
     }
+    async fn counts(&self, source: &Source) -> [usize; 4] {
+        let stats = self.0.stats(source);
+        [
+            stats.ready,
+            stats.in_flight,
+            stats.delayed,
+            stats.dead_letters,
+        ]
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -40,3 +49,18 @@ async fn blocking_work_in_spawn_blocking_keeps_its_locks() {
     conformance::blocking_work_in_spawn_blocking_keeps_its_locks(Arc::new(MemoryTransport::new()))
         .await;
 }
+
+macro_rules! with_probe {
+    ($($check:ident),*) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $check() {
+            let transport = MemoryTransport::new();
+            conformance::$check(Arc::new(transport.clone()), &Memory(transport)).await;
+        }
+    )*};
+}
+with_probe!(
+    failures_end_in_one_dead_letter_with_their_history,
+    oversized_messages_are_refused_at_send,
+    shutdown_releases_prefetched_messages
+);

@@ -150,10 +150,11 @@ async fn always_failing_handler_runs_exactly_the_limit_then_dead_letters() {
             == 1)
         .await
     );
-    // Give a wrongly scheduled extra retry the chance to show up before counting.
-    tokio::time::sleep(Duration::from_millis(100)).await;
     stop.cancel();
     handle.await.unwrap().unwrap();
+    // A wrongly scheduled extra retry would still be waiting somewhere.
+    let stats = transport.stats(&queue);
+    assert_eq!((stats.ready, stats.in_flight, stats.delayed), (0, 0, 0));
 
     assert_eq!(processor.runs.load(Ordering::SeqCst), 3);
     let dead = transport.dead_letters(&queue);
@@ -275,8 +276,16 @@ async fn an_event_reaches_each_of_three_subscriptions_once() {
             >= 3)
         .await
     );
-    tokio::time::sleep(Duration::from_millis(50)).await;
     running.shutdown().await.unwrap();
+    // A duplicate copy would have been handled by now or still wait in a subscription.
+    for name in ["audit", "billing", "search"] {
+        let stats = transport.stats(&Source::subscription("thing-happened", name).unwrap());
+        assert_eq!(
+            (stats.ready, stats.in_flight, stats.delayed),
+            (0, 0, 0),
+            "{name}"
+        );
+    }
     let mut got = received.0.lock().unwrap().clone();
     got.sort();
     assert_eq!(
@@ -327,11 +336,13 @@ async fn run_returns_promptly_when_idle() {
         finished: 0.into(),
         duration: Duration::ZERO,
     });
-    let (_bus, stop, handle) = start(slow_host(&transport, &slow, Duration::from_secs(30)));
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    // `start` returns once the consumer is open.
+    let running = slow_host(&transport, &slow, Duration::from_secs(30))
+        .start()
+        .await
+        .unwrap();
     let asked = Instant::now();
-    stop.cancel();
-    handle.await.unwrap().unwrap();
+    running.shutdown().await.unwrap();
     let took = asked.elapsed();
     assert!(
         took < Duration::from_millis(500),

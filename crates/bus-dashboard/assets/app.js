@@ -99,11 +99,13 @@ function toast(text, bad) {
 }
 
 /** Asks before a destructive action; resolves true when confirmed. */
-function confirmAction(title, text, okLabel) {
+function confirmAction(title, text, okLabel, danger = true) {
   const dialog = document.getElementById("confirm");
   document.getElementById("confirm-title").textContent = title;
   document.getElementById("confirm-text").textContent = text;
-  document.getElementById("confirm-ok").textContent = okLabel || "Confirm";
+  const ok = document.getElementById("confirm-ok");
+  ok.textContent = okLabel || "Confirm";
+  ok.className = danger ? "btn btn-danger" : "btn btn-primary";
   dialog.returnValue = "";
   dialog.showModal();
   return new Promise((resolve) => {
@@ -215,6 +217,19 @@ function legend(series) {
 
 let timer = null;
 let renderId = 0;
+let lastShown = null;
+
+/** Whether a refresh brought nothing new (then the page is left as it is, so a click
+ *  or a selection in progress is not lost to a redraw). */
+function unchanged(id, data) {
+  const text = `${id}:${JSON.stringify(data)}`;
+  if (text === lastShown) return true;
+  lastShown = text;
+  return false;
+}
+
+/** Redraws on the next refresh even if nothing changed (after the operator's action). */
+function redraw() { lastShown = null; }
 
 function schedule(fn) {
   clearTimeout(timer);
@@ -411,14 +426,16 @@ const deadState = { open: new Set(), target: "" };
 
 async function deadPage(id, name) {
   const d = await getJson(`/api/dead-letters?name=${enc(name)}`);
+  if (unchanged(id, { d, open: [...deadState.open], target: deadState.target })) return;
   const target = () => (deadState.target && deadState.target !== name ? deadState.target : null);
-  const targetLabel = () => target() || `${name} (same queue)`;
+  const targetName = () => target() || name;
   const act = async (what, ids, all) => {
     const count = all ? d.total : ids.length;
     const plural = `${num(count)} dead letter${count === 1 ? "" : "s"}`;
     if (what === "requeue") {
       const ok = await confirmAction(`Requeue ${plural}?`,
-        `They go to the back of ${targetLabel()}'s ready list and will be processed again.`, "Requeue");
+        `They go to the back of the ready list of ${targetName()} and will be processed again` +
+        (target() ? ` there (removed from ${name}).` : "."), "Requeue", false);
       if (!ok) return;
       const done = await post("/api/dead-letters/requeue", { name, ids: all ? [] : ids, all: !!all, to: target() });
       toast(`Requeued ${num(done.requeued.length)} to ${done.target}` +
@@ -429,6 +446,7 @@ async function deadPage(id, name) {
       const done = await post("/api/dead-letters/delete", { name, ids });
       toast(`Deleted ${num(done.deleted.length)}` + (done.not_found.length ? `; ${done.not_found.length} were already gone` : ""));
     }
+    redraw();
     deadPage(id, name).catch(showError);
   };
   const guarded = (fn) => (event) => { event.preventDefault(); fn().catch((e) => toast(e.message, true)); };

@@ -11,8 +11,8 @@ pub enum Error {
     #[error(transparent)]
     Management(#[from] bus_management::Error),
     /// A Redis command of this crate's own failed.
-    #[error("Redis error: {0}")]
-    Redis(#[from] fred::error::Error),
+    #[error("Redis command failed")]
+    Redis(#[source] bus_redis::RedisError),
     /// The dashboard was asked to listen on an address other than loopback without an
     /// access token: anyone who reaches the port could requeue and delete messages.
     #[error(
@@ -30,6 +30,12 @@ pub enum Error {
     #[error("Redis did not answer within {0:?}")]
     Timeout(std::time::Duration),
     /// Listening or serving failed.
-    #[error("HTTP server error: {0}")]
+    #[error("the HTTP server failed")]
     Io(#[from] std::io::Error),
+}
+
+impl From<fred::error::Error> for Error {
+    fn from(error: fred::error::Error) -> Self {
+        Error::Redis(error.into())
+    }
 }

@@ -64,6 +64,14 @@ impl History {
             .unwrap_or_default()
     }
 
+    /// The samples of one queue for a plot: at most `max` (at least 2) points, oldest
+    /// first. Longer histories are merged into buckets that keep the last counts of each
+    /// bucket and its time-weighted mean rate, so the rate's integral (messages
+    /// processed) is kept.
+    pub(crate) fn plot(&self, name: &str, max: usize) -> Vec<Point> {
+        downsample(&self.points(name), max.max(2))
+    }
+
     /// The rate shown beside a live snapshot: from the last sample to it (or the last
     /// sampled rate when the two are too close together to divide).
     pub(crate) fn rate_now(&self, snapshot: &QueueSnapshot) -> f64 {
@@ -91,6 +99,38 @@ impl History {
             }
         }
     }
+}
+
+fn downsample(points: &[Point], max: usize) -> Vec<Point> {
+    if points.len() <= max || max < 2 {
+        return points.to_vec();
+    }
+    // The first point stays as it is: a plot starts there (its rate covers time before).
+    let (first, rest) = (points[0], &points[1..]);
+    let per_bucket = rest.len().div_ceil(max - 1);
+    let mut out = Vec::with_capacity(max);
+    out.push(first);
+    let mut before = first.t;
+    for bucket in rest.chunks(per_bucket) {
+        let Some(&last) = bucket.last() else { continue };
+        let mut start = before;
+        let mut weighted = 0.0;
+        for point in bucket {
+            weighted += point.rate * point.t.saturating_sub(start) as f64;
+            start = point.t;
+        }
+        let span = last.t.saturating_sub(before);
+        out.push(Point {
+            rate: if span > 0 {
+                weighted / span as f64
+            } else {
+                last.rate
+            },
+            ..last
+        });
+        before = last.t;
+    }
+    out
 }
 
 fn point_after(previous: Option<&Point>, snapshot: &QueueSnapshot) -> Point {
@@ -147,6 +187,39 @@ mod tests {
         assert_eq!(points[1].rate, 20.0);
         // 10 more finished in the 5 s after the last sample.
         assert_eq!(history.rate_now(&snapshot("q", 17_000, 50, 0)), 2.0);
+    }
+
+    #[test]
+    fn plots_are_downsampled_keeping_the_processed_total() {
+        let history = History::new(Duration::from_secs(1), Duration::from_secs(1000));
+        let mut taken = 0;
+        for t in 0..500u64 {
+            taken += t % 7; // an uneven load
+            history.record(&[snapshot("q", 10_000 + t * 1000 + t % 3 * 100, taken, 0)]);
+        }
+        let all = history.points("q");
+        let plot = history.plot("q", 60);
+        assert!(plot.len() <= 60, "{}", plot.len());
+        assert_eq!(plot.last().unwrap().t, all.last().unwrap().t);
+        let integral = |points: &[Point]| {
+            points
+                .windows(2)
+                .map(|w| w[1].rate * (w[1].t - w[0].t) as f64 / 1000.0)
+                .sum::<f64>()
+        };
+        // Both add up to what was finished after the first sample.
+        let finished = (taken - all[0].finished as u64) as f64;
+        assert!(
+            (integral(&all) - finished).abs() < 1e-6,
+            "{}",
+            integral(&all)
+        );
+        assert!(
+            (integral(&plot) - finished).abs() < 1e-6,
+            "{}",
+            integral(&plot)
+        );
+        assert_eq!(history.plot("q", 1000).len(), 500);
     }
 
     #[test]

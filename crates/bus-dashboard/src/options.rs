@@ -1,6 +1,7 @@
 //! [`DashboardOptions`]: how the dashboard samples, refreshes and guards itself.
 
 use std::fmt;
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use crate::{Error, Result};
@@ -87,6 +88,16 @@ impl DashboardOptions {
     pub fn request_timeout(mut self, timeout: Duration) -> Self {
         self.request_timeout = timeout;
         self
+    }
+
+    /// Whether the dashboard may listen on `addr`: an error for a non-loopback address
+    /// without a token, or an invalid token. [`Dashboard::serve`](crate::Dashboard::serve)
+    /// checks it too; check before binding to refuse without ever opening the port.
+    pub fn check_address(&self, addr: SocketAddr) -> Result<()> {
+        if self.checked_token()?.is_none() && !addr.ip().is_loopback() {
+            return Err(Error::TokenRequired { addr });
+        }
+        Ok(())
     }
 
     pub(crate) fn checked_token(&self) -> Result<Option<&str>> {

@@ -364,3 +364,37 @@ async fn the_overview_rate_adds_up_to_the_messages_processed() {
         total.lock().unwrap()
     );
 }
+
+#[derive(Debug, serde::Serialize, serde::Deserialize, bus_core::RedisCommand)]
+#[bus(queue = "uploads")]
+struct Upload {
+    blob: String,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_body_is_shown_clipped_and_left_whole_in_redis() {
+    let s = setup().await;
+    let blob = "x".repeat(100_000);
+    s.bus.send(&Upload { blob: blob.clone() }).await.unwrap();
+    let addr = start_dashboard(&s.transport, DashboardOptions::default()).await;
+    let page = http(addr, "GET", "/api/queue?name=uploads", &[], "").await;
+    assert_eq!(page.status, 200);
+    assert!(
+        page.body.len() < 20_000,
+        "{} bytes sent for one message",
+        page.body.len()
+    );
+    let shown = page.json()["ready"][0]["message"]["body"].clone();
+    let text = shown.as_str().unwrap();
+    // `{"blob":"` + the blob + `"}`
+    let size = blob.len() + 11;
+    assert!(
+        text.starts_with(&format!("<{size} bytes, too large to show here")),
+        "{text:.80}"
+    );
+    // The message itself is untouched.
+    let keys = s.transport.keys(&Source::queue("uploads").unwrap());
+    let stored = s.redis.client().cmd(&["LINDEX", &keys.ready, "0"]).unwrap();
+    let stored = String::from_utf8_lossy(stored.as_bytes().unwrap()).into_owned();
+    assert!(stored.contains(&blob), "{stored:.80}");
+}

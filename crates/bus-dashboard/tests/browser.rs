@@ -93,9 +93,38 @@ impl Driver {
 
 impl Drop for Driver {
     fn drop(&mut self) {
+        // A browser outlives a killed chromedriver: end the browsers it started (its
+        // children, by process id) first, as closing the session would have.
+        for pid in children(self.child.id()) {
+            let _ = Command::new("kill").arg(pid.to_string()).status();
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The ids of the processes whose parent is `parent` (from `/proc/<pid>/stat`).
+fn children(parent: u32) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                // `pid (comm) state ppid ...`: comm may hold spaces, so read after ')'.
+                .and_then(|stat| {
+                    stat.rsplit_once(')')?
+                        .1
+                        .split_whitespace()
+                        .nth(1)?
+                        .parse()
+                        .ok()
+                })
+                == Some(parent)
+        })
+        .collect()
 }
 
 /// Waits until the server's sampler has recorded `value` as the newest `field` of the
@@ -131,15 +160,24 @@ async fn row(browser: &Client, queue: &str) -> Vec<String> {
     serde_json::from_value(js(browser, &script).await).unwrap()
 }
 
+/// Clicks the first element matching `css`, once it exists. The live pages redraw
+/// themselves, so an element found may be replaced before the click lands: then it is
+/// found again (bounded).
 async fn click(browser: &Client, css: &str) {
-    let element = tokio::time::timeout(WAIT, browser.wait().for_element(Locator::Css(css)))
-        .await
-        .unwrap_or_else(|_| panic!("no {css} in time"))
-        .unwrap_or_else(|e| panic!("no {css}: {e}"));
-    element
-        .click()
-        .await
-        .unwrap_or_else(|e| panic!("click {css}: {e}"));
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let element = tokio::time::timeout(WAIT, browser.wait().for_element(Locator::Css(css)))
+            .await
+            .unwrap_or_else(|_| panic!("no {css} in time"))
+            .unwrap_or_else(|e| panic!("no {css}: {e}"));
+        match element.click().await {
+            Ok(()) => return,
+            Err(e) if e.to_string().contains("stale element") => {
+                assert!(tokio::time::Instant::now() < deadline, "click {css}: {e}");
+            }
+            Err(e) => panic!("click {css}: {e}"),
+        }
+    }
 }
 
 fn screenshot_dir() -> PathBuf {
@@ -345,6 +383,7 @@ async fn the_overview_shows_redis_and_a_dead_letter_group_is_requeued_and_proces
     .await;
     assert!(asked, "no confirmation asked");
     assert_eq!(s.int("LLEN", &keys.dead), 4, "requeued before confirmation");
+    screenshot(&browser, "confirm.png").await;
     click(&browser, "#confirm-ok").await;
 
     let drained = eventually(WAIT, || async {
@@ -389,6 +428,21 @@ async fn the_overview_shows_redis_and_a_dead_letter_group_is_requeued_and_proces
         .goto(&format!("http://{addr}/#/sagas"))
         .await
         .unwrap();
+    let listed = eventually(WAIT, || async {
+        js(
+            &browser,
+            "return document.querySelectorAll('tr[data-saga]').length;",
+        )
+        .await
+            == json!(1)
+    })
+    .await;
+    assert!(
+        listed,
+        "sagas listed: {}",
+        js(&browser, "return document.getElementById('app').innerText;").await
+    );
+    screenshot(&browser, "sagas.png").await;
     click(&browser, "tr[data-saga] a").await;
     let state = eventually(WAIT, || async {
         js(

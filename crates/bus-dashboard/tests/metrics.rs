@@ -161,15 +161,15 @@ async fn a_scrape_shows_ready_dead_delayed_in_flight_and_expired_locks() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_scrape_fails_with_503_when_redis_is_gone() {
-    let mut s = setup().await;
+    // A server of its own (never a shared one): this test kills it.
+    let mut server = bus_test_redis::RedisServer::start().unwrap();
+    let config = bus_redis::RedisConfig::from_url(&server.url()).unwrap();
+    let transport = bus_redis::RedisTransport::connect(&config).await.unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let metrics = QueueMetrics::new(s.transport.clone()).timeout(Duration::from_secs(1));
+    let metrics = QueueMetrics::new(transport).timeout(Duration::from_secs(1));
     tokio::spawn(metrics.serve(listener));
     assert_eq!(http(addr, "GET", "/metrics", &[], "").await.status, 200);
-    let Some(server) = s.redis.server_mut() else {
-        return; // a shared server (BUS_TEST_REDIS_URL) is not ours to kill
-    };
     server.kill();
     let failed = eventually(WAIT, || async {
         let response = http(addr, "GET", "/metrics", &[], "").await;

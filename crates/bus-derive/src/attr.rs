@@ -33,8 +33,8 @@ impl Derive {
     /// The keys this derive accepts, in the order error messages list them.
     fn keys(self) -> &'static [&'static str] {
         match self {
-            Derive::Command => &["queue", "format", "crate"],
-            Derive::Event => &["topic", "format", "crate"],
+            Derive::Command => &["queue", "urn", "format", "crate"],
+            Derive::Event => &["topic", "urn", "format", "crate"],
             Derive::Subscription => &["event", "name", "crate"],
         }
     }
@@ -62,6 +62,8 @@ pub(crate) enum Body {
     Message {
         derive: Derive,
         name: LitStr,
+        /// The message type (`Message::TYPE`) when it is not the wire name: a URN.
+        urn: Option<LitStr>,
         /// `None` keeps the trait's default (the bus's format).
         format: Option<Format>,
     },
@@ -84,6 +86,7 @@ struct Raw {
     /// and a second occurrence is a duplicate either way.
     seen: Vec<&'static str>,
     name: Option<LitStr>,
+    urn: Option<LitStr>,
     event: Option<Box<Type>>,
     format: Option<Format>,
     krate: Option<Path>,
@@ -131,6 +134,7 @@ impl Container {
             (Derive::Command | Derive::Event, Some(name), _) => Body::Message {
                 derive,
                 name,
+                urn: raw.urn,
                 format: raw.format,
             },
             // Unreachable: a key that was seen but not stored recorded an error above.
@@ -187,6 +191,21 @@ fn parse_key(
             if let Some(lit) = string_value(cx, &meta, key)? {
                 check_name(cx, derive.name_key().1, &lit);
                 raw.name = Some(lit);
+            }
+        }
+        "urn" => {
+            if let Some(lit) = string_value(cx, &meta, key)? {
+                let urn = lit.value();
+                if urn.is_empty()
+                    || urn.len() > MAX_NAME_LEN
+                    || urn.chars().any(char::is_whitespace)
+                {
+                    cx.error_spanned_by(
+                        &lit,
+                        format!("invalid urn {urn:?}: 1-{MAX_NAME_LEN} bytes without spaces, such as \"urn:babel:orders:created\""),
+                    );
+                }
+                raw.urn = Some(lit);
             }
         }
         "format" => {

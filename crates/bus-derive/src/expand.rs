@@ -17,6 +17,7 @@ pub(crate) fn derive(input: &DeriveInput, derive: Derive) -> syn::Result<TokenSt
         Body::Message {
             derive,
             name,
+            urn,
             format,
         } => {
             let marker = match derive {
@@ -35,10 +36,12 @@ pub(crate) fn derive(input: &DeriveInput, derive: Derive) -> syn::Result<TokenSt
                         ::core::option::Option::Some(#krate::Format::#variant);
                 }
             });
+            let urn = urn.map(|urn| quote!(const TYPE: &'static str = #urn;));
             quote! {
                 #[automatically_derived]
                 impl #impl_generics #krate::Message for #ident #ty_generics #where_clause {
                     const NAME: &'static str = #name;
+                    #urn
                     const KIND: #krate::MessageKind = #krate::MessageKind::#marker;
                     #format
                 }

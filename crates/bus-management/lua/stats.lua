@@ -1,18 +1,24 @@
 -- The counts of one queue, in one consistent snapshot (read only).
--- KEYS: ready, inflight, delayed, dead, msgs.
+-- KEYS: ready, inflight, delayed, dead, msgs, suspects.
 -- Returns { ready, in flight, expired locks, delayed, dead, now (ms, Redis's clock),
 -- the next ready envelope or false }: in flight counts every member of `inflight`;
 -- expired locks are those among them whose deadline is before now (their consumer died or
--- lost Redis; recovery puts them back). The next ready element is resolved through `msgs`
--- when it is a storage id.
+-- lost Redis; recovery puts them back). Ready counts the recovered messages waiting to be
+-- delivered alone (`suspects`, delivered first) and not the wake-up marker `~wake` at the
+-- head. The next ready element is resolved through `msgs` when it is a storage id.
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-local head = redis.call('LINDEX', KEYS[1], 0)
+local ready = redis.call('LLEN', KEYS[1]) + redis.call('LLEN', KEYS[6])
+local head = redis.call('LINDEX', KEYS[6], 0) or redis.call('LINDEX', KEYS[1], 0)
+if head == '~wake' then
+  ready = ready - 1
+  head = redis.call('LINDEX', KEYS[1], 1)
+end
 if head then
   head = redis.call('HGET', KEYS[5], head) or head
 end
 return {
-  redis.call('LLEN', KEYS[1]),
+  ready,
   redis.call('ZCARD', KEYS[2]),
   redis.call('ZCOUNT', KEYS[2], '-inf', '(' .. now),
   redis.call('ZCARD', KEYS[3]),

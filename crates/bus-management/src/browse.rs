@@ -52,7 +52,15 @@ impl Management {
         }
         let keys = self.keys(source);
         let client = self.client();
-        let elements: Vec<Bytes> = client.lrange(&keys.ready, 0, last_index(n)).await?;
+        // Recovered messages waiting to run alone go first, then the ready list; the
+        // wake-up marker is not a message.
+        let mut elements: Vec<Bytes> = client.lrange(&keys.suspects, 0, last_index(n)).await?;
+        let more = n.saturating_sub(elements.len() as u64);
+        if more > 0 {
+            let ready: Vec<Bytes> = client.lrange(&keys.ready, 0, last_index(more)).await?;
+            elements.extend(ready);
+        }
+        elements.retain(|e| e.as_ref() != bus_redis::keys::WAKE.as_bytes());
         if elements.is_empty() {
             return Ok(Vec::new());
         }

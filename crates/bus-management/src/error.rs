@@ -11,8 +11,8 @@ pub enum Error {
     #[error(transparent)]
     Connect(#[from] bus_redis::Error),
     /// A Redis command failed.
-    #[error("Redis error: {0}")]
-    Redis(#[from] fred::error::Error),
+    #[error("Redis command failed")]
+    Redis(#[source] bus_redis::RedisError),
     /// An error of the bus: an invalid queue, topic or subscription name, an envelope that
     /// does not encode, a saga store error.
     #[error(transparent)]
@@ -26,7 +26,7 @@ pub enum Error {
         reason: &'static str,
     },
     /// A message body to send is not JSON.
-    #[error("the message body is not valid JSON: {0}")]
+    #[error("the message body is not valid JSON")]
     InvalidBody(#[source] serde_json::Error),
     /// A message to send is larger than the bus accepts.
     #[error("the message is {size} bytes, more than the limit of {limit} bytes")]
@@ -90,5 +90,11 @@ fn unknown_source(name: &str, prefix: &str, known: &[String], other: &[String]) 
         )
     } else {
         format!("{head}, nor any other, and no other prefix holds keys of the bus")
+    }
+}
+
+impl From<fred::error::Error> for Error {
+    fn from(error: fred::error::Error) -> Self {
+        Error::Redis(error.into())
     }
 }

@@ -123,6 +123,7 @@ impl Management {
                     keys.delayed,
                     keys.dead,
                     keys.msgs,
+                    keys.suspects,
                 ],
                 Vec::new(),
             )

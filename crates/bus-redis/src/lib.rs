@@ -24,7 +24,7 @@ mod tls;
 mod transport;
 
 pub use config::RedisConfig;
-pub use error::{Error, Result};
+pub use error::{Error, RedisError, Result};
 pub use scripts::LuaScript;
 pub use transport::RedisTransport;
 

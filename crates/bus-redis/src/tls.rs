@@ -77,11 +77,10 @@ pub(crate) fn io_error(error: &fred::error::Error) -> Option<Error> {
         .find("InvalidCertificate(")
         .zip(details.rfind(')'))
         .and_then(|(start, end)| details.get(start..=end));
-    match reason {
-        Some(reason) => Some(Error::Config(format!(
+    reason.map(|reason| {
+        Error::Config(format!(
             "the Redis server's TLS certificate is not trusted ({reason}): if a private CA \
              signed it, give the CA with RedisConfig::tls_ca_pem or tls_ca_file"
-        ))),
-        None => None,
-    }
+        ))
+    })
 }

@@ -372,8 +372,12 @@ async fn an_idle_host_stops_promptly() {
         .build()
         .unwrap();
     let running = Running::start(host);
-    // Let the consumer block in Redis.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            blocked_clients(&redis) >= 1
+        })
+        .await
+    );
     let asked = std::time::Instant::now();
     running.stop().await;
     let took = asked.elapsed();
@@ -433,6 +437,14 @@ async fn a_stray_reference_to_a_dead_letter_is_not_delivered_again() {
     assert_eq!((c.ready, c.inflight, c.dead), (0, 0, 2));
 }
 
+/// Connections blocked in a command (an idle consumer's wait).
+fn blocked_clients(redis: &TestRedis) -> i64 {
+    let info = redis.client().info("clients").unwrap();
+    bus_test_redis::info_field(&info, "blocked_clients")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
 /// Calls Redis counted per command (commands run inside scripts included).
 fn command_calls(redis: &TestRedis) -> std::collections::HashMap<String, i64> {
     let info = redis.client().cmd(&["INFO", "commandstats"]).unwrap();
@@ -460,7 +472,12 @@ async fn an_idle_consumer_costs_redis_a_few_commands_a_second() {
         .build()
         .unwrap();
     let running = host.start().await.unwrap();
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            blocked_clients(&redis) >= 1
+        })
+        .await
+    );
     let (before, started) = (command_calls(&redis), std::time::Instant::now());
     // Observing a cost over time needs time to pass; this measures a count, not a speed.
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -493,7 +510,10 @@ async fn a_storage_id_twice_in_one_reserve_is_delivered_once() {
     let stop = tokio_util::sync::CancellationToken::new();
     let first = consumer.receive(10, &stop).await.unwrap();
     let receipt = first[0].receipt.clone();
-    consumer.release(std::slice::from_ref(&receipt)).await.unwrap();
+    consumer
+        .release(std::slice::from_ref(&receipt))
+        .await
+        .unwrap();
     // The released id is on `ready`; someone pushes it a second time by hand.
     let keys = transport.keys(&source);
     let _: i64 = transport

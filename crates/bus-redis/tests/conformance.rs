@@ -9,7 +9,7 @@ use bus_core::conformance::{self, Probe, SeenDeadLetter};
 use bus_core::Source;
 use bus_redis::RedisTransport;
 use bus_test_redis::TestRedis;
-use fred::prelude::{HashesInterface, ListInterface};
+use fred::prelude::{HashesInterface, ListInterface, SortedSetsInterface};
 
 struct Redis(RedisTransport);
 
@@ -35,6 +35,17 @@ impl Probe for Redis {
             });
         }
         dead
+    }
+
+    async fn counts(&self, source: &Source) -> [usize; 4] {
+        let keys = self.0.keys(source);
+        let client = self.0.client();
+        let ready: usize = client.llen(&keys.ready).await.unwrap();
+        let suspects: usize = client.llen(&keys.suspects).await.unwrap();
+        let in_flight: usize = client.zcard(&keys.inflight).await.unwrap();
+        let delayed: usize = client.zcard(&keys.delayed).await.unwrap();
+        let dead: usize = client.llen(&keys.dead).await.unwrap();
+        [ready + suspects, in_flight, delayed, dead]
     }
 }
 
@@ -69,3 +80,19 @@ async fn blocking_work_in_spawn_blocking_keeps_its_locks() {
     ))
     .await;
 }
+
+macro_rules! with_probe {
+    ($($check:ident),*) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $check() {
+            let redis = TestRedis::start().unwrap();
+            let transport = common::transport(&redis).await;
+            conformance::$check(Arc::new(transport.clone()), &Redis(transport)).await;
+        }
+    )*};
+}
+with_probe!(
+    failures_end_in_one_dead_letter_with_their_history,
+    oversized_messages_are_refused_at_send,
+    shutdown_releases_prefetched_messages
+);

@@ -88,6 +88,35 @@ async fn a_wrong_password_is_a_clear_error() {
     );
 }
 
+#[tokio::test]
+async fn an_unreachable_server_is_named_in_a_sentence() {
+    // A port nothing listens on: bind one, then free it.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("redis://app:secret@127.0.0.1:{port}");
+    let err = RedisTransport::connect(&RedisConfig::from_url(&url).unwrap())
+        .await
+        .unwrap_err();
+    let mut chain = err.to_string();
+    let mut source = std::error::Error::source(&err);
+    while let Some(e) = source {
+        chain.push_str(": ");
+        chain.push_str(&e.to_string());
+        source = e.source();
+    }
+    assert!(
+        chain.starts_with(&format!("cannot connect to Redis at 127.0.0.1:{port}: ")),
+        "{chain}"
+    );
+    assert!(chain.contains("refused"), "{chain}");
+    for debug in ["Os {", "kind:", "code:", "secret"] {
+        assert!(!chain.contains(debug), "{debug:?} in {chain}");
+    }
+}
+
 #[test]
 fn bad_connection_strings_are_refused_clearly() {
     let err = RedisConfig::from_url("http://127.0.0.1").unwrap_err();

@@ -7,6 +7,7 @@
 //! | [`RedisServer`], [`ServerBuilder`] | a `redis-server` child on a free 127.0.0.1 port with its own temp dir; restart, kill | `server` |
 //! | [`RedisCluster`] | three cluster masters joined by `redis-cli --cluster create` | `cluster` |
 //! | [`SyncClient`], [`Resp`] | a tiny blocking RESP2 client for assertions and cleanup | `client` |
+//! | [`Logs`] | what the code under test logged (`tracing`), captured for assertions | `logs` |
 //! | [`Proxy`] | a TCP proxy whose open connections can be made half-open (black-holed) | `proxy` |
 //! | [`HarnessError`] | why no Redis could be had (e.g. `NotInstalled`) | `error` |
 //! | [`eventually`], [`eventually_async`] | bounded waiting for a condition | `wait` |
@@ -26,6 +27,7 @@
 mod client;
 mod cluster;
 mod error;
+mod logs;
 mod proxy;
 mod server;
 mod test_redis;
@@ -35,6 +37,7 @@ mod wait;
 pub use client::{info_field, Endpoint, Resp, SyncClient};
 pub use cluster::RedisCluster;
 pub use error::HarnessError;
+pub use logs::Logs;
 pub use proxy::Proxy;
 pub use server::{RedisServer, ServerBuilder};
 pub use test_redis::{TestRedis, URL_ENV};

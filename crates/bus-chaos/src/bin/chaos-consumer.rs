@@ -2,8 +2,9 @@
 //!
 //! Environment: `REDIS_URL`, `BUS_PREFIX`, `CHAOS_MODE` (`record`: mark the job processed
 //! then ack; `abort`: count the run then abort the whole process; `poison`: abort for
-//! job 0 only, record the others), `CHAOS_LOCK_MS`, `CHAOS_LIMIT` (dead-letter delivery
-//! limit); optional `CHAOS_GRACE_MS` (shutdown grace), `CHAOS_UNRESPONSIVE_MS` (Redis
+//! job 0 only, record the others; `hold`: never finish), `CHAOS_LOCK_MS`, `CHAOS_LIMIT` (dead-letter delivery
+//! limit); optional `CHAOS_GRACE_MS` (shutdown grace), `CHAOS_CONCURRENCY` and
+//! `CHAOS_PREFETCH` (32 and 64 by default), `CHAOS_UNRESPONSIVE_MS` (Redis
 //! unresponsive-connection timeout). Runs until killed, SIGINT or SIGTERM.
 
 use std::time::Duration;
@@ -25,6 +26,9 @@ struct Handler {
 impl CommandProcessor<Job> for Handler {
     async fn process(&self, job: Job, _: &Context) -> Result<(), ProcessError> {
         let _: i64 = self.client.incr(runs_key(&self.prefix)).await?;
+        if self.mode == "hold" {
+            std::future::pending::<()>().await;
+        }
         if self.mode == "abort" {
             std::process::abort();
         }
@@ -62,8 +66,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         prefix,
         mode: env("CHAOS_MODE")?,
         settings: ProcessingSettings::default()
-            .max_concurrent_calls(32)
-            .prefetch_count(64)
+            .max_concurrent_calls(env("CHAOS_CONCURRENCY").map_or(Ok(32), |n| n.parse())?)
+            .prefetch_count(env("CHAOS_PREFETCH").map_or(Ok(64), |n| n.parse())?)
             .message_lock_timeout(lock)
             .dead_letter_delivery_limit(env("CHAOS_LIMIT")?.parse()?),
     };

@@ -9,6 +9,7 @@ use futures::FutureExt;
 use tokio_util::sync::CancellationToken;
 use tracing::Span;
 
+use super::routes::{FailedMessage, UnknownMessage};
 use super::worker::Worker;
 use crate::middleware::Next;
 use crate::{Context, DeadLetterReason, Delivery, Disposition, Envelope, ErrorRecord};
@@ -60,13 +61,22 @@ impl Worker {
         }
         #[cfg(feature = "opentelemetry")]
         crate::otel::continue_trace(&span, &envelope.headers);
-        if envelope.message_type != registration.message.name() {
+        let Some(route) = self.routes.find(&envelope.message_type) else {
+            if let Some(hook) = &self.routes.hooks.unknown_type {
+                hook(UnknownMessage {
+                    source: &registration.source,
+                    message_type: &envelope.message_type,
+                    message_id: &envelope.id,
+                    payload: &delivery.payload,
+                });
+                return Outcome::Ack;
+            }
             let error = format!(
                 "no processor for message type `{}` on {}",
                 envelope.message_type, registration.source
             );
             return Outcome::DeadLetter(DeadLetterReason::UnknownType, ErrorRecord::now(error));
-        }
+        };
         let limit = registration.settings.delivery_limit();
         if delivery.delivery_count > limit {
             let error = format!(
@@ -85,7 +95,7 @@ impl Worker {
             cancellation,
         };
         // The body's `Deserialize` is the user's code: a panic there is an undecodable body.
-        let invoke = || (registration.invoke)(envelope.body, envelope.format, ctx.clone());
+        let invoke = || (route.invoke)(envelope.body, envelope.format, ctx.clone());
         let handler = match std::panic::catch_unwind(AssertUnwindSafe(invoke)) {
             Ok(Ok(handler)) => handler,
             Ok(Err(e)) => return Outcome::undecodable(error_chain(&e)),
@@ -123,6 +133,28 @@ impl Worker {
         } else {
             Outcome::Retry(delay, error)
         }
+    }
+}
+
+impl Worker {
+    /// Tells the error observer, if any, of a failed delivery.
+    pub(super) fn observe_failure(&self, payload: &[u8], outcome: &Outcome) {
+        let Some(hook) = &self.routes.hooks.on_error else {
+            return;
+        };
+        let (error, outcome) = match outcome {
+            Outcome::Ack => return,
+            Outcome::Retry(_, error) => (error, "retry"),
+            Outcome::DeadLetter(_, error) => (error, "dead_letter"),
+        };
+        let envelope = Envelope::decode(payload).ok();
+        hook(FailedMessage {
+            source: &self.registration.source,
+            error: &error.message,
+            outcome,
+            message: envelope.as_ref().map(|e| (e.message_type.as_str(), &e.id)),
+            payload,
+        });
     }
 }
 

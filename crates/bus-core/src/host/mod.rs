@@ -3,6 +3,7 @@
 mod handle;
 mod held;
 mod registration;
+mod routes;
 mod worker;
 
 use std::collections::HashSet;
@@ -13,6 +14,8 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 pub(crate) use registration::{Invoke, Registration};
+pub use routes::{FailedMessage, UnknownMessage};
+use routes::{Hooks, Routes};
 
 use crate::saga::PendingSaga;
 use crate::{
@@ -46,6 +49,7 @@ pub struct HostBuilder {
     middleware: Vec<Arc<dyn Middleware>>,
     shutdown_grace: Duration,
     recovery_interval: Duration,
+    hooks: Hooks,
     errors: Vec<Error>,
 }
 
@@ -60,6 +64,7 @@ impl Default for HostBuilder {
             middleware: Vec::new(),
             shutdown_grace: Duration::from_secs(30),
             recovery_interval: Duration::from_secs(1),
+            hooks: Hooks::default(),
             errors: Vec::new(),
         }
     }
@@ -177,6 +182,25 @@ impl HostBuilder {
         self
     }
 
+    /// Called for a delivery whose type no processor of its queue handles; the message
+    /// is then acknowledged. Without this hook such a message is dead-lettered
+    /// (`unknown_type`).
+    pub fn on_unknown_type(
+        mut self,
+        hook: impl Fn(UnknownMessage<'_>) + Send + Sync + 'static,
+    ) -> Self {
+        self.hooks.unknown_type = Some(Arc::new(hook));
+        self
+    }
+
+    /// Called for every failed delivery (retried or dead-lettered), with the error, the
+    /// message's type and id when it decoded, and the raw element: for alerting or
+    /// logging beyond the host's own.
+    pub fn on_error(mut self, hook: impl Fn(FailedMessage<'_>) + Send + Sync + 'static) -> Self {
+        self.hooks.on_error = Some(Arc::new(hook));
+        self
+    }
+
     /// Checks the registrations and builds the host. No I/O happens here.
     pub fn build(mut self) -> Result<Host> {
         if let Some(error) = self.errors.into_iter().next() {
@@ -194,13 +218,26 @@ impl HostBuilder {
                     .push(pending.bind(Arc::clone(&store), Arc::clone(&cache)));
             }
         }
+        // Processors of one source share its consumer, routed by message type.
+        let mut routes: Vec<Routes> = Vec::new();
         let mut seen = HashSet::new();
-        for r in &self.registrations {
-            if !seen.insert(&r.source) {
+        for r in self.registrations {
+            if !seen.insert((r.source.clone(), r.message.message_type())) {
                 return Err(Error::Config(format!(
-                    "two processors are registered for {}",
+                    "two processors are registered for message type `{}` on {}",
+                    r.message.message_type(),
                     r.source
                 )));
+            }
+            match routes
+                .iter_mut()
+                .find(|g| g.registrations[0].source == r.source)
+            {
+                Some(group) => group.registrations.push(r),
+                None => routes.push(Routes {
+                    registrations: vec![r],
+                    hooks: self.hooks.clone(),
+                }),
             }
         }
         let transport = self
@@ -210,7 +247,7 @@ impl HostBuilder {
         let middleware: Arc<[Arc<dyn Middleware>]> = self.middleware.into();
         Ok(Host {
             bus: Bus::new(transport, self.bus_config),
-            registrations: self.registrations,
+            routes,
             middleware,
             shutdown_grace: self.shutdown_grace,
             recovery_interval: self.recovery_interval,
@@ -262,7 +299,7 @@ impl Drop for RunningHost {
 #[derive(Debug)]
 pub struct Host {
     bus: Bus,
-    registrations: Vec<Registration>,
+    routes: Vec<Routes>,
     middleware: Arc<[Arc<dyn Middleware>]>,
     shutdown_grace: Duration,
     recovery_interval: Duration,
@@ -281,7 +318,10 @@ impl Host {
 
     /// The message types this host has processors for.
     pub fn messages(&self) -> Vec<MessageDescriptor> {
-        self.registrations.iter().map(|r| r.message).collect()
+        self.routes
+            .iter()
+            .flat_map(|g| g.registrations.iter().map(|r| r.message))
+            .collect()
     }
 
     /// Opens every consumer (registering subscriptions, so that events published from
@@ -292,9 +332,10 @@ impl Host {
         let mut running = RunningHost {
             bus: self.bus.clone(),
             stop: CancellationToken::new(),
-            workers: Vec::with_capacity(self.registrations.len()),
+            workers: Vec::with_capacity(self.routes.len()),
         };
-        for registration in self.registrations {
+        for routes in self.routes {
+            let registration = routes.registrations[0].clone();
             let options = ConsumerOptions::new(
                 registration.settings.lock_timeout(),
                 registration.settings.delivery_limit(),
@@ -313,6 +354,7 @@ impl Host {
             };
             let worker = worker::Worker {
                 registration,
+                routes,
                 consumer: consumer.into(),
                 middleware: Arc::clone(&self.middleware),
                 bus: self.bus.clone(),

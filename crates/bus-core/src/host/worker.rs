@@ -35,7 +35,10 @@ const ACK_BATCH: usize = 512;
 pub(super) const SETTLE_BOUND: Duration = Duration::from_secs(2);
 
 pub(super) struct Worker {
+    /// The source's first processor: its source and settings drive the consumer.
     pub(super) registration: Registration,
+    /// Every processor of the source, by message type, and the hooks.
+    pub(super) routes: super::Routes,
     pub(super) consumer: Arc<dyn Consumer>,
     pub(super) middleware: Arc<[Arc<dyn Middleware>]>,
     pub(super) bus: Bus,
@@ -249,7 +252,9 @@ impl Worker {
                         slot,
                     } = next;
                     let receipt = delivery.receipt.clone();
+                    let payload = delivery.payload.clone();
                     let outcome = outcome_of(this.handle(delivery, token)).await;
+                    this.observe_failure(&payload, &outcome);
                     drop((permit, slot));
                     this.settle(&receipt, outcome, &ack_tx, &held).await;
                 }

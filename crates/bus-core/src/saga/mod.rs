@@ -19,6 +19,7 @@
 //! The long guide is `docs/sagas.md`.
 
 mod cache;
+#[cfg(feature = "conformance")]
 pub mod conformance;
 mod flow;
 mod memory;

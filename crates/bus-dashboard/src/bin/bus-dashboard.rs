@@ -64,10 +64,6 @@ async fn run(cli: Cli) -> Result<(), String> {
     let config = RedisConfig::from_url(&cli.url)
         .map_err(|e| e.to_string())?
         .prefix(cli.prefix);
-    let transport = RedisTransport::connect(&config)
-        .await
-        // The config's Debug output masks the password; the URL itself is not printed.
-        .map_err(|e| format!("cannot connect to Redis ({config:?}): {e}"))?;
     let shutdown = async {
         let _ = tokio::signal::ctrl_c().await;
     };
@@ -84,9 +80,11 @@ async fn run(cli: Cli) -> Result<(), String> {
             if let Some(token) = token {
                 options = options.token(token);
             }
+            // Refused before Redis is dialled or the port opened.
+            options.check_address(listen).map_err(|e| e.to_string())?;
             let listener = bind(listen).await?;
             println!("dashboard on http://{}", local(&listener));
-            Dashboard::new(transport, options)
+            Dashboard::new(connect(&config).await?, options)
                 .serve_with_shutdown(listener, shutdown)
                 .await
                 .map_err(|e| e.to_string())
@@ -94,12 +92,19 @@ async fn run(cli: Cli) -> Result<(), String> {
         Command::Metrics { listen } => {
             let listener = bind(listen).await?;
             println!("metrics on http://{}/metrics", local(&listener));
-            QueueMetrics::new(transport)
+            QueueMetrics::new(connect(&config).await?)
                 .serve_with_shutdown(listener, shutdown)
                 .await
                 .map_err(|e| e.to_string())
         }
     }
+}
+
+async fn connect(config: &RedisConfig) -> Result<RedisTransport, String> {
+    RedisTransport::connect(config)
+        .await
+        // The config's Debug output masks the password; the URL itself is not printed.
+        .map_err(|e| format!("cannot connect to Redis ({config:?}): {e}"))
 }
 
 async fn bind(addr: SocketAddr) -> Result<tokio::net::TcpListener, String> {

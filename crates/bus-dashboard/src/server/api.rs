@@ -57,6 +57,9 @@ pub(crate) fn source(name: &str) -> Result<Source, ApiError> {
     Ok(parse_source(name)?)
 }
 
+/// Points per plot sent to a page: enough for its width, small enough to refresh often.
+const PLOT_POINTS: usize = 240;
+
 #[derive(Serialize)]
 pub(crate) struct QueueRow {
     #[serde(flatten)]
@@ -82,7 +85,7 @@ pub(crate) async fn overview(State(shared): State<AppState>) -> ApiResult<Overvi
         .into_iter()
         .map(|snapshot| QueueRow {
             rate: shared.history.rate_now(&snapshot),
-            history: shared.history.points(&snapshot.name),
+            history: shared.history.plot(&snapshot.name, PLOT_POINTS),
             snapshot,
         })
         .collect();
@@ -149,6 +152,10 @@ pub(crate) async fn queue(
     let mut ready_errors = ready_errors.into_iter();
     let ready = ready
         .into_iter()
+        .map(|mut message| {
+            views::clip_summary(&mut message.message);
+            message
+        })
         .map(|message| ReadyView {
             errors: match message.storage_id {
                 Some(_) => ready_errors.next().unwrap_or_default(),
@@ -160,7 +167,10 @@ pub(crate) async fn queue(
     let scheduled = scheduled
         .into_iter()
         .zip(scheduled_errors)
-        .map(|(message, errors)| ScheduledView { message, errors })
+        .map(|(mut message, errors)| {
+            views::clip_summary(&mut message.message);
+            ScheduledView { message, errors }
+        })
         .collect();
     Ok(Json(QueuePage {
         snapshot,
@@ -192,11 +202,14 @@ pub(crate) async fn dead_letters(
     let source = source(&query.name)?;
     let reader = &shared.reader;
     let n = shared.options.page_size.saturating_mul(10);
-    let (stats, letters, sources) = tokio::try_join!(
+    let (stats, mut letters, sources) = tokio::try_join!(
         reader.management().stats(&source),
         reader.management().dead_letters(&source, n),
         reader.management().sources(),
     )?;
+    for letter in &mut letters {
+        views::clip_summary(&mut letter.message);
+    }
     Ok(Json(DeadPage {
         name: query.name,
         total: stats.dead,

@@ -6,7 +6,6 @@ mod auth;
 mod views;
 
 use std::future::Future;
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
@@ -23,7 +22,7 @@ use tokio::net::TcpListener;
 use crate::history::History;
 use crate::metrics::QueueMetrics;
 use crate::snapshot::Reader;
-use crate::{DashboardOptions, Error, Result};
+use crate::{DashboardOptions, Result};
 
 const INDEX: &str = include_str!("../../assets/index.html");
 const APP_JS: &str = include_str!("../../assets/app.js");
@@ -86,7 +85,7 @@ impl Dashboard {
         listener: TcpListener,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<()> {
-        check_listener(listener.local_addr()?, &self.options)?;
+        self.options.check_address(listener.local_addr()?)?;
         let interval = self.options.sample_interval;
         let (router, shared) = self.build()?;
         // The sampler lives as long as the server.
@@ -204,14 +203,6 @@ async fn security_headers(mut response: Response) -> Response {
     response
 }
 
-/// Refuses an invalid token, and a non-loopback address without one.
-fn check_listener(addr: SocketAddr, options: &DashboardOptions) -> Result<()> {
-    if options.checked_token()?.is_none() && !addr.ip().is_loopback() {
-        return Err(Error::TokenRequired { addr });
-    }
-    Ok(())
-}
-
 struct AbortOnDrop(tokio::task::JoinHandle<()>);
 
 impl Drop for AbortOnDrop {
@@ -222,7 +213,10 @@ impl Drop for AbortOnDrop {
 
 #[cfg(test)]
 mod tests {
+    use std::net::SocketAddr;
+
     use super::*;
+    use crate::Error;
 
     #[test]
     fn only_loopback_may_go_without_a_token() {
@@ -231,15 +225,17 @@ mod tests {
         let lan: SocketAddr = "192.0.2.7:8080".parse().unwrap();
         let any: SocketAddr = "0.0.0.0:8080".parse().unwrap();
         for loopback in ["127.0.0.1:8080", "[::1]:8080"] {
-            assert!(check_listener(loopback.parse().unwrap(), &open).is_ok());
+            assert!(open.check_address(loopback.parse().unwrap()).is_ok());
         }
         for addr in [lan, any] {
-            let error = check_listener(addr, &open).unwrap_err();
+            let error = open.check_address(addr).unwrap_err();
             assert!(matches!(error, Error::TokenRequired { .. }), "{error}");
-            assert!(check_listener(addr, &guarded).is_ok());
+            assert!(guarded.check_address(addr).is_ok());
         }
         assert!(matches!(
-            check_listener(lan, &DashboardOptions::default().token("bad token")),
+            DashboardOptions::default()
+                .token("bad token")
+                .check_address(lan),
             Err(Error::InvalidToken(_))
         ));
     }

@@ -69,6 +69,8 @@ pub(crate) fn decode(element: &[u8]) -> (Option<EnvelopeView>, Option<String>) {
                         .unwrap_or_else(|| describe(&format!("<{size} bytes that are not JSON>"))),
                 ),
             };
+            let mut body = body;
+            clip(&mut body);
             let view = EnvelopeView {
                 id: envelope.id.to_string(),
                 message_type: envelope.message_type,
@@ -80,6 +82,34 @@ pub(crate) fn decode(element: &[u8]) -> (Option<EnvelopeView>, Option<String>) {
             (Some(view), None)
         }
         Err(error) => (None, Some(format!("not an envelope: {error}"))),
+    }
+}
+
+/// The largest body a page is sent whole (a queue page holds up to 100 messages, a
+/// dead-letter page up to 1,000): larger ones are replaced by their size and a prefix.
+pub(crate) const MAX_SHOWN_BODY: usize = 16 * 1024;
+
+/// Replaces a body larger than [`MAX_SHOWN_BODY`] by a string with its size and start.
+pub(crate) fn clip(body: &mut Box<RawValue>) {
+    let text = body.get();
+    if text.len() <= MAX_SHOWN_BODY {
+        return;
+    }
+    let mut end = 2048;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    *body = describe(&format!(
+        "<{} bytes, too large to show here; it begins: {}…>",
+        text.len(),
+        &text[..end]
+    ));
+}
+
+/// [`clip`] for a management summary, if there is one.
+pub(crate) fn clip_summary(message: &mut Option<bus_management::MessageSummary>) {
+    if let Some(message) = message {
+        clip(&mut message.body);
     }
 }
 
@@ -313,6 +343,22 @@ mod tests {
         assert_eq!(errors[0].message, "boom");
         assert!(parse_errors(Some("{}")).is_empty());
         assert!(parse_errors(None).is_empty());
+    }
+
+    #[test]
+    fn large_bodies_are_clipped() {
+        let big = format!("\"{}\"", "é".repeat(MAX_SHOWN_BODY));
+        let mut body = RawValue::from_string(big.clone()).unwrap();
+        clip(&mut body);
+        let shown: String = serde_json::from_str(body.get()).unwrap();
+        assert!(
+            shown.starts_with(&format!("<{} bytes, too large", big.len())),
+            "{shown}"
+        );
+        assert!(shown.len() < 4096);
+        let mut small = RawValue::from_string(r#"{"n":1}"#.to_owned()).unwrap();
+        clip(&mut small);
+        assert_eq!(small.get(), r#"{"n":1}"#);
     }
 
     #[test]

@@ -51,7 +51,7 @@ def main():
         fail("usage: consumer.py URL PREFIX QUEUE N")
     url, prefix, queue, count = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
     keys = QueueKeys(prefix, queue)
-    reserve, ack = Script("reserve"), Script("ack")
+    reserve, reserve_alone, ack = Script("reserve"), Script("reserve_alone"), Script("ack")
     redis = Redis(url)
     deadline = time.monotonic() + DEADLINE_S
     received = 0
@@ -61,12 +61,23 @@ def main():
         reply = reserve.run(
             redis,
             [keys.ready, keys.msgs, keys.deliveries, keys.inflight, keys.delayed, keys.seq,
-             keys.dead_info],
+             keys.dead_info, keys.suspects],
             [min(BATCH, count - received), LOCK_MS],
         )
-        # [wait_ms, storage_id, delivery_count, envelope, ...]
-        wait_ms, triples = reply[0], reply[1:]
+        # [wait_ms, pending, storage_id, delivery_count, envelope, ...]
+        wait_ms, pending, triples = reply[0], reply[1], reply[2:]
+        if pending:
+            # Recovered messages wait to run alone: this consumer holds nothing (it acks
+            # each batch before the next reserve), so it takes them one at a time.
+            alone = reserve_alone.run(
+                redis,
+                [keys.suspects, keys.msgs, keys.deliveries, keys.inflight, keys.isolated],
+                [LOCK_MS],
+            )
+            triples = alone[1:]
         if not triples:
+            if pending:
+                continue
             # Nothing ready: wait for the next push, or until the next delayed message is
             # due (wait_ms), at most a second.
             timeout = 1.0 if wait_ms < 0 else min(max(wait_ms, 1), 1000) / 1000
@@ -93,7 +104,9 @@ def main():
             }, ensure_ascii=False), flush=True)
             # The reservation token is (storage id, delivery count).
             receipts += [storage_id, delivery]
-        acked = ack.run(redis, [keys.inflight, keys.msgs, keys.deliveries, keys.errors], receipts)
+        acked = ack.run(
+            redis, [keys.inflight, keys.msgs, keys.deliveries, keys.errors, keys.isolated],
+            receipts)
         if acked != len(receipts) // 2:
             fail(f"ack removed {acked} of {len(receipts) // 2} messages")
         received += len(receipts) // 2

@@ -86,7 +86,7 @@ class QueueKeys:
     """The keys of a command queue (docs/redis-layout.md): `<prefix>:{<queue>}:<suffix>`."""
 
     SUFFIXES = ("ready", "msgs", "deliveries", "inflight", "delayed",
-                "errors", "dead", "dead-info", "seq")
+                "errors", "dead", "dead-info", "seq", "suspects", "isolated")
 
     def __init__(self, prefix, queue):
         base = f"{prefix}:{{{queue}}}"
@@ -100,12 +100,19 @@ def lua_dir():
     return os.environ.get("BUS_LUA_DIR") or os.path.join(here, "..", "..", "lua")
 
 
+# The consumer-side scripts, which start with the flag line that lets them run on a full
+# Redis (docs/wire-format.md, "Loading a script").
+ALLOW_OOM = {"reserve", "reserve_alone", "ack", "renew", "retry", "dead_letter", "release",
+             "recover"}
+
+
 class Script:
     """A bus script: `common.lua` followed by `<name>.lua`, concatenated with nothing in
-    between (as crates/bus-redis/src/scripts.rs does), run by SHA with an EVAL fallback."""
+    between (as crates/bus-redis/src/scripts.rs does), after the line
+    `#!lua flags=allow-oom` for a consumer-side script; run by SHA with an EVAL fallback."""
 
     def __init__(self, name):
-        text = b""
+        text = b"#!lua flags=allow-oom\n" if name in ALLOW_OOM else b""
         for part in ("common", name):
             with open(os.path.join(lua_dir(), part + ".lua"), "rb") as f:
                 text += f.read()

@@ -21,9 +21,9 @@ pub enum Failure {
     /// The operator did not confirm, or something asked for is not there.
     #[error("{0}")]
     Refused(String),
-    #[error("cannot read standard input: {0}")]
+    #[error("cannot read standard input")]
     Stdin(#[from] std::io::Error),
-    #[error("cannot print JSON: {0}")]
+    #[error("cannot print JSON")]
     Json(#[from] serde_json::Error),
 }
 
@@ -33,15 +33,13 @@ impl From<bus_redis::Error> for Failure {
     }
 }
 
-/// Prints the error and its causes (those that add something) to stderr.
+/// Prints the error and its causes to stderr: each level says only what happened there,
+/// so each cause shows once.
 pub fn fail(error: &Failure) -> ExitCode {
     let mut message = error.to_string();
     let mut source = error.source();
     while let Some(cause) = source {
-        let text = cause.to_string();
-        if !message.contains(&text) {
-            message.push_str(&format!(": {text}"));
-        }
+        message.push_str(&format!(": {cause}"));
         source = cause.source();
     }
     eprintln!("bus: error: {message}");
@@ -82,6 +80,9 @@ fn fred_error<'e>(error: &'e (dyn std::error::Error + 'static)) -> Option<&'e fr
     while let Some(e) = next {
         if let Some(fred) = e.downcast_ref::<fred::error::Error>() {
             return Some(fred);
+        }
+        if let Some(redis) = e.downcast_ref::<bus_redis::RedisError>() {
+            return Some(redis.fred());
         }
         next = e.source();
     }

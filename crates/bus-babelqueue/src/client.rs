@@ -1,0 +1,282 @@
+//! The client: publish (with headers, delayed) and open consumers of one layout.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bus_redis::RedisConfig;
+use fred::prelude::{Client, ClientLike, ListInterface, SortedSetsInterface};
+use fred::types::Value;
+use serde::Serialize;
+
+use crate::consumer::QueueConsumer;
+use crate::frame::{frame, Headers};
+use crate::keys::{validate_queue, Layout, QueueKeys};
+use crate::{scripts, Envelope, Error, Result};
+
+/// BabelQueue's default reservation window, in seconds.
+pub const DEFAULT_RETRY_AFTER: u64 = 90;
+
+/// How a BabelQueue queue is worked: the layout, the reservation window, the sweep bound.
+#[derive(Debug, Clone)]
+pub struct Options {
+    layout: Layout,
+    retry_after: Option<u64>,
+    sweep_batch: u32,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            layout: Layout::Legacy,
+            retry_after: Some(DEFAULT_RETRY_AFTER),
+            sweep_batch: 100,
+        }
+    }
+}
+
+impl Options {
+    /// The legacy layout (BabelQueue's default).
+    pub fn legacy() -> Self {
+        Options::default()
+    }
+
+    /// The Laravel layout with the `queues:` prefix.
+    pub fn laravel() -> Self {
+        Options::default().layout(Layout::laravel())
+    }
+
+    /// The layout.
+    pub fn layout(mut self, layout: Layout) -> Self {
+        self.layout = layout;
+        self
+    }
+
+    /// How long a reservation lasts before another consumer recovers it, counted in whole
+    /// seconds as BabelQueue does (rounded up, at least 1); `None` never recovers. 90 s by
+    /// default. The bus adapter sets it from the processor's `message_lock_timeout` and
+    /// renews it while the handler runs.
+    pub fn retry_after(mut self, retry_after: Option<Duration>) -> Self {
+        self.retry_after = retry_after.map(whole_seconds);
+        self
+    }
+
+    /// The most lapsed or due entries one reserve or recover call moves (100).
+    pub fn sweep_batch(mut self, batch: u32) -> Self {
+        self.sweep_batch = batch.max(1);
+        self
+    }
+
+    /// The configured layout.
+    pub fn layout_ref(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// The reservation window in whole seconds, if any.
+    pub fn retry_after_secs(&self) -> Option<u64> {
+        self.retry_after
+    }
+
+    pub(crate) fn batch(&self) -> u32 {
+        self.sweep_batch
+    }
+}
+
+/// Whole seconds, rounded up, at least 1.
+pub(crate) fn whole_seconds(d: Duration) -> u64 {
+    (d.as_secs() + u64::from(d.subsec_nanos() > 0)).max(1)
+}
+
+/// Whole seconds since the Unix epoch (`floor(now)`), the unit of every score.
+pub(crate) fn now_secs() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+}
+
+/// A BabelQueue client: a cheap `Clone` handle over one connection.
+#[derive(Clone)]
+pub struct BabelQueue {
+    client: Client,
+    options: Arc<Options>,
+}
+
+impl std::fmt::Debug for BabelQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BabelQueue")
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl BabelQueue {
+    /// Connects (the URL's forms and reconnect policy are bus-redis's; its key prefix is
+    /// not used: BabelQueue keys are bare queue names).
+    ///
+    /// ```no_run
+    /// use bus_babelqueue::{BabelQueue, Headers, Options};
+    /// use bus_redis::RedisConfig;
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let config = RedisConfig::from_url("redis://127.0.0.1:6379/0")?;
+    /// let bq = BabelQueue::connect(&config, Options::legacy()).await?;
+    /// let sent = bq
+    ///     .publish("orders", "urn:babel:orders:created", &serde_json::json!({"order_id": 1042}), &Headers::new())
+    ///     .await?;
+    /// println!("published {:?}", sent.meta().id);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn connect(config: &RedisConfig, options: Options) -> Result<Self> {
+        let client = config.connect_client().await?;
+        Ok(BabelQueue::with_client(client, options))
+    }
+
+    /// Over an existing, connected client.
+    pub fn with_client(client: Client, options: Options) -> Self {
+        BabelQueue {
+            client,
+            options: Arc::new(options),
+        }
+    }
+
+    /// The options.
+    pub fn options(&self) -> &Options {
+        &self.options
+    }
+
+    /// The connection.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// The key names of a queue.
+    pub fn keys(&self, queue: &str) -> QueueKeys {
+        QueueKeys::new(&self.options.layout, queue)
+    }
+
+    /// Publishes `data` (a JSON object) as a new `urn` message. On the legacy layout
+    /// non-empty headers ride in a `__bq_frame`; the Laravel layout drops them, as
+    /// BabelQueue does. Returns the envelope sent.
+    pub async fn publish<T: Serialize + ?Sized>(
+        &self,
+        queue: &str,
+        urn: &str,
+        data: &T,
+        headers: &Headers,
+    ) -> Result<Envelope> {
+        let data = serde_json::value::to_raw_value(data)
+            .map_err(|e| Error::Envelope(format!("cannot encode the data: {e}")))?;
+        let envelope = Envelope::new(urn, &data, queue)?;
+        self.publish_encoded(queue, vec![(envelope.encode(), headers.clone())])
+            .await?;
+        Ok(envelope)
+    }
+
+    /// Appends encoded envelopes (each with its headers) to a queue, all or none.
+    pub async fn publish_encoded(&self, queue: &str, items: Vec<(Vec<u8>, Headers)>) -> Result<()> {
+        validate_queue(queue)?;
+        if items.is_empty() {
+            return Ok(());
+        }
+        let keys = self.keys(queue);
+        match &self.options.layout {
+            Layout::Legacy => {
+                let values: Vec<Value> = items
+                    .iter()
+                    .map(|(body, headers)| Value::Bytes(frame(body, headers).into()))
+                    .collect();
+                let _: i64 = self.client.rpush(&keys.ready, values).await?;
+            }
+            Layout::Laravel { .. } => {
+                let values: Vec<Value> = items
+                    .into_iter()
+                    .map(|(body, _headers)| Value::Bytes(body.into()))
+                    .collect();
+                scripts::run_int(
+                    &scripts::LARAVEL_PUSH,
+                    &self.client,
+                    vec![keys.ready, keys.notify],
+                    values,
+                )
+                .await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Publishes a message that becomes ready after `delay` (Laravel layout only: the
+    /// legacy layout has no delayed set). Due at `floor(now) + ceil(delay)` seconds, as
+    /// BabelQueue counts.
+    pub async fn publish_delayed<T: Serialize + ?Sized>(
+        &self,
+        queue: &str,
+        urn: &str,
+        data: &T,
+        delay: Duration,
+    ) -> Result<Envelope> {
+        let data = serde_json::value::to_raw_value(data)
+            .map_err(|e| Error::Envelope(format!("cannot encode the data: {e}")))?;
+        let envelope = Envelope::new(urn, &data, queue)?;
+        self.publish_encoded_at(queue, vec![envelope.encode()], available_at(delay))
+            .await?;
+        Ok(envelope)
+    }
+
+    /// Adds encoded envelopes to the delayed set, due at `due_secs` (epoch seconds).
+    pub async fn publish_encoded_at(
+        &self,
+        queue: &str,
+        bodies: Vec<Vec<u8>>,
+        due_secs: i64,
+    ) -> Result<()> {
+        validate_queue(queue)?;
+        if matches!(self.options.layout, Layout::Legacy) {
+            return Err(Error::Unsupported {
+                layout: "legacy",
+                what: "delayed publish (it has no delayed set)",
+            });
+        }
+        if bodies.is_empty() {
+            return Ok(());
+        }
+        let members: Vec<(f64, Value)> = bodies
+            .into_iter()
+            .map(|b| (due_secs as f64, Value::Bytes(b.into())))
+            .collect();
+        let _: i64 = self
+            .client
+            .zadd(self.keys(queue).timers, None, None, false, false, members)
+            .await?;
+        Ok(())
+    }
+
+    /// A consumer of `queue`. On the Laravel layout it opens its own connection for
+    /// blocking on `:notify`.
+    pub async fn consumer(&self, queue: &str) -> Result<QueueConsumer> {
+        validate_queue(queue)?;
+        let waiter = match self.options.layout {
+            Layout::Legacy => None,
+            Layout::Laravel { .. } => {
+                let waiter = self.client.clone_new();
+                waiter.init().await?;
+                Some(waiter)
+            }
+        };
+        Ok(QueueConsumer::new(
+            self.client.clone(),
+            waiter,
+            self.keys(queue),
+            Arc::clone(&self.options),
+        ))
+    }
+}
+
+/// `floor(now) + ceil(delay)`.
+pub(crate) fn available_at(delay: Duration) -> i64 {
+    let secs = if delay.is_zero() {
+        0
+    } else {
+        whole_seconds(delay)
+    };
+    now_secs().saturating_add(i64::try_from(secs).unwrap_or(i64::MAX))
+}

@@ -1,0 +1,475 @@
+//! One consumer of one BabelQueue queue: every transition is one script or one command.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use fred::prelude::{Client, ClientLike, SortedSetsInterface};
+use fred::types::{ClusterHash, CustomCommand, Value};
+
+use crate::client::{available_at, now_secs, Options};
+use crate::dead_letter::{poison_record, DeadLetterBlock};
+use crate::frame::{frame, unframe, Headers};
+use crate::keys::{Layout, QueueKeys};
+use crate::{scripts, Envelope, Error, Poison, Result};
+
+const LEGACY: u8 = b'L';
+const LARAVEL: u8 = b'R';
+
+/// Identifies one reservation: legacy, its token and the stored value; Laravel, the
+/// reserved member (exactly as the reserve script wrote it) and the job. Opaque bytes, so
+/// it can travel as a bus receipt.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Handle(Bytes);
+
+impl Handle {
+    fn new(tag: u8, first: &[u8], second: &[u8]) -> Self {
+        let mut b = BytesMut::with_capacity(5 + first.len() + second.len());
+        b.put_u8(tag);
+        b.put_u32(u32::try_from(first.len()).unwrap_or(u32::MAX));
+        b.put_slice(first);
+        b.put_slice(second);
+        Handle(b.freeze())
+    }
+
+    /// The handle as bytes.
+    pub fn to_bytes(&self) -> Bytes {
+        self.0.clone()
+    }
+
+    /// A handle from [`Handle::to_bytes`]; `None` for other bytes.
+    pub fn from_bytes(bytes: Bytes) -> Option<Self> {
+        let (tag, len) = (*bytes.first()?, bytes.get(1..5)?);
+        let len = u32::from_be_bytes(len.try_into().ok()?) as usize;
+        (matches!(tag, LEGACY | LARAVEL) && bytes.len() >= 5 + len).then_some(Handle(bytes))
+    }
+
+    fn parts(&self) -> (u8, Bytes, Bytes) {
+        let len = u32::from_be_bytes([self.0[1], self.0[2], self.0[3], self.0[4]]) as usize;
+        (self.0[0], self.0.slice(5..5 + len), self.0.slice(5 + len..))
+    }
+
+    /// Legacy: the deadline member `<token>:<raw>`. Laravel: the reserved member.
+    fn member(&self) -> Bytes {
+        let (tag, first, second) = self.parts();
+        if tag == LEGACY {
+            let mut m = BytesMut::with_capacity(first.len() + 1 + second.len());
+            m.put_slice(&first);
+            m.put_u8(b':');
+            m.put_slice(&second);
+            m.freeze()
+        } else {
+            first
+        }
+    }
+
+    /// Legacy: the stored value. Laravel: the job as it was popped.
+    fn stored(&self) -> Bytes {
+        self.parts().2
+    }
+}
+
+/// What a reserved body turned out to be: there is no third case.
+#[derive(Debug, Clone)]
+pub enum Content {
+    /// A valid envelope.
+    Envelope(Envelope),
+    /// A body that can never be handled: dead-letter it at once.
+    Poison(Poison),
+}
+
+/// One reserved message.
+#[derive(Debug, Clone)]
+pub struct Reserved {
+    handle: Handle,
+    body: Bytes,
+    headers: Headers,
+    content: Content,
+}
+
+impl Reserved {
+    /// The message again from its handle (the handle carries the stored bytes).
+    pub fn from_handle(handle: Handle) -> Self {
+        let (tag, first, second) = handle.parts();
+        if tag == LEGACY {
+            let (body, headers) = unframe(&second);
+            let content = match Envelope::decode(&body) {
+                Ok(env) => Content::Envelope(env),
+                Err(poison) => Content::Poison(poison),
+            };
+            Reserved {
+                handle,
+                body: body.into(),
+                headers,
+                content,
+            }
+        } else {
+            let content = match Envelope::decode(&second) {
+                Ok(_) if first == second => Content::Poison(Poison::NotCountable),
+                Ok(env) => Content::Envelope(env),
+                Err(poison) => Content::Poison(poison),
+            };
+            Reserved {
+                handle,
+                body: second,
+                headers: Headers::new(),
+                content,
+            }
+        }
+    }
+
+    /// The reservation's handle.
+    pub fn handle(&self) -> &Handle {
+        &self.handle
+    }
+    /// The body (unframed): the envelope's bytes, or the poison as stored.
+    pub fn body(&self) -> &Bytes {
+        &self.body
+    }
+    /// The out-of-band headers (legacy frames only).
+    pub fn headers(&self) -> &Headers {
+        &self.headers
+    }
+    /// The envelope, or why the body is poison.
+    pub fn content(&self) -> &Content {
+        &self.content
+    }
+    /// The envelope, unless poison.
+    pub fn envelope(&self) -> Option<&Envelope> {
+        match &self.content {
+            Content::Envelope(env) => Some(env),
+            Content::Poison(_) => None,
+        }
+    }
+}
+
+/// A consumer of one queue (see [`crate::BabelQueue::consumer`]).
+pub struct QueueConsumer {
+    client: Client,
+    waiter: Option<Client>,
+    keys: QueueKeys,
+    options: Arc<Options>,
+}
+
+impl std::fmt::Debug for QueueConsumer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QueueConsumer")
+            .field("keys", &self.keys)
+            .finish_non_exhaustive()
+    }
+}
+
+fn bytes_of(v: Value) -> Option<Bytes> {
+    v.into_bytes()
+}
+
+impl QueueConsumer {
+    pub(crate) fn new(
+        client: Client,
+        waiter: Option<Client>,
+        keys: QueueKeys,
+        options: Arc<Options>,
+    ) -> Self {
+        QueueConsumer {
+            client,
+            waiter,
+            keys,
+            options,
+        }
+    }
+
+    /// The queue's keys.
+    pub fn keys(&self) -> &QueueKeys {
+        &self.keys
+    }
+
+    fn legacy(&self) -> bool {
+        matches!(self.options.layout_ref(), Layout::Legacy)
+    }
+
+    fn deadline_score(&self) -> Value {
+        match self.options.retry_after_secs() {
+            None => Value::from("+inf"),
+            Some(s) => Value::from(now_secs().saturating_add(i64::try_from(s).unwrap_or(i64::MAX))),
+        }
+    }
+
+    /// Reserves up to `max` messages (sweeping lapsed reservations and, on Laravel, due
+    /// delayed ones back first). Poison comes back as [`Content::Poison`]: dead-letter it.
+    pub async fn reserve(&self, max: usize) -> Result<Vec<Reserved>> {
+        Ok(self.reserve_with_hint(max).await?.0)
+    }
+
+    /// Like [`QueueConsumer::reserve`]; also, when nothing was ready on Laravel, the epoch
+    /// second the next delayed message is due.
+    pub(crate) async fn reserve_with_hint(
+        &self,
+        max: usize,
+    ) -> Result<(Vec<Reserved>, Option<i64>)> {
+        let max = i64::try_from(max.max(1)).unwrap_or(i64::MAX);
+        let now = Value::from(now_secs());
+        let batch = Value::from(i64::from(self.options.batch()));
+        let k = &self.keys;
+        if self.legacy() {
+            let prefix = format!("{:024x}", rand::random::<u128>() >> 32);
+            let args = vec![
+                now,
+                batch,
+                self.deadline_score(),
+                Value::from(max),
+                Value::from(prefix),
+            ];
+            let keys = vec![k.ready.clone(), k.in_flight.clone(), k.timers.clone()];
+            let reply = scripts::run(&scripts::LEGACY_RESERVE, &self.client, keys, args).await?;
+            let items = into_array(reply);
+            let mut out = Vec::with_capacity(items.len() / 2);
+            let mut it = items.into_iter();
+            while let (Some(token), Some(raw)) = (it.next(), it.next()) {
+                let (Some(token), Some(raw)) = (bytes_of(token), bytes_of(raw)) else {
+                    return Err(Error::Protocol {
+                        script: "legacy_reserve",
+                        detail: "malformed reservation".into(),
+                    });
+                };
+                out.push(Reserved::from_handle(Handle::new(LEGACY, &token, &raw)));
+            }
+            Ok((out, None))
+        } else {
+            let recover = if self.options.retry_after_secs().is_some() {
+                "1"
+            } else {
+                "0"
+            };
+            let args = vec![
+                now,
+                batch,
+                self.deadline_score(),
+                Value::from(max),
+                Value::from(recover),
+            ];
+            let keys = vec![
+                k.ready.clone(),
+                k.in_flight.clone(),
+                k.notify.clone(),
+                k.timers.clone(),
+            ];
+            let reply = scripts::run(&scripts::LARAVEL_RESERVE, &self.client, keys, args).await?;
+            let mut it = into_array(reply).into_iter();
+            let due = it.next().and_then(|v| v.as_i64()).filter(|d| *d >= 0);
+            let mut out = Vec::new();
+            while let (Some(job), Some(reserved)) = (it.next(), it.next()) {
+                let (Some(job), Some(reserved)) = (bytes_of(job), bytes_of(reserved)) else {
+                    return Err(Error::Protocol {
+                        script: "laravel_reserve",
+                        detail: "malformed reservation".into(),
+                    });
+                };
+                out.push(Reserved::from_handle(Handle::new(LARAVEL, &reserved, &job)));
+            }
+            Ok((out, due))
+        }
+    }
+
+    /// Waits up to `timeout` for work: Laravel blocks on `:notify` (its own connection);
+    /// the legacy layout has no wake-up list, so this only sleeps.
+    pub async fn wait(&self, timeout: Duration) -> Result<()> {
+        match &self.waiter {
+            Some(waiter) => {
+                let secs = format!("{:.3}", timeout.as_secs_f64().max(0.001));
+                let cmd = CustomCommand::new_static("BLPOP", ClusterHash::FirstKey, true);
+                let args = vec![Value::from(self.keys.notify.as_str()), Value::from(secs)];
+                let _: Value = waiter.custom(cmd, args).await?;
+            }
+            None => tokio::time::sleep(timeout).await,
+        }
+        Ok(())
+    }
+
+    /// Removes handled messages (legacy: gated on each reservation's own token; Laravel:
+    /// `ZREM` of the reserved members exactly as reserved, one command). Returns how
+    /// many were still reserved; the others had lapsed and were recovered.
+    pub async fn ack(&self, handles: &[Handle]) -> Result<usize> {
+        if handles.is_empty() {
+            return Ok(0);
+        }
+        if self.legacy() {
+            let flags = self
+                .settle("ack", handles.iter().map(|h| (h, Bytes::new())), None)
+                .await?;
+            return Ok(flags.into_iter().filter(|settled| *settled).count());
+        }
+        let members: Vec<Value> = handles.iter().map(|h| Value::Bytes(h.member())).collect();
+        let removed: i64 = self.client.zrem(&self.keys.in_flight, members).await?;
+        Ok(usize::try_from(removed).unwrap_or(0))
+    }
+
+    /// Legacy settle: one gated script for a batch.
+    async fn settle(
+        &self,
+        mode: &'static str,
+        items: impl Iterator<Item = (&Handle, Bytes)>,
+        target: Option<&str>,
+    ) -> Result<Vec<bool>> {
+        let mut args = vec![Value::from(mode)];
+        for (handle, body) in items {
+            args.push(Value::Bytes(handle.member()));
+            args.push(Value::Bytes(handle.stored()));
+            args.push(Value::Bytes(body));
+        }
+        let k = &self.keys;
+        let target = target.unwrap_or(&k.ready).to_owned();
+        let keys = vec![k.in_flight.clone(), k.timers.clone(), target];
+        scripts::run_flags(&scripts::LEGACY_SETTLE, &self.client, keys, args).await
+    }
+
+    /// Extends reservations by `retry_after`; `false` where one was already lost.
+    pub async fn renew(&self, handles: &[Handle]) -> Result<Vec<bool>> {
+        if handles.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut args = vec![self.deadline_score()];
+        args.extend(handles.iter().map(|h| Value::Bytes(h.member())));
+        let set = if self.legacy() {
+            &self.keys.timers
+        } else {
+            &self.keys.in_flight
+        };
+        scripts::run_flags(&scripts::RENEW, &self.client, vec![set.clone()], args).await
+    }
+
+    /// Hands a failed message back with `attempts + 1`: Laravel into `:delayed` after
+    /// `delay` (whole seconds); legacy to the end of the list (it has no delayed set, so
+    /// the delay is not honoured there, as in BabelQueue). `false`: the reservation was
+    /// lost (swept or migrated back), nothing written.
+    pub async fn retry(&self, reserved: &Reserved, delay: Duration) -> Result<bool> {
+        let Some(envelope) = reserved.envelope() else {
+            return Err(Error::Envelope(
+                "a poison body is never retried; dead-letter it".into(),
+            ));
+        };
+        let mut next = envelope.clone();
+        next.set_attempts(envelope.attempts().saturating_add(1));
+        let body = next.encode();
+        if self.legacy() {
+            let stored = frame(&body, reserved.headers());
+            let flags = self
+                .settle(
+                    "tail",
+                    std::iter::once((reserved.handle(), Bytes::from(stored))),
+                    None,
+                )
+                .await?;
+            return Ok(flags.first().copied().unwrap_or(false));
+        }
+        let k = &self.keys;
+        let args = vec![
+            Value::Bytes(reserved.handle().member()),
+            Value::Bytes(body.into()),
+            Value::from(available_at(delay)),
+        ];
+        let keys = vec![k.in_flight.clone(), k.timers.clone()];
+        Ok(scripts::run_int(&scripts::LARAVEL_RELEASE, &self.client, keys, args).await? == 1)
+    }
+
+    /// Returns reservations that never started to the head of the ready list, unchanged
+    /// (no attempt counted).
+    pub async fn release(&self, handles: &[Handle]) -> Result<Vec<bool>> {
+        if handles.is_empty() {
+            return Ok(Vec::new());
+        }
+        if self.legacy() {
+            return self
+                .settle("head", handles.iter().map(|h| (h, h.stored())), None)
+                .await;
+        }
+        let k = &self.keys;
+        let mut args = Vec::with_capacity(handles.len() * 2);
+        for h in handles {
+            args.push(Value::Bytes(h.member()));
+            args.push(Value::Bytes(h.stored()));
+        }
+        let keys = vec![k.in_flight.clone(), k.ready.clone(), k.notify.clone()];
+        scripts::run_flags(&scripts::LARAVEL_RETURN, &self.client, keys, args).await
+    }
+
+    /// Moves the message to the queue's `.dlq` with the block: an envelope as the
+    /// envelope plus `dead_letter`, poison as BabelQueue's poison record. Legacy records
+    /// of framed messages stay framed, as BabelQueue writes them. `false`: the
+    /// reservation was lost, nothing written.
+    pub async fn dead_letter(&self, reserved: &Reserved, block: &DeadLetterBlock) -> Result<bool> {
+        let record = match reserved.content() {
+            Content::Envelope(env) => env.dead_lettered(block),
+            Content::Poison(_) => poison_record(reserved.body(), block),
+        };
+        let k = &self.keys;
+        if self.legacy() {
+            let stored = frame(&record, reserved.headers());
+            let flags = self
+                .settle(
+                    "tail",
+                    std::iter::once((reserved.handle(), Bytes::from(stored))),
+                    Some(&k.dlq),
+                )
+                .await?;
+            return Ok(flags.first().copied().unwrap_or(false));
+        }
+        let args = vec![
+            Value::Bytes(reserved.handle().member()),
+            Value::Bytes(record.into()),
+        ];
+        let keys = vec![k.in_flight.clone(), k.dlq.clone(), k.dlq_notify.clone()];
+        Ok(scripts::run_int(&scripts::LARAVEL_DEAD_LETTER, &self.client, keys, args).await? == 1)
+    }
+
+    /// Moves lapsed reservations (and, on Laravel, due delayed messages) back to the ready
+    /// list, at most one sweep batch each; returns how many moved. Safe when several
+    /// consumers run it at once: each entry moves once.
+    pub async fn recover(&self) -> Result<i64> {
+        let now = Value::from(now_secs());
+        let batch = Value::from(i64::from(self.options.batch()));
+        let k = &self.keys;
+        if self.legacy() {
+            let keys = vec![k.ready.clone(), k.in_flight.clone(), k.timers.clone()];
+            return scripts::run_int(
+                &scripts::LEGACY_RECOVER,
+                &self.client,
+                keys,
+                vec![now, batch],
+            )
+            .await;
+        }
+        let recover = if self.options.retry_after_secs().is_some() {
+            "1"
+        } else {
+            "0"
+        };
+        let keys = vec![
+            k.ready.clone(),
+            k.in_flight.clone(),
+            k.notify.clone(),
+            k.timers.clone(),
+        ];
+        scripts::run_int(
+            &scripts::LARAVEL_RECOVER,
+            &self.client,
+            keys,
+            vec![now, batch, Value::from(recover)],
+        )
+        .await
+    }
+
+    /// Closes the consumer's own blocking connection.
+    pub async fn close(&self) -> Result<()> {
+        if let Some(waiter) = &self.waiter {
+            waiter.quit().await?;
+        }
+        Ok(())
+    }
+}
+
+fn into_array(v: Value) -> Vec<Value> {
+    match v {
+        Value::Array(items) => items,
+        _ => Vec::new(),
+    }
+}

@@ -1,0 +1,248 @@
+//! Byte-level JSON helpers: a nesting-depth guard, an order-preserving object reader
+//! that keeps every value as raw text (numbers, `{}` and unknown members survive a hop
+//! exactly as written), a minifier and the unpaired-surrogate check of poison records.
+
+use std::fmt;
+
+use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
+use serde_json::value::RawValue;
+
+/// The deepest nesting of arrays and objects accepted. Deeper input is poison (Python's
+/// decoder gives up near 1,000 levels with a `RecursionError`; serde_json at 128).
+pub const MAX_DEPTH: usize = 128;
+
+/// The JSON whitespace set (RFC 8259).
+pub(crate) fn is_json_space(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\r' | b'\n')
+}
+
+/// Whether `text` nests arrays or objects deeper than [`MAX_DEPTH`]. A linear scan that
+/// skips string literals; it does not validate.
+pub(crate) fn too_deep(text: &[u8]) -> bool {
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    for &b in text {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > MAX_DEPTH {
+                    return true;
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    false
+}
+
+/// The members of a JSON object in document order, duplicates included, each value as
+/// its raw text.
+pub(crate) struct Pairs(pub Vec<(String, Box<RawValue>)>);
+
+impl<'de> Deserialize<'de> for Pairs {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct PairsVisitor;
+        impl<'de> Visitor<'de> for PairsVisitor {
+            type Value = Pairs;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Pairs, A::Error> {
+                let mut pairs = Vec::new();
+                while let Some(pair) = map.next_entry::<String, Box<RawValue>>()? {
+                    pairs.push(pair);
+                }
+                Ok(Pairs(pairs))
+            }
+        }
+        deserializer.deserialize_map(PairsVisitor)
+    }
+}
+
+impl Pairs {
+    /// Reads `text` as an object; `None` unless it is exactly one JSON object.
+    pub(crate) fn parse(text: &str) -> Option<Pairs> {
+        if too_deep(text.as_bytes()) {
+            return None;
+        }
+        serde_json::from_str(text).ok()
+    }
+
+    /// Keeps the last value of a repeated name at the place of its first occurrence (what
+    /// Python's `json.loads` does).
+    pub(crate) fn dedup(self) -> Vec<(String, Box<RawValue>)> {
+        let mut out: Vec<(String, Box<RawValue>)> = Vec::with_capacity(self.0.len());
+        for (key, value) in self.0 {
+            match out.iter_mut().find(|(k, _)| *k == key) {
+                Some(slot) => slot.1 = value,
+                None => out.push((key, value)),
+            }
+        }
+        out
+    }
+}
+
+/// Writes `{"k":v,...}` from raw members.
+pub(crate) fn write_object(out: &mut Vec<u8>, members: &[(String, Box<RawValue>)]) {
+    out.push(b'{');
+    for (i, (key, value)) in members.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_string(out, key);
+        out.push(b':');
+        out.extend_from_slice(value.get().as_bytes());
+    }
+    out.push(b'}');
+}
+
+/// Writes a JSON string literal (non-ASCII kept as is, like Python's `ensure_ascii=False`).
+pub(crate) fn write_string(out: &mut Vec<u8>, text: &str) {
+    // Serializing a &str cannot fail.
+    let _ = serde_json::to_writer(&mut *out, text);
+}
+
+/// A raw value from JSON text that is known to be valid.
+pub(crate) fn raw(text: String) -> Box<RawValue> {
+    RawValue::from_string(text).unwrap_or_else(|_| null())
+}
+
+/// The raw `null`.
+pub(crate) fn null() -> Box<RawValue> {
+    RawValue::NULL.to_owned()
+}
+
+/// `raw` without whitespace outside string literals, so a re-encoded envelope stays
+/// compact; every other byte (numbers, escapes) is kept as written.
+pub(crate) fn compact(raw: Box<RawValue>) -> Box<RawValue> {
+    let text = raw.get();
+    if !text.bytes().any(is_json_space) {
+        return raw;
+    }
+    let (mut out, mut in_string, mut escaped) = (String::with_capacity(text.len()), false, false);
+    for c in text.chars() {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c == '"' {
+                in_string = false;
+            }
+            out.push(c);
+        } else if c == '"' {
+            in_string = true;
+            out.push(c);
+        } else if !(c.is_ascii() && is_json_space(c as u8)) {
+            out.push(c);
+        }
+    }
+    match RawValue::from_string(out) {
+        Ok(compacted) => compacted,
+        Err(_) => raw,
+    }
+}
+
+/// Whether a string literal of the (syntactically valid) JSON `text` holds a `\uD800`-style
+/// escape that is not half of a high+low pair.
+pub(crate) fn has_unpaired_surrogate_escape(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    let mut in_string = false;
+    let mut pending_high = false;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if !in_string {
+            if b == b'"' {
+                in_string = true;
+                pending_high = false;
+            }
+            i += 1;
+            continue;
+        }
+        match b {
+            b'"' => {
+                if pending_high {
+                    return true;
+                }
+                in_string = false;
+                i += 1;
+            }
+            b'\\' => {
+                let next = bytes.get(i + 1).copied();
+                let code = if next == Some(b'u') {
+                    text.get(i + 2..i + 6)
+                        .and_then(|hex| u16::from_str_radix(hex, 16).ok())
+                } else {
+                    None
+                };
+                let is_high = code.is_some_and(|c| (0xD800..=0xDBFF).contains(&c));
+                let is_low = code.is_some_and(|c| (0xDC00..=0xDFFF).contains(&c));
+                if (pending_high && !is_low) || (is_low && !pending_high) {
+                    return true;
+                }
+                pending_high = is_high;
+                i += if code.is_some() { 6 } else { 2 };
+            }
+            _ => {
+                if pending_high {
+                    return true;
+                }
+                i += 1;
+            }
+        }
+    }
+    pending_high
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn depth_guard_counts_only_outside_strings() {
+        let deep = "[".repeat(MAX_DEPTH + 1);
+        assert!(too_deep(deep.as_bytes()));
+        let ok = format!("{}{}", "[".repeat(MAX_DEPTH), "]".repeat(MAX_DEPTH));
+        assert!(!too_deep(ok.as_bytes()));
+        let quoted = format!("\"{}\"", "[".repeat(1000));
+        assert!(!too_deep(quoted.as_bytes()));
+    }
+
+    #[test]
+    fn pairs_keep_order_duplicates_and_raw_numbers() {
+        let pairs = Pairs::parse(r#"{"b":9007199254740993,"a":[],"b":1e400}"#).unwrap();
+        let keys: Vec<_> = pairs.0.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(keys, ["b", "a", "b"]);
+        let dedup = pairs.dedup();
+        assert_eq!(dedup[0].1.get(), "1e400");
+        assert_eq!(dedup[1].1.get(), "[]");
+        assert!(Pairs::parse("[1]").is_none());
+        assert!(Pairs::parse("{} x").is_none());
+    }
+
+    #[test]
+    fn compact_keeps_strings() {
+        let v = compact(raw(r#"{ "a" : "x  y", "b" : [ 1 , 2 ] }"#.into()));
+        assert_eq!(v.get(), r#"{"a":"x  y","b":[1,2]}"#);
+    }
+
+    #[test]
+    fn surrogates() {
+        assert!(!has_unpaired_surrogate_escape(r#"{"a":"\ud83d\ude00"}"#));
+        assert!(has_unpaired_surrogate_escape(r#"{"a":"\ud83d"}"#));
+        assert!(has_unpaired_surrogate_escape(r#"{"a":"\ude00x"}"#));
+        assert!(!has_unpaired_surrogate_escape(r#"{"a":"\\ud83d"}"#));
+    }
+}

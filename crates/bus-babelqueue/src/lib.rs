@@ -1,0 +1,49 @@
+//! BabelQueue.Redis compatibility (SPEC §10): BabelQueue's canonical envelope over both
+//! of its Redis layouts, interoperable with the BabelQueue SDKs (tested against the
+//! Python package `babelqueue` 1.24.0), and a [`bus_core::Transport`] over it so a bus
+//! host can join a BabelQueue or Laravel fleet. The guide: `docs/babelqueue.md`.
+//!
+//! | Item | What it is |
+//! |---|---|
+//! | [`Envelope`], [`Meta`], [`Poison`] | the canonical envelope and why a body is poison |
+//! | [`frame`], [`unframe`] | the legacy layout's `__bq_frame` header frame |
+//! | [`DeadLetterBlock`], [`Reason`], [`poison_record`] | dead-letter records |
+//! | [`Layout`], [`QueueKeys`] | the two layouts and every key name |
+//! | [`BabelQueue`], [`Options`] | a client: publish, delayed publish, consumers |
+//! | [`QueueConsumer`], [`Reserved`] | reserve, ack, retry, release, dead-letter, recover |
+//! | [`Admin`], [`Counts`], [`Area`], [`DeadLetter`] | management: find, count, peek, dead letters |
+//! | [`RedriveOptions`], [`RedriveReport`] | redrive a `.dlq`, atomically per record, with a real dry run |
+//! | [`BabelTransport`] | the bus adapter ([`bus_core::Transport`]) |
+//! | [`Error`] | what can go wrong here |
+
+mod adapter;
+mod admin;
+mod client;
+mod consumer;
+mod dead_letter;
+mod discover;
+mod envelope;
+mod error;
+mod frame;
+mod json;
+mod keys;
+mod redrive;
+mod scripts;
+
+pub use adapter::{BabelTransport, TRACE_ID_HEADER};
+pub use admin::{Admin, Area, Counts, DeadLetter, DeadLetterInfo, Peeked, MAX_PEEK};
+pub use client::{BabelQueue, Options};
+pub use consumer::{Content, Handle, QueueConsumer, Reserved};
+pub use dead_letter::{poison_record, DeadLetterBlock, Reason};
+pub use discover::FoundQueue;
+pub use envelope::{Envelope, Meta, Poison, LANG, SCHEMA_VERSION};
+pub use error::{Error, Result};
+pub use frame::{frame, sanitize, unframe, Headers, FRAME_KEY};
+pub use json::MAX_DEPTH;
+pub use keys::{validate_queue, Layout, QueueKeys};
+pub use redrive::{Outcome, RedriveItem, RedriveOptions, RedriveReport};
+
+// The guide's examples compile as doc-tests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/babelqueue.md")]
+struct GuideDoctests;

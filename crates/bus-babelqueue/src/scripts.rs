@@ -1,0 +1,91 @@
+//! The Lua scripts of every transition (`lua/`), run by SHA with a `NOSCRIPT` fallback
+//! through bus-redis's [`LuaScript`].
+
+use std::sync::LazyLock;
+
+use bus_redis::LuaScript;
+use fred::prelude::Client;
+use fred::types::{MultipleKeys, Value};
+
+use crate::{Error, Result};
+
+macro_rules! lua {
+    ($name:literal) => {
+        LuaScript::new($name, include_str!(concat!("../lua/", $name, ".lua")))
+    };
+    ($name:literal, $common:literal) => {
+        LuaScript::new(
+            $name,
+            concat!(
+                include_str!(concat!("../lua/", $common, ".lua")),
+                include_str!(concat!("../lua/", $name, ".lua"))
+            ),
+        )
+    };
+}
+
+pub(crate) static LEGACY_RESERVE: LazyLock<LuaScript> =
+    LazyLock::new(|| lua!("legacy_reserve", "legacy_common"));
+pub(crate) static LEGACY_RECOVER: LazyLock<LuaScript> =
+    LazyLock::new(|| lua!("legacy_recover", "legacy_common"));
+pub(crate) static LEGACY_SETTLE: LazyLock<LuaScript> = LazyLock::new(|| lua!("legacy_settle"));
+pub(crate) static RENEW: LazyLock<LuaScript> = LazyLock::new(|| lua!("renew"));
+pub(crate) static LARAVEL_RESERVE: LazyLock<LuaScript> =
+    LazyLock::new(|| lua!("laravel_reserve", "laravel_common"));
+pub(crate) static LARAVEL_RECOVER: LazyLock<LuaScript> =
+    LazyLock::new(|| lua!("laravel_recover", "laravel_common"));
+pub(crate) static LARAVEL_PUSH: LazyLock<LuaScript> = LazyLock::new(|| lua!("laravel_push"));
+pub(crate) static LARAVEL_RELEASE: LazyLock<LuaScript> = LazyLock::new(|| lua!("laravel_release"));
+pub(crate) static LARAVEL_RETURN: LazyLock<LuaScript> = LazyLock::new(|| lua!("laravel_return"));
+pub(crate) static LARAVEL_DEAD_LETTER: LazyLock<LuaScript> =
+    LazyLock::new(|| lua!("laravel_dead_letter"));
+pub(crate) static REDRIVE: LazyLock<LuaScript> = LazyLock::new(|| lua!("redrive"));
+
+/// Runs a script; its reply as a value.
+pub(crate) async fn run(
+    script: &LuaScript,
+    client: &Client,
+    keys: impl Into<MultipleKeys> + Send,
+    args: Vec<Value>,
+) -> Result<Value> {
+    Ok(script.run(client, keys, args).await?)
+}
+
+/// Runs a script that replies with an integer.
+pub(crate) async fn run_int(
+    script: &LuaScript,
+    client: &Client,
+    keys: impl Into<MultipleKeys> + Send,
+    args: Vec<Value>,
+) -> Result<i64> {
+    let reply = run(script, client, keys, args).await?;
+    reply.as_i64().ok_or_else(|| unexpected(script, &reply))
+}
+
+/// Runs a script that replies with an array of 1/0 flags.
+pub(crate) async fn run_flags(
+    script: &LuaScript,
+    client: &Client,
+    keys: impl Into<MultipleKeys> + Send,
+    args: Vec<Value>,
+) -> Result<Vec<bool>> {
+    match run(script, client, keys, args).await? {
+        Value::Array(items) => items
+            .iter()
+            .map(|v| {
+                v.as_i64()
+                    .map(|n| n == 1)
+                    .ok_or_else(|| unexpected(script, v))
+            })
+            .collect(),
+        Value::Null => Ok(Vec::new()),
+        other => Err(unexpected(script, &other)),
+    }
+}
+
+pub(crate) fn unexpected(script: &LuaScript, reply: &Value) -> Error {
+    Error::Protocol {
+        script: script.name(),
+        detail: format!("{reply:?}"),
+    }
+}
