@@ -1,8 +1,8 @@
 //! Throughput against honest baselines, measured in the same run (issue 9,
 //! docs/performance.md). A plain `main` that prints a table:
 //!
-//! `cargo bench -p benches --bench throughput` (`ROUNDS=n` repeats the whole set; `ONLY=<part of a
-//! phase's function name>` runs only those phases;
+//! `cargo bench -p benches --bench throughput` (`ROUNDS=n` repeats the whole set; `ONLY=<parts of
+//! phases' function names, comma-separated>` runs only those phases;
 //! `COMMANDSTATS=1` prints Redis's `INFO commandstats` of each Redis phase).
 //!
 //! Every phase moves 100,000 messages with a ~100-byte JSON body, and reports msg/s and
@@ -546,9 +546,12 @@ fn main() {
         .ok()
         .and_then(|r| r.parse().ok())
         .unwrap_or(if smoke { 1 } else { 2 });
-    // ONLY=memory_prefilled (a substring of phase names) runs just those, e.g. to profile.
+    // ONLY=memory_prefilled or ONLY=layout,backlog (parts of phase names) runs just those.
     let only = std::env::var("ONLY").ok();
-    let wanted = |phase: &str| only.as_ref().map_or(true, |o| phase.contains(o.as_str()));
+    let wanted = |phase: &str| {
+        only.as_ref()
+            .map_or(true, |o| o.split(',').any(|o| phase.contains(o)))
+    };
     rt.block_on(async {
         let env = Env::start().await;
         for round in 1..=rounds {
