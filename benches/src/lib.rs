@@ -1,6 +1,10 @@
 //! Shared plumbing of the benchmarks in `benches/`: a Redis to run against, and a place
 //! to collect figures so each run can print ratios measured in the same run.
 
+pub mod cpu;
+pub mod layout;
+pub mod messages;
+
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::Duration;

@@ -204,6 +204,29 @@ impl Envelope {
 
     /// Decodes an envelope. Garbage gives [`Error::Decode`], never a panic.
     pub fn decode(bytes: &[u8]) -> Result<Self> {
+        Self::decode_with(bytes, Bytes::copy_from_slice)
+    }
+
+    /// Like [`Envelope::decode`], for an element already held as `Bytes`: the body
+    /// shares its buffer instead of being copied (the host's path, once per delivery).
+    pub fn decode_shared(bytes: &Bytes) -> Result<Self> {
+        Self::decode_with(bytes, |body| {
+            // The body is a sub-slice of `bytes` (both decoders borrow it); checked, so
+            // that `slice_ref` can never panic.
+            let (start, end) = (
+                bytes.as_ptr() as usize,
+                bytes.as_ptr() as usize + bytes.len(),
+            );
+            let at = body.as_ptr() as usize;
+            if at >= start && at + body.len() <= end {
+                bytes.slice_ref(body)
+            } else {
+                Bytes::copy_from_slice(body)
+            }
+        })
+    }
+
+    fn decode_with(bytes: &[u8], body_of: impl FnOnce(&[u8]) -> Bytes) -> Result<Self> {
         let garbage = |what: &str, e: crate::BoxError| Error::Decode {
             what: "envelope".into(),
             reason: format!("{what}: {e}"),
@@ -224,7 +247,7 @@ impl Envelope {
                     wire.headers,
                     wire.sent,
                     Format::Json,
-                    body,
+                    body_of(body),
                 )
             }
             Some(_) => {
@@ -240,7 +263,7 @@ impl Envelope {
                     wire.headers,
                     wire.sent,
                     Format::MessagePack,
-                    body,
+                    body_of(body),
                 )
             }
         }
@@ -254,7 +277,7 @@ impl Envelope {
         headers: Headers,
         sent_at_ms: u64,
         format: Format,
-        body: &[u8],
+        body: Bytes,
     ) -> Result<Self> {
         if version != ENVELOPE_VERSION {
             return Err(Error::decode(
@@ -273,7 +296,7 @@ impl Envelope {
             headers,
             sent_at_ms,
             format,
-            body: Bytes::copy_from_slice(body),
+            body,
         })
     }
 }
@@ -296,8 +319,14 @@ mod tests {
             env.id = MessageId::from(id);
             env.sent_at_ms = sent;
             env.headers = headers;
-            let decoded = Envelope::decode(&env.encode().unwrap()).unwrap();
-            prop_assert_eq!(decoded, env);
+            let encoded = Bytes::from(env.encode().unwrap());
+            let decoded = Envelope::decode(&encoded).unwrap();
+            prop_assert_eq!(&decoded, &env);
+            // The shared decoding gives the same envelope, its body inside the element.
+            let shared = Envelope::decode_shared(&encoded).unwrap();
+            let within = encoded.as_ptr_range();
+            prop_assert!(shared.body.is_empty() || within.contains(&shared.body.as_ptr()));
+            prop_assert_eq!(shared, env);
         }
 
         #[test]
@@ -306,8 +335,14 @@ mod tests {
             let mut env = Envelope::new(ty, Format::MessagePack, body);
             env.sent_at_ms = sent;
             env.headers = headers;
-            let decoded = Envelope::decode(&env.encode().unwrap()).unwrap();
-            prop_assert_eq!(decoded, env);
+            let encoded = Bytes::from(env.encode().unwrap());
+            let decoded = Envelope::decode(&encoded).unwrap();
+            prop_assert_eq!(&decoded, &env);
+            // The shared decoding gives the same envelope, its body inside the element.
+            let shared = Envelope::decode_shared(&encoded).unwrap();
+            let within = encoded.as_ptr_range();
+            prop_assert!(shared.body.is_empty() || within.contains(&shared.body.as_ptr()));
+            prop_assert_eq!(shared, env);
         }
 
         #[test]

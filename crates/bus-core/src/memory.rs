@@ -2,7 +2,8 @@
 //! retries, delayed delivery, dead letters, event fan-out) inside one process, for
 //! tests and for running without Redis.
 
-use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime};
@@ -42,23 +43,79 @@ pub struct QueueStats {
     pub dead_letters: usize,
 }
 
+/// A fast hasher for maps keyed by ids the process makes itself (message and storage
+/// ids, receipts), where SipHash's flood resistance buys nothing: FxHash's mixing, a
+/// multiply and a rotate per 8 bytes, and a final rotate. It was 6% of the in-memory transport's profile.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct FastHasher(u64);
+
+impl FastHasher {
+    const K: u64 = 0x517c_c1b7_2722_0a95;
+
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(Self::K);
+    }
+}
+
+impl Hasher for FastHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for chunk in &mut chunks {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(chunk);
+            self.add(u64::from_le_bytes(word));
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut word = [0u8; 8];
+            word[..rest.len()].copy_from_slice(rest);
+            self.add(u64::from_le_bytes(word));
+        }
+    }
+
+    fn write_u8(&mut self, n: u8) {
+        self.add(u64::from(n));
+    }
+
+    fn write_u32(&mut self, n: u32) {
+        self.add(u64::from(n));
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.add(n);
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.add(n as u64);
+    }
+
+    fn finish(&self) -> u64 {
+        // The multiply mixes upward; hashbrown picks buckets with the low bits, so the
+        // well-mixed high bits are rotated down (as rustc-hash 2 does).
+        self.0.rotate_left(26)
+    }
+}
+
+pub(crate) type FastMap<K, V> = std::collections::HashMap<K, V, BuildHasherDefault<FastHasher>>;
+type FastSet<K> = std::collections::HashSet<K, BuildHasherDefault<FastHasher>>;
+
 #[derive(Debug, Default)]
 struct State {
-    queues: HashMap<Source, Queue>,
-    subscriptions: HashMap<String, BTreeSet<String>>,
+    queues: FastMap<Source, Queue>,
+    subscriptions: FastMap<String, BTreeSet<String>>,
 }
 
 #[derive(Debug, Default)]
 struct Queue {
     ready: VecDeque<Bytes>,
-    messages: HashMap<Bytes, Stored>,
-    in_flight: HashMap<Bytes, Instant>,
+    messages: FastMap<Bytes, Stored>,
+    in_flight: FastMap<Bytes, Instant>,
     delayed: BTreeSet<(Instant, u64, Bytes)>,
     dead: Vec<Bytes>,
     /// Recovered messages, delivered one at a time, each alone.
     suspects: VecDeque<Bytes>,
     /// Reserved suspects (held alone by their consumer).
-    isolated: HashSet<Bytes>,
+    isolated: FastSet<Bytes>,
     sequence: u64,
     notify: Arc<Notify>,
 }
@@ -73,7 +130,14 @@ struct Stored {
 
 impl State {
     fn queue(&mut self, source: &Source) -> &mut Queue {
-        self.queues.entry(source.clone()).or_default()
+        // Looked up first: `entry` would clone the source on every call.
+        if !self.queues.contains_key(source) {
+            self.queues.insert(source.clone(), Queue::default());
+        }
+        match self.queues.get_mut(source) {
+            Some(queue) => queue,
+            None => unreachable!("inserted above"),
+        }
     }
 }
 
@@ -146,7 +210,8 @@ impl Queue {
     /// Ends a reservation; true if it was an isolated one.
     fn unlock(&mut self, key: &Bytes) -> bool {
         self.in_flight.remove(key);
-        self.isolated.remove(key)
+        // Almost always empty (only crash suspects are isolated): skip hashing the key.
+        !self.isolated.is_empty() && self.isolated.remove(key)
     }
 
     fn kill(&mut self, key: Bytes, reason: DeadLetterReason, error: Option<&ErrorRecord>) {

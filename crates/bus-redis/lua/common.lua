@@ -17,6 +17,28 @@ local function bulk(cmd, key, items)
   end
 end
 
+-- Runs a reading `cmd key item...` over a list in chunks and returns the replies of all
+-- chunks as one list, in order (ZMSCORE, HMGET: one reply per item).
+local function bulk_read(cmd, key, items)
+  if #items <= 1000 then return redis.call(cmd, key, unpack(items)) end
+  local out, n = {}, 0
+  for i = 1, #items, 1000 do
+    local part = redis.call(cmd, key, unpack(items, i, math.min(i + 999, #items)))
+    for j = 1, #part do out[n + j] = part[j] end
+    n = n + #part
+  end
+  return out
+end
+
+-- True if the first byte of a ready element shows it is an envelope as sent: a JSON
+-- object ('{') or a MessagePack map (a byte >= 0x80). Stored ids never start so
+-- (storage ids start with '~'; send_at refuses such message ids), so reserve needs no
+-- lookup to tell such an element is fresh.
+local function surely_fresh(element)
+  local b = string.byte(element, 1)
+  return b == 123 or (b ~= nil and b >= 128)
+end
+
 -- True if `id` is reserved and `count` is its current delivery count: the reservation's
 -- token. A stale consumer's transitions are ignored.
 local function current(inflight, deliveries, id, count)

@@ -5,9 +5,10 @@
 -- order sent whatever its ids (equal scores would sort by id).
 if #ARGV < 2 or redis.call('HEXISTS', KEYS[2], ARGV[2]) == 1 then return 0 end
 for i = 2, #ARGV, 2 do
-  -- Ids starting with '~' are the storage ids reserve hands out.
-  if string.sub(ARGV[i], 1, 1) == '~' then
-    return redis.error_reply('message ids must not start with ~')
+  -- Ids starting with '~' are the storage ids reserve hands out; reserve tells an
+  -- envelope from a stored id by a first byte '{' or >= 0x80 (common.lua).
+  if string.sub(ARGV[i], 1, 1) == '~' or surely_fresh(ARGV[i]) then
+    return redis.error_reply('message ids must not start with ~, { or a byte >= 0x80')
   end
 end
 local fields, ids = {}, {}

@@ -62,6 +62,27 @@ impl QueueKeys {
         }
     }
 
+    /// Only the ready list of `source`: what a send needs, built with one allocation
+    /// instead of every key of the queue. Equal to `QueueKeys::new(prefix, source).ready`.
+    pub fn ready_of(prefix: &str, source: &Source) -> String {
+        let mut key = String::with_capacity(prefix.len() + 48);
+        key.push_str(prefix);
+        key.push_str(":{");
+        match source {
+            Source::Queue(queue) => {
+                key.push_str(queue);
+                key.push('}');
+            }
+            Source::Subscription { topic, name } => {
+                key.push_str(topic);
+                key.push_str("}:s:");
+                key.push_str(name);
+            }
+        }
+        key.push_str(":ready");
+        key
+    }
+
     /// Every key, for management and cleanup.
     pub fn all(&self) -> [&str; 11] {
         [
@@ -154,6 +175,15 @@ mod tests {
     fn all_keys_of_a_queue_share_its_hash_tag() {
         let keys = QueueKeys::new("bus", &Source::queue("orders").unwrap());
         assert_eq!(keys.ready, "bus:{orders}:ready");
+        assert_eq!(
+            QueueKeys::ready_of("bus", &Source::queue("orders").unwrap()),
+            keys.ready
+        );
+        let mail = Source::subscription("paid", "mail").unwrap();
+        assert_eq!(
+            QueueKeys::ready_of("app", &mail),
+            QueueKeys::new("app", &mail).ready
+        );
         assert!(keys.all().iter().all(|k| k.starts_with("bus:{orders}:")));
     }
 

@@ -114,7 +114,7 @@ impl RedisTransport {
         args.extend(names.iter().map(|name| Value::from(name.as_str())));
         for name in names {
             match Source::subscription(topic, name.as_str()) {
-                Ok(source) => keys.push(self.keys(&source).ready),
+                Ok(source) => keys.push(QueueKeys::ready_of(self.prefix(), &source)),
                 Err(e) => self.warn_invalid_subscription(topic, name, &e),
             }
         }
@@ -164,7 +164,7 @@ impl Transport for RedisTransport {
     async fn send(&self, queue: &str, messages: Vec<Outgoing>) -> bus_core::Result<()> {
         // One command: the plain envelopes go straight onto the ready list; reserve gives
         // them their storage ids (docs/redis-layout.md).
-        let ready = self.keys(&Source::queue(queue)?).ready;
+        let ready = QueueKeys::ready_of(self.prefix(), &Source::queue(queue)?);
         let envelopes: Vec<Value> = messages
             .into_iter()
             .map(|m| Value::Bytes(m.payload))

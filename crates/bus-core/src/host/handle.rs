@@ -52,7 +52,7 @@ impl Worker {
         cancellation: CancellationToken,
     ) -> Outcome {
         let registration = &self.registration;
-        let envelope = match Envelope::decode(&delivery.payload) {
+        let envelope = match Envelope::decode_shared(&delivery.payload) {
             Ok(envelope) => envelope,
             Err(e) => return Outcome::undecodable(error_chain(&e)),
         };

@@ -1,11 +1,11 @@
 //! The messages a worker holds: reserved, and not yet settled in the transport.
 
-use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use crate::memory::FastMap;
 use crate::Receipt;
 
 /// Each held message with the token that cancels its handler (shutdown, lost lock). A
@@ -13,12 +13,13 @@ use crate::Receipt;
 /// it is flushed), so "nothing held" means nothing of ours can be lost with the process.
 #[derive(Debug, Default)]
 pub(super) struct Held {
-    map: Mutex<HashMap<Receipt, CancellationToken>>,
+    /// Receipts are ids the bus made: hashed fast, not flood-resistant (memory.rs).
+    map: Mutex<FastMap<Receipt, CancellationToken>>,
     emptied: Notify,
 }
 
 impl Held {
-    fn map(&self) -> MutexGuard<'_, HashMap<Receipt, CancellationToken>> {
+    fn map(&self) -> MutexGuard<'_, FastMap<Receipt, CancellationToken>> {
         self.map.lock().unwrap_or_else(PoisonError::into_inner)
     }
 

@@ -1,0 +1,619 @@
+//! Throughput against honest baselines, measured in the same run (issue 9,
+//! docs/performance.md). A plain `main` that prints a table:
+//!
+//! `cargo bench -p benches --bench throughput` (`ROUNDS=n` repeats the whole set; `ONLY=<parts of
+//! phases' function names, comma-separated>` runs only those phases;
+//! `COMMANDSTATS=1` prints Redis's `INFO commandstats` of each Redis phase).
+//!
+//! Every phase moves 100,000 messages with a ~100-byte JSON body, and reports msg/s and
+//! the CPU that the redis-server and this process spent per message over the timed phase
+//! (utime + stime from `/proc/<pid>/stat`, 10 ms resolution).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use benches::cpu::{clock_tick, Figure, Meter};
+use benches::layout::{layout_keys, layout_scripts};
+use benches::messages::{envelopes, order, Order};
+use benches::BenchRedis;
+use bus_core::{
+    Bus, BusConfig, CommandProcessor, Context, Host, MemoryTransport, ProcessError,
+    ProcessingSettings, Source,
+};
+use bus_redis::keys::QueueKeys;
+use bus_redis::{RedisConfig, RedisTransport};
+use bytes::Bytes;
+use fred::prelude::{Client, ClientLike, HashesInterface, KeysInterface, ListInterface};
+use fred::types::scripts::Script;
+use fred::types::{Key, Value};
+use futures::StreamExt;
+
+/// Messages per phase: 100,000 under `cargo bench`; a quick smoke run of 2,000 when
+/// `cargo test --all-targets` runs this target (it passes no `--bench`).
+static COUNT_SET: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+fn count() -> u64 {
+    *COUNT_SET.get().unwrap_or(&100_000)
+}
+const CONSUMERS: usize = 4;
+const BATCH: usize = 100;
+const IN_FLIGHT: usize = 1_000;
+
+// ---- the environment ------------------------------------------------------------
+
+struct Env {
+    redis: BenchRedis,
+    meter: Meter,
+    admin: Client,
+    runs: AtomicU64,
+    commandstats: bool,
+}
+
+impl Env {
+    async fn start() -> Env {
+        let redis = BenchRedis::start();
+        let admin = Client::new(
+            fred::prelude::Config::from_url(&redis.url).unwrap(),
+            None,
+            None,
+            None,
+        );
+        admin.init().await.unwrap();
+        let info: String = admin
+            .info(Some(fred::types::InfoKind::Server))
+            .await
+            .unwrap();
+        let redis_pid = info
+            .lines()
+            .find_map(|l| l.strip_prefix("process_id:"))
+            .and_then(|v| v.trim().parse().ok())
+            .expect("process_id in INFO server");
+        Env {
+            redis,
+            meter: Meter {
+                redis_pid,
+                tick: clock_tick(),
+            },
+            admin,
+            runs: AtomicU64::new(0),
+            commandstats: std::env::var("COMMANDSTATS").is_ok(),
+        }
+    }
+
+    /// A transport in a fresh namespace.
+    async fn transport(&self) -> RedisTransport {
+        let prefix = format!("b{}", self.runs.fetch_add(1, Ordering::Relaxed));
+        let config = RedisConfig::from_url(&self.redis.url)
+            .unwrap()
+            .prefix(prefix);
+        RedisTransport::connect(&config).await.unwrap()
+    }
+
+    /// A connection of its own (each consumer of the raw phases has one).
+    async fn client(&self) -> Client {
+        let client = self.admin.clone_new();
+        client.init().await.unwrap();
+        client
+    }
+
+    async fn reset_stats(&self) {
+        let _: Value = self
+            .admin
+            .custom(cmd("CONFIG"), vec!["RESETSTAT"])
+            .await
+            .unwrap();
+    }
+
+    /// The time Redis spent in the commands clients sent (scripts with what they call,
+    /// RPUSH, BLMOVE) since the last reset, per message; prints every command's
+    /// figures when `COMMANDSTATS` is set.
+    async fn command_us(&self, phase: &str, messages: u64) -> f64 {
+        let info: String = self
+            .admin
+            .info(Some(fred::types::InfoKind::CommandStats))
+            .await
+            .unwrap();
+        if self.commandstats {
+            println!("-- INFO commandstats after {phase}:");
+        }
+        let mut usec = 0.0;
+        for line in info.lines().filter(|l| l.starts_with("cmdstat_")) {
+            if self.commandstats {
+                println!("   {line}");
+            }
+            let Some((name, rest)) = line
+                .strip_prefix("cmdstat_")
+                .and_then(|l| l.split_once(':'))
+            else {
+                continue;
+            };
+            let value = rest
+                .split(',')
+                .find_map(|kv| kv.strip_prefix("usec="))
+                .and_then(|v| v.parse::<f64>().ok())
+                .unwrap_or(0.0);
+            if matches!(name, "evalsha" | "rpush" | "blmove") {
+                usec += value;
+            }
+        }
+        usec / messages as f64
+    }
+}
+
+fn cmd(name: &'static str) -> fred::types::CustomCommand {
+    fred::types::CustomCommand::new_static(name, None, false)
+}
+
+// ---- (a) the plain circular list, done well ------------------------------------
+
+/// Moves up to ARGV[1] messages from the ready list into this consumer's processing list.
+const CIRCULAR_MOVE: &str = "local out = {}
+for i = 1, tonumber(ARGV[1]) do
+  local v = redis.call('LMOVE', KEYS[1], KEYS[2], 'LEFT', 'RIGHT')
+  if not v then break end
+  out[i] = v
+end
+return out";
+
+/// Acks a batch: one LREM per message, from the head of the processing list (where
+/// they are, in order: the cheapest case).
+const CIRCULAR_ACK: &str = "for i = 1, #ARGV do redis.call('LREM', KEYS[1], 1, ARGV[i]) end
+return #ARGV";
+
+struct Circular {
+    ready: String,
+    prefix: String,
+}
+
+impl Circular {
+    fn new(env: &Env) -> Circular {
+        let prefix = format!("c{}", env.runs.fetch_add(1, Ordering::Relaxed));
+        Circular {
+            ready: format!("{prefix}:ready"),
+            prefix,
+        }
+    }
+
+    /// Runs CONSUMERS consumers until `count` messages are processed and acked.
+    async fn consume(&self, env: &Env, count: u64) {
+        let done = Arc::new(AtomicU64::new(0));
+        let (mv, ack) = (
+            Arc::new(Script::from_lua(CIRCULAR_MOVE)),
+            Arc::new(Script::from_lua(CIRCULAR_ACK)),
+        );
+        let mut tasks = Vec::new();
+        for c in 0..CONSUMERS {
+            let client = env.client().await;
+            let keys: Vec<Key> = vec![
+                self.ready.as_str().into(),
+                format!("{}:processing:{c}", self.prefix).into(),
+            ];
+            let (done, mv, ack) = (Arc::clone(&done), Arc::clone(&mv), Arc::clone(&ack));
+            tasks.push(tokio::spawn(async move {
+                while done.load(Ordering::Relaxed) < count {
+                    let mut got: Vec<Bytes> = mv
+                        .evalsha_with_reload(&client, keys.clone(), vec![Value::from(BATCH as i64)])
+                        .await
+                        .unwrap();
+                    if got.is_empty() {
+                        // Idle: block for the next one (into the processing list too).
+                        let one: Option<Bytes> = client
+                            .blmove(
+                                &keys[0],
+                                &keys[1],
+                                fred::types::lists::LMoveDirection::Left,
+                                fred::types::lists::LMoveDirection::Right,
+                                0.05,
+                            )
+                            .await
+                            .ok()
+                            .flatten();
+                        got.extend(one);
+                        if got.is_empty() {
+                            continue;
+                        }
+                    }
+                    let n = got.len() as u64;
+                    let args: Vec<Value> = got.into_iter().map(Value::Bytes).collect();
+                    let _: i64 = ack
+                        .evalsha_with_reload(&client, vec![keys[1].clone()], args)
+                        .await
+                        .unwrap();
+                    done.fetch_add(n, Ordering::Relaxed);
+                }
+                let _: () = client.quit().await.unwrap();
+            }));
+        }
+        for task in tasks {
+            task.await.unwrap();
+        }
+    }
+}
+
+async fn circular_prefilled(env: &Env) -> Figure {
+    let circular = Circular::new(env);
+    let payloads = envelopes(count());
+    for batch in payloads.chunks(1_000) {
+        let _: i64 = env
+            .admin
+            .rpush(&circular.ready, batch.to_vec())
+            .await
+            .unwrap();
+    }
+    env.reset_stats().await;
+    let started = env.meter.start();
+    circular.consume(env, count()).await;
+    let mut figure = env.meter.stop(started, count());
+    figure.command_us = env.command_us("circular, pre-filled", count()).await;
+    figure
+}
+
+async fn circular_end_to_end(env: &Env) -> Figure {
+    let circular = Circular::new(env);
+    let payloads = envelopes(count());
+    let producer = env.client().await;
+    env.reset_stats().await;
+    let started = env.meter.start();
+    let consuming = circular.consume(env, count());
+    let producing = futures::stream::iter(payloads)
+        .map(|p| producer.rpush::<i64, _, _>(&circular.ready, p))
+        .buffer_unordered(IN_FLIGHT)
+        .for_each(|r| {
+            r.unwrap();
+            async {}
+        });
+    futures::join!(consuming, producing);
+    let mut figure = env.meter.stop(started, count());
+    figure.command_us = env.command_us("circular, end to end", count()).await;
+    let _: () = producer.quit().await.unwrap();
+    figure
+}
+
+// ---- (b) our own layout, raw: the consumer's scripts without the host -----------
+
+async fn layout_consume(env: &Env, keys: &QueueKeys, count: u64) {
+    let done = Arc::new(AtomicU64::new(0));
+    let (reserve, ack) = layout_scripts();
+    let (reserve, ack) = (Arc::new(reserve), Arc::new(ack));
+    let (reserve_keys, ack_keys) = layout_keys(keys);
+    let mut tasks = Vec::new();
+    for _ in 0..CONSUMERS {
+        let client = env.client().await;
+        let (done, reserve, ack) = (Arc::clone(&done), Arc::clone(&reserve), Arc::clone(&ack));
+        let (reserve_keys, ack_keys) = (reserve_keys.clone(), ack_keys.clone());
+        tasks.push(tokio::spawn(async move {
+            while done.load(Ordering::Relaxed) < count {
+                let args = vec![Value::from(BATCH as i64), Value::from(60_000)];
+                let reply = reserve
+                    .run(&client, reserve_keys.clone(), args)
+                    .await
+                    .unwrap();
+                let Value::Array(items) = reply else {
+                    panic!("reserve: {reply:?}")
+                };
+                // [wait, pending, id, count, envelope, ...]: ack (id, count) pairs.
+                let mut receipts = Vec::with_capacity(items.len() / 3 * 2);
+                for triple in items[2..].chunks(3) {
+                    receipts.push(triple[0].clone());
+                    receipts.push(triple[1].clone());
+                }
+                if receipts.is_empty() {
+                    tokio::task::yield_now().await;
+                    continue;
+                }
+                let n = receipts.len() as u64 / 2;
+                ack.run(&client, ack_keys.clone(), receipts).await.unwrap();
+                done.fetch_add(n, Ordering::Relaxed);
+            }
+            let _: () = client.quit().await.unwrap();
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+}
+
+/// The raw layout's consumers take `count()` messages from the head of a ready list
+/// that holds `backlog` more behind them (backlog scaling: the cost must not grow with it).
+async fn layout_prefilled(env: &Env, backlog: u64) -> Figure {
+    let transport = env.transport().await;
+    let keys = transport.keys(&Source::queue("bench").unwrap());
+    let payloads = envelopes(count());
+    for batch in payloads.chunks(1_000) {
+        let _: i64 = env.admin.rpush(&keys.ready, batch.to_vec()).await.unwrap();
+    }
+    let behind = (0..backlog).step_by(1_000).map(|from| {
+        let n = (backlog - from).min(1_000) as usize;
+        let batch: Vec<Bytes> = payloads.iter().cycle().take(n).cloned().collect();
+        env.admin.rpush::<i64, _, _>(&keys.ready, batch)
+    });
+    futures::stream::iter(behind)
+        .buffer_unordered(8)
+        .for_each(|r| {
+            r.unwrap();
+            async {}
+        })
+        .await;
+    env.reset_stats().await;
+    let started = env.meter.start();
+    layout_consume(env, &keys, count()).await;
+    let mut figure = env.meter.stop(started, count());
+    figure.command_us = env
+        .command_us(
+            &format!("raw layout, pre-filled, {backlog} behind"),
+            count(),
+        )
+        .await;
+    let stored: u64 = env.admin.hlen(&keys.msgs).await.unwrap();
+    assert_eq!(stored, 0, "every message acked");
+    // UNLINK frees a long list in the background instead of blocking Redis.
+    let _: Value = env
+        .admin
+        .custom(cmd("UNLINK"), vec![keys.ready.as_str()])
+        .await
+        .unwrap();
+    figure
+}
+
+// ---- the bus ------------------------------------------------------------------
+
+#[derive(Clone, Default)]
+struct Noop(Arc<AtomicU64>);
+
+#[async_trait]
+impl CommandProcessor<Order> for Noop {
+    async fn process(&self, _: Order, _: &Context) -> Result<(), ProcessError> {
+        self.0.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+    fn settings(&self) -> ProcessingSettings {
+        ProcessingSettings::default()
+            .max_concurrent_calls(1_000)
+            .prefetch_count(1_000)
+    }
+}
+
+/// Waits until `noop` counted `count` and `settled` says every ack reached the transport.
+async fn until_done<F, Fut>(noop: &Noop, count: u64, settled: F)
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    loop {
+        if noop.0.load(Ordering::Relaxed) >= count && settled().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+async fn bus_prefilled(env: &Env) -> Figure {
+    let transport = env.transport().await;
+    let msgs = transport.keys(&Source::queue("bench").unwrap()).msgs;
+    let bus = Bus::new(Arc::new(transport.clone()), BusConfig::default());
+    let orders: Vec<Order> = (0..count()).map(order).collect();
+    for batch in orders.chunks(1_000) {
+        bus.send_batch(batch).await.unwrap();
+    }
+    let noop = Noop::default();
+    let host = Host::builder()
+        .transport(transport.clone())
+        .command::<Order, _>(noop.clone())
+        .build()
+        .unwrap();
+    env.reset_stats().await;
+    let started = env.meter.start();
+    let running = host.start().await.unwrap();
+    until_done(&noop, count(), || async {
+        transport.client().hlen::<u64, _>(&msgs).await.unwrap() == 0
+    })
+    .await;
+    let mut figure = env.meter.stop(started, count());
+    figure.command_us = env.command_us("bus, pre-filled", count()).await;
+    running.shutdown().await.unwrap();
+    figure
+}
+
+async fn bus_end_to_end(env: &Env) -> Figure {
+    let transport = env.transport().await;
+    let msgs = transport.keys(&Source::queue("bench").unwrap()).msgs;
+    let noop = Noop::default();
+    let host = Host::builder()
+        .transport(transport.clone())
+        .command::<Order, _>(noop.clone())
+        .build()
+        .unwrap();
+    let running = host.start().await.unwrap();
+    let bus = running.bus();
+    let orders: Vec<Order> = (0..count()).map(order).collect();
+    env.reset_stats().await;
+    let started = env.meter.start();
+    futures::stream::iter(&orders)
+        .map(|o| bus.send(o))
+        .buffer_unordered(IN_FLIGHT)
+        .for_each(|r| {
+            r.unwrap();
+            async {}
+        })
+        .await;
+    until_done(&noop, count(), || async {
+        transport.client().hlen::<u64, _>(&msgs).await.unwrap() == 0
+    })
+    .await;
+    let mut figure = env.meter.stop(started, count());
+    figure.command_us = env.command_us("bus, end to end", count()).await;
+    running.shutdown().await.unwrap();
+    figure
+}
+
+/// Single sends, 1,000 in flight, nobody consuming.
+async fn bus_sends(env: &Env) -> Figure {
+    let transport = env.transport().await;
+    let ready = transport.keys(&Source::queue("bench").unwrap()).ready;
+    let bus = Bus::new(Arc::new(transport.clone()), BusConfig::default());
+    let orders: Vec<Order> = (0..count()).map(order).collect();
+    env.reset_stats().await;
+    let started = env.meter.start();
+    futures::stream::iter(&orders)
+        .map(|o| bus.send(o))
+        .buffer_unordered(IN_FLIGHT)
+        .for_each(|r| {
+            r.unwrap();
+            async {}
+        })
+        .await;
+    let mut figure = env.meter.stop(started, count());
+    figure.command_us = env.command_us("bus sends", count()).await;
+    let _: i64 = env.admin.del(&ready).await.unwrap();
+    figure
+}
+
+/// A bare fred `RPUSH` of the same bytes, 1,000 in flight.
+async fn raw_sends(env: &Env) -> Figure {
+    let client = env.client().await;
+    let key = format!("r{}:ready", env.runs.fetch_add(1, Ordering::Relaxed));
+    let payloads = envelopes(count());
+    env.reset_stats().await;
+    let started = env.meter.start();
+    futures::stream::iter(payloads)
+        .map(|p| client.rpush::<i64, _, _>(&key, p))
+        .buffer_unordered(IN_FLIGHT)
+        .for_each(|r| {
+            r.unwrap();
+            async {}
+        })
+        .await;
+    let mut figure = env.meter.stop(started, count());
+    figure.command_us = env.command_us("bare RPUSH", count()).await;
+    let _: i64 = env.admin.del(&key).await.unwrap();
+    let _: () = client.quit().await.unwrap();
+    figure
+}
+
+/// The in-memory transport: a pre-filled queue processed by a host.
+async fn memory_prefilled(env: &Env) -> Figure {
+    let transport = MemoryTransport::new();
+    let source = Source::queue("bench").unwrap();
+    let bus = Bus::new(Arc::new(transport.clone()), BusConfig::default());
+    let orders: Vec<Order> = (0..count()).map(order).collect();
+    for batch in orders.chunks(1_000) {
+        bus.send_batch(batch).await.unwrap();
+    }
+    let noop = Noop::default();
+    let host = Host::builder()
+        .transport(transport.clone())
+        .command::<Order, _>(noop.clone())
+        .build()
+        .unwrap();
+    let started = env.meter.start();
+    let running = host.start().await.unwrap();
+    until_done(&noop, count(), || async {
+        let stats = transport.stats(&source);
+        stats.ready == 0 && stats.in_flight == 0
+    })
+    .await;
+    let figure = env.meter.stop(started, count());
+    running.shutdown().await.unwrap();
+    figure
+}
+
+// ---- the report -----------------------------------------------------------------
+
+fn row(name: &str, f: Figure) {
+    println!(
+        "{name:<44} {:>9.0} msg/s | CPU us/msg: redis {:>5.2} client {:>5.2} | redis commands {:>5.2} us/msg",
+        f.rate, f.redis_us, f.client_us, f.command_us
+    );
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let smoke = !std::env::args().any(|a| a == "--bench");
+    if smoke {
+        let _ = COUNT_SET.set(2_000);
+    }
+    // BACKLOG=10000000 for issue 9's backlog scaling (about 2 GB of Redis memory).
+    let backlog_size: u64 = std::env::var("BACKLOG")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(if smoke { 2_000 } else { 1_000_000 });
+    let rounds: usize = std::env::var("ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(if smoke { 1 } else { 2 });
+    // ONLY=memory_prefilled or ONLY=layout,backlog (parts of phase names) runs just those.
+    let only = std::env::var("ONLY").ok();
+    let wanted = |phase: &str| {
+        only.as_ref()
+            .map_or(true, |o| o.split(',').any(|o| phase.contains(o)))
+    };
+    rt.block_on(async {
+        let env = Env::start().await;
+        for round in 1..=rounds {
+            println!(
+                "\n== round {round}/{rounds}: {} messages, ~100-byte JSON bodies, \
+                 {CONSUMERS} raw consumers x {BATCH}, {IN_FLIGHT} sends in flight ==",
+                count()
+            );
+            let circ_pre = if wanted("circular_prefilled") { let f = circular_prefilled(&env).await; row("circular list, pre-filled", f); f } else { Figure::NONE };
+            let layout_pre = if wanted("layout_prefilled") { let f = layout_prefilled(&env, 0).await; row("raw layout (reserve.lua+ack.lua), pre-filled", f); f } else { Figure::NONE };
+            let bus_pre = if wanted("bus_prefilled") { let f = bus_prefilled(&env).await; row("bus, pre-filled", f); f } else { Figure::NONE };
+            let circ_e2e = if wanted("circular_end_to_end") { let f = circular_end_to_end(&env).await; row("circular list, end to end (single RPUSH)", f); f } else { Figure::NONE };
+            let bus_e2e = if wanted("bus_end_to_end") { let f = bus_end_to_end(&env).await; row("bus, end to end (single send)", f); f } else { Figure::NONE };
+            let raw_send = if wanted("raw_sends") { let f = raw_sends(&env).await; row("bare fred RPUSH, single", f); f } else { Figure::NONE };
+            let bus_send = if wanted("bus_sends") { let f = bus_sends(&env).await; row("bus send, single", f); f } else { Figure::NONE };
+            let memory = if wanted("memory_prefilled") { let f = memory_prefilled(&env).await; row("in-memory transport, pre-filled", f); f } else { Figure::NONE };
+            let backlog = if wanted("backlog") {
+                let f = layout_prefilled(&env, backlog_size).await;
+                row(&format!("raw layout, {backlog_size} ready behind"), f);
+                f
+            } else {
+                Figure::NONE
+            };
+            if only.is_some() { continue; }
+            let pct = |a: f64, b: f64| a / b * 100.0;
+            println!("-- ratios of this round (targets of issue 9):");
+            println!(
+                "   pre-filled: bus / circular {:>6.1}% (>= 160%), raw layout / circular {:>6.1}%, bus / raw layout {:>6.1}%",
+                pct(bus_pre.rate, circ_pre.rate),
+                pct(layout_pre.rate, circ_pre.rate),
+                pct(bus_pre.rate, layout_pre.rate)
+            );
+            println!(
+                "   end to end: bus / circular {:>6.1}% (>= 150%)",
+                pct(bus_e2e.rate, circ_e2e.rate)
+            );
+            println!(
+                "   Redis CPU per processed message: bus {:.2} us (<= 3), circular {:.2} us; client CPU per processed message: bus {:.2} us (<= 3)",
+                bus_pre.redis_us, circ_pre.redis_us, bus_pre.client_us
+            );
+            println!(
+                "   Redis command time per processed message (commandstats): bus {:.2} us, raw layout {:.2} us, circular {:.2} us",
+                bus_pre.command_us, layout_pre.command_us, circ_pre.command_us
+            );
+            println!(
+                "   client CPU per single send: bus {:.2} us / bare RPUSH {:.2} us = {:.2}x (<= 1.2x)",
+                bus_send.client_us,
+                raw_send.client_us,
+                bus_send.client_us / raw_send.client_us
+            );
+            println!(
+                "   in-memory transport: {:.0} msg/s (>= 1,000,000)",
+                memory.rate
+            );
+            println!(
+                "   backlog scaling: {backlog_size} ready behind vs none {:>6.1}% (>= 90%), Redis command time {:.2} vs {:.2} us/msg",
+                pct(backlog.rate, layout_pre.rate),
+                backlog.command_us,
+                layout_pre.command_us
+            );
+        }
+        let _: () = env.admin.quit().await.unwrap();
+        drop(env.redis);
+    });
+}
