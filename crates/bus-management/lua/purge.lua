@@ -1,9 +1,10 @@
--- Purge one batch of waiting messages: up to ARGV[1] elements from the head of the ready
--- list and up to ARGV[2] of the earliest delayed ones. A stored message's envelope,
+-- Purge one batch of waiting messages: up to ARGV[1] elements from the head of the
+-- recovered messages waiting to run alone (`suspects`), then of the ready list, and up to
+-- ARGV[2] of the earliest delayed ones. A stored message's envelope,
 -- delivery count and errors go with it, unless it is also in flight or dead (a stray
 -- duplicate reference on ready must not delete what a consumer holds).
 -- In-flight messages and dead letters are never touched.
--- KEYS: ready, delayed, msgs, deliveries, errors, inflight, dead-info.
+-- KEYS: ready, delayed, msgs, deliveries, errors, inflight, dead-info, suspects.
 -- ARGV: max ready, max delayed.
 -- Returns { ready purged, delayed purged }.
 local forget = {}
@@ -12,7 +13,12 @@ local function held(id)
 end
 local ready = {}
 if tonumber(ARGV[1]) > 0 then
-  ready = redis.call('LPOP', KEYS[1], tonumber(ARGV[1])) or {}
+  ready = redis.call('LPOP', KEYS[8], tonumber(ARGV[1])) or {}
+  if #ready < tonumber(ARGV[1]) then
+    for _, element in ipairs(redis.call('LPOP', KEYS[1], tonumber(ARGV[1]) - #ready) or {}) do
+      ready[#ready + 1] = element
+    end
+  end
 end
 for _, element in ipairs(ready) do
   if redis.call('HEXISTS', KEYS[3], element) == 1 and not held(element)

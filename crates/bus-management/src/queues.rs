@@ -177,10 +177,13 @@ impl Management {
     pub async fn purge(&self, source: &Source) -> Result<Purged> {
         let keys = self.keys(source);
         let client = self.client();
-        let (mut ready_left, mut delayed_left) = tokio::try_join!(
+        let (ready, suspects, mut delayed_left) = tokio::try_join!(
             client.llen::<u64, _>(&keys.ready),
+            client.llen::<u64, _>(&keys.suspects),
             client.zcard::<u64, _>(&keys.delayed),
         )?;
+        // Recovered messages waiting to run alone are waiting messages too.
+        let mut ready_left = ready + suspects;
         let script = &scripts::PURGE;
         let mut purged = Purged {
             ready: 0,
@@ -198,6 +201,7 @@ impl Management {
                         keys.errors.clone(),
                         keys.inflight.clone(),
                         keys.dead_info.clone(),
+                        keys.suspects.clone(),
                     ],
                     vec![
                         Value::from(ready_left.min(PURGE_BATCH) as i64),

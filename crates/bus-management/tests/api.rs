@@ -462,6 +462,33 @@ async fn purge_deletes_ready_and_delayed_but_keeps_in_flight_and_dead_letters() 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn purge_deletes_recovered_messages_waiting_to_run_alone() {
+    let s = setup().await;
+    s.bus
+        .send_batch(&(1..=3).map(|n| Work { n }).collect::<Vec<_>>())
+        .await
+        .unwrap();
+    // A consumer takes all three and dies: recovery puts them on `suspects`.
+    let options = ConsumerOptions::new(Duration::from_millis(100), 5);
+    let consumer = s.transport.consumer(&work(), options).await.unwrap();
+    let stop = CancellationToken::new();
+    assert_eq!(consumer.receive(3, &stop).await.unwrap().len(), 3);
+    let keys = s.keys(&work());
+    let recovered = bus_test_redis::eventually_async(Duration::from_secs(10), || async {
+        consumer.recover().await.unwrap();
+        s.len("LLEN", &keys.suspects) == 3
+    });
+    assert!(recovered.await, "never recovered");
+    assert_eq!(s.management.stats(&work()).await.unwrap().ready, 3);
+    let purged = s.management.purge(&work()).await.unwrap();
+    assert_eq!((purged.ready, purged.delayed), (3, 0));
+    assert_eq!(s.len("LLEN", &keys.suspects), 0);
+    assert_eq!(s.len("HLEN", &keys.msgs), 0);
+    assert_eq!(s.management.stats(&work()).await.unwrap().ready, 0);
+    consumer.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn listings_and_removing_a_subscription() {
     let s = setup().await;
     let options = || ConsumerOptions::new(Duration::from_secs(60), 5);
