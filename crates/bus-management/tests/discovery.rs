@@ -77,7 +77,10 @@ async fn unknown_names_and_wrong_prefixes_are_errors_that_say_what_exists() {
         } => {
             assert_eq!((name.as_str(), prefix.as_str()), ("wrok", ns));
             assert_eq!(known, &["work"]);
-            assert!(other_prefixes.is_empty());
+            assert!(
+                other_prefixes.is_empty(),
+                "only looked for when nothing is known"
+            );
         }
         other => panic!("expected UnknownSource, got {other:?}"),
     }
@@ -100,8 +103,14 @@ async fn unknown_names_and_wrong_prefixes_are_errors_that_say_what_exists() {
         "{err:?}"
     );
     assert!(text.contains("prefix wrong") && text.contains(ns), "{text}");
-    assert_eq!(wrong.other_prefixes().await.unwrap(), [ns]);
-    assert!(m.other_prefixes().await.unwrap().is_empty());
+    // (A server shared through BUS_TEST_REDIS_URL may hold other tests' prefixes too.)
+    assert!(wrong
+        .other_prefixes()
+        .await
+        .unwrap()
+        .iter()
+        .any(|p| p == ns));
+    assert!(!m.other_prefixes().await.unwrap().iter().any(|p| p == ns));
 
     // A subscription known only from its topic's `subs` set exists.
     let mail = Source::subscription("paid", "mail").unwrap();
