@@ -1,5 +1,7 @@
 //! The `bus` binary against a real Redis: JSON output, the purge confirmation, errors.
 
+// The management tests' plumbing, shared rather than copied.
+#[path = "../../bus-management/tests/common/mod.rs"]
 mod common;
 
 use std::process::{Command, Output, Stdio};

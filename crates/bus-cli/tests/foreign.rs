@@ -1,6 +1,8 @@
 //! What foreign writers leave in Redis must not break management: dead letters whose error
 //! text or reason is not UTF-8 are listed (lossily), by the API and by the `bus` tool.
 
+// The management tests' plumbing, shared rather than copied.
+#[path = "../../bus-management/tests/common/mod.rs"]
 mod common;
 
 use std::process::{Command, Stdio};

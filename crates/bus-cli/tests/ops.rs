@@ -1,6 +1,8 @@
 //! The operator's live views against a real Redis: `bus stats --watch` (counts and rates),
 //! `bus metrics` and `bus dashboard` served by the binary and read over plain HTTP.
 
+// The management tests' plumbing, shared rather than copied.
+#[path = "../../bus-management/tests/common/mod.rs"]
 mod common;
 
 use std::io::{BufRead, BufReader, Read, Write};
