@@ -31,14 +31,32 @@ impl Format {
 
     /// Decodes a body; a body that does not fit `T` is an [`Error::Decode`], never a panic.
     pub fn decode<T: DeserializeOwned>(self, message_type: &str, bytes: &[u8]) -> Result<T> {
-        let what = || format!("body of `{message_type}`");
-        crate::depth::check(self, bytes).map_err(|reason| Error::decode(what(), reason))?;
+        crate::depth::check(self, bytes)
+            .map_err(|reason| Error::decode(format!("body of `{message_type}`"), reason))?;
+        self.decode_unchecked(message_type, bytes)
+    }
+
+    /// Decodes the body of an envelope that [`crate::Envelope::decode`] returned. A JSON
+    /// body was nesting-checked as part of its envelope, so only a MessagePack body (an
+    /// opaque byte string inside its envelope) is checked again.
+    pub(crate) fn decode_body<T: DeserializeOwned>(
+        self,
+        message_type: &str,
+        bytes: &[u8],
+    ) -> Result<T> {
+        match self {
+            Format::Json => self.decode_unchecked(message_type, bytes),
+            _ => self.decode(message_type, bytes),
+        }
+    }
+
+    fn decode_unchecked<T: DeserializeOwned>(self, message_type: &str, bytes: &[u8]) -> Result<T> {
         let decoded: Result<T, crate::BoxError> = match self {
             Format::Json => serde_json::from_slice(bytes).map_err(Into::into),
             Format::MessagePack => rmp_serde::from_slice(bytes).map_err(Into::into),
         };
         decoded.map_err(|source| Error::Decode {
-            what: what(),
+            what: format!("body of `{message_type}`"),
             reason: source.to_string(),
             source: Some(source),
         })

@@ -59,7 +59,7 @@ impl Registration {
         let settings = processor.settings();
         let processor = Arc::new(processor);
         let invoke: Invoke = Arc::new(move |body, format, ctx| {
-            let command: C = format.decode(C::NAME, &body)?;
+            let command: C = format.decode_body(C::NAME, &body)?;
             let processor = Arc::clone(&processor);
             Ok(Box::pin(
                 async move { processor.process(command, &ctx).await },
@@ -78,7 +78,7 @@ impl Registration {
         let settings = processor.settings();
         let processor = Arc::new(processor);
         let invoke: Invoke = Arc::new(move |body, format, ctx| {
-            let event: S::Event = format.decode(<S::Event as Message>::NAME, &body)?;
+            let event: S::Event = format.decode_body(<S::Event as Message>::NAME, &body)?;
             let processor = Arc::clone(&processor);
             Ok(Box::pin(
                 async move { processor.process(event, &ctx).await },

@@ -54,7 +54,7 @@ impl PendingSaga {
         let bind: Bind = Box::new(move |sagas| {
             let settings = <S as StartSaga<C>>::settings(&saga);
             let invoke: Invoke = Arc::new(move |body, format, ctx| {
-                let message: C = format.decode(C::NAME, &body)?;
+                let message: C = format.decode_body(C::NAME, &body)?;
                 let flow = start_flow(Arc::clone(&saga), sagas.clone(), message, ctx);
                 Ok(Box::pin(flow))
             });
@@ -74,9 +74,9 @@ impl PendingSaga {
         let bind: Bind = Box::new(move |sagas| {
             let settings = <S as ContinueSaga<C>>::settings(&saga);
             let invoke: Invoke = Arc::new(move |body, format, ctx| {
-                let message: C = format.decode(C::NAME, &body)?;
+                let message: C = format.decode_body(C::NAME, &body)?;
                 // A step that runs again after a conflict needs the message again.
-                let again = move || format.decode::<C>(C::NAME, &body);
+                let again = move || format.decode_body::<C>(C::NAME, &body);
                 let flow = continue_flow(Arc::clone(&saga), sagas.clone(), message, again, ctx);
                 Ok(Box::pin(flow))
             });
