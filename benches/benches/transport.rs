@@ -8,9 +8,10 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use benches::{rate, BenchRedis, Figures};
+use bus_core::transport::ConsumerOptions;
 use bus_core::{
-    Bus, BusConfig, CommandProcessor, ConsumerOptions, Context, Host, ProcessError,
-    ProcessingSettings, RedisCommand, Source, Transport,
+    Bus, BusConfig, CommandProcessor, Context, Host, ProcessError, ProcessingSettings,
+    RedisCommand, Source, Transport,
 };
 use bus_redis::{RedisConfig, RedisTransport};
 use bytes::Bytes;

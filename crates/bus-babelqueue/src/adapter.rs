@@ -10,10 +10,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
-use bus_core::{
-    Consumer, ConsumerOptions, DeadLetterReason, Delivery, ErrorRecord, Format, MessageId,
-    Outgoing, Receipt, Source, Transport,
-};
+use bus_core::transport::{Consumer, ConsumerOptions, Delivery, Outgoing, Receipt};
+use bus_core::{DeadLetterReason, ErrorRecord, Format, MessageId, Source, Transport};
 use bus_redis::RedisConfig;
 use bytes::Bytes;
 use serde_json::value::RawValue;
@@ -217,7 +215,7 @@ impl BabelConsumer {
         if self.laravel {
             let until_due = due.map(|secs| {
                 let due_ms = u64::try_from(secs).unwrap_or(0).saturating_mul(1000);
-                let now_ms = bus_core::now_ms();
+                let now_ms = bus_core::transport::now_ms();
                 Duration::from_millis(due_ms.saturating_sub(now_ms).max(1))
             });
             return until_due.map_or(remaining, |d| d.min(remaining));

@@ -7,7 +7,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use bus_babelqueue::{Options, TRACE_ID_HEADER};
-use bus_core::{Format, Headers, MessageId, Outgoing, Transport};
+use bus_core::transport::Outgoing;
+use bus_core::{Format, Headers, MessageId, Transport};
 use bus_test_redis::TestRedis;
 use common::{consumer, receive, run_py, size, transport, URN};
 use serde_json::{json, Value};

@@ -2,7 +2,7 @@
 
 use std::time::{Duration, UNIX_EPOCH};
 
-use bus_core::now_ms;
+use bus_core::transport::now_ms;
 use bus_management::{
     DeadLetter, MessageSummary, QueueStats, ReadyMessage, SagaEntry, SagaState, ScheduledMessage,
     Topic,

@@ -312,7 +312,7 @@ async fn stats_say_which_age_and_show_expired_locks() {
     let s = setup().await;
     s.bus.send(&Work { n: 1 }).await.unwrap();
     let keys = s.keys(&work());
-    let long_ago = (bus_core::now_ms() - 3_600_000).to_string();
+    let long_ago = (bus_core::transport::now_ms() - 3_600_000).to_string();
     s.redis
         .client()
         .cmd(&["ZADD", &keys.inflight, &long_ago, "~9"])

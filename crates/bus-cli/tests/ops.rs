@@ -11,7 +11,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{channel, Receiver};
 use std::time::Duration;
 
-use bus_core::{ConsumerOptions, DeadLetterReason, Transport};
+use bus_core::transport::ConsumerOptions;
+use bus_core::{DeadLetterReason, Transport};
 use bus_test_redis::{eventually, TestRedis};
 use common::{setup, work, Work};
 use serde_json::Value;

@@ -9,9 +9,10 @@ use bytes::Bytes;
 use crate::envelope::{encode_json_message, now_ms};
 use crate::host::metrics::sent;
 
+use crate::transport::Outgoing;
 use crate::{
-    validate_name, Command, Envelope, Error, Event, Format, Headers, Message, MessageId, Outgoing,
-    Result, Transport,
+    validate_name, Command, Envelope, Error, Event, Format, Headers, Message, MessageId, Result,
+    Transport,
 };
 
 /// Default largest encoded envelope a bus accepts (1 MiB).

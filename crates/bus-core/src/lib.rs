@@ -11,7 +11,8 @@
 //! | [`Middleware`], [`Next`] | the pipeline around handlers |
 //! | [`Host`], [`HostBuilder`], [`RunningHost`], [`Bus`] | registration, running, sending |
 //! | [`Envelope`], [`Format`] | the wire format and serializers |
-//! | [`Transport`], [`Consumer`] | what a transport implements |
+//! | [`transport`] | what a transport implements: [`Transport`], [`transport::Consumer`], [`transport::Delivery`], ... |
+//! | [`Source`], [`DeadLetter`], [`ErrorRecord`] | where messages wait; the records of failed ones |
 //! | [`MemoryTransport`] | the embedded transport |
 //! | [`Saga`], [`StartSaga`], [`ContinueSaga`], [`SagaData`], [`SagaStore`], [`MemorySagaStore`] | sagas (`docs/sagas.md`) |
 //!
@@ -37,12 +38,12 @@ mod otel;
 mod processor;
 mod saga;
 mod settings;
-mod transport;
+pub mod transport;
 
 pub use bus::{Bus, BusConfig, DEFAULT_MAX_MESSAGE_SIZE};
 pub use context::Context;
 pub use depth::MAX_NESTING;
-pub use envelope::{now_ms, Envelope, Headers, MessageId, ENVELOPE_VERSION};
+pub use envelope::{Envelope, Headers, MessageId, ENVELOPE_VERSION};
 pub use error::{BoxError, Error, ErrorChain, Result};
 pub use format::Format;
 /// Host and client metrics: their names, and a Prometheus endpoint (features `metrics`,
@@ -63,10 +64,9 @@ pub use processor::{CommandProcessor, Disposition, EventProcessor, ProcessError}
 pub use saga::conformance as saga_conformance;
 pub use saga::{ContinueSaga, MemorySagaStore, Saga, SagaData, SagaStore, Stamp, StartSaga};
 pub use settings::{Backoff, ProcessingSettings};
-pub use transport::{
-    Consumer, ConsumerOptions, DeadLetter, DeadLetterReason, Delivery, ErrorRecord, Outgoing,
-    Receipt, Source, Transport, ERROR_HISTORY,
-};
+// What a user of the bus meets: where messages wait, the transport a host is given, and
+// the records of failed messages. The rest of the contract is in [`transport`].
+pub use transport::{DeadLetter, DeadLetterReason, ErrorRecord, Source, Transport};
 
 #[cfg(feature = "derive")]
 pub use bus_derive::{EventSubscription, RedisCommand, RedisEvent};

@@ -15,10 +15,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::envelope::now_ms;
-use crate::{
-    Consumer, ConsumerOptions, DeadLetter, DeadLetterReason, Delivery, ErrorRecord, Outgoing,
-    Receipt, Result, Source, Transport, ERROR_HISTORY,
-};
+use crate::transport::{Consumer, ConsumerOptions, Delivery, Outgoing, Receipt, ERROR_HISTORY};
+use crate::{DeadLetter, DeadLetterReason, ErrorRecord, Result, Source, Transport};
 
 /// Longest an idle `receive` waits before returning empty.
 const IDLE_WAIT: Duration = Duration::from_secs(1);
@@ -294,25 +292,6 @@ impl MemoryTransport {
             .get(topic)
             .map(|s| s.iter().cloned().collect())
             .unwrap_or_default()
-    }
-
-    /// Stores raw bytes on a queue as if a foreign producer had written them (for
-    /// testing how consumers treat malformed input).
-    pub fn push_raw(&self, source: &Source, key: impl Into<Bytes>, payload: impl Into<Bytes>) {
-        let mut state = self.state();
-        let queue = state.queue(source);
-        let key = key.into();
-        queue.messages.insert(
-            key.clone(),
-            Stored {
-                payload: payload.into(),
-                deliveries: 0,
-                errors: Vec::new(),
-                dead: None,
-            },
-        );
-        queue.ready.push_back(key);
-        queue.notify.notify_waiters();
     }
 }
 

@@ -10,7 +10,8 @@
 use opentelemetry::trace::{SpanContext, SpanId, TraceContextExt, TraceFlags, TraceId, TraceState};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
-use crate::{Delivery, Envelope, Headers, MessageId, Source};
+use crate::transport::Delivery;
+use crate::{Envelope, Headers, MessageId, Source};
 
 /// The `messaging.system` of every span.
 const SYSTEM: &str = "bus";

@@ -12,6 +12,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
+pub use crate::envelope::now_ms;
 use crate::{validate_name, MessageId, Result};
 
 /// Where a consumer reads: a command queue, or one subscription of a topic.
@@ -58,7 +59,7 @@ impl fmt::Display for Source {
 /// An encoded envelope ready to be stored.
 #[derive(Debug, Clone)]
 pub struct Outgoing {
-    /// The message id (the storage key of the message).
+    /// The message id (not necessarily its storage key: that is the transport's choice).
     pub id: MessageId,
     /// The encoded envelope.
     pub payload: Bytes,

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use bus_core::transport::Outgoing;
 use bus_core::{
     Backoff, Bus, CommandProcessor, Context, DeadLetterReason, EventProcessor, EventSubscription,
     Host, MemoryTransport, ProcessError, ProcessingSettings, RedisCommand, RedisEvent, Source,
@@ -191,11 +192,25 @@ async fn rejected_undecodable_and_unknown_messages_are_dead_lettered_with_reason
         .unwrap();
     let (bus, stop, handle) = start(host);
     bus.send(&Work { n: 1 }).await.unwrap();
-    transport.push_raw(&queue, "garbage-1", "definitely not an envelope");
+    // Stored through the transport contract, as a foreign producer would write them.
+    let store = |id: &str, payload: Vec<u8>| {
+        let message = Outgoing {
+            id: bus_core::MessageId::from(id.to_owned()),
+            payload: payload.into(),
+        };
+        bus_core::Transport::send(&transport, "work", vec![message])
+    };
+    store("garbage-1", b"definitely not an envelope".to_vec())
+        .await
+        .unwrap();
     let wrong_body = bus_core::Envelope::new("work", bus_core::Format::Json, &b"{\"n\":\"x\"}"[..]);
-    transport.push_raw(&queue, "wrong-body", wrong_body.encode().unwrap());
+    store("wrong-body", wrong_body.encode().unwrap().to_vec())
+        .await
+        .unwrap();
     let other = bus_core::Envelope::new("other-type", bus_core::Format::Json, &b"{}"[..]);
-    transport.push_raw(&queue, "other", other.encode().unwrap());
+    store("other", other.encode().unwrap().to_vec())
+        .await
+        .unwrap();
     assert!(
         eventually(Duration::from_secs(10), || transport
             .stats(&queue)

@@ -10,9 +10,10 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use bus_core::transport::ConsumerOptions;
 use bus_core::{
-    Bus, CommandProcessor, ConsumerOptions, Context, EventProcessor, EventSubscription, Host,
-    MemoryTransport, ProcessError, ProcessingSettings, RedisCommand, RedisEvent, Source, Transport,
+    Bus, CommandProcessor, Context, EventProcessor, EventSubscription, Host, MemoryTransport,
+    ProcessError, ProcessingSettings, RedisCommand, RedisEvent, Source, Transport,
 };
 use bus_test_redis::eventually;
 use serde::{Deserialize, Serialize};

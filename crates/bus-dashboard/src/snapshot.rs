@@ -106,7 +106,7 @@ impl Reader {
         match parts.as_slice() {
             [seconds, micros] => Ok(seconds * 1000 + micros / 1000),
             // TIME always answers two integers; a proxy that does not falls back to ours.
-            _ => Ok(bus_core::now_ms()),
+            _ => Ok(bus_core::transport::now_ms()),
         }
     }
 

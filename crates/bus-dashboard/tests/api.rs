@@ -6,7 +6,8 @@ mod common;
 
 use std::time::Duration;
 
-use bus_core::{ConsumerOptions, ErrorRecord, SagaStore, Source, Transport};
+use bus_core::transport::ConsumerOptions;
+use bus_core::{ErrorRecord, SagaStore, Source, Transport};
 use bus_dashboard::DashboardOptions;
 use bus_redis_saga::RedisSagaStore;
 use common::{csrf_of, eventually, http, setup, start_dashboard, Payment, Setup, WAIT};

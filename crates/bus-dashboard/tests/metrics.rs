@@ -6,7 +6,8 @@ mod common;
 use std::collections::HashMap;
 use std::time::Duration;
 
-use bus_core::{ConsumerOptions, RedisCommand, RedisEvent, Source, Transport};
+use bus_core::transport::ConsumerOptions;
+use bus_core::{RedisCommand, RedisEvent, Source, Transport};
 use bus_dashboard::QueueMetrics;
 use common::{eventually, http, setup, Payment, WAIT};
 use serde::{Deserialize, Serialize};

@@ -2,7 +2,8 @@
 
 use std::collections::BTreeMap;
 
-use bus_core::{now_ms, Envelope, Format, Headers, MessageId, Source, DEFAULT_MAX_MESSAGE_SIZE};
+use bus_core::transport::now_ms;
+use bus_core::{Envelope, Format, Headers, MessageId, Source, DEFAULT_MAX_MESSAGE_SIZE};
 use bus_redis::keys;
 use bytes::Bytes;
 use fred::prelude::{ListInterface, SortedSetsInterface};

@@ -8,9 +8,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use bus_core::transport::ConsumerOptions;
 use bus_core::{
-    CommandProcessor, ConsumerOptions, Context, DeadLetterReason, ErrorRecord, Host, ProcessError,
-    SagaStore, Source, Transport,
+    CommandProcessor, Context, DeadLetterReason, ErrorRecord, Host, ProcessError, SagaStore,
+    Source, Transport,
 };
 use bus_management::{Error, Selection};
 use bus_redis_saga::RedisSagaStore;
@@ -138,7 +139,9 @@ async fn counts_peek_dead_letters_and_scheduled_show_what_the_transport_stored()
 
     let scheduled = s.management.scheduled(&work(), 10).await.unwrap();
     assert_eq!(scheduled.len(), 1);
-    let due_in = scheduled[0].due_at_ms.saturating_sub(bus_core::now_ms());
+    let due_in = scheduled[0]
+        .due_at_ms
+        .saturating_sub(bus_core::transport::now_ms());
     assert!(
         (3_500_000..=3_600_000).contains(&due_in),
         "due in {due_in} ms"

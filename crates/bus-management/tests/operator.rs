@@ -5,7 +5,8 @@ mod common;
 
 use std::time::Duration;
 
-use bus_core::{now_ms, Envelope, Format, SagaStore};
+use bus_core::transport::now_ms;
+use bus_core::{Envelope, Format, SagaStore};
 use bus_redis_saga::RedisSagaStore;
 use common::{setup, work};
 

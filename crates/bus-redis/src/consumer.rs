@@ -4,9 +4,8 @@ use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use bus_core::{
-    Consumer, ConsumerOptions, DeadLetterReason, Delivery, ErrorRecord, Receipt, Result,
-};
+use bus_core::transport::{Consumer, ConsumerOptions, Delivery, Receipt};
+use bus_core::{DeadLetterReason, ErrorRecord, Result};
 use fred::prelude::{Client, ClientLike};
 use fred::types::{ClusterHash, CustomCommand, Key, Value};
 use fred::util::redis_keyslot;

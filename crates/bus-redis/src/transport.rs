@@ -5,7 +5,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
-use bus_core::{Consumer, ConsumerOptions, Outgoing, Source, Transport};
+use bus_core::transport::{Consumer, ConsumerOptions, Outgoing};
+use bus_core::{Source, Transport};
 use fred::prelude::{Client, ClientLike, ListInterface, SetsInterface};
 use fred::types::Value;
 

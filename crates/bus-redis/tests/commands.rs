@@ -8,9 +8,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use bus_core::transport::ConsumerOptions;
 use bus_core::{
-    Backoff, CommandProcessor, ConsumerOptions, Context, ProcessError, ProcessingSettings, Source,
-    Transport,
+    Backoff, CommandProcessor, Context, ProcessError, ProcessingSettings, Source, Transport,
 };
 use bus_test_redis::TestRedis;
 use common::{counts, eventually, transport, Counts, Running, Work};
@@ -539,7 +539,7 @@ async fn an_invalid_subscription_name_from_redis_receives_nothing() {
     // A foreign client registers a name that would break the key layout.
     let subs = format!("{}:{{thing}}:subs", redis.namespace());
     let _: i64 = transport.client().sadd(&subs, "bad name}x").await.unwrap();
-    let outgoing = bus_core::Outgoing {
+    let outgoing = bus_core::transport::Outgoing {
         id: "m-1".to_owned().into(),
         payload: r#"{"v":1,"id":"m-1","type":"thing","sent":1,"body":{}}"#.into(),
     };

@@ -12,7 +12,8 @@ mod common;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use bus_core::{Bus, BusConfig, ConsumerOptions, Outgoing, Source, Transport};
+use bus_core::transport::{ConsumerOptions, Outgoing};
+use bus_core::{Bus, BusConfig, Source, Transport};
 use bus_redis::RedisTransport;
 use bus_test_redis::TestRedis;
 use common::Work;

@@ -7,7 +7,8 @@ mod common;
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
 
-use bus_core::{Bus, BusConfig, ConsumerOptions, MessageId, Outgoing, Receipt, Source, Transport};
+use bus_core::transport::{ConsumerOptions, Outgoing, Receipt};
+use bus_core::{Bus, BusConfig, MessageId, Source, Transport};
 use bus_test_redis::TestRedis;
 use common::{counts, transport, Counts, Work};
 use tokio_util::sync::CancellationToken;

@@ -9,7 +9,8 @@
 use std::time::Duration;
 
 use bus_babelqueue::{BabelTransport, Options};
-use bus_core::{ConsumerOptions, DeadLetterReason, ErrorRecord, Source, Transport};
+use bus_core::transport::ConsumerOptions;
+use bus_core::{DeadLetterReason, ErrorRecord, Source, Transport};
 use bus_redis::RedisConfig;
 use tokio_util::sync::CancellationToken;
 

@@ -12,7 +12,8 @@ use tracing::Span;
 use super::routes::{FailedMessage, UnknownMessage};
 use super::worker::Worker;
 use crate::middleware::Next;
-use crate::{Context, DeadLetterReason, Delivery, Disposition, Envelope, ErrorRecord};
+use crate::transport::Delivery;
+use crate::{Context, DeadLetterReason, Disposition, Envelope, ErrorRecord};
 
 /// What happens to a message after its handler ran (or could not run).
 #[derive(Debug)]

@@ -6,7 +6,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::memory::FastMap;
-use crate::Receipt;
+use crate::transport::Receipt;
 
 /// Each held message with the token that cancels its handler (shutdown, lost lock). A
 /// message leaves only when its final transition is done in the transport (an ack once

@@ -19,10 +19,10 @@ pub use routes::{FailedMessage, UnknownMessage};
 use routes::{Hooks, Routes};
 
 use crate::saga::PendingSaga;
+use crate::transport::ConsumerOptions;
 use crate::{
-    Bus, BusConfig, Command, CommandProcessor, ConsumerOptions, ContinueSaga, Error,
-    EventProcessor, Format, MessageDescriptor, Middleware, Result, SagaStore, StartSaga,
-    Subscription, Transport,
+    Bus, BusConfig, Command, CommandProcessor, ContinueSaga, Error, EventProcessor, Format,
+    MessageDescriptor, Middleware, Result, SagaStore, StartSaga, Subscription, Transport,
 };
 
 /// Builds a [`Host`]: the transport, the processors, the middleware.

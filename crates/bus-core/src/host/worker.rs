@@ -23,7 +23,8 @@ use super::handle::{delivery_span, error_chain, panic_message, Outcome};
 use super::held::Held;
 use super::metrics::{Op, WorkerMetrics};
 use super::Registration;
-use crate::{Bus, Consumer, Delivery, ErrorRecord, Middleware, Receipt};
+use crate::transport::{Consumer, Delivery, Receipt};
+use crate::{Bus, ErrorRecord, Middleware};
 
 /// Pauses after failed fetches: doubling from the first to the last, so an outage is
 /// neither a busy loop nor a long silence after Redis returns.

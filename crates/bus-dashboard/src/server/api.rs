@@ -81,7 +81,9 @@ pub(crate) struct Overview {
 /// Every queue's counts read now, its rate, and its sampled history.
 pub(crate) async fn overview(State(shared): State<AppState>) -> ApiResult<Overview> {
     let snapshots = shared.reader.snapshot_all().await?;
-    let now_ms = snapshots.first().map_or_else(bus_core::now_ms, |s| s.at_ms);
+    let now_ms = snapshots
+        .first()
+        .map_or_else(bus_core::transport::now_ms, |s| s.at_ms);
     let queues = snapshots
         .into_iter()
         .map(|snapshot| QueueRow {

@@ -6,9 +6,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use bus_core::transport::ConsumerOptions;
 use bus_core::{
-    Bus, BusConfig, ConsumerOptions, DeadLetterReason, ErrorRecord, RedisCommand, RedisEvent,
-    Source, Transport,
+    Bus, BusConfig, DeadLetterReason, ErrorRecord, RedisCommand, RedisEvent, Source, Transport,
 };
 use bus_management::Management;
 use bus_redis::keys::QueueKeys;
