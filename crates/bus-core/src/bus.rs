@@ -110,6 +110,32 @@ impl Bus {
         Ok(ids)
     }
 
+    /// Sends a command with a partition key: on a queue partitioned over several shards
+    /// (the Redis transport's `RedisConfig::partitions`), every command with the same key
+    /// goes to the same shard, so they keep their order; without partitions it is
+    /// [`Bus::send`].
+    pub async fn send_keyed<C: Command>(&self, command: &C, key: &str) -> Result<MessageId> {
+        let ids = self
+            .send_batch_keyed(std::slice::from_ref(command), key)
+            .await?;
+        Ok(ids[0].clone())
+    }
+
+    /// Sends many commands with one partition key in one atomic round trip (all to the
+    /// key's shard).
+    pub async fn send_batch_keyed<C: Command>(
+        &self,
+        commands: &[C],
+        key: &str,
+    ) -> Result<Vec<MessageId>> {
+        let (ids, _) = self
+            .produce("send", commands, |name, batch| {
+                self.transport.send_keyed(name, key, batch)
+            })
+            .await?;
+        Ok(ids)
+    }
+
     /// Sends a command that becomes ready after `delay`.
     pub async fn send_delayed<C: Command>(
         &self,

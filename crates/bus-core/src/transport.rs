@@ -185,6 +185,13 @@ impl ConsumerOptions {
 pub trait Transport: Send + Sync + fmt::Debug + 'static {
     /// Appends messages to a queue's ready list, all or none.
     async fn send(&self, queue: &str, messages: Vec<Outgoing>) -> Result<()>;
+    /// Like [`Transport::send`], with a partition key: a transport that spreads a queue
+    /// over several partitions puts every message with the same key on the same one (so
+    /// they keep their order). Without partitions the key changes nothing: the default.
+    async fn send_keyed(&self, queue: &str, key: &str, messages: Vec<Outgoing>) -> Result<()> {
+        let _ = key;
+        self.send(queue, messages).await
+    }
     /// Stores messages to become ready at `due`, all or none.
     async fn send_at(&self, queue: &str, messages: Vec<Outgoing>, due: SystemTime) -> Result<()>;
     /// Writes a copy of each message to every subscription of `topic`, all or none.

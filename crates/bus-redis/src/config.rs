@@ -1,5 +1,6 @@
 //! Redis configuration: one connection string, parsed in one place.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
@@ -29,6 +30,8 @@ pub struct RedisConfig {
     reconnect_max_delay: Duration,
     command_timeout: Duration,
     unresponsive_timeout: Duration,
+    /// Partitioned command queues: name → number of shards (absent: one, unpartitioned).
+    partitions: BTreeMap<String, u16>,
     #[cfg(feature = "tls")]
     tls_ca: Option<crate::tls::CaSource>,
 }
@@ -68,6 +71,7 @@ impl RedisConfig {
             reconnect_max_delay: Duration::from_secs(2),
             command_timeout: Duration::from_secs(5),
             unresponsive_timeout: Duration::from_secs(10),
+            partitions: BTreeMap::new(),
             #[cfg(feature = "tls")]
             tls_ca: None,
         })
@@ -108,6 +112,35 @@ impl RedisConfig {
     pub fn unresponsive_timeout(mut self, timeout: Duration) -> Self {
         self.unresponsive_timeout = timeout.max(MIN_TIMEOUT);
         self
+    }
+
+    /// Spreads command queue `queue` over `shards` shards (1 to
+    /// [`MAX_PARTITIONS`](crate::MAX_PARTITIONS)), each with a hash tag of its own, so
+    /// that one hot queue uses several masters of a Redis Cluster. Every producer and
+    /// consumer of the queue must say the same (docs/redis-layout.md, "Partitioned
+    /// queues"; docs/operations.md on changing it). One shard, the default, is the plain
+    /// queue with its usual key names. Checked at connect.
+    ///
+    /// ```
+    /// # use bus_redis::RedisConfig;
+    /// let config = RedisConfig::from_url("redis-cluster://127.0.0.1:7000")?.partitions("orders", 3);
+    /// assert_eq!(config.partitions_of("orders"), 3);
+    /// assert_eq!(config.partitions_of("invoices"), 1);
+    /// # Ok::<(), bus_redis::Error>(())
+    /// ```
+    pub fn partitions(mut self, queue: impl Into<String>, shards: u16) -> Self {
+        self.partitions.insert(queue.into(), shards);
+        self
+    }
+
+    /// How many shards `queue` has in this configuration (1: not partitioned).
+    pub fn partitions_of(&self, queue: &str) -> u16 {
+        self.partitions.get(queue).copied().unwrap_or(1)
+    }
+
+    /// The partitioned queues: name → shards.
+    pub(crate) fn partitioned(&self) -> &BTreeMap<String, u16> {
+        &self.partitions
     }
 
     /// Trusts the certificates of a private CA (PEM, one or more `BEGIN CERTIFICATE`
@@ -159,14 +192,23 @@ impl RedisConfig {
                 .prefix
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b':'));
-        if ok {
-            Ok(())
-        } else {
-            Err(Error::Config(format!(
+        if !ok {
+            return Err(Error::Config(format!(
                 "invalid key prefix {:?}: use 1-100 ASCII letters, digits, '.', '_', '-' or ':'",
                 self.prefix
-            )))
+            )));
         }
+        for (queue, &shards) in &self.partitions {
+            bus_core::validate_name("queue", queue)
+                .map_err(|e| Error::Config(format!("partitions: {e}")))?;
+            if !(1..=crate::MAX_PARTITIONS).contains(&shards) {
+                return Err(Error::Config(format!(
+                    "partitions of queue {queue}: {shards} shards; use 1 to {}",
+                    crate::MAX_PARTITIONS
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// A new, connected client with a reconnect policy, a command timeout and
@@ -247,7 +289,8 @@ impl fmt::Debug for RedisConfig {
                 &self.fred.password.as_ref().map(|_| "<redacted>"),
             )
             .field("database", &self.fred.database)
-            .field("prefix", &self.prefix);
+            .field("prefix", &self.prefix)
+            .field("partitions", &self.partitions);
         #[cfg(feature = "tls")]
         debug.field(
             "tls",

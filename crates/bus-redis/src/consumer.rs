@@ -286,7 +286,12 @@ impl Consumer for RedisConsumer {
         };
         if wait > 0 {
             let woken = tokio::select! {
-                () = stop.cancelled() => return Ok(Vec::new()),
+                () = stop.cancelled() => {
+                    // Else the block goes on and the next wait queues behind it (a
+                    // partitioned consumer ends its shards' waits this way).
+                    self.unblock_waiter().await;
+                    return Ok(Vec::new());
+                }
                 woken = self.wait_for_ready(wait) => woken?,
             };
             if !woken && wait == IDLE_WAIT_MS {

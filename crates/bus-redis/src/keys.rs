@@ -46,6 +46,23 @@ impl QueueKeys {
             Source::Queue(queue) => format!("{prefix}:{{{queue}}}"),
             Source::Subscription { topic, name } => format!("{prefix}:{{{topic}}}:s:{name}"),
         };
+        Self::from_base(&base)
+    }
+
+    /// The keys of shard `shard` of the partitioned command queue `queue`: the queue base
+    /// `<prefix>:{<queue>:<shard>}`, a hash tag of its own (docs/redis-layout.md,
+    /// "Partitioned queues").
+    pub fn shard(prefix: &str, queue: &str, shard: u16) -> Self {
+        Self::from_base(&format!("{prefix}:{{{queue}:{shard}}}"))
+    }
+
+    /// Only the ready list of a shard: what a send needs. Equal to
+    /// `QueueKeys::shard(prefix, queue, shard).ready`.
+    pub fn shard_ready_of(prefix: &str, queue: &str, shard: u16) -> String {
+        format!("{prefix}:{{{queue}:{shard}}}:ready")
+    }
+
+    fn from_base(base: &str) -> Self {
         let key = |suffix: &str| format!("{base}:{suffix}");
         QueueKeys {
             ready: key("ready"),
@@ -111,6 +128,12 @@ pub fn queue_registry(prefix: &str) -> String {
     format!("{prefix}:registry:queues")
 }
 
+/// Hash of the partitioned command queues: queue name → number of shards, recorded by
+/// their consumers for management and foreign producers.
+pub fn partition_registry(prefix: &str) -> String {
+    format!("{prefix}:registry:partitions")
+}
+
 /// Set of known topic names, for listings.
 pub fn topic_registry(prefix: &str) -> String {
     format!("{prefix}:registry:topics")
@@ -139,6 +162,23 @@ pub fn source_of_key(key: &str) -> Option<(String, Source)> {
     keys.all()
         .contains(&key)
         .then(|| (prefix.to_owned(), source))
+}
+
+/// The prefix, queue and shard whose key this is (one of [`QueueKeys::all`] of
+/// [`QueueKeys::shard`]); `None` for any other key, an unpartitioned queue's included.
+pub fn shard_of_key(key: &str) -> Option<(String, String, u16)> {
+    let (prefix, tag, _) = split_tagged(key)?;
+    let (queue, shard) = tag.rsplit_once(':')?;
+    // Only the canonical spelling: "01" or "+1" would be another tag.
+    let number: u16 = shard.parse().ok()?;
+    if number.to_string() != shard {
+        return None;
+    }
+    bus_core::validate_name("queue", queue).ok()?;
+    QueueKeys::shard(prefix, queue, number)
+        .all()
+        .contains(&key)
+        .then(|| (prefix.to_owned(), queue.to_owned(), number))
 }
 
 /// The prefix and the topic whose subscription set ([`subscriptions`]) this key is.
@@ -185,6 +225,31 @@ mod tests {
             QueueKeys::new("app", &mail).ready
         );
         assert!(keys.all().iter().all(|k| k.starts_with("bus:{orders}:")));
+    }
+
+    #[test]
+    fn shards_have_their_own_tags_and_are_found_again() {
+        let keys = QueueKeys::shard("app", "orders", 2);
+        assert_eq!(keys.ready, "app:{orders:2}:ready");
+        assert_eq!(QueueKeys::shard_ready_of("app", "orders", 2), keys.ready);
+        assert!(keys.all().iter().all(|k| k.starts_with("app:{orders:2}:")));
+        for key in keys.all() {
+            assert_eq!(source_of_key(key), None, "{key} is no plain queue's");
+            assert_eq!(
+                shard_of_key(key),
+                Some(("app".to_owned(), "orders".to_owned(), 2))
+            );
+        }
+        for other in [
+            "app:{orders}:ready",
+            "app:{orders:02}:ready",
+            "app:{orders:x}:ready",
+            "app:{orders:1}:other",
+            "app:{bad name:1}:ready",
+            "app:registry:partitions",
+        ] {
+            assert_eq!(shard_of_key(other), None, "{other}");
+        }
     }
 
     #[test]

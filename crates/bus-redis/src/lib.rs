@@ -11,6 +11,7 @@
 //! | [`RedisConfig`] | connection string, database, key prefix |
 //! | [`RedisTransport`] | the [`bus_core::Transport`] implementation |
 //! | [`keys`] | every key name |
+//! | [`shard_of_key`] | the shard of a partition key on a partitioned queue |
 //! | [`LuaScript`] | a named script run by SHA with a `NOSCRIPT` fallback |
 //! | [`Error`] | what can go wrong here |
 
@@ -18,6 +19,7 @@ mod config;
 mod consumer;
 mod error;
 pub mod keys;
+mod partition;
 mod scripts;
 #[cfg(feature = "tls")]
 mod tls;
@@ -25,6 +27,7 @@ mod transport;
 
 pub use config::RedisConfig;
 pub use error::{Error, RedisError, Result};
+pub use partition::{shard_of_key, MAX_PARTITIONS};
 pub use scripts::LuaScript;
 pub use transport::RedisTransport;
 

@@ -7,11 +7,12 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use async_trait::async_trait;
 use bus_core::transport::{Consumer, ConsumerOptions, Outgoing};
 use bus_core::{Source, Transport};
-use fred::prelude::{Client, ClientLike, ListInterface, SetsInterface};
+use fred::prelude::{Client, ClientLike, HashesInterface, ListInterface, SetsInterface};
 use fred::types::Value;
 
 use crate::consumer::RedisConsumer;
 use crate::keys::{self, QueueKeys};
+use crate::partition::{PartitionedConsumer, Spread};
 use crate::scripts;
 use crate::{Error, RedisConfig, Result};
 
@@ -42,6 +43,8 @@ struct Inner {
     subscriptions: Mutex<HashMap<String, Vec<String>>>,
     /// Invalid subscription names already warned about.
     invalid_subscriptions: Mutex<HashSet<(String, String)>>,
+    /// Which shard each send to a partitioned queue goes to.
+    spread: Spread,
 }
 
 impl RedisTransport {
@@ -56,6 +59,7 @@ impl RedisTransport {
                 config: config.clone(),
                 subscriptions: Mutex::default(),
                 invalid_subscriptions: Mutex::default(),
+                spread: Spread::new(config.partitioned()),
             }),
         })
     }
@@ -78,6 +82,83 @@ impl RedisTransport {
     /// The keys of a queue or subscription under this transport's prefix.
     pub fn keys(&self, source: &Source) -> QueueKeys {
         QueueKeys::new(self.inner.config.key_prefix(), source)
+    }
+
+    /// The keys of every shard of `source`: one set for a queue that is not partitioned
+    /// (the same as [`RedisTransport::keys`]), else shard 0 first.
+    pub fn shard_keys(&self, source: &Source) -> Vec<QueueKeys> {
+        match source {
+            Source::Queue(queue) if self.inner.config.partitions_of(queue) > 1 => {
+                (0..self.inner.config.partitions_of(queue))
+                    .map(|shard| QueueKeys::shard(self.prefix(), queue, shard))
+                    .collect()
+            }
+            _ => vec![self.keys(source)],
+        }
+    }
+
+    /// The ready list a send to `queue` goes to: its shard's when it is partitioned.
+    fn ready_for(&self, queue: &str, key: Option<&str>) -> bus_core::Result<String> {
+        let source = Source::queue(queue)?;
+        Ok(match self.inner.spread.shard(queue, key) {
+            Some(shard) => QueueKeys::shard_ready_of(self.prefix(), queue, shard),
+            None => QueueKeys::ready_of(self.prefix(), &source),
+        })
+    }
+
+    /// Appends plain envelopes to one ready list: one command, all or none.
+    async fn push(&self, ready: String, messages: Vec<Outgoing>) -> bus_core::Result<()> {
+        // The plain envelopes go straight onto the ready list; reserve gives them their
+        // storage ids (docs/redis-layout.md).
+        let envelopes: Vec<Value> = messages
+            .into_iter()
+            .map(|m| Value::Bytes(m.payload))
+            .collect();
+        let _: i64 = self
+            .inner
+            .client
+            .rpush(ready, envelopes)
+            .await
+            .map_err(Error::from)?;
+        Ok(())
+    }
+
+    /// One consumer per shard of a partitioned queue, each with its own waiter.
+    async fn partitioned_consumer(
+        &self,
+        queue: &str,
+        shards: u16,
+        options: ConsumerOptions,
+    ) -> bus_core::Result<Box<dyn Consumer>> {
+        let registry = keys::partition_registry(self.prefix());
+        let recorded: Result<Option<i64>, _> = self.inner.client.hget(&registry, queue).await;
+        if let Ok(Some(recorded)) = recorded {
+            if recorded != i64::from(shards) {
+                tracing::warn!(queue, recorded, configured = shards,
+                    "this queue was recorded with another number of partitions: messages in shards \
+                     this consumer does not read wait for a consumer that does (docs/operations.md)");
+            }
+        }
+        let written: Result<i64, _> = self
+            .inner
+            .client
+            .hset(&registry, (queue, i64::from(shards)))
+            .await;
+        if let Err(e) = written {
+            tracing::warn!(key = registry, queue, error = %bus_core::Error::from(Error::from(e)),
+                "could not record the partitions in Redis; consuming goes on");
+        }
+        let mut consumers = Vec::with_capacity(usize::from(shards));
+        for shard in 0..shards {
+            let waiter = self.inner.config.connect_client().await?;
+            consumers.push(RedisConsumer::new(
+                self.inner.client.clone(),
+                waiter,
+                QueueKeys::shard(self.prefix(), queue, shard),
+                options.clone(),
+            ));
+        }
+        Ok(Box::new(PartitionedConsumer::new(consumers)))
     }
 
     fn prefix(&self) -> &str {
@@ -163,20 +244,18 @@ fn epoch_ms(time: SystemTime) -> i64 {
 #[async_trait]
 impl Transport for RedisTransport {
     async fn send(&self, queue: &str, messages: Vec<Outgoing>) -> bus_core::Result<()> {
-        // One command: the plain envelopes go straight onto the ready list; reserve gives
-        // them their storage ids (docs/redis-layout.md).
-        let ready = QueueKeys::ready_of(self.prefix(), &Source::queue(queue)?);
-        let envelopes: Vec<Value> = messages
-            .into_iter()
-            .map(|m| Value::Bytes(m.payload))
-            .collect();
-        let _: i64 = self
-            .inner
-            .client
-            .rpush(ready, envelopes)
-            .await
-            .map_err(Error::from)?;
-        Ok(())
+        let ready = self.ready_for(queue, None)?;
+        self.push(ready, messages).await
+    }
+
+    async fn send_keyed(
+        &self,
+        queue: &str,
+        key: &str,
+        messages: Vec<Outgoing>,
+    ) -> bus_core::Result<()> {
+        let ready = self.ready_for(queue, Some(key))?;
+        self.push(ready, messages).await
     }
 
     async fn send_at(
@@ -185,7 +264,11 @@ impl Transport for RedisTransport {
         messages: Vec<Outgoing>,
         due: SystemTime,
     ) -> bus_core::Result<()> {
-        let keys = self.keys(&Source::queue(queue)?);
+        let source = Source::queue(queue)?;
+        let keys = match self.inner.spread.shard(queue, None) {
+            Some(shard) => QueueKeys::shard(self.prefix(), queue, shard),
+            None => self.keys(&source),
+        };
         let mut args = vec![Value::from(epoch_ms(due))];
         args.extend(message_args(&messages));
         scripts::SEND_AT
@@ -235,6 +318,10 @@ impl Transport for RedisTransport {
             Source::Queue(queue) => {
                 self.register(keys::queue_registry(self.prefix()), queue)
                     .await;
+                let shards = self.inner.config.partitions_of(queue);
+                if shards > 1 {
+                    return self.partitioned_consumer(queue, shards, options).await;
+                }
             }
             Source::Subscription { topic, name } => {
                 // Without this the subscription receives nothing: it is not best effort.

@@ -1,0 +1,350 @@
+//! Partitioned queues: one command queue over N shards, each a queue of its own with its
+//! own hash tag, so that one hot queue spreads over the masters of a cluster. A layer over
+//! the single-queue consumer: every script and guarantee holds per shard, unchanged
+//! (docs/redis-layout.md, "Partitioned queues").
+
+use std::collections::{BTreeMap, HashMap};
+use std::hash::Hasher;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bus_core::transport::{Consumer, Delivery, Receipt};
+use bus_core::{DeadLetterReason, ErrorRecord, Result};
+use bytes::{BufMut, BytesMut};
+use futures::future::join_all;
+use tokio_util::sync::CancellationToken;
+
+use crate::consumer::RedisConsumer;
+use crate::Error;
+
+/// The most shards a queue may have.
+pub const MAX_PARTITIONS: u16 = 256;
+
+/// The shard of a partition key among `shards`: FNV-1a (64-bit) of the key's bytes,
+/// modulo `shards`. Documented so that producers in other languages agree
+/// (docs/redis-layout.md); `shards` of 0 counts as 1.
+///
+/// ```
+/// assert_eq!(bus_redis::shard_of_key(b"customer-42", 3), bus_redis::shard_of_key(b"customer-42", 3));
+/// assert_eq!(bus_redis::shard_of_key(b"a", 1), 0);
+/// ```
+pub fn shard_of_key(key: &[u8], shards: u16) -> u16 {
+    let mut hasher = fnv::FnvHasher::default();
+    hasher.write(key);
+    // The remainder is below `shards`, so it fits.
+    u16::try_from(hasher.finish() % u64::from(shards.max(1))).unwrap_or(0)
+}
+
+/// The producer side: which shard each send goes to.
+#[derive(Debug, Default)]
+pub(crate) struct Spread {
+    queues: HashMap<String, Shards>,
+}
+
+#[derive(Debug)]
+struct Shards {
+    count: u16,
+    /// Round robin over sends without a partition key.
+    next: AtomicUsize,
+}
+
+impl Spread {
+    pub(crate) fn new(partitions: &BTreeMap<String, u16>) -> Self {
+        let queues = partitions
+            .iter()
+            .filter(|(_, &count)| count > 1)
+            .map(|(queue, &count)| {
+                let next = AtomicUsize::new(0);
+                (queue.clone(), Shards { count, next })
+            })
+            .collect();
+        Spread { queues }
+    }
+
+    /// The shard a send to `queue` goes to, `None` for an unpartitioned queue: by its
+    /// partition key when there is one, else the next in turn.
+    pub(crate) fn shard(&self, queue: &str, key: Option<&str>) -> Option<u16> {
+        if self.queues.is_empty() {
+            return None; // the common case costs no lookup
+        }
+        let shards = self.queues.get(queue)?;
+        Some(match key {
+            Some(key) => shard_of_key(key.as_bytes(), shards.count),
+            None => {
+                let turn = shards.next.fetch_add(1, Ordering::Relaxed);
+                u16::try_from(turn % usize::from(shards.count)).unwrap_or(0)
+            }
+        })
+    }
+}
+
+/// A consumer of every shard of a partitioned queue.
+#[derive(Debug)]
+pub(crate) struct PartitionedConsumer {
+    shards: Vec<RedisConsumer>,
+    /// Which shard comes first in the next receive's shares.
+    turn: AtomicUsize,
+    /// Always cancelled: a receive with it never waits.
+    no_wait: CancellationToken,
+}
+
+impl PartitionedConsumer {
+    pub(crate) fn new(shards: Vec<RedisConsumer>) -> Self {
+        let no_wait = CancellationToken::new();
+        no_wait.cancel();
+        PartitionedConsumer {
+            shards,
+            turn: AtomicUsize::new(0),
+            no_wait,
+        }
+    }
+
+    /// Asks every shard at once, without waiting, for its fair share of `max`: `max / N`
+    /// each, the remainder to the shards first in a rotation that moves on every call,
+    /// so a flooded shard never takes the whole capacity while another has messages.
+    async fn take(&self, max: usize) -> Result<Vec<Delivery>> {
+        let n = self.shards.len();
+        let start = self.turn.fetch_add(1, Ordering::Relaxed) % n;
+        let (share, extra) = (max / n, max % n);
+        let calls = (0..n).filter_map(|k| {
+            let shard = (start + k) % n;
+            let max = share + usize::from(k < extra);
+            (max > 0).then_some(async move {
+                let taken = self.shards[shard].receive(max, &self.no_wait).await;
+                (shard, taken)
+            })
+        });
+        let mut out = Vec::with_capacity(max);
+        let mut failure = None;
+        for (shard, taken) in join_all(calls).await {
+            match taken {
+                Ok(deliveries) => out.extend(deliveries.into_iter().map(|d| tagged(shard, d))),
+                Err(e) => failure = Some(e),
+            }
+        }
+        match failure {
+            // What other shards reserved is handed on: dropping it would strand it in
+            // flight until its lock expires. The error comes back on the next call.
+            Some(e) if out.is_empty() => Err(e),
+            Some(e) => {
+                tracing::warn!(error = %bus_core::ErrorChain(&e), "a shard of a partitioned queue failed to reserve");
+                Ok(out)
+            }
+            None => Ok(out),
+        }
+    }
+
+    /// Waits until any shard has a ready message, a delayed one falls due, `stop` fires,
+    /// or the shards' idle bound passes. The first shard to return ends the others'
+    /// waits (a shard's wait ends on its token, and unblocks its connection).
+    async fn wait_any(&self, stop: &CancellationToken) -> Result<()> {
+        let woken = stop.child_token();
+        let waits = self.shards.iter().map(|shard| {
+            let woken = &woken;
+            async move {
+                // Reserves nothing (a share of 0): it only waits.
+                let waited = shard.receive(0, woken).await;
+                woken.cancel();
+                waited
+            }
+        });
+        let results = join_all(waits).await;
+        results
+            .into_iter()
+            .find_map(Result::err)
+            .map_or(Ok(()), Err)
+    }
+
+    /// The shard and the shard's own receipt of a receipt this consumer handed out.
+    fn split(&self, receipt: &Receipt) -> Result<(usize, Receipt)> {
+        let key = &receipt.key;
+        let shard = key.iter().position(|&b| b == b':').and_then(|colon| {
+            let shard: usize = std::str::from_utf8(&key[..colon]).ok()?.parse().ok()?;
+            (shard < self.shards.len()).then_some((shard, colon))
+        });
+        let Some((shard, colon)) = shard else {
+            return Err(Error::Protocol {
+                script: "partition",
+                detail: format!("a receipt that no shard of this queue handed out: {key:?}"),
+            }
+            .into());
+        };
+        let own = Receipt {
+            key: key.slice(colon + 1..),
+            delivery: receipt.delivery,
+        };
+        Ok((shard, own))
+    }
+
+    /// The receipts grouped by shard, each with its position in `receipts`.
+    fn group(&self, receipts: &[Receipt]) -> Result<Vec<Group>> {
+        let mut groups: Vec<(Vec<usize>, Vec<Receipt>)> =
+            vec![Default::default(); self.shards.len()];
+        for (position, receipt) in receipts.iter().enumerate() {
+            let (shard, own) = self.split(receipt)?;
+            groups[shard].0.push(position);
+            groups[shard].1.push(own);
+        }
+        Ok(groups
+            .into_iter()
+            .enumerate()
+            .filter(|(_, (_, receipts))| !receipts.is_empty())
+            .map(|(shard, (positions, receipts))| (shard, positions, receipts))
+            .collect())
+    }
+}
+
+/// The receipts of one shard: the shard, their positions in the caller's list, and the
+/// shard's own receipts.
+type Group = (usize, Vec<usize>, Vec<Receipt>);
+
+/// A delivery of shard `shard`, its receipt's key prefixed with `<shard>:`.
+fn tagged(shard: usize, mut delivery: Delivery) -> Delivery {
+    let prefix = shard.to_string();
+    let own = &delivery.receipt.key;
+    let mut key = BytesMut::with_capacity(prefix.len() + 1 + own.len());
+    key.put_slice(prefix.as_bytes());
+    key.put_u8(b':');
+    key.put_slice(own);
+    delivery.receipt.key = key.freeze();
+    delivery
+}
+
+/// The first error of several concurrent calls, after all of them ran.
+fn first_error<T>(results: impl IntoIterator<Item = Result<T>>) -> Result<Vec<T>> {
+    results.into_iter().collect()
+}
+
+#[async_trait]
+impl Consumer for PartitionedConsumer {
+    async fn receive(&self, max: usize, stop: &CancellationToken) -> Result<Vec<Delivery>> {
+        let taken = self.take(max).await?;
+        if !taken.is_empty() || stop.is_cancelled() || self.isolation_pending() {
+            return Ok(taken);
+        }
+        self.wait_any(stop).await?;
+        if stop.is_cancelled() {
+            return Ok(Vec::new());
+        }
+        self.take(max).await
+    }
+
+    fn isolation_pending(&self) -> bool {
+        self.shards.iter().any(Consumer::isolation_pending)
+    }
+
+    async fn receive_isolated(&self) -> Result<Option<Delivery>> {
+        let n = self.shards.len();
+        let start = self.turn.fetch_add(1, Ordering::Relaxed) % n;
+        for shard in (0..n).map(|k| (start + k) % n) {
+            if !self.shards[shard].isolation_pending() {
+                continue;
+            }
+            if let Some(delivery) = self.shards[shard].receive_isolated().await? {
+                return Ok(Some(tagged(shard, delivery)));
+            }
+        }
+        Ok(None)
+    }
+
+    async fn ack(&self, receipts: &[Receipt]) -> Result<()> {
+        let groups = self.group(receipts)?;
+        let calls = groups
+            .iter()
+            .map(|(shard, _, own)| self.shards[*shard].ack(own));
+        first_error(join_all(calls).await)?;
+        Ok(())
+    }
+
+    async fn renew(&self, receipts: &[Receipt]) -> Result<Vec<bool>> {
+        let groups = self.group(receipts)?;
+        let calls = groups
+            .iter()
+            .map(|(shard, _, own)| self.shards[*shard].renew(own));
+        let renewed = first_error(join_all(calls).await)?;
+        let mut flags = vec![false; receipts.len()];
+        for ((_, positions, _), renewed) in groups.iter().zip(renewed) {
+            for (&position, held) in positions.iter().zip(renewed) {
+                flags[position] = held;
+            }
+        }
+        Ok(flags)
+    }
+
+    async fn retry(&self, receipt: &Receipt, delay: Duration, error: &ErrorRecord) -> Result<()> {
+        let (shard, own) = self.split(receipt)?;
+        self.shards[shard].retry(&own, delay, error).await
+    }
+
+    async fn dead_letter(
+        &self,
+        receipt: &Receipt,
+        reason: DeadLetterReason,
+        error: Option<&ErrorRecord>,
+    ) -> Result<()> {
+        let (shard, own) = self.split(receipt)?;
+        self.shards[shard].dead_letter(&own, reason, error).await
+    }
+
+    async fn release(&self, receipts: &[Receipt]) -> Result<()> {
+        let groups = self.group(receipts)?;
+        let calls = groups
+            .iter()
+            .map(|(shard, _, own)| self.shards[*shard].release(own));
+        first_error(join_all(calls).await)?;
+        Ok(())
+    }
+
+    async fn recover(&self) -> Result<usize> {
+        let swept = join_all(self.shards.iter().map(Consumer::recover)).await;
+        Ok(first_error(swept)?.into_iter().sum())
+    }
+
+    async fn close(&self) -> Result<()> {
+        first_error(join_all(self.shards.iter().map(Consumer::close)).await)?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_hash_with_fnv1a_64() {
+        // The published FNV-1a 64-bit test vectors: foreign producers compute the same.
+        let fnv = |key: &[u8]| {
+            let mut hasher = fnv::FnvHasher::default();
+            hasher.write(key);
+            hasher.finish()
+        };
+        assert_eq!(fnv(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fnv(b"a"), 0xaf63_dc4c_8601_ec8c);
+        assert_eq!(fnv(b"foobar"), 0x8594_4171_f739_67e8);
+        assert_eq!(
+            shard_of_key(b"a", 3),
+            (0xaf63_dc4c_8601_ec8c_u64 % 3) as u16
+        );
+        assert_eq!(
+            shard_of_key(b"foobar", 7),
+            (0x8594_4171_f739_67e8_u64 % 7) as u16
+        );
+    }
+
+    #[test]
+    fn sends_spread_round_robin_or_by_key() {
+        let spread = Spread::new(&BTreeMap::from([
+            ("orders".to_owned(), 3),
+            ("single".to_owned(), 1),
+        ]));
+        let turns: Vec<_> = (0..6).map(|_| spread.shard("orders", None)).collect();
+        assert_eq!(turns, [0, 1, 2, 0, 1, 2].map(Some));
+        assert_eq!(spread.shard("single", None), None);
+        assert_eq!(spread.shard("other", Some("k")), None);
+        let keyed = spread.shard("orders", Some("customer-7"));
+        assert_eq!(keyed, Some(shard_of_key(b"customer-7", 3)));
+        assert!((0..10).all(|_| spread.shard("orders", Some("customer-7")) == keyed));
+        assert_eq!(Spread::default().shard("orders", None), None);
+    }
+}

@@ -1,0 +1,344 @@
+//! Partitioned queues on a real redis-server: sends spread round robin or by key, one
+//! consumer drains every shard without starving any, and acks, renewals, recovery and
+//! isolation work per shard.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bus_core::transport::ConsumerOptions;
+use bus_core::{
+    Bus, BusConfig, CommandProcessor, Context, Host, ProcessError, ProcessingSettings, Source,
+    Transport,
+};
+use bus_redis::keys::{self, QueueKeys};
+use bus_redis::{shard_of_key, RedisConfig, RedisTransport};
+use bus_test_redis::TestRedis;
+use common::{eventually, Running, Work};
+use fred::prelude::{HashesInterface, ListInterface};
+use tokio_util::sync::CancellationToken;
+
+async fn partitioned(redis: &TestRedis, shards: u16) -> RedisTransport {
+    let config = RedisConfig::from_url(&redis.url())
+        .unwrap()
+        .prefix(redis.namespace())
+        .partitions("work", shards);
+    RedisTransport::connect(&config).await.unwrap()
+}
+
+fn bus(transport: &RedisTransport) -> Bus {
+    Bus::new(Arc::new(transport.clone()), BusConfig::default())
+}
+
+/// The `n` of every envelope on a ready list, head first.
+async fn ready_ns(transport: &RedisTransport, ready: &str) -> Vec<u64> {
+    let envelopes: Vec<String> = transport.client().lrange(ready, 0, -1).await.unwrap();
+    envelopes
+        .iter()
+        .map(|e| {
+            let envelope: serde_json::Value = serde_json::from_str(e).unwrap();
+            envelope["body"]["n"].as_u64().unwrap()
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sends_spread_round_robin_over_the_shards_and_a_batch_stays_whole() {
+    let redis = TestRedis::start().unwrap();
+    let transport = partitioned(&redis, 3).await;
+    let bus = bus(&transport);
+    for n in 0..30 {
+        bus.send(&Work { n }).await.unwrap();
+    }
+    let shards = transport.shard_keys(&Source::queue("work").unwrap());
+    assert_eq!(shards.len(), 3);
+    let mut seen = Vec::new();
+    for (shard, keys) in shards.iter().enumerate() {
+        assert_eq!(
+            keys.ready,
+            format!("{}:{{work:{shard}}}:ready", redis.namespace())
+        );
+        let ns = ready_ns(&transport, &keys.ready).await;
+        assert_eq!(ns.len(), 10, "shard {shard}: {ns:?}");
+        // Turn by turn: shard i got every third send, in order.
+        assert!(
+            ns.windows(2).all(|w| w[1] == w[0] + 3),
+            "shard {shard}: {ns:?}"
+        );
+        seen.extend(ns);
+    }
+    seen.sort_unstable();
+    assert_eq!(seen, (0..30).collect::<Vec<_>>());
+    // The unpartitioned key names are not used.
+    let plain = QueueKeys::ready_of(redis.namespace(), &Source::queue("work").unwrap());
+    assert_eq!(transport.client().llen::<i64, _>(&plain).await.unwrap(), 0);
+
+    let batch: Vec<Work> = (100..107).map(|n| Work { n }).collect();
+    bus.send_batch(&batch).await.unwrap();
+    let mut whole = 0;
+    for keys in &shards {
+        let ns = ready_ns(&transport, &keys.ready).await;
+        let of_batch: Vec<u64> = ns.into_iter().filter(|&n| n >= 100).collect();
+        if !of_batch.is_empty() {
+            assert_eq!(of_batch, (100..107).collect::<Vec<_>>());
+            whole += 1;
+        }
+    }
+    assert_eq!(whole, 1, "the batch went whole to one shard");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keyed_sends_go_to_the_fnv1a_shard_of_their_key_every_time() {
+    let redis = TestRedis::start().unwrap();
+    let transport = partitioned(&redis, 3).await;
+    let bus = bus(&transport);
+    let key_of = |n: u64| format!("customer-{}", n % 20);
+    for n in 0..200 {
+        bus.send_keyed(&Work { n }, &key_of(n)).await.unwrap();
+    }
+    let shards = transport.shard_keys(&Source::queue("work").unwrap());
+    let mut used = [false; 3];
+    for (shard, keys) in shards.iter().enumerate() {
+        for n in ready_ns(&transport, &keys.ready).await {
+            // The documented hash, computed here independently of the transport.
+            let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+            for byte in key_of(n).bytes() {
+                hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+            }
+            assert_eq!(hash % 3, shard as u64, "message {n} with key {}", key_of(n));
+            assert_eq!(shard_of_key(key_of(n).as_bytes(), 3), shard as u16);
+            used[shard] = true;
+        }
+    }
+    assert_eq!(used, [true; 3], "20 keys use every shard");
+}
+
+/// Records the `n` of each message in the order handled.
+#[derive(Default)]
+struct Order(Mutex<Vec<u64>>);
+
+#[async_trait]
+impl CommandProcessor<Work> for Arc<Order> {
+    async fn process(&self, work: Work, _: &Context) -> Result<(), ProcessError> {
+        self.0.lock().unwrap().push(work.n);
+        Ok(())
+    }
+    fn settings(&self) -> ProcessingSettings {
+        ProcessingSettings::default()
+            .max_concurrent_calls(8)
+            .prefetch_count(8)
+    }
+}
+
+/// A partition key that lands on `shard` of 3.
+fn key_on(shard: u16) -> String {
+    (0..)
+        .map(|k| format!("key-{k}"))
+        .find(|key| shard_of_key(key.as_bytes(), 3) == shard)
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flooded_shard_does_not_starve_the_others() {
+    const FLOOD: u64 = 5_000;
+    let redis = TestRedis::start().unwrap();
+    let transport = partitioned(&redis, 3).await;
+    let bus = bus(&transport);
+    let flood: Vec<Work> = (0..FLOOD).map(|n| Work { n }).collect();
+    for chunk in flood.chunks(1_000) {
+        bus.send_batch_keyed(chunk, &key_on(0)).await.unwrap();
+    }
+    let few: Vec<Work> = (0..5).map(|n| Work { n: FLOOD + n }).collect();
+    bus.send_batch_keyed(&few, &key_on(2)).await.unwrap();
+
+    let order = Arc::new(Order::default());
+    let host = Host::builder()
+        .transport(transport.clone())
+        .command::<Work, _>(Arc::clone(&order))
+        .build()
+        .unwrap();
+    let running = Running::start(host);
+    let all = (FLOOD + 5) as usize;
+    assert!(
+        eventually(Duration::from_secs(60), || async {
+            order.0.lock().unwrap().len() == all
+        })
+        .await,
+        "{} of {all} handled",
+        order.0.lock().unwrap().len()
+    );
+    running.stop().await;
+    let order = order.0.lock().unwrap();
+    let positions: Vec<usize> = (FLOOD..FLOOD + 5)
+        .map(|n| order.iter().position(|&m| m == n).unwrap())
+        .collect();
+    // Fair shares: the few come within the first receives, not after the flood.
+    eprintln!("the few were handled at positions {positions:?}");
+    assert!(
+        positions.iter().all(|&p| p < 100),
+        "the few were handled at positions {positions:?} of {all}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn receipts_name_their_shard_and_recovery_works_per_shard() {
+    let redis = TestRedis::start().unwrap();
+    let transport = partitioned(&redis, 3).await;
+    let bus = bus(&transport);
+    for n in 0..6 {
+        bus.send(&Work { n }).await.unwrap();
+    }
+    let source = Source::queue("work").unwrap();
+    let options = ConsumerOptions::new(Duration::from_millis(300), 5);
+    let consumer = transport.consumer(&source, options).await.unwrap();
+    // The consumer recorded the queue's partitions for management and other producers.
+    let recorded: Option<i64> = transport
+        .client()
+        .hget(keys::partition_registry(redis.namespace()), "work")
+        .await
+        .unwrap();
+    assert_eq!(recorded, Some(3));
+
+    let stop = CancellationToken::new();
+    let held = Mutex::new(Vec::new());
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            let got = consumer.receive(6, &stop).await.unwrap();
+            let mut held = held.lock().unwrap();
+            held.extend(got);
+            held.len() == 6
+        })
+        .await
+    );
+    let held = held.into_inner().unwrap();
+    let mut per_shard = [0; 3];
+    for delivery in &held {
+        let key = String::from_utf8(delivery.receipt.key.to_vec()).unwrap();
+        let (shard, own) = key.split_once(':').unwrap();
+        assert!(own.starts_with('~'), "{key}");
+        per_shard[shard.parse::<usize>().unwrap()] += 1;
+    }
+    assert_eq!(per_shard, [2, 2, 2]);
+    let receipts: Vec<_> = held.iter().map(|d| d.receipt.clone()).collect();
+    assert_eq!(consumer.renew(&receipts).await.unwrap(), vec![true; 6]);
+    // Ack three (one per shard); the other three are abandoned, as by a crash.
+    let mut acked = Vec::new();
+    let mut abandoned = Vec::new();
+    for receipt in receipts {
+        let shard = receipt.key[0];
+        if acked
+            .iter()
+            .any(|r: &bus_core::transport::Receipt| r.key[0] == shard)
+        {
+            abandoned.push(receipt);
+        } else {
+            acked.push(receipt);
+        }
+    }
+    consumer.ack(&acked).await.unwrap();
+    let recovered = std::sync::atomic::AtomicUsize::new(0);
+    let total = || recovered.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            let n = consumer.recover().await.unwrap();
+            recovered.fetch_add(n, std::sync::atomic::Ordering::SeqCst);
+            total() == 3
+        })
+        .await,
+        "{} recovered",
+        total()
+    );
+    // Renewing a lost lock says so, per receipt.
+    assert_eq!(consumer.renew(&abandoned).await.unwrap(), vec![false; 3]);
+    // They were held with others: each comes back alone, counted as a second delivery.
+    let mut again = Vec::new();
+    assert!(consumer.receive(10, &stop).await.unwrap().is_empty());
+    // Bounded: a transport that never delivered them would fail, not hang.
+    for _ in 0..20 {
+        if !consumer.isolation_pending() {
+            break;
+        }
+        if let Some(delivery) = consumer.receive_isolated().await.unwrap() {
+            assert_eq!(delivery.delivery_count, 2);
+            consumer
+                .ack(std::slice::from_ref(&delivery.receipt))
+                .await
+                .unwrap();
+            again.push(delivery);
+        }
+        let regrouped = consumer.receive(10, &stop).await.unwrap();
+        assert!(
+            regrouped.is_empty(),
+            "a recovered message regrouped with others"
+        );
+    }
+    assert_eq!(again.len(), 3);
+    for keys in transport.shard_keys(&source) {
+        let stored: i64 = transport.client().hlen(&keys.msgs).await.unwrap();
+        assert_eq!(stored, 0, "{} still holds messages", keys.msgs);
+    }
+    // A receipt that is not this consumer's is refused with a clear error, not a panic.
+    let foreign = bus_core::transport::Receipt {
+        key: bytes::Bytes::from_static(b"~1"),
+        delivery: 1,
+    };
+    let error = consumer.ack(&[foreign]).await.unwrap_err();
+    let error = bus_core::ErrorChain(&error).to_string();
+    assert!(error.contains("receipt"), "{error}");
+    consumer.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_partitioned_consumer_wakes_for_any_shard() {
+    let redis = TestRedis::start().unwrap();
+    let transport = partitioned(&redis, 3).await;
+    let source = Source::queue("work").unwrap();
+    let consumer = transport
+        .consumer(&source, ConsumerOptions::new(Duration::from_secs(5), 5))
+        .await
+        .unwrap();
+    let stop = CancellationToken::new();
+    let bus = bus(&transport);
+    for shard in [2, 0, 1, 2] {
+        let sender = bus.clone();
+        let key = key_on(shard);
+        let send = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            sender.send_keyed(&Work { n: 1 }, &key).await.unwrap();
+        });
+        let started = tokio::time::Instant::now();
+        let got = consumer.receive(5, &stop).await.unwrap();
+        send.await.unwrap();
+        assert_eq!(got.len(), 1, "shard {shard}");
+        assert_eq!(got[0].receipt.key[0], b'0' + shard as u8);
+        assert!(
+            started.elapsed() < Duration::from_millis(500),
+            "{:?}",
+            started.elapsed()
+        );
+        consumer.ack(&[got[0].receipt.clone()]).await.unwrap();
+    }
+    // Shutdown ends a wait at once.
+    stop.cancel();
+    let started = tokio::time::Instant::now();
+    assert!(consumer.receive(5, &stop).await.unwrap().is_empty());
+    assert!(started.elapsed() < Duration::from_millis(500));
+    consumer.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_partitions_are_refused_at_connect() {
+    let redis = TestRedis::start().unwrap();
+    for (queue, shards) in [("work", 0), ("work", 257), ("bad name", 2)] {
+        let config = RedisConfig::from_url(&redis.url())
+            .unwrap()
+            .partitions(queue, shards);
+        let error = RedisTransport::connect(&config)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("partitions"), "{error}");
+    }
+}
