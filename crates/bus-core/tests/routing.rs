@@ -177,3 +177,43 @@ fn two_processors_of_one_type_on_one_queue_are_refused() {
         "{error}"
     );
 }
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Spaced;
+impl Message for Spaced {
+    const NAME: &'static str = "has space";
+    const KIND: MessageKind = MessageKind::Command;
+}
+impl Command for Spaced {}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Slashed;
+impl Message for Slashed {
+    const NAME: &'static str = "has/slash";
+    const KIND: MessageKind = MessageKind::Command;
+}
+impl Command for Slashed {}
+
+struct Nothing;
+#[async_trait]
+impl<C: Command> CommandProcessor<C> for Nothing {
+    async fn process(&self, _: C, _: &Context) -> Result<(), ProcessError> {
+        Ok(())
+    }
+}
+
+#[test]
+fn every_invalid_registration_is_reported_not_only_the_first() {
+    let error = Host::builder()
+        .transport(MemoryTransport::new())
+        .command::<Spaced, _>(Nothing)
+        .command::<Slashed, _>(Nothing)
+        .build()
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("2 registrations are invalid"), "{error}");
+    assert!(
+        error.contains("\"has space\"") && error.contains("\"has/slash\""),
+        "{error}"
+    );
+}
