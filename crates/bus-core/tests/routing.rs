@@ -48,9 +48,6 @@ impl CommandProcessor<Created> for Arc<Seen> {
 
 #[async_trait]
 impl CommandProcessor<Paid> for Arc<Seen> {
-    fn settings(&self) -> ProcessingSettings {
-        ProcessingSettings::default().dead_letter_delivery_limit(1)
-    }
     async fn process(&self, paid: Paid, _: &Context) -> Result<(), ProcessError> {
         self.paid.fetch_add(1, Ordering::SeqCst);
         if paid.order == 0 {
@@ -214,6 +211,33 @@ fn every_invalid_registration_is_reported_not_only_the_first() {
     assert!(error.contains("2 registrations are invalid"), "{error}");
     assert!(
         error.contains("\"has space\"") && error.contains("\"has/slash\""),
+        "{error}"
+    );
+}
+
+#[test]
+fn processors_of_one_queue_with_different_settings_are_refused() {
+    // `Paid`'s processor takes the default settings, this one asks for more concurrency.
+    struct Eager;
+    #[async_trait]
+    impl CommandProcessor<Shipped> for Eager {
+        fn settings(&self) -> ProcessingSettings {
+            ProcessingSettings::default().max_concurrent_calls(64)
+        }
+        async fn process(&self, _: Shipped, _: &Context) -> Result<(), ProcessError> {
+            Ok(())
+        }
+    }
+    let seen = Arc::new(Seen::default());
+    let error = Host::builder()
+        .transport(MemoryTransport::new())
+        .command::<Paid, _>(Arc::clone(&seen))
+        .command::<Shipped, _>(Eager)
+        .build()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("different processing settings") && error.contains("queue orders"),
         "{error}"
     );
 }

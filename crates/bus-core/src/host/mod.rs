@@ -247,6 +247,17 @@ impl HostBuilder {
                 .iter_mut()
                 .find(|g| g.registrations[0].source == r.source)
             {
+                // One source has one consumer, so its processors must agree on how it
+                // is consumed; otherwise the first's settings would silently win.
+                Some(group) if group.registrations[0].settings != r.settings => {
+                    return Err(Error::Config(format!(
+                        "the processors of {} ask for different processing settings (`{}` and `{}`); \
+                         processors that share a queue or subscription share its consumer: give them the same settings",
+                        r.source,
+                        group.registrations[0].message.message_type(),
+                        r.message.message_type()
+                    )));
+                }
                 Some(group) => group.registrations.push(r),
                 None => routes.push(Routes {
                     registrations: vec![r],
