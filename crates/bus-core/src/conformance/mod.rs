@@ -60,6 +60,13 @@ macro_rules! command {
     };
 }
 
+// After `command!`, which it uses.
+mod processing;
+pub use processing::{
+    an_event_reaches_each_subscription_once, concurrency_stays_within_max_concurrent_calls,
+    shutdown_is_prompt_when_idle_and_bounded_by_the_grace,
+};
+
 #[derive(Debug, Serialize, Deserialize)]
 struct Timed {
     n: u32,
@@ -459,7 +466,7 @@ pub async fn shutdown_releases_prefetched_messages(
         started: AtomicU32::new(0),
     });
     let running = Host::builder()
-        .transport_arc(transport)
+        .transport_arc(Arc::clone(&transport))
         .command::<Held, _>(Arc::clone(&gate))
         .build()
         .expect("host builds")
@@ -478,4 +485,42 @@ pub async fn shutdown_releases_prefetched_messages(
     running.shutdown().await.expect("shutdown");
     let [ready, in_flight, delayed, dead] = probe.counts(&source).await;
     assert_eq!((ready, in_flight, delayed, dead), (18, 0, 0, 0));
+
+    // The released ones run again as first deliveries.
+    let counts = Arc::new(DeliveryCounts::default());
+    let running = Host::builder()
+        .transport_arc(transport)
+        .command::<Held, _>(Arc::clone(&counts))
+        .build()
+        .expect("host builds")
+        .start()
+        .await
+        .expect("host starts");
+    let all = wait_until(Duration::from_secs(10), || {
+        counts.0.lock().map(|c| c.len() >= 18).unwrap_or(true)
+    })
+    .await;
+    running.shutdown().await.expect("shutdown");
+    assert!(all, "not all released messages ran again");
+    let counts = counts.0.lock().expect("not poisoned").clone();
+    assert_eq!(
+        counts,
+        vec![1; 18],
+        "the delivery counts of the released messages"
+    );
+}
+
+/// Records each delivery's count.
+#[derive(Default)]
+struct DeliveryCounts(Mutex<Vec<u32>>);
+
+#[async_trait]
+impl CommandProcessor<Held> for Arc<DeliveryCounts> {
+    async fn process(&self, _: Held, ctx: &Context) -> Result<(), ProcessError> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(ctx.delivery_count());
+        Ok(())
+    }
 }
