@@ -342,3 +342,69 @@ async fn invalid_partitions_are_refused_at_connect() {
         assert!(error.contains("partitions"), "{error}");
     }
 }
+
+/// A producer in Python that knows only the documented layout and hash puts each keyed
+/// message on the shard the Rust transport computes, and a partitioned host consumes them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_foreign_producer_computes_the_same_shards() {
+    let redis = TestRedis::start().unwrap();
+    let transport = partitioned(&redis, 3).await;
+    let mut keys: Vec<String> = (0..30).map(|k| format!("customer-{k}")).collect();
+    keys.push("clé-✓".to_owned());
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/keyed_producer.py");
+    let interpreter = std::env::var("BUS_TEST_PYTHON").unwrap_or_else(|_| "python3".into());
+    let run = tokio::process::Command::new(&interpreter)
+        .arg(&script)
+        .args([&redis.url(), redis.namespace(), "work", "3"])
+        .args(&keys)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env("PYTHONIOENCODING", "utf-8")
+        .kill_on_drop(true)
+        .output();
+    let output = tokio::time::timeout(Duration::from_secs(60), run)
+        .await
+        .expect("the Python producer finishes")
+        .unwrap_or_else(|e| panic!("cannot run `{interpreter}` (Python 3 is needed): {e}"));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let lines: Vec<serde_json::Value> = String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), keys.len());
+    let mut used = [false; 3];
+    for line in &lines {
+        let key = line["key"].as_str().unwrap();
+        let shard = line["shard"].as_u64().unwrap();
+        assert_eq!(
+            u64::from(shard_of_key(key.as_bytes(), 3)),
+            shard,
+            "key {key}"
+        );
+        used[shard as usize] = true;
+    }
+    assert_eq!(used, [true; 3]);
+
+    let order = Arc::new(Order::default());
+    let host = Host::builder()
+        .transport(transport)
+        .command::<Work, _>(Arc::clone(&order))
+        .build()
+        .unwrap();
+    let running = Running::start(host);
+    assert!(
+        eventually(Duration::from_secs(20), || async {
+            order.0.lock().unwrap().len() == keys.len()
+        })
+        .await
+    );
+    running.stop().await;
+    let mut handled = order.0.lock().unwrap().clone();
+    handled.sort_unstable();
+    assert_eq!(handled, (0..keys.len() as u64).collect::<Vec<_>>());
+}
