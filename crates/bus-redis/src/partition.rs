@@ -103,22 +103,45 @@ impl PartitionedConsumer {
     /// Asks every shard at once, without waiting, for its fair share of `max`: `max / N`
     /// each, the remainder to the shards first in a rotation that moves on every call,
     /// so a flooded shard never takes the whole capacity while another has messages.
+    /// Capacity the shares left unused then goes, in the same rotation, to the shards
+    /// that may hold more (those that filled their share or had none), so a single busy
+    /// shard still fills a receive.
     async fn take(&self, max: usize) -> Result<Vec<Delivery>> {
         let n = self.shards.len();
         let start = self.turn.fetch_add(1, Ordering::Relaxed) % n;
         let (share, extra) = (max / n, max % n);
-        let calls = (0..n).filter_map(|k| {
+        let calls = (0..n).map(|k| {
             let shard = (start + k) % n;
             let max = share + usize::from(k < extra);
-            (max > 0).then_some(async move {
-                let taken = self.shards[shard].receive(max, &self.no_wait).await;
-                (shard, taken)
-            })
+            async move {
+                let taken = if max == 0 {
+                    Ok(Vec::new())
+                } else {
+                    self.shards[shard].receive(max, &self.no_wait).await
+                };
+                (shard, max, taken)
+            }
         });
         let mut out = Vec::with_capacity(max);
         let mut failure = None;
-        for (shard, taken) in join_all(calls).await {
+        let mut more = Vec::new();
+        for (shard, asked, taken) in join_all(calls).await {
             match taken {
+                Ok(deliveries) => {
+                    if deliveries.len() == asked {
+                        more.push(shard);
+                    }
+                    out.extend(deliveries.into_iter().map(|d| tagged(shard, d)));
+                }
+                Err(e) => failure = Some(e),
+            }
+        }
+        for shard in more {
+            let left = max - out.len();
+            if left == 0 || self.isolation_pending() {
+                break;
+            }
+            match self.shards[shard].receive(left, &self.no_wait).await {
                 Ok(deliveries) => out.extend(deliveries.into_iter().map(|d| tagged(shard, d))),
                 Err(e) => failure = Some(e),
             }

@@ -408,3 +408,28 @@ async fn a_foreign_producer_computes_the_same_shards() {
     handled.sort_unstable();
     assert_eq!(handled, (0..keys.len() as u64).collect::<Vec<_>>());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_busy_shard_still_fills_a_receive() {
+    let redis = TestRedis::start().unwrap();
+    let transport = partitioned(&redis, 3).await;
+    let few: Vec<Work> = (0..20).map(|n| Work { n }).collect();
+    bus(&transport)
+        .send_batch_keyed(&few, &key_on(1))
+        .await
+        .unwrap();
+    let consumer = transport
+        .consumer(
+            &Source::queue("work").unwrap(),
+            ConsumerOptions::new(Duration::from_secs(5), 5),
+        )
+        .await
+        .unwrap();
+    let stop = CancellationToken::new();
+    for max in [9, 2, 1] {
+        let got = consumer.receive(max, &stop).await.unwrap();
+        assert_eq!(got.len(), max, "asked for {max}");
+        assert!(got.iter().all(|d| d.receipt.key.starts_with(b"1:")));
+    }
+    consumer.close().await.unwrap();
+}
