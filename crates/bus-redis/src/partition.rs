@@ -146,37 +146,34 @@ impl PartitionedConsumer {
                 Err(e) => failure = Some(e),
             }
         }
-        match failure {
-            // What other shards reserved is handed on: dropping it would strand it in
-            // flight until its lock expires. The error comes back on the next call.
-            Some(e) if out.is_empty() => Err(e),
-            Some(e) => {
-                tracing::warn!(error = %bus_core::ErrorChain(&e), "a shard of a partitioned queue failed to reserve");
-                Ok(out)
-            }
-            None => Ok(out),
-        }
+        handed_on(out, failure)
     }
 
     /// Waits until any shard has a ready message, a delayed one falls due, `stop` fires,
-    /// or the shards' idle bound passes. The first shard to return ends the others'
-    /// waits (a shard's wait ends on its token, and unblocks its connection).
-    async fn wait_any(&self, stop: &CancellationToken) -> Result<()> {
+    /// or the shards' idle bound passes, and returns what the waking shards reserved
+    /// (each at most `max / N`; none when that is 0, and the caller takes after). The
+    /// first shard to return ends the others' waits (a shard's wait ends on its token,
+    /// and unblocks its connection).
+    async fn wait_any(&self, max: usize, stop: &CancellationToken) -> Result<Vec<Delivery>> {
+        let share = max / self.shards.len();
         let woken = stop.child_token();
-        let waits = self.shards.iter().map(|shard| {
+        let waits = self.shards.iter().enumerate().map(|(shard, consumer)| {
             let woken = &woken;
             async move {
-                // Reserves nothing (a share of 0): it only waits.
-                let waited = shard.receive(0, woken).await;
+                let waited = consumer.receive(share, woken).await;
                 woken.cancel();
-                waited
+                (shard, waited)
             }
         });
-        let results = join_all(waits).await;
-        results
-            .into_iter()
-            .find_map(Result::err)
-            .map_or(Ok(()), Err)
+        let mut out = Vec::new();
+        let mut failure = None;
+        for (shard, waited) in join_all(waits).await {
+            match waited {
+                Ok(deliveries) => out.extend(deliveries.into_iter().map(|d| tagged(shard, d))),
+                Err(e) => failure = Some(e),
+            }
+        }
+        handed_on(out, failure)
     }
 
     /// The shard and the shard's own receipt of a receipt this consumer handed out.
@@ -234,6 +231,21 @@ fn tagged(shard: usize, mut delivery: Delivery) -> Delivery {
     delivery
 }
 
+/// What shards reserved, even when another shard failed: dropping it would strand it in
+/// flight until its lock expires. The error is returned only when nothing was reserved
+/// (a shard that keeps failing fails again on the next call).
+fn handed_on(out: Vec<Delivery>, failure: Option<bus_core::Error>) -> Result<Vec<Delivery>> {
+    match failure {
+        Some(e) if out.is_empty() => Err(e),
+        Some(e) => {
+            tracing::warn!(error = %bus_core::ErrorChain(&e),
+                "a shard of a partitioned queue failed to reserve; the others' messages go on");
+            Ok(out)
+        }
+        None => Ok(out),
+    }
+}
+
 /// The first error of several concurrent calls, after all of them ran.
 fn first_error<T>(results: impl IntoIterator<Item = Result<T>>) -> Result<Vec<T>> {
     results.into_iter().collect()
@@ -246,9 +258,9 @@ impl Consumer for PartitionedConsumer {
         if !taken.is_empty() || stop.is_cancelled() || self.isolation_pending() {
             return Ok(taken);
         }
-        self.wait_any(stop).await?;
-        if stop.is_cancelled() {
-            return Ok(Vec::new());
+        let woken = self.wait_any(max, stop).await?;
+        if !woken.is_empty() || stop.is_cancelled() {
+            return Ok(woken);
         }
         self.take(max).await
     }

@@ -433,3 +433,54 @@ async fn one_busy_shard_still_fills_a_receive() {
     }
     consumer.close().await.unwrap();
 }
+
+/// Median and p99 (ms) of send-to-receive on an idle consumer of `work` with `shards`.
+async fn wake_ups(shards: u16) -> (f64, f64) {
+    let redis = TestRedis::start().unwrap();
+    let transport = partitioned(&redis, shards).await;
+    let consumer = transport
+        .consumer(
+            &Source::queue("work").unwrap(),
+            ConsumerOptions::new(Duration::from_secs(5), 5),
+        )
+        .await
+        .unwrap();
+    let (bus, stop) = (bus(&transport), CancellationToken::new());
+    let mut waits = Vec::new();
+    for n in 0..200 {
+        let sender = bus.clone();
+        let send = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            let at = tokio::time::Instant::now();
+            sender.send(&Work { n }).await.unwrap();
+            at
+        });
+        let mut got = Vec::new();
+        for _ in 0..5 {
+            got = consumer.receive(10, &stop).await.unwrap();
+            if !got.is_empty() {
+                break;
+            }
+        }
+        let received = tokio::time::Instant::now();
+        waits.push((received - send.await.unwrap()).as_secs_f64() * 1e3);
+        assert_eq!(got.len(), 1);
+        consumer.ack(&[got[0].receipt.clone()]).await.unwrap();
+    }
+    consumer.close().await.unwrap();
+    waits.sort_by(f64::total_cmp);
+    (waits[100], waits[197])
+}
+
+/// The idle wake-up of a 3-shard queue against a plain one in the same run (printed with
+/// `--nocapture`; the bound only catches a wait for the idle poll).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partitioned_queue_wakes_up_about_as_fast_as_a_plain_one() {
+    let (plain, plain_p99) = wake_ups(1).await;
+    let (sharded, sharded_p99) = wake_ups(3).await;
+    eprintln!(
+        "idle wake-up, send to receive: 1 shard median {plain:.2} ms p99 {plain_p99:.2} ms; \
+         3 shards median {sharded:.2} ms p99 {sharded_p99:.2} ms"
+    );
+    assert!(sharded < 50.0, "median {sharded:.2} ms");
+}
