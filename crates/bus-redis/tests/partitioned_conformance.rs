@@ -10,7 +10,7 @@ use bus_core::conformance::{self, Probe, SeenDeadLetter};
 use bus_core::Source;
 use bus_redis::{RedisConfig, RedisTransport};
 use bus_test_redis::TestRedis;
-use fred::prelude::{HashesInterface, ListInterface, SortedSetsInterface};
+use fred::prelude::{HashesInterface, KeysInterface, ListInterface, SortedSetsInterface};
 
 /// The queues of `bus_core::conformance`.
 const QUEUES: [&str; 8] = [
@@ -76,6 +76,12 @@ impl Probe for Shards {
             let ready: usize = client.llen(&keys.ready).await.unwrap();
             let suspects: usize = client.llen(&keys.suspects).await.unwrap();
             let in_flight: usize = client.zcard(&keys.inflight).await.unwrap();
+            // Messages held in leases (one lock per reserved batch: the `redisperf`
+            // layout's `<base>:leased` counter), when the layout has them; named from the
+            // ready key so this probe reads both layouts.
+            let leased_key = format!("{}leased", keys.ready.trim_end_matches("ready"));
+            let leased: Option<usize> = client.get(&leased_key).await.unwrap();
+            let in_flight = in_flight + leased.unwrap_or(0);
             let delayed: usize = client.zcard(&keys.delayed).await.unwrap();
             let dead: usize = client.llen(&keys.dead).await.unwrap();
             for (total, n) in sum
