@@ -9,14 +9,16 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use bus_core::transport::{Consumer, Delivery, Receipt};
+use bus_core::transport::{Consumer, ConsumerOptions, Delivery, Receipt};
 use bus_core::{DeadLetterReason, ErrorRecord, Result};
 use bytes::{BufMut, BytesMut};
+use fred::prelude::{Client, HashesInterface};
 use futures::future::join_all;
 use tokio_util::sync::CancellationToken;
 
 use crate::consumer::RedisConsumer;
-use crate::Error;
+use crate::keys::{self, QueueKeys};
+use crate::{Error, RedisConfig};
 
 /// The most shards a queue may have.
 pub const MAX_PARTITIONS: u16 = 256;
@@ -90,7 +92,51 @@ pub(crate) struct PartitionedConsumer {
 }
 
 impl PartitionedConsumer {
-    pub(crate) fn new(shards: Vec<RedisConsumer>) -> Self {
+    /// One consumer per shard of `queue`, each with a waiter connection of its own, after
+    /// recording the number of shards for management and foreign producers (best effort,
+    /// as the other registries: a full Redis refuses the write).
+    pub(crate) async fn connect(
+        client: &Client,
+        config: &RedisConfig,
+        queue: &str,
+        shards: u16,
+        options: ConsumerOptions,
+    ) -> Result<Self> {
+        let prefix = config.key_prefix();
+        let registry = keys::partition_registry(prefix);
+        let recorded: Result<Option<i64>, _> = client.hget(&registry, queue).await;
+        if let Ok(Some(recorded)) = recorded {
+            if recorded != i64::from(shards) {
+                tracing::warn!(
+                    queue,
+                    recorded,
+                    configured = shards,
+                    "this queue was recorded with another number of partitions: messages in \
+                     shards this consumer does not read wait for a consumer that does \
+                     (docs/operations.md, \"Partitioned queues\")"
+                );
+            }
+        }
+        let written: Result<i64, _> = client.hset(&registry, (queue, i64::from(shards))).await;
+        if let Err(e) = written {
+            tracing::warn!(key = registry, queue, error = %bus_core::Error::from(Error::from(e)),
+                "could not record the partitions in Redis; consuming goes on");
+        }
+        let mut consumers = Vec::with_capacity(usize::from(shards));
+        for shard in 0..shards {
+            // Blocking waits stall a connection: each shard waits on its own.
+            let waiter = config.connect_client().await?;
+            consumers.push(RedisConsumer::new(
+                client.clone(),
+                waiter,
+                QueueKeys::shard(prefix, queue, shard),
+                options.clone(),
+            ));
+        }
+        Ok(Self::new(consumers))
+    }
+
+    fn new(shards: Vec<RedisConsumer>) -> Self {
         let no_wait = CancellationToken::new();
         no_wait.cancel();
         PartitionedConsumer {

@@ -7,7 +7,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use async_trait::async_trait;
 use bus_core::transport::{Consumer, ConsumerOptions, Outgoing};
 use bus_core::{Source, Transport};
-use fred::prelude::{Client, ClientLike, HashesInterface, ListInterface, SetsInterface};
+use fred::prelude::{Client, ClientLike, ListInterface, SetsInterface};
 use fred::types::Value;
 
 use crate::consumer::RedisConsumer;
@@ -121,44 +121,6 @@ impl RedisTransport {
             .await
             .map_err(Error::from)?;
         Ok(())
-    }
-
-    /// One consumer per shard of a partitioned queue, each with its own waiter.
-    async fn partitioned_consumer(
-        &self,
-        queue: &str,
-        shards: u16,
-        options: ConsumerOptions,
-    ) -> bus_core::Result<Box<dyn Consumer>> {
-        let registry = keys::partition_registry(self.prefix());
-        let recorded: Result<Option<i64>, _> = self.inner.client.hget(&registry, queue).await;
-        if let Ok(Some(recorded)) = recorded {
-            if recorded != i64::from(shards) {
-                tracing::warn!(queue, recorded, configured = shards,
-                    "this queue was recorded with another number of partitions: messages in shards \
-                     this consumer does not read wait for a consumer that does (docs/operations.md)");
-            }
-        }
-        let written: Result<i64, _> = self
-            .inner
-            .client
-            .hset(&registry, (queue, i64::from(shards)))
-            .await;
-        if let Err(e) = written {
-            tracing::warn!(key = registry, queue, error = %bus_core::Error::from(Error::from(e)),
-                "could not record the partitions in Redis; consuming goes on");
-        }
-        let mut consumers = Vec::with_capacity(usize::from(shards));
-        for shard in 0..shards {
-            let waiter = self.inner.config.connect_client().await?;
-            consumers.push(RedisConsumer::new(
-                self.inner.client.clone(),
-                waiter,
-                QueueKeys::shard(self.prefix(), queue, shard),
-                options.clone(),
-            ));
-        }
-        Ok(Box::new(PartitionedConsumer::new(consumers)))
     }
 
     fn prefix(&self) -> &str {
@@ -320,7 +282,14 @@ impl Transport for RedisTransport {
                     .await;
                 let shards = self.inner.config.partitions_of(queue);
                 if shards > 1 {
-                    return self.partitioned_consumer(queue, shards, options).await;
+                    let consumer = PartitionedConsumer::connect(
+                        &self.inner.client,
+                        &self.inner.config,
+                        queue,
+                        shards,
+                        options,
+                    );
+                    return Ok(Box::new(consumer.await?));
                 }
             }
             Source::Subscription { topic, name } => {
