@@ -291,9 +291,15 @@ pub async fn blocking_work_in_spawn_blocking_keeps_its_locks(transport: Arc<dyn 
         runs: AtomicU32::new(0),
         completed: AtomicU32::new(0),
     });
-    let running = start_command::<Blocking, _>(transport, Arc::clone(&work))
+    let running = Host::builder()
+        .transport_arc(transport)
+        .command::<Blocking, _>(Arc::clone(&work))
         .recovery_interval(Duration::from_millis(50))
-        .await;
+        .build()
+        .expect("host builds")
+        .start()
+        .await
+        .expect("host starts");
     let batch: Vec<Blocking> = (0..16).map(|n| Blocking { n }).collect();
     running.bus().send_batch(&batch).await.expect("sent");
     // A lost lock shows as a second run that starts while the first still blocks, so
