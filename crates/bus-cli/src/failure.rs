@@ -54,9 +54,9 @@ pub fn fail(error: &Failure) -> ExitCode {
 /// Why connecting failed, in words. `url` is the URL tried and `with_ca` whether a CA was
 /// given, for a hint about TLS.
 pub fn connect_reason(error: &bus_management::Error, url: &str, with_ca: bool) -> String {
-    // `Connect` is transparent: its `source()` skips the bus-redis error that holds fred's.
+    // `Redis` is transparent: its `source()` skips the bus-redis error that holds fred's.
     let start: &(dyn std::error::Error + 'static) = match error {
-        bus_management::Error::Connect(inner) => inner,
+        bus_management::Error::Redis(inner) => inner,
         other => other,
     };
     let mut reason = match fred_error(start) {
@@ -76,7 +76,7 @@ pub fn connect_reason(error: &bus_management::Error, url: &str, with_ca: bool) -
     };
     let config_error = matches!(
         error,
-        bus_management::Error::Connect(bus_redis::Error::Config(_))
+        bus_management::Error::Redis(bus_redis::Error::Config(_))
     );
     if url.starts_with("rediss") && !with_ca && config_error {
         reason.push_str(" (with this tool: --tls-ca FILE)");

@@ -161,7 +161,7 @@ async fn always_failing_handler_runs_exactly_the_limit_then_dead_letters() {
     let dead = transport.dead_letters(&queue);
     assert_eq!(dead.len(), 1);
     let dead = &dead[0];
-    assert_eq!(dead.reason, DeadLetterReason::DeliveryLimit);
+    assert_eq!(dead.known_reason(), Some(DeadLetterReason::DeliveryLimit));
     assert_eq!(dead.delivery_count, 3);
     let texts: Vec<&str> = dead.errors.iter().map(|e| e.message.as_str()).collect();
     assert_eq!(texts, ["boom 1 for 7", "boom 2 for 7", "boom 3 for 7"]);
@@ -221,25 +221,25 @@ async fn rejected_undecodable_and_unknown_messages_are_dead_lettered_with_reason
     stop.cancel();
     handle.await.unwrap().unwrap();
 
-    let mut reasons: Vec<(String, DeadLetterReason)> = transport
+    let mut reasons: Vec<(String, Option<DeadLetterReason>)> = transport
         .dead_letters(&queue)
         .into_iter()
-        .map(|d| (String::from_utf8_lossy(&d.key).into_owned(), d.reason))
+        .map(|d| (d.storage_id.clone(), d.known_reason()))
         .filter(|(key, _)| key.len() < 20)
         .collect();
     reasons.sort_by(|a, b| a.0.cmp(&b.0));
     assert_eq!(
         reasons,
         [
-            ("garbage-1".to_owned(), DeadLetterReason::Undecodable),
-            ("other".to_owned(), DeadLetterReason::UnknownType),
-            ("wrong-body".to_owned(), DeadLetterReason::Undecodable),
+            ("garbage-1".to_owned(), Some(DeadLetterReason::Undecodable)),
+            ("other".to_owned(), Some(DeadLetterReason::UnknownType)),
+            ("wrong-body".to_owned(), Some(DeadLetterReason::Undecodable)),
         ]
     );
     let rejected: Vec<_> = transport
         .dead_letters(&queue)
         .into_iter()
-        .filter(|d| d.reason == DeadLetterReason::Rejected)
+        .filter(|d| d.known_reason() == Some(DeadLetterReason::Rejected))
         .collect();
     assert_eq!(rejected.len(), 1);
     assert_eq!(rejected[0].errors[0].message, "not valid, ever");

@@ -55,7 +55,7 @@ impl QueueSnapshot {
     /// Every queue's and subscription's snapshot under the transport's key prefix, read
     /// now (what `bus stats --watch` derives its rates from).
     pub async fn read_all(transport: &RedisTransport) -> Result<Vec<QueueSnapshot>> {
-        Reader::new(transport.clone(), "").snapshot_all().await
+        Reader::new(transport.clone(), None).snapshot_all().await
     }
 }
 
@@ -67,8 +67,11 @@ pub(crate) struct Reader {
 }
 
 impl Reader {
-    pub(crate) fn new(transport: RedisTransport, saga_prefix: &str) -> Self {
-        let management = Management::from_transport(transport.clone()).saga_prefix(saga_prefix);
+    pub(crate) fn new(transport: RedisTransport, saga_prefix: Option<&str>) -> Self {
+        let mut management = Management::from_transport(transport.clone());
+        if let Some(prefix) = saga_prefix {
+            management = management.saga_prefix(prefix);
+        }
         Reader {
             transport,
             management,
@@ -141,7 +144,7 @@ impl Reader {
             in_flight: stats.in_flight,
             expired_locks: expired,
             delayed: stats.delayed,
-            dead: stats.dead,
+            dead: stats.dead_letters,
             oldest_ready_age_ms: stats
                 .oldest_sent_at_ms
                 .map(|sent| now_ms.saturating_sub(sent)),

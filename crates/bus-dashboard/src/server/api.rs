@@ -6,8 +6,6 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use bus_core::Source;
 use bus_management::parse_source;
-use bytes::Bytes;
-use fred::prelude::{HashesInterface, KeysInterface};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -215,7 +213,7 @@ pub(crate) async fn dead_letters(
     }
     Ok(Json(DeadPage {
         name: query.name,
-        total: stats.dead,
+        total: stats.dead_letters,
         read: letters.len(),
         groups: views::group(&letters),
         letters,
@@ -255,45 +253,38 @@ pub(crate) struct SagaView {
     data: Option<String>,
 }
 
-/// One saga's state, stamp and time to live (`HMGET data stamp`, `PTTL`: read only).
+/// One saga's state, stamp and time to live, read through the saga store (read only).
 pub(crate) async fn saga(
     State(shared): State<AppState>,
     Query(query): Query<SagaQuery>,
 ) -> ApiResult<SagaView> {
     bus_core::validate_name("saga partition", &query.partition)
         .map_err(|e| ApiError::bad_request(e.to_string()))?;
-    let key = bus_redis_saga::RedisSagaStore::new(shared.reader.transport().client().clone())
-        .prefix(shared.options.saga_prefix.as_str())
-        .key(&query.partition, &query.id);
-    let client = shared.reader.transport().client();
-    let key_type: String = client
-        .r#type(&key)
-        .await
-        .map_err(|e| ApiError::from(Error::from(e)))?;
+    let management = shared.reader.management();
+    let key = management.saga_store().key(&query.partition, &query.id);
     let mut view = SagaView {
         partition: query.partition,
         id: query.id,
         key: key.clone(),
-        exists: key_type != "none",
+        exists: false,
         ttl_ms: None,
         stamp: None,
         data: None,
     };
-    if key_type == "hash" {
-        let (fields, ttl): (Vec<Option<Bytes>>, i64) =
-            tokio::try_join!(client.hmget(&key, vec!["data", "stamp"]), client.pttl(&key),)
-                .map_err(|e| ApiError::from(Error::from(e)))?;
-        let text = |b: &Bytes| match std::str::from_utf8(b) {
-            Ok(text) => text.to_owned(),
-            Err(_) => format!("<{} bytes of binary data>", b.len()),
-        };
-        view.data = fields.first().and_then(Option::as_ref).map(text);
-        view.stamp = fields.get(1).and_then(Option::as_ref).map(text);
-        view.ttl_ms = u64::try_from(ttl).ok();
-    } else if view.exists {
-        return Err(ApiError::bad_request(format!(
-            "{key} is a {key_type}, not a saga hash; the dashboard leaves it alone"
-        )));
+    match management.saga(&view.partition, &view.id).await {
+        Ok(Some(state)) => {
+            view.exists = true;
+            view.data = Some(state.data);
+            view.stamp = Some(state.stamp);
+            view.ttl_ms = state.ttl_ms;
+        }
+        Ok(None) => {}
+        Err(bus_management::Error::Bus(bus_core::Error::NotASaga { reason, .. })) => {
+            return Err(ApiError::bad_request(format!(
+                "{key} is not a saga hash ({reason}); the dashboard leaves it alone"
+            )));
+        }
+        Err(e) => return Err(Error::from(e).into()),
     }
     Ok(Json(view))
 }
