@@ -139,6 +139,11 @@ impl QueueStats {
             ..QueueStats::default()
         }
     }
+
+    /// Whether the queue holds no message in any state (ready, in flight, delayed, dead).
+    pub fn is_empty(&self) -> bool {
+        self.ready + self.in_flight + self.delayed + self.dead_letters == 0
+    }
 }
 
 /// `queue`, or `topic/subscription`: how the bus tool names a source.

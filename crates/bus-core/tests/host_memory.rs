@@ -107,10 +107,8 @@ async fn concurrent_handlers_never_exceed_max_concurrent_calls() {
         peak > 1,
         "handlers never overlapped (peak {peak}): concurrency is not used"
     );
-    assert_eq!(
-        transport.stats(&Source::queue("work").unwrap()),
-        Default::default()
-    );
+    let stats = transport.stats(&Source::queue("work").unwrap());
+    assert!(stats.is_empty(), "{stats:?}");
 }
 
 struct AlwaysFails {
