@@ -26,11 +26,11 @@ pub enum Failure {
     Stdin(#[from] std::io::Error),
     #[error("cannot print JSON")]
     Json(#[from] serde_json::Error),
-    #[error("cannot write to standard output: {0}")]
+    #[error("cannot write to standard output")]
     Stdout(#[source] std::io::Error),
     #[error(transparent)]
     Dashboard(#[from] bus_dashboard::Error),
-    #[error("cannot listen on {addr}: {source}")]
+    #[error("cannot listen on {addr}")]
     Listen {
         addr: std::net::SocketAddr,
         #[source]
