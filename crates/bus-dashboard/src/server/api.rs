@@ -108,14 +108,14 @@ pub(crate) struct NameQuery {
 pub(crate) struct ReadyView {
     #[serde(flatten)]
     message: bus_management::ReadyMessage,
-    errors: Vec<views::ErrorView>,
+    errors: Vec<bus_management::ErrorRecord>,
 }
 
 #[derive(Serialize)]
 pub(crate) struct ScheduledView {
     #[serde(flatten)]
     message: bus_management::ScheduledMessage,
-    errors: Vec<views::ErrorView>,
+    errors: Vec<bus_management::ErrorRecord>,
 }
 
 #[derive(Serialize)]
@@ -124,7 +124,7 @@ pub(crate) struct QueuePage {
     limit: u64,
     ready: Vec<ReadyView>,
     scheduled: Vec<ScheduledView>,
-    in_flight: Vec<views::InFlightView>,
+    in_flight: Vec<bus_redis::admin::InFlightMessage>,
 }
 
 /// One queue: its counts, next ready messages, scheduled ones and those in flight, each
@@ -136,20 +136,30 @@ pub(crate) async fn queue(
     let source = source(&query.name)?;
     let reader = &shared.reader;
     let management = reader.management();
+    let admin = management.admin();
     let n = shared.options.page_size;
     let now_ms = reader.redis_now_ms().await?;
-    let (snapshot, ready, scheduled, in_flight) = tokio::try_join!(
+    let (snapshot, ready, scheduled, mut in_flight) = tokio::try_join!(
         reader.snapshot(&source, now_ms),
         async { Ok(management.peek(&source, n).await?) },
         async { Ok(management.scheduled(&source, n).await?) },
-        views::in_flight(reader, &source, n),
+        async {
+            Ok(admin
+                .in_flight(&source, n)
+                .await
+                .map_err(bus_management::Error::from)?)
+        },
     )?;
+    for message in &mut in_flight {
+        views::clip_summary(&mut message.message);
+    }
     let ready_ids: Vec<String> = ready.iter().filter_map(|m| m.storage_id.clone()).collect();
     let scheduled_ids: Vec<String> = scheduled.iter().map(|m| m.storage_id.clone()).collect();
     let (ready_errors, scheduled_errors) = tokio::try_join!(
-        views::errors_of(reader, &source, &ready_ids),
-        views::errors_of(reader, &source, &scheduled_ids),
-    )?;
+        admin.errors(&source, &ready_ids),
+        admin.errors(&source, &scheduled_ids),
+    )
+    .map_err(|e| Error::from(bus_management::Error::from(e)))?;
     let mut ready_errors = ready_errors.into_iter();
     let ready = ready
         .into_iter()

@@ -149,7 +149,7 @@ impl Admin {
 
 /// Members and scores of a `WITHSCORES` reply: flat `[member, score, ...]` (RESP2) or
 /// pairs `[[member, score], ...]` (RESP3).
-fn scored_members(reply: Value) -> Result<Vec<(String, f64)>> {
+pub(super) fn scored_members(reply: Value) -> Result<Vec<(String, f64)>> {
     let unexpected = |v: &Value| Error::Protocol {
         script: "ZRANGE WITHSCORES",
         detail: format!("{v:?}"),
@@ -176,5 +176,28 @@ fn scored_members(reply: Value) -> Result<Vec<(String, f64)>> {
         items.chunks(2).map(|p| pair(&p[0], &p[1])).collect()
     } else {
         Err(unexpected(&Value::Array(items)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scored_replies_read_in_both_shapes() {
+        let flat = Value::Array(vec![
+            "a".into(),
+            Value::Double(5.0),
+            "b".into(),
+            Value::Double(7.0),
+        ]);
+        assert_eq!(
+            scored_members(flat).unwrap(),
+            vec![("a".to_owned(), 5.0), ("b".to_owned(), 7.0)]
+        );
+        let pairs = Value::Array(vec![Value::Array(vec!["a".into(), Value::Double(5.0)])]);
+        assert_eq!(scored_members(pairs).unwrap(), vec![("a".to_owned(), 5.0)]);
+        assert!(scored_members(Value::Null).unwrap().is_empty());
+        assert!(scored_members(Value::Array(vec!["odd".into()])).is_err());
     }
 }

@@ -11,11 +11,13 @@
 //! | [`Admin::queues`], [`topics`](Admin::topics), [`sources`](Admin::sources), [`exists`](Admin::exists), [`other_prefixes`](Admin::other_prefixes) | registry sets merged with a `SCAN` of the layout; [`Topic`] | `discovery` |
 //! | [`Admin::stats`], [`purge`](Admin::purge), [`send`](Admin::send), [`remove_subscription`](Admin::remove_subscription) | [`Purged`], [`Unsubscribe`], [`RemovedSubscription`], [`Held`] | `queues` |
 //! | [`Admin::peek`], [`scheduled`](Admin::scheduled) | [`ReadyMessage`], [`ScheduledMessage`] | `browse` |
+//! | [`Admin::in_flight`], [`errors`](Admin::errors), [`counters`](Admin::counters), [`redis_now_ms`](Admin::redis_now_ms) | [`InFlightMessage`], [`Counters`] (what the dashboard shows) | `inflight` |
 //! | [`Admin::dead_letters`], [`requeue`](Admin::requeue), [`delete_dead_letter`](Admin::delete_dead_letter) | [`Selection`], [`Requeued`]; the records bus-redis's scripts write, read back | `dead_letters`, `records` |
 
 mod browse;
 mod dead_letters;
 mod discovery;
+mod inflight;
 mod queues;
 mod records;
 
@@ -28,6 +30,7 @@ use crate::RedisTransport;
 pub use browse::{ReadyMessage, ScheduledMessage};
 pub use dead_letters::{Requeued, Selection};
 pub use discovery::Topic;
+pub use inflight::{Counters, InFlightMessage};
 pub use queues::{Held, Purged, RemovedSubscription, Unsubscribe};
 
 /// The layout's administration, on a transport's connection and under its key prefix.
