@@ -42,7 +42,11 @@ pub enum Error {
 
 impl From<Error> for bus_core::Error {
     fn from(error: Error) -> Self {
-        bus_core::Error::transport(error)
+        match error {
+            // As bus-redis converts it: a timeout is an unknown outcome.
+            Error::Redis(redis) => redis.into(),
+            other => bus_core::Error::transport(other),
+        }
     }
 }
 

@@ -88,9 +88,7 @@ pub fn connect_reason(error: &bus_management::Error, url: &str, with_ca: bool) -
 fn fred_error<'e>(error: &'e (dyn std::error::Error + 'static)) -> Option<&'e fred::error::Error> {
     let mut next: Option<&(dyn std::error::Error + 'static)> = Some(error);
     while let Some(e) = next {
-        if let Some(fred) = e.downcast_ref::<fred::error::Error>() {
-            return Some(fred);
-        }
+        // Every crate of the bus reports fred's errors inside bus-redis's `RedisError`.
         if let Some(redis) = e.downcast_ref::<bus_redis::RedisError>() {
             return Some(redis.fred());
         }
