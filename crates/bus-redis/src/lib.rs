@@ -11,9 +11,11 @@
 //! | [`RedisConfig`] | connection string, database, key prefix |
 //! | [`RedisTransport`] | the [`bus_core::Transport`] implementation |
 //! | [`keys`] | every key name |
-//! | [`LuaScript`] | a named script run by SHA with a `NOSCRIPT` fallback |
+//! | [`admin`] | every operation on the layout outside the hot path: stats, peek, dead letters, requeue, purge, discovery (under `bus-management`) |
+//! | [`LuaScript`] | a named script run by SHA with a `NOSCRIPT` fallback, and its reply readers (every crate's scripts run through it) |
 //! | [`Error`] | what can go wrong here |
 
+pub mod admin;
 mod config;
 mod consumer;
 mod error;
