@@ -12,9 +12,11 @@
 //! | [`RedisTransport`] | the [`bus_core::Transport`] implementation |
 //! | [`keys`] | every key name |
 //! | [`shard_of_key`] | the shard of a partition key on a partitioned queue |
-//! | [`LuaScript`] | a named script run by SHA with a `NOSCRIPT` fallback |
+//! | [`admin`] | every operation on the layout outside the hot path: stats, peek, dead letters, requeue, purge, discovery (under `bus-management`) |
+//! | [`LuaScript`] | a named script run by SHA with a `NOSCRIPT` fallback, and its reply readers (every crate's scripts run through it) |
 //! | [`Error`] | what can go wrong here |
 
+pub mod admin;
 mod config;
 mod consumer;
 mod error;

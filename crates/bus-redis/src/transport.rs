@@ -264,9 +264,9 @@ impl Transport for RedisTransport {
             // The subscriptions changed since they were read: read them again.
             names = self.read_subscriptions(topic).await?;
         }
-        Err(Error::Protocol {
-            script: "publish",
-            detail: format!("subscriptions of topic {topic} kept changing; gave up after {PUBLISH_ATTEMPTS} attempts"),
+        Err(Error::SubscriptionsKeptChanging {
+            topic: topic.to_owned(),
+            attempts: PUBLISH_ATTEMPTS,
         }
         .into())
     }

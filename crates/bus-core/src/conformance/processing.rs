@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
-use super::{wait_until, Probe};
+use super::{start_command, wait_until, Probe};
 use crate::{
     CommandProcessor, Context, EventProcessor, Host, Message, MessageKind, ProcessError,
     ProcessingSettings, Source, Transport,
@@ -52,14 +52,7 @@ pub async fn concurrency_stays_within_max_concurrent_calls(
     probe: &dyn Probe,
 ) {
     let overlap = Arc::new(Overlap::default());
-    let running = Host::builder()
-        .transport_arc(transport)
-        .command::<Paced, _>(Arc::clone(&overlap))
-        .build()
-        .expect("host builds")
-        .start()
-        .await
-        .expect("host starts");
+    let running = start_command::<Paced, _>(transport, Arc::clone(&overlap)).await;
     let batch: Vec<Paced> = (0..300).map(|n| Paced { n }).collect();
     running.bus().send_batch(&batch).await.expect("sent");
     let all = wait_until(Duration::from_secs(30), || {

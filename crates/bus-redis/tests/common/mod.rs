@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 use bus_core::{Bus, Host, RedisCommand};
+use bus_redis::keys::QueueKeys;
 use bus_redis::{RedisConfig, RedisTransport};
 use bus_test_redis::TestRedis;
 use serde::{Deserialize, Serialize};
@@ -59,18 +60,13 @@ pub struct Counts {
 
 pub fn counts(redis: &TestRedis, queue: &str) -> Counts {
     let mut c = redis.client();
-    let ns = redis.namespace();
-    let mut n = |cmd: &str, suffix: &str| {
-        c.cmd(&[cmd, &format!("{ns}:{{{queue}}}:{suffix}")])
-            .unwrap()
-            .as_int()
-            .unwrap()
-    };
+    let keys = QueueKeys::new(redis.namespace(), &bus_core::Source::queue(queue).unwrap());
+    let mut n = |cmd: &str, key: &str| c.cmd(&[cmd, key]).unwrap().as_int().unwrap();
     Counts {
-        ready: n("LLEN", "ready"),
-        msgs: n("HLEN", "msgs"),
-        inflight: n("ZCARD", "inflight"),
-        delayed: n("ZCARD", "delayed"),
-        dead: n("LLEN", "dead"),
+        ready: n("LLEN", &keys.ready),
+        msgs: n("HLEN", &keys.msgs),
+        inflight: n("ZCARD", &keys.inflight),
+        delayed: n("ZCARD", &keys.delayed),
+        dead: n("LLEN", &keys.dead),
     }
 }
