@@ -115,15 +115,23 @@ async fn execute(management: &Management, command: Command, json: bool) -> Resul
                 ],
                 None => management.stats_all().await?,
             };
+            // A partitioned queue is one row, with its shards' rows under it.
+            let mut rows = Vec::with_capacity(stats.len());
+            for total in stats {
+                let shards = management
+                    .shard_stats(&bus_management::parse_source(&total.queue)?)
+                    .await?;
+                rows.push(output::StatsRow { total, shards });
+            }
             if json {
-                output::json(&stats)?;
-            } else if stats.is_empty() {
+                output::json(&rows)?;
+            } else if rows.is_empty() {
                 println!(
                     "{}",
                     nothing_under(management, "queues or subscriptions").await?
                 );
             } else {
-                output::stats(&stats);
+                output::stats(&rows);
             }
         }
         Command::Peek { queue, count } => {

@@ -55,7 +55,17 @@ pub fn topics(topics: &[Topic]) {
     print(t, "no topics");
 }
 
-pub fn stats(stats: &[QueueStats]) {
+/// One queue's counts, and its shards' when it is partitioned (in JSON, a `shards` array
+/// beside the counts, absent for a queue that is not).
+#[derive(Debug, serde::Serialize)]
+pub struct StatsRow {
+    #[serde(flatten)]
+    pub total: QueueStats,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub shards: Vec<QueueStats>,
+}
+
+pub fn stats(rows: &[StatsRow]) {
     let mut t = table(&[
         "QUEUE",
         "READY",
@@ -65,9 +75,14 @@ pub fn stats(stats: &[QueueStats]) {
         "DEAD",
         "NEXT SENT",
     ]);
-    for s in stats {
+    let indented = |shard: &QueueStats| (format!("  {}", shard.queue), shard.clone());
+    let lines = rows.iter().flat_map(|row| {
+        std::iter::once((row.total.queue.clone(), row.total.clone()))
+            .chain(row.shards.iter().map(indented))
+    });
+    for (name, s) in lines {
         t.add_row(vec![
-            Cell::new(&s.queue),
+            Cell::new(name),
             number(s.ready),
             number(s.in_flight),
             number(s.expired_locks),

@@ -139,6 +139,13 @@ impl Management {
         Ok(self.admin.stats(source).await?)
     }
 
+    /// The counts of each shard of a partitioned queue, shard 0 first, named after their
+    /// hash tags (`orders:0`); empty for a queue that is not partitioned (see
+    /// [`Admin::shard_stats`]). [`Management::stats`] is their sum.
+    pub async fn shard_stats(&self, source: &Source) -> Result<Vec<QueueStats>> {
+        Ok(self.admin.shard_stats(source).await?)
+    }
+
     /// [`Management::stats`] of every queue and subscription [`Management::sources`] lists.
     pub async fn stats_all(&self) -> Result<Vec<QueueStats>> {
         Ok(self.admin.stats_all().await?)

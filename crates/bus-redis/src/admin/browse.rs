@@ -7,7 +7,7 @@ use fred::types::Value;
 use serde::Serialize;
 
 use super::{last_index, Admin};
-use crate::keys::WAKE;
+use crate::keys::{QueueKeys, WAKE};
 use crate::{Error, Result};
 
 /// A message on a ready list, as [`Admin::peek`] shows it.
@@ -46,12 +46,28 @@ pub struct ScheduledMessage {
 
 impl Admin {
     /// The next `n` ready messages of a queue, in processing order, without taking them
-    /// (`LRANGE ready 0 n-1`, stored ids resolved through `msgs`).
+    /// (`LRANGE ready 0 n-1`, stored ids resolved through `msgs`). A partitioned queue has
+    /// an order per shard only: its shards' next messages, shard by shard.
     pub async fn peek(&self, source: &Source, n: u64) -> Result<Vec<ReadyMessage>> {
+        let mut out = Vec::new();
+        for shard in self.shards(source).await? {
+            let left = n.saturating_sub(out.len() as u64);
+            if left == 0 {
+                break;
+            }
+            for mut ready in self.peek_at(&shard.keys, left).await? {
+                ready.position = out.len() as u64;
+                ready.storage_id = ready.storage_id.map(|id| shard.shown_id(&id));
+                out.push(ready);
+            }
+        }
+        Ok(out)
+    }
+
+    async fn peek_at(&self, keys: &QueueKeys, n: u64) -> Result<Vec<ReadyMessage>> {
         if n == 0 {
             return Ok(Vec::new());
         }
-        let keys = self.keys(source);
         let client = self.client();
         // Recovered messages waiting to run alone go first, then the ready list; the
         // wake-up marker is not a message.
@@ -100,12 +116,24 @@ impl Admin {
     }
 
     /// The first `n` delayed messages of a queue, earliest due first (`ZRANGE delayed 0
-    /// n-1 WITHSCORES`, envelopes from `msgs`).
+    /// n-1 WITHSCORES`, envelopes from `msgs`; over all shards of a partitioned queue).
     pub async fn scheduled(&self, source: &Source, n: u64) -> Result<Vec<ScheduledMessage>> {
+        let mut out = Vec::new();
+        for shard in self.shards(source).await? {
+            for mut scheduled in self.scheduled_at(&shard.keys, n).await? {
+                scheduled.storage_id = shard.shown_id(&scheduled.storage_id);
+                out.push(scheduled);
+            }
+        }
+        out.sort_by_key(|s| s.due_at_ms);
+        out.truncate(usize::try_from(n).unwrap_or(usize::MAX));
+        Ok(out)
+    }
+
+    async fn scheduled_at(&self, keys: &QueueKeys, n: u64) -> Result<Vec<ScheduledMessage>> {
         if n == 0 {
             return Ok(Vec::new());
         }
-        let keys = self.keys(source);
         let client = self.client();
         let reply: Value = client
             .zrange(&keys.delayed, 0, last_index(n), None, false, None, true)

@@ -8,6 +8,7 @@ use fred::prelude::{HashesInterface, ListInterface};
 use fred::types::Value;
 use serde::Serialize;
 
+use super::partitions::locate;
 use super::records::{parse_errors, DeadInfo};
 use super::{hash_tag, last_index, Admin};
 use crate::keys::QueueKeys;
@@ -50,11 +51,33 @@ pub struct Requeued {
 impl Admin {
     /// The first `n` dead letters of a queue, oldest first, with their reason, errors,
     /// delivery count and envelope.
+    ///
+    /// On a partitioned queue: over all its shards, oldest first by the time each was
+    /// dead-lettered, storage ids prefixed with their shard (`1:~42`).
     pub async fn dead_letters(&self, source: &Source, n: u64) -> Result<Vec<DeadLetter>> {
+        let shards = self.shards(source).await?;
+        if let [only] = shards.as_slice() {
+            return self.dead_letters_at(&only.keys, n).await;
+        }
+        let mut out = Vec::new();
+        for shard in &shards {
+            for mut dead in self.dead_letters_at(&shard.keys, n).await? {
+                dead.storage_id = shard.shown_id(&dead.storage_id);
+                out.push(dead);
+            }
+        }
+        out.sort_by_key(|dead| dead.dead_lettered_at_ms);
+        out.truncate(usize::try_from(n).unwrap_or(usize::MAX));
+        for (position, dead) in out.iter_mut().enumerate() {
+            dead.position = position as u64;
+        }
+        Ok(out)
+    }
+
+    async fn dead_letters_at(&self, keys: &QueueKeys, n: u64) -> Result<Vec<DeadLetter>> {
         if n == 0 {
             return Ok(Vec::new());
         }
-        let keys = self.keys(source);
         let client = self.client();
         // Everything is read as bytes: a foreign consumer may have written any bytes into
         // an error text or a reason, and one such letter must not hide the others.
@@ -116,47 +139,89 @@ impl Admin {
         to: Option<&Source>,
     ) -> Result<Requeued> {
         let target = to.unwrap_or(source);
-        let from = self.keys(source);
         let mut report = Requeued {
             target: source_name(target),
             ..Requeued::default()
         };
-        if target == source {
-            let keys = vec![
-                from.dead.clone(),
-                from.msgs.clone(),
-                from.dead_info.clone(),
-                from.deliveries,
-                from.ready,
-            ];
-            self.run_taking(
-                &scripts::ADMIN_REQUEUE,
-                &from.dead,
-                keys,
-                selection,
-                &mut report,
-            )
-            .await?;
-        } else if hash_tag(target) == hash_tag(source) {
-            let keys = vec![
-                from.dead.clone(),
-                from.msgs.clone(),
-                from.dead_info,
-                from.errors,
-                from.deliveries,
-                self.keys(target).ready,
-            ];
-            self.run_taking(
-                &scripts::ADMIN_MOVE,
-                &from.dead,
-                keys,
-                selection,
-                &mut report,
-            )
-            .await?;
+        // A partitioned queue's shards each on their own; its ids name their shard.
+        let from = self.shards(source).await?;
+        let to = if target == source {
+            None
         } else {
-            self.copy_across_slots(&from, &self.keys(target), selection, &mut report)
-                .await?;
+            Some(self.shards(target).await?)
+        };
+        let mut parts: Vec<Option<Selection>> = vec![None; from.len()];
+        match selection {
+            Selection::All => parts.fill(Some(Selection::All)),
+            Selection::Ids(ids) => {
+                for id in ids {
+                    match locate(&from, id) {
+                        Some((shard, own)) => match &mut parts[shard] {
+                            Some(Selection::Ids(own_ids)) => own_ids.push(own),
+                            part => *part = Some(Selection::Ids(vec![own])),
+                        },
+                        None => report.not_found.push(id.clone()),
+                    }
+                }
+            }
+        }
+        for (index, (shard, part)) in from.iter().zip(parts).enumerate() {
+            let Some(part) = part else { continue };
+            let mut done = Requeued::default();
+            let from_keys = &shard.keys;
+            match &to {
+                None => {
+                    let keys = vec![
+                        from_keys.dead.clone(),
+                        from_keys.msgs.clone(),
+                        from_keys.dead_info.clone(),
+                        from_keys.deliveries.clone(),
+                        from_keys.ready.clone(),
+                    ];
+                    self.run_taking(
+                        &scripts::ADMIN_REQUEUE,
+                        &from_keys.dead,
+                        keys,
+                        &part,
+                        &mut done,
+                    )
+                    .await?;
+                }
+                // Shard i of the source goes to shard i mod N of a partitioned target.
+                Some(targets) => {
+                    let target_shard = &targets[index % targets.len()];
+                    let same_slot = hash_tag(target) == hash_tag(source)
+                        && shard.index.is_none()
+                        && target_shard.index.is_none();
+                    if same_slot {
+                        let keys = vec![
+                            from_keys.dead.clone(),
+                            from_keys.msgs.clone(),
+                            from_keys.dead_info.clone(),
+                            from_keys.errors.clone(),
+                            from_keys.deliveries.clone(),
+                            target_shard.keys.ready.clone(),
+                        ];
+                        self.run_taking(
+                            &scripts::ADMIN_MOVE,
+                            &from_keys.dead,
+                            keys,
+                            &part,
+                            &mut done,
+                        )
+                        .await?;
+                    } else {
+                        self.copy_across_slots(from_keys, &target_shard.keys, &part, &mut done)
+                            .await?;
+                    }
+                }
+            }
+            let shown =
+                |ids: Vec<String>| ids.iter().map(|id| shard.shown_id(id)).collect::<Vec<_>>();
+            report.requeued.extend(shown(done.requeued));
+            report.not_found.extend(shown(done.not_found));
+            report.skipped.extend(shown(done.skipped));
+            report.duplicated.extend(shown(done.duplicated));
         }
         Ok(report)
     }
@@ -165,9 +230,11 @@ impl Admin {
     /// info, errors and delivery count are deleted, in one atomic script. Returns whether
     /// it was a dead letter of the queue.
     pub async fn delete_dead_letter(&self, source: &Source, id: &str) -> Result<bool> {
-        let deleted = self
-            .delete_dead(&self.keys(source), vec![id.to_owned()])
-            .await?;
+        let shards = self.shards(source).await?;
+        let Some((shard, own)) = locate(&shards, id) else {
+            return Ok(false);
+        };
+        let deleted = self.delete_dead(&shards[shard].keys, vec![own]).await?;
         Ok(!deleted.is_empty())
     }
 

@@ -105,6 +105,11 @@ impl Admin {
                         if p == prefix {
                             inventory.topics.entry(topic).or_default();
                         }
+                    } else if let Some((p, queue, _)) = keys::shard_of_key(key) {
+                        // A shard of a partitioned queue: listed as its queue.
+                        if p == prefix {
+                            inventory.queues.insert(queue);
+                        }
                     }
                 }
             }
@@ -133,7 +138,8 @@ impl Admin {
                 client.exists::<u64, _>(key_list),
             )?,
         };
-        Ok(registered || existing > 0)
+        // A partitioned queue's consumers record it (its keys are its shards').
+        Ok(registered || existing > 0 || self.partitions(source).await? > 1)
     }
 
     /// The other key prefixes under which this Redis holds queues or topics of the bus,
@@ -146,6 +152,7 @@ impl Admin {
                 keys::source_of_key(key)
                     .map(|(prefix, _)| prefix)
                     .or_else(|| keys::topic_of_key(key).map(|(prefix, _)| prefix))
+                    .or_else(|| keys::shard_of_key(key).map(|(prefix, ..)| prefix))
             })
             .filter(|prefix| prefix != self.key_prefix())
             .collect();

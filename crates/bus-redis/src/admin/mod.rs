@@ -12,12 +12,14 @@
 //! | [`Admin::stats`], [`purge`](Admin::purge), [`send`](Admin::send), [`remove_subscription`](Admin::remove_subscription) | [`Purged`], [`Unsubscribe`], [`RemovedSubscription`], [`Held`] | `queues` |
 //! | [`Admin::peek`], [`scheduled`](Admin::scheduled) | [`ReadyMessage`], [`ScheduledMessage`] | `browse` |
 //! | [`Admin::in_flight`], [`errors`](Admin::errors), [`counters`](Admin::counters), [`redis_now_ms`](Admin::redis_now_ms) | [`InFlightMessage`], [`Counters`] (what the dashboard shows) | `inflight` |
+//! | [`Admin::partitions`], [`shard_stats`](Admin::shard_stats) | a partitioned queue's shards, each one's counts; every operation above acts on all of them | `partitions` |
 //! | [`Admin::dead_letters`], [`requeue`](Admin::requeue), [`delete_dead_letter`](Admin::delete_dead_letter) | [`Selection`], [`Requeued`]; the records bus-redis's scripts write, read back | `dead_letters`, `records` |
 
 mod browse;
 mod dead_letters;
 mod discovery;
 mod inflight;
+mod partitions;
 mod queues;
 mod records;
 

@@ -7,8 +7,9 @@ use fred::prelude::{ListInterface, SortedSetsInterface};
 use fred::types::Value;
 use serde::Serialize;
 
+use super::partitions::summed;
 use super::Admin;
-use crate::keys;
+use crate::keys::{self, QueueKeys};
 use crate::scripts;
 use crate::Result;
 
@@ -61,9 +62,19 @@ pub struct Held {
 
 impl Admin {
     /// The counts of a queue or subscription, and the age of its next ready message, in
-    /// one consistent snapshot (`lua/admin_stats.lua`, read only).
+    /// one consistent snapshot (`lua/admin_stats.lua`, read only). A partitioned queue's
+    /// are its shards' summed (one snapshot per shard); [`Admin::shard_stats`] has them.
     pub async fn stats(&self, source: &Source) -> Result<QueueStats> {
-        let keys = self.keys(source);
+        let shards = self.shard_stats(source).await?;
+        if !shards.is_empty() {
+            return Ok(summed(source, &shards));
+        }
+        self.stats_at(source, &self.keys(source)).await
+    }
+
+    /// The counts of one key set (a queue, or one shard of a partitioned queue).
+    pub(super) async fn stats_at(&self, source: &Source, keys: &QueueKeys) -> Result<QueueStats> {
+        let keys = keys.clone();
         let script = &scripts::ADMIN_STATS;
         let reply = script
             .run_array(
@@ -126,7 +137,20 @@ impl Admin {
     /// long; it deletes at most what was there when it started, so messages sent during
     /// the purge may survive it.
     pub async fn purge(&self, source: &Source) -> Result<Purged> {
-        let keys = self.keys(source);
+        let mut purged = Purged {
+            ready: 0,
+            delayed: 0,
+        };
+        // A partitioned queue's shards one after the other.
+        for shard in self.shards(source).await? {
+            let of_shard = self.purge_at(&shard.keys).await?;
+            purged.ready += of_shard.ready;
+            purged.delayed += of_shard.delayed;
+        }
+        Ok(purged)
+    }
+
+    async fn purge_at(&self, keys: &QueueKeys) -> Result<Purged> {
         let client = self.client();
         let (ready, suspects, mut delayed_left) = tokio::try_join!(
             client.llen::<u64, _>(&keys.ready),
@@ -176,8 +200,9 @@ impl Admin {
     }
 
     /// Appends an envelope to the ready list of a queue or subscription as a fresh
-    /// element, as a foreign producer would (one `RPUSH`); refused with
-    /// [`bus_core::Error::MessageTooLarge`] above the bus's default limit.
+    /// element, as a foreign producer would (one `RPUSH`; on a partitioned queue, to the
+    /// shard of its message id); refused with [`bus_core::Error::MessageTooLarge`] above
+    /// the bus's default limit.
     pub async fn send(&self, source: &Source, envelope: &Envelope) -> Result<()> {
         let encoded = envelope.encode()?;
         if encoded.len() > DEFAULT_MAX_MESSAGE_SIZE {
@@ -189,7 +214,10 @@ impl Admin {
         }
         let _: i64 = self
             .client()
-            .rpush(self.keys(source).ready, Bytes::from(encoded))
+            .rpush(
+                self.ready_for(source, envelope.id.as_str()).await?,
+                Bytes::from(encoded),
+            )
             .await?;
         Ok(())
     }

@@ -1,0 +1,135 @@
+//! Administration of a partitioned queue on a real redis-server: listed once, counts
+//! summed with a per-shard breakdown, and peek, scheduled, dead letters, requeue, delete,
+//! send and purge over every shard.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bus_core::transport::ConsumerOptions;
+use bus_core::{Bus, BusConfig, DeadLetterReason, Envelope, Format, Source, Transport};
+use bus_redis::admin::{Admin, Selection};
+use bus_redis::{RedisConfig, RedisTransport};
+use bus_test_redis::TestRedis;
+use common::Work;
+use tokio_util::sync::CancellationToken;
+
+fn counts(stats: &bus_core::QueueStats) -> [u64; 4] {
+    [
+        stats.ready,
+        stats.in_flight,
+        stats.delayed,
+        stats.dead_letters,
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partitioned_queue_is_one_queue_with_a_breakdown_per_shard() {
+    let redis = TestRedis::start().unwrap();
+    let config = RedisConfig::from_url(&redis.url())
+        .unwrap()
+        .prefix(redis.namespace())
+        .partitions("work", 3);
+    let transport = RedisTransport::connect(&config).await.unwrap();
+    let bus = Bus::new(Arc::new(transport.clone()), BusConfig::default());
+    for n in 0..6 {
+        bus.send(&Work { n }).await.unwrap();
+    }
+    let work = Source::queue("work").unwrap();
+    let consumer = transport
+        .consumer(&work, ConsumerOptions::new(Duration::from_secs(30), 5))
+        .await
+        .unwrap();
+    // One from each shard (fair shares of 3), dead-lettered.
+    let held = consumer
+        .receive(3, &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(held.len(), 3);
+    for delivery in &held {
+        consumer
+            .dead_letter(&delivery.receipt, DeadLetterReason::Rejected, None)
+            .await
+            .unwrap();
+    }
+    for n in 10..13 {
+        bus.send_delayed(&Work { n }, Duration::from_secs(3600))
+            .await
+            .unwrap();
+    }
+    consumer.close().await.unwrap();
+
+    // An administration that was not told about the partitions reads them from Redis.
+    let plain = RedisConfig::from_url(&redis.url())
+        .unwrap()
+        .prefix(redis.namespace());
+    let admin = Admin::new(RedisTransport::connect(&plain).await.unwrap());
+    assert_eq!(admin.queues().await.unwrap(), ["work"]);
+    assert!(admin.exists(&work).await.unwrap());
+    assert_eq!(admin.partitions(&work).await.unwrap(), 3);
+    assert_eq!(counts(&admin.stats(&work).await.unwrap()), [3, 0, 3, 3]);
+    let shards = admin.shard_stats(&work).await.unwrap();
+    let names: Vec<&str> = shards.iter().map(|s| s.queue.as_str()).collect();
+    assert_eq!(names, ["work:0", "work:1", "work:2"]);
+    for shard in &shards {
+        assert_eq!(counts(shard), [1, 0, 1, 1], "{}", shard.queue);
+    }
+    let listed = admin.stats_all().await.unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(counts(&listed[0]), [3, 0, 3, 3]);
+
+    assert_eq!(admin.peek(&work, 10).await.unwrap().len(), 3);
+    assert_eq!(admin.peek(&work, 2).await.unwrap().len(), 2);
+    let scheduled = admin.scheduled(&work, 10).await.unwrap();
+    let shard_of = |id: &str| id.split_once(':').unwrap().0.to_owned();
+    let scheduled_shards: BTreeSet<String> =
+        scheduled.iter().map(|s| shard_of(&s.storage_id)).collect();
+    assert_eq!(scheduled_shards.len(), 3, "{scheduled:?}");
+
+    let dead = admin.dead_letters(&work, 10).await.unwrap();
+    let ids: Vec<String> = dead.iter().map(|d| d.storage_id.clone()).collect();
+    assert_eq!(
+        ids.iter()
+            .map(|id| shard_of(id))
+            .collect::<BTreeSet<_>>()
+            .len(),
+        3
+    );
+    assert!(dead.iter().all(|d| d.reason.as_deref() == Some("rejected")));
+    let bare = ids[0].split_once(':').unwrap().1.to_owned();
+    let requeued = admin
+        .requeue(
+            &work,
+            &Selection::Ids(vec![ids[0].clone(), "7:~1".into(), bare.clone()]),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(requeued.requeued, [ids[0].clone()]);
+    assert_eq!(requeued.not_found, ["7:~1".to_owned(), bare]);
+    assert_eq!(counts(&admin.stats(&work).await.unwrap()), [4, 0, 3, 2]);
+    assert!(admin.delete_dead_letter(&work, &ids[1]).await.unwrap());
+    assert!(!admin.delete_dead_letter(&work, &ids[1]).await.unwrap());
+    let rest = admin.requeue(&work, &Selection::All, None).await.unwrap();
+    assert_eq!(rest.requeued, [ids[2].clone()]);
+    assert_eq!(counts(&admin.stats(&work).await.unwrap()), [5, 0, 3, 0]);
+
+    // Raw sends spread over the shards (by message id).
+    for n in 0..30 {
+        let envelope = Envelope::new("work", Format::Json, format!("{{\"n\":{n}}}"));
+        admin.send(&work, &envelope).await.unwrap();
+    }
+    let shards = admin.shard_stats(&work).await.unwrap();
+    assert!(shards.iter().all(|s| s.ready > 3), "{shards:?}");
+    assert_eq!(admin.stats(&work).await.unwrap().ready, 35);
+
+    let purged = admin.purge(&work).await.unwrap();
+    assert_eq!((purged.ready, purged.delayed), (35, 3));
+    assert_eq!(counts(&admin.stats(&work).await.unwrap()), [0, 0, 0, 0]);
+
+    // A queue that is not partitioned has no breakdown.
+    let other = Source::queue("other").unwrap();
+    assert!(admin.shard_stats(&other).await.unwrap().is_empty());
+}
