@@ -42,18 +42,41 @@ async fn a_partitioned_queue_is_one_queue_with_a_breakdown_per_shard() {
         .consumer(&work, ConsumerOptions::new(Duration::from_secs(30), 5))
         .await
         .unwrap();
-    // One from each shard (fair shares of 3), dead-lettered.
+    // An administration that was not told about the partitions reads them from Redis.
+    let plain = RedisConfig::from_url(&redis.url())
+        .unwrap()
+        .prefix(redis.namespace());
+    let admin = Admin::new(RedisTransport::connect(&plain).await.unwrap());
+    // One from each shard (fair shares of 3): in flight, then dead-lettered with an error.
     let held = consumer
         .receive(3, &CancellationToken::new())
         .await
         .unwrap();
     assert_eq!(held.len(), 3);
+    let in_flight = admin.in_flight(&work, 10).await.unwrap();
+    let held_ids: Vec<String> = in_flight.iter().map(|m| m.storage_id.clone()).collect();
+    assert_eq!(held_ids.len(), 3);
+    assert!(held_ids.iter().all(|id| id.contains(":~")), "{held_ids:?}");
+    let counters = admin.counters(&work).await.unwrap();
+    assert_eq!((counters.taken_total, counters.stored), (3, 3));
     for delivery in &held {
+        let failure = bus_core::ErrorRecord::now("boom");
         consumer
-            .dead_letter(&delivery.receipt, DeadLetterReason::Rejected, None)
+            .dead_letter(
+                &delivery.receipt,
+                DeadLetterReason::Rejected,
+                Some(&failure),
+            )
             .await
             .unwrap();
     }
+    let errors = admin.errors(&work, &held_ids).await.unwrap();
+    assert!(
+        errors
+            .iter()
+            .all(|e| e.len() == 1 && e[0].message == "boom"),
+        "{errors:?}"
+    );
     for n in 10..13 {
         bus.send_delayed(&Work { n }, Duration::from_secs(3600))
             .await
@@ -61,11 +84,6 @@ async fn a_partitioned_queue_is_one_queue_with_a_breakdown_per_shard() {
     }
     consumer.close().await.unwrap();
 
-    // An administration that was not told about the partitions reads them from Redis.
-    let plain = RedisConfig::from_url(&redis.url())
-        .unwrap()
-        .prefix(redis.namespace());
-    let admin = Admin::new(RedisTransport::connect(&plain).await.unwrap());
     assert_eq!(admin.queues().await.unwrap(), ["work"]);
     assert!(admin.exists(&work).await.unwrap());
     assert_eq!(admin.partitions(&work).await.unwrap(), 3);

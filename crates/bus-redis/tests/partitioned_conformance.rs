@@ -8,9 +8,9 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use bus_core::conformance::{self, Probe, SeenDeadLetter};
 use bus_core::Source;
+use bus_redis::admin::Admin;
 use bus_redis::{RedisConfig, RedisTransport};
 use bus_test_redis::TestRedis;
-use fred::prelude::{HashesInterface, KeysInterface, ListInterface, SortedSetsInterface};
 
 /// The queues of `bus_core::conformance`.
 const QUEUES: [&str; 8] = [
@@ -36,62 +36,36 @@ async fn transport(redis: &TestRedis) -> RedisTransport {
 
 struct Shards(RedisTransport);
 
+/// Reads through bus-redis's admin, as conformance.rs does: its counts of a partitioned
+/// queue are summed over the shards, its dead letters merged.
 #[async_trait]
 impl Probe for Shards {
     async fn dead_letters(&self, source: &Source) -> Vec<SeenDeadLetter> {
-        let client = self.0.client();
-        let mut dead = Vec::new();
-        let shards = self.0.shard_keys(source);
-        if matches!(source, Source::Queue(_)) {
-            assert_eq!(shards.len(), 3, "{source} is partitioned");
-        }
-        for keys in shards {
-            let ids: Vec<String> = client.lrange(&keys.dead, 0, -1).await.unwrap();
-            for id in ids {
-                let info: String = client.hget(&keys.dead_info, &id).await.unwrap();
-                let info: serde_json::Value = serde_json::from_str(&info).unwrap();
-                let errors: Option<String> = client.hget(&keys.errors, &id).await.unwrap();
-                let errors: Vec<serde_json::Value> =
-                    serde_json::from_str(errors.as_deref().unwrap_or("[]")).unwrap();
-                dead.push(SeenDeadLetter {
-                    reason: info["reason"].as_str().unwrap().to_owned(),
-                    errors: errors
-                        .iter()
-                        .map(|e| e["message"].as_str().unwrap().to_owned())
-                        .collect(),
-                });
-            }
-        }
-        dead
+        let admin = self.admin(source).await;
+        let dead = admin.dead_letters(source, u64::MAX).await.unwrap();
+        dead.iter().map(Into::into).collect()
     }
 
     async fn counts(&self, source: &Source) -> [usize; 4] {
-        let client = self.0.client();
-        let mut sum = [0; 4];
-        let shards = self.0.shard_keys(source);
+        let stats = self.admin(source).await.stats(source).await.unwrap();
+        [
+            stats.ready,
+            stats.in_flight,
+            stats.delayed,
+            stats.dead_letters,
+        ]
+        .map(|n| n as usize)
+    }
+}
+
+impl Shards {
+    /// The admin, after checking that a queue of the suite is partitioned.
+    async fn admin(&self, source: &Source) -> Admin {
+        let admin = Admin::new(self.0.clone());
         if matches!(source, Source::Queue(_)) {
-            assert_eq!(shards.len(), 3, "{source} is partitioned");
+            assert_eq!(admin.partitions(source).await.unwrap(), 3, "{source}");
         }
-        for keys in shards {
-            let ready: usize = client.llen(&keys.ready).await.unwrap();
-            let suspects: usize = client.llen(&keys.suspects).await.unwrap();
-            let in_flight: usize = client.zcard(&keys.inflight).await.unwrap();
-            // Messages held in leases (one lock per reserved batch: the `redisperf`
-            // layout's `<base>:leased` counter), when the layout has them; named from the
-            // ready key so this probe reads both layouts.
-            let leased_key = format!("{}leased", keys.ready.trim_end_matches("ready"));
-            let leased: Option<usize> = client.get(&leased_key).await.unwrap();
-            let in_flight = in_flight + leased.unwrap_or(0);
-            let delayed: usize = client.zcard(&keys.delayed).await.unwrap();
-            let dead: usize = client.llen(&keys.dead).await.unwrap();
-            for (total, n) in sum
-                .iter_mut()
-                .zip([ready + suspects, in_flight, delayed, dead])
-            {
-                *total += n;
-            }
-        }
-        sum
+        admin
     }
 }
 

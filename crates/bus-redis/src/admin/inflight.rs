@@ -8,8 +8,10 @@ use fred::types::{ClusterHash, CustomCommand, Value};
 use serde::Serialize;
 
 use super::browse::scored_members;
+use super::partitions::locate;
 use super::records::parse_errors;
 use super::{last_index, Admin};
+use crate::keys::QueueKeys;
 use crate::{Error, Result};
 
 /// A message reserved by a consumer, as [`Admin::in_flight`] shows it.
@@ -42,12 +44,25 @@ pub struct Counters {
 
 impl Admin {
     /// The `n` in-flight messages whose locks expire first (`ZRANGE inflight 0 n-1
-    /// WITHSCORES`, then their envelopes, counts and errors): bounded by `n`.
+    /// WITHSCORES`, then their envelopes, counts and errors): bounded by `n`. Over all
+    /// shards of a partitioned queue, ids prefixed with their shard.
     pub async fn in_flight(&self, source: &Source, n: u64) -> Result<Vec<InFlightMessage>> {
+        let mut out = Vec::new();
+        for shard in self.shards(source).await? {
+            for mut held in self.in_flight_at(&shard.keys, n).await? {
+                held.storage_id = shard.shown_id(&held.storage_id);
+                out.push(held);
+            }
+        }
+        out.sort_by_key(|held| held.lock_deadline_ms);
+        out.truncate(usize::try_from(n).unwrap_or(usize::MAX));
+        Ok(out)
+    }
+
+    async fn in_flight_at(&self, keys: &QueueKeys, n: u64) -> Result<Vec<InFlightMessage>> {
         if n == 0 {
             return Ok(Vec::new());
         }
-        let keys = self.keys(source);
         let client = self.client();
         let reply: Value = client
             .zrange(&keys.inflight, 0, last_index(n), None, false, None, true)
@@ -70,7 +85,7 @@ impl Admin {
                     .hmget::<Vec<Option<u64>>, _, _>(&keys.deliveries, ids.clone())
                     .await?)
             },
-            self.errors(source, &ids),
+            self.errors_at(keys, &ids),
         )?;
         Ok(locked
             .into_iter()
@@ -94,12 +109,35 @@ impl Admin {
     }
 
     /// The error histories of stored messages (`HMGET errors ids`), read as
-    /// [`Admin::dead_letters`] reads them; an id without one has none.
+    /// [`Admin::dead_letters`] reads them; an id without one has none (as has an id of a
+    /// partitioned queue that names no shard: they are shown `<shard>:<id>`).
     pub async fn errors(&self, source: &Source, ids: &[String]) -> Result<Vec<Vec<ErrorRecord>>> {
+        let shards = self.shards(source).await?;
+        if let [only] = shards.as_slice() {
+            return self.errors_at(&only.keys, ids).await;
+        }
+        let mut out = vec![Vec::new(); ids.len()];
+        for (index, shard) in shards.iter().enumerate() {
+            let (positions, own): (Vec<usize>, Vec<String>) = ids
+                .iter()
+                .enumerate()
+                .filter_map(|(position, id)| match locate(&shards, id) {
+                    Some((of, own)) if of == index => Some((position, own)),
+                    _ => None,
+                })
+                .unzip();
+            let found = self.errors_at(&shard.keys, &own).await?;
+            for (position, errors) in positions.into_iter().zip(found) {
+                out[position] = errors;
+            }
+        }
+        Ok(out)
+    }
+
+    async fn errors_at(&self, keys: &QueueKeys, ids: &[String]) -> Result<Vec<Vec<ErrorRecord>>> {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        let keys = self.keys(source);
         let texts: Vec<Option<Bytes>> = self.client().hmget(&keys.errors, ids.to_vec()).await?;
         Ok(texts
             .iter()
@@ -107,16 +145,22 @@ impl Admin {
             .collect())
     }
 
-    /// A queue's throughput counters, read together.
+    /// A queue's throughput counters, read together (summed over the shards of a
+    /// partitioned queue).
     pub async fn counters(&self, source: &Source) -> Result<Counters> {
-        let keys = self.keys(source);
         let client = self.client();
-        let (taken, stored): (Option<u64>, u64) =
-            tokio::try_join!(client.get(&keys.seq), client.hlen(&keys.msgs))?;
-        Ok(Counters {
-            taken_total: taken.unwrap_or(0),
-            stored,
-        })
+        let mut counters = Counters {
+            taken_total: 0,
+            stored: 0,
+        };
+        for shard in self.shards(source).await? {
+            let keys = &shard.keys;
+            let (taken, stored): (Option<u64>, u64) =
+                tokio::try_join!(client.get(&keys.seq), client.hlen(&keys.msgs))?;
+            counters.taken_total += taken.unwrap_or(0);
+            counters.stored += stored;
+        }
+        Ok(counters)
     }
 
     /// Redis's clock, in ms since the Unix epoch (the clock lock deadlines are set by).
