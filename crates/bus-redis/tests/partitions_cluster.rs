@@ -52,13 +52,13 @@ fn slots_of(port: u16) -> Vec<(i64, i64)> {
         .collect()
 }
 
-/// The calls of the queue's commands (sends, scripts, waits) a node served.
-fn queue_calls(port: u16) -> u64 {
+/// The calls of `commands` a node served (`INFO commandstats`).
+fn calls(port: u16, commands: &[&str]) -> u64 {
     let stats = SyncClient::connect(port)
         .unwrap()
         .info("commandstats")
         .unwrap();
-    ["rpush", "evalsha", "eval", "blmove"]
+    commands
         .iter()
         .filter_map(|command| {
             let line = info_field(&stats, &format!("cmdstat_{command}"))?;
@@ -66,6 +66,20 @@ fn queue_calls(port: u16) -> u64 {
                 .find_map(|f| f.strip_prefix("calls=")?.parse::<u64>().ok())
         })
         .sum()
+}
+
+/// Each node's share of `counts`, checked to be a third ± 10% (of a third).
+fn assert_thirds(what: &str, ports: [u16; 3], counts: &[u64]) {
+    let total: u64 = counts.iter().sum();
+    let shares: Vec<f64> = counts.iter().map(|&c| c as f64 / total as f64).collect();
+    eprintln!("{what} per master: {counts:?} of {total}; shares {shares:.3?}");
+    for (port, share) in ports.iter().zip(&shares) {
+        assert!(
+            (share - 1.0 / 3.0).abs() <= 0.1 / 3.0,
+            "master {port} served {:.1}% of the {what} ({counts:?})",
+            share * 100.0
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -143,15 +157,14 @@ async fn three_shards_spread_a_queue_over_three_masters() {
         count.0.load(Ordering::SeqCst)
     );
     running.stop().await;
-    let calls: Vec<u64> = ports.iter().map(|&p| queue_calls(p)).collect();
-    let total: u64 = calls.iter().sum();
-    let shares: Vec<f64> = calls.iter().map(|&c| c as f64 / total as f64).collect();
-    eprintln!("queue commands per master: {calls:?} of {total}; shares {shares:.3?}");
-    for (port, share) in ports.iter().zip(&shares) {
-        assert!(
-            (share - 1.0 / 3.0).abs() <= 0.1 / 3.0,
-            "master {port} served {:.1}% of the queue's commands ({calls:?})",
-            share * 100.0
-        );
-    }
+    // All the queue's commands (sends, scripts, waits), then the scripts alone: the
+    // consumer's reserves and acks spread too, not only the producer's RPUSHes.
+    let queue = ["rpush", "evalsha", "eval", "blmove"];
+    let all: Vec<u64> = ports.iter().map(|&p| calls(p, &queue)).collect();
+    assert_thirds("queue commands", ports, &all);
+    let scripts: Vec<u64> = ports
+        .iter()
+        .map(|&p| calls(p, &["evalsha", "eval"]))
+        .collect();
+    assert_thirds("scripts (reserve, ack)", ports, &scripts);
 }
