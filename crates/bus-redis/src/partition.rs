@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::hash::Hasher;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -49,6 +49,8 @@ struct Shards {
     count: u16,
     /// Round robin over sends without a partition key.
     next: AtomicUsize,
+    /// Whether this producer recorded the shard count in Redis already.
+    recorded: AtomicBool,
 }
 
 impl Spread {
@@ -57,11 +59,31 @@ impl Spread {
             .iter()
             .filter(|(_, &count)| count > 1)
             .map(|(queue, &count)| {
-                let next = AtomicUsize::new(0);
-                (queue.clone(), Shards { count, next })
+                let (next, recorded) = (AtomicUsize::new(0), AtomicBool::new(false));
+                (
+                    queue.clone(),
+                    Shards {
+                        count,
+                        next,
+                        recorded,
+                    },
+                )
             })
             .collect();
         Spread { queues }
+    }
+
+    /// The shard count of `queue` the first time this is asked for it, `None` after
+    /// that and for an unpartitioned queue: a producer records it once, so that
+    /// management knows the shards before any consumer started.
+    pub(crate) fn first_send(&self, queue: &str) -> Option<u16> {
+        if self.queues.is_empty() {
+            return None;
+        }
+        let shards = self.queues.get(queue)?;
+        let first = !shards.recorded.load(Ordering::Relaxed)
+            && !shards.recorded.swap(true, Ordering::Relaxed);
+        first.then_some(shards.count)
     }
 
     /// The shard a send to `queue` goes to, `None` for an unpartitioned queue: by its
@@ -103,25 +125,7 @@ impl PartitionedConsumer {
         options: ConsumerOptions,
     ) -> Result<Self> {
         let prefix = config.key_prefix();
-        let registry = keys::partition_registry(prefix);
-        let recorded: Result<Option<i64>, _> = client.hget(&registry, queue).await;
-        if let Ok(Some(recorded)) = recorded {
-            if recorded != i64::from(shards) {
-                tracing::warn!(
-                    queue,
-                    recorded,
-                    configured = shards,
-                    "this queue was recorded with another number of partitions: messages in \
-                     shards this consumer does not read wait for a consumer that does \
-                     (docs/operations.md, \"Partitioned queues\")"
-                );
-            }
-        }
-        let written: Result<i64, _> = client.hset(&registry, (queue, i64::from(shards))).await;
-        if let Err(e) = written {
-            tracing::warn!(key = registry, queue, error = %bus_core::Error::from(Error::from(e)),
-                "could not record the partitions in Redis; consuming goes on");
-        }
+        record(client, prefix, queue, shards).await;
         let mut consumers = Vec::with_capacity(usize::from(shards));
         for shard in 0..shards {
             // Blocking waits stall a connection: each shard waits on its own.
@@ -264,6 +268,31 @@ impl PartitionedConsumer {
 /// The receipts of one shard: the shard, their positions in the caller's list, and the
 /// shard's own receipts.
 type Group = (usize, Vec<usize>, Vec<Receipt>);
+
+/// Records `queue`'s shard count in `<prefix>:registry:partitions`, for management and
+/// foreign producers, and warns when another count was recorded. Best effort, as the
+/// other registries: a full Redis refuses the write, and sending or consuming goes on.
+pub(crate) async fn record(client: &Client, prefix: &str, queue: &str, shards: u16) {
+    let registry = keys::partition_registry(prefix);
+    let recorded: Result<Option<i64>, _> = client.hget(&registry, queue).await;
+    if let Ok(Some(recorded)) = recorded {
+        if recorded != i64::from(shards) {
+            tracing::warn!(
+                queue,
+                recorded,
+                configured = shards,
+                "this queue was recorded with another number of partitions: messages in \
+                 shards this process does not use wait for one that does \
+                 (docs/operations.md, \"Partitioned queues\")"
+            );
+        }
+    }
+    let written: Result<i64, _> = client.hset(&registry, (queue, i64::from(shards))).await;
+    if let Err(e) = written {
+        tracing::warn!(key = registry, queue, error = %bus_core::Error::from(Error::from(e)),
+            "could not record the partitions in Redis; going on");
+    }
+}
 
 /// A delivery of shard `shard`, its receipt's key prefixed with `<shard>:`.
 fn tagged(shard: usize, mut delivery: Delivery) -> Delivery {
@@ -427,5 +456,9 @@ mod tests {
         assert_eq!(keyed, Some(shard_of_key(b"customer-7", 3)));
         assert!((0..10).all(|_| spread.shard("orders", Some("customer-7")) == keyed));
         assert_eq!(Spread::default().shard("orders", None), None);
+        // The count is recorded once per queue.
+        assert_eq!(spread.first_send("orders"), Some(3));
+        assert_eq!(spread.first_send("orders"), None);
+        assert_eq!(spread.first_send("single"), None);
     }
 }

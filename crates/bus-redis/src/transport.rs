@@ -12,7 +12,7 @@ use fred::types::Value;
 
 use crate::consumer::RedisConsumer;
 use crate::keys::{self, QueueKeys};
-use crate::partition::{PartitionedConsumer, Spread};
+use crate::partition::{self, PartitionedConsumer, Spread};
 use crate::scripts;
 use crate::{Error, RedisConfig, Result};
 
@@ -106,8 +106,17 @@ impl RedisTransport {
         })
     }
 
-    /// Appends plain envelopes to one ready list: one command, all or none.
-    async fn push(&self, ready: String, messages: Vec<Outgoing>) -> bus_core::Result<()> {
+    /// Appends plain envelopes to one ready list: one command, all or none. The first
+    /// send to a partitioned queue also records its shard count (once per transport).
+    async fn push(
+        &self,
+        queue: &str,
+        ready: String,
+        messages: Vec<Outgoing>,
+    ) -> bus_core::Result<()> {
+        if let Some(shards) = self.inner.spread.first_send(queue) {
+            partition::record(&self.inner.client, self.prefix(), queue, shards).await;
+        }
         // The plain envelopes go straight onto the ready list; reserve gives them their
         // storage ids (docs/redis-layout.md).
         let envelopes: Vec<Value> = messages
@@ -207,7 +216,7 @@ fn epoch_ms(time: SystemTime) -> i64 {
 impl Transport for RedisTransport {
     async fn send(&self, queue: &str, messages: Vec<Outgoing>) -> bus_core::Result<()> {
         let ready = self.ready_for(queue, None)?;
-        self.push(ready, messages).await
+        self.push(queue, ready, messages).await
     }
 
     async fn send_keyed(
@@ -217,7 +226,7 @@ impl Transport for RedisTransport {
         messages: Vec<Outgoing>,
     ) -> bus_core::Result<()> {
         let ready = self.ready_for(queue, Some(key))?;
-        self.push(ready, messages).await
+        self.push(queue, ready, messages).await
     }
 
     async fn send_at(
@@ -227,6 +236,9 @@ impl Transport for RedisTransport {
         due: SystemTime,
     ) -> bus_core::Result<()> {
         let source = Source::queue(queue)?;
+        if let Some(shards) = self.inner.spread.first_send(queue) {
+            partition::record(&self.inner.client, self.prefix(), queue, shards).await;
+        }
         let keys = match self.inner.spread.shard(queue, None) {
             Some(shard) => QueueKeys::shard(self.prefix(), queue, shard),
             None => self.keys(&source),

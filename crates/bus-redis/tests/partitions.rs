@@ -54,6 +54,13 @@ async fn sends_spread_round_robin_over_the_shards_and_a_batch_stays_whole() {
     }
     let shards = transport.shard_keys(&Source::queue("work").unwrap());
     assert_eq!(shards.len(), 3);
+    // The producer recorded the shard count, for management, before any consumer ran.
+    let recorded: Option<i64> = transport
+        .client()
+        .hget(keys::partition_registry(redis.namespace()), "work")
+        .await
+        .unwrap();
+    assert_eq!(recorded, Some(3));
     let mut seen = Vec::new();
     for (shard, keys) in shards.iter().enumerate() {
         assert_eq!(
