@@ -5,6 +5,7 @@
 use std::panic::AssertUnwindSafe;
 use std::time::Duration;
 
+use bytes::Bytes;
 use futures::FutureExt;
 use tokio_util::sync::CancellationToken;
 use tracing::Span;
@@ -45,23 +46,33 @@ pub(super) fn delivery_span(worker: &Worker, delivery: &Delivery) -> Span {
 }
 
 impl Worker {
+    /// Reads a stored element with the source's wire format (the native envelope inline).
+    pub(super) fn decode(&self, element: &Bytes) -> crate::Result<Envelope> {
+        match &self.wire {
+            None => Envelope::decode_shared(element),
+            Some(wire) => wire.decode(element),
+        }
+    }
+
     /// Decodes, checks and runs one message through the middleware and its handler.
     /// Runs inside the delivery's span.
     pub(super) async fn handle(
         &self,
-        delivery: Delivery,
+        delivery: &Delivery,
         cancellation: CancellationToken,
     ) -> Outcome {
         let registration = &self.registration;
-        let envelope = match Envelope::decode_shared(&delivery.payload) {
+        let envelope = match self.decode(&delivery.payload) {
             Ok(envelope) => envelope,
             Err(e) => return Outcome::undecodable(error_chain(&e)),
         };
         let span = Span::current();
-        span.record("message_id", tracing::field::display(&envelope.id));
-        span.record("message_type", envelope.message_type.as_str());
-        if let Some(traceparent) = envelope.headers.get("traceparent") {
-            span.record("traceparent", traceparent.as_str());
+        if !span.is_disabled() {
+            span.record("message_id", tracing::field::display(&envelope.id));
+            span.record("message_type", envelope.message_type.as_str());
+            if let Some(traceparent) = envelope.headers.get("traceparent") {
+                span.record("traceparent", traceparent.as_str());
+            }
         }
         #[cfg(feature = "opentelemetry")]
         crate::otel::consumer_attributes(&span, &registration.source, &envelope);
@@ -89,17 +100,26 @@ impl Worker {
             );
             return Outcome::DeadLetter(DeadLetterReason::DeliveryLimit, ErrorRecord::now(error));
         }
+        let Envelope {
+            id,
+            message_type,
+            headers,
+            sent_at_ms,
+            format,
+            body,
+            ..
+        } = envelope;
         let ctx = Context {
-            bus: self.bus.inheriting(&envelope.headers),
-            message_id: envelope.id,
-            message_type: envelope.message_type,
+            bus: self.bus.inheriting(&headers),
+            message_id: id,
+            message_type,
             delivery_count: delivery.delivery_count,
-            headers: envelope.headers,
-            sent_at_ms: envelope.sent_at_ms,
+            headers,
+            sent_at_ms,
             cancellation,
         };
         // The body's `Deserialize` is the user's code: a panic there is an undecodable body.
-        let invoke = || (route.invoke)(envelope.body, envelope.format, ctx.clone());
+        let invoke = || route.invoke.call(body, format, &ctx);
         let handler = match std::panic::catch_unwind(AssertUnwindSafe(invoke)) {
             Ok(Ok(handler)) => handler,
             Ok(Err(e)) => return Outcome::undecodable(error_chain(&e)),
@@ -142,7 +162,7 @@ impl Worker {
 
 impl Worker {
     /// Tells the error observer, if any, of a failed delivery.
-    pub(super) fn observe_failure(&self, payload: &[u8], outcome: &Outcome) {
+    pub(super) fn observe_failure(&self, payload: &Bytes, outcome: &Outcome) {
         let Some(hook) = &self.routes.hooks.on_error else {
             return;
         };
@@ -151,7 +171,7 @@ impl Worker {
             Outcome::Retry(_, error) => (error, "retry"),
             Outcome::DeadLetter(_, error) => (error, "dead_letter"),
         };
-        let envelope = Envelope::decode(payload).ok();
+        let envelope = self.decode(payload).ok();
         hook(FailedMessage {
             source: &self.registration.source,
             error: &error.message,
