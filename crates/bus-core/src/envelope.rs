@@ -235,8 +235,9 @@ impl Envelope {
         match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
             None => Err(Error::decode("envelope", "empty element")),
             Some(b'{') => {
-                crate::depth::check(Format::Json, bytes)
-                    .map_err(|reason| Error::decode("envelope", reason))?;
+                // No separate nesting scan: serde_json skips the raw body without
+                // recursing, and refuses more than 128 levels in whatever it does
+                // recurse into (the envelope here, the body's `Deserialize` later).
                 let wire: JsonEnvelope<'_> = serde_json::from_slice(bytes)
                     .map_err(|e| garbage("not a JSON envelope", e.into()))?;
                 let body = wire.body.get().as_bytes();
@@ -392,6 +393,24 @@ mod tests {
         let body: Result<serde_json::Value> = Format::MessagePack.decode("t", &deep);
         assert!(matches!(body, Err(Error::Decode { .. })));
     }
+
+    #[test]
+    fn deep_json_is_refused_by_serde_json_without_a_scan() {
+        // Far deeper than any stack survives if decoding recursed once per level.
+        let deep = format!("{}1{}", "[".repeat(100_000), "]".repeat(100_000));
+        let element = format!(r#"{{"v":1,"id":"a","type":"t","sent":1,"body":{deep}}}"#);
+        let envelope = Envelope::decode_shared(&Bytes::from(element)).unwrap();
+        let body: Result<serde_json::Value> = envelope.format.decode_body("t", &envelope.body);
+        assert!(matches!(body, Err(Error::Decode { .. })), "{body:?}");
+        let at_limit = format!("{}1{}", "[".repeat(MAX), "]".repeat(MAX));
+        let body: Result<serde_json::Value> = Format::Json.decode_body("t", at_limit.as_bytes());
+        assert!(body.is_ok(), "{body:?}");
+        let element =
+            format!(r#"{{"v":1,"id":"a","type":"t","sent":1,"headers":{deep},"body":1}}"#);
+        assert!(Envelope::decode(element.as_bytes()).is_err());
+    }
+
+    const MAX: usize = crate::MAX_NESTING - 1;
 
     #[test]
     fn json_envelope_is_plain_json_with_embedded_body() {

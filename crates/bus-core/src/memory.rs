@@ -106,8 +106,12 @@ struct State {
 #[derive(Debug, Default)]
 struct Queue {
     ready: VecDeque<Bytes>,
+    /// Messages at rest: ready, delayed, recovered, dead.
     messages: FastMap<Bytes, Stored>,
-    in_flight: FastMap<Bytes, Instant>,
+    /// Reserved messages, moved here from `messages` with their lock deadline: a small
+    /// map (at most what consumers hold), so that acks, renewals and recovery never
+    /// touch the big one.
+    in_flight: FastMap<Bytes, Locked>,
     delayed: BTreeSet<(Instant, u64, Bytes)>,
     dead: Vec<Bytes>,
     /// Recovered messages, delivered one at a time, each alone.
@@ -116,6 +120,12 @@ struct Queue {
     isolated: FastSet<Bytes>,
     sequence: u64,
     notify: Arc<Notify>,
+}
+
+#[derive(Debug)]
+struct Locked {
+    until: Instant,
+    stored: Stored,
 }
 
 #[derive(Debug)]
@@ -145,8 +155,8 @@ impl Queue {
             .into_iter()
             .filter_map(|m| {
                 let key = Bytes::copy_from_slice(m.id.as_str().as_bytes());
-                // Like the Redis script, a repeated id is stored once.
-                let fresh = !self.messages.contains_key(&key);
+                // A repeated id is stored once (the id is the storage key here).
+                let fresh = !self.messages.contains_key(&key) && !self.in_flight.contains_key(&key);
                 fresh.then(|| {
                     self.messages.insert(
                         key.clone(),
@@ -179,19 +189,16 @@ impl Queue {
         }
     }
 
-    /// The stored message if `receipt` is its current reservation.
-    fn reserved(&mut self, receipt: &Receipt) -> Option<&mut Stored> {
-        if !self.in_flight.contains_key(&receipt.key) {
-            return None;
-        }
-        self.messages
+    /// The reservation if `receipt` is the message's current one.
+    fn reserved(&mut self, receipt: &Receipt) -> Option<&mut Locked> {
+        self.in_flight
             .get_mut(&receipt.key)
-            .filter(|m| m.deliveries == receipt.delivery)
+            .filter(|m| m.stored.deliveries == receipt.delivery)
     }
 
     /// Reserves a stored message now: counts the delivery and locks it.
     fn reserve(&mut self, key: Bytes, lock: Instant) -> Option<Delivery> {
-        let stored = self.messages.get_mut(&key)?;
+        let mut stored = self.messages.remove(&key)?;
         stored.deliveries += 1;
         let delivery = Delivery {
             receipt: Receipt {
@@ -201,24 +208,40 @@ impl Queue {
             delivery_count: stored.deliveries,
             payload: stored.payload.clone(),
         };
-        self.in_flight.insert(key, lock);
+        self.in_flight.insert(
+            key,
+            Locked {
+                until: lock,
+                stored,
+            },
+        );
         Some(delivery)
     }
 
-    /// Ends a reservation; true if it was an isolated one.
-    fn unlock(&mut self, key: &Bytes) -> bool {
-        self.in_flight.remove(key);
+    /// Ends a reservation: the message, and whether it was an isolated one.
+    fn unlock(&mut self, key: &Bytes) -> Option<(Stored, bool)> {
+        let locked = self.in_flight.remove(key)?;
         // Almost always empty (only crash suspects are isolated): skip hashing the key.
-        !self.isolated.is_empty() && self.isolated.remove(key)
+        let alone = !self.isolated.is_empty() && self.isolated.remove(key);
+        Some((locked.stored, alone))
     }
 
-    fn kill(&mut self, key: Bytes, reason: DeadLetterReason, error: Option<&ErrorRecord>) {
-        self.unlock(&key);
-        if let Some(stored) = self.messages.get_mut(&key) {
-            stored.record(error);
-            stored.dead = Some((reason, now_ms()));
-            self.dead.push(key);
-        }
+    /// Puts a message back at rest (the caller queues its key).
+    fn rest(&mut self, key: Bytes, stored: Stored) {
+        self.messages.insert(key, stored);
+    }
+
+    fn kill(
+        &mut self,
+        key: Bytes,
+        mut stored: Stored,
+        reason: DeadLetterReason,
+        error: Option<&ErrorRecord>,
+    ) {
+        stored.record(error);
+        stored.dead = Some((reason, now_ms()));
+        self.rest(key.clone(), stored);
+        self.dead.push(key);
     }
 }
 
@@ -438,7 +461,6 @@ impl Consumer for MemoryConsumer {
             for receipt in receipts {
                 if q.reserved(receipt).is_some() {
                     q.unlock(&receipt.key);
-                    q.messages.remove(&receipt.key);
                 }
             }
         });
@@ -450,12 +472,12 @@ impl Consumer for MemoryConsumer {
         Ok(self.with_queue(|q| {
             receipts
                 .iter()
-                .map(|receipt| {
-                    let kept = q.reserved(receipt).is_some();
-                    if kept {
-                        q.in_flight.insert(receipt.key.clone(), deadline);
+                .map(|receipt| match q.reserved(receipt) {
+                    Some(locked) => {
+                        locked.until = deadline;
+                        true
                     }
-                    kept
+                    None => false,
                 })
                 .collect()
         }))
@@ -463,11 +485,14 @@ impl Consumer for MemoryConsumer {
 
     async fn retry(&self, receipt: &Receipt, delay: Duration, error: &ErrorRecord) -> Result<()> {
         self.with_queue(|q| {
-            let Some(stored) = q.reserved(receipt) else {
+            if q.reserved(receipt).is_none() {
+                return;
+            }
+            let Some((mut stored, _)) = q.unlock(&receipt.key) else {
                 return;
             };
             stored.record(Some(error));
-            q.unlock(&receipt.key);
+            q.rest(receipt.key.clone(), stored);
             if delay.is_zero() {
                 q.ready.push_back(receipt.key.clone());
             } else {
@@ -486,7 +511,9 @@ impl Consumer for MemoryConsumer {
     ) -> Result<()> {
         self.with_queue(|q| {
             if q.reserved(receipt).is_some() {
-                q.kill(receipt.key.clone(), reason, error);
+                if let Some((stored, _)) = q.unlock(&receipt.key) {
+                    q.kill(receipt.key.clone(), stored, reason, error);
+                }
             }
         });
         Ok(())
@@ -496,9 +523,13 @@ impl Consumer for MemoryConsumer {
         self.with_queue(|q| {
             // In reverse, so that the released messages keep their order at the head.
             for receipt in receipts.iter().rev() {
-                if let Some(stored) = q.reserved(receipt) {
+                if q.reserved(receipt).is_none() {
+                    continue;
+                }
+                if let Some((mut stored, alone)) = q.unlock(&receipt.key) {
                     stored.deliveries -= 1;
-                    if q.unlock(&receipt.key) {
+                    q.rest(receipt.key.clone(), stored);
+                    if alone {
                         q.suspects.push_front(receipt.key.clone());
                     } else {
                         q.ready.push_front(receipt.key.clone());
@@ -517,22 +548,27 @@ impl Consumer for MemoryConsumer {
             let expired: Vec<Bytes> = q
                 .in_flight
                 .iter()
-                .filter(|(_, deadline)| **deadline <= now)
+                .filter(|(_, locked)| locked.until <= now)
                 .map(|(key, _)| key.clone())
                 .collect();
             let error =
                 ErrorRecord::now("lock expired: the consumer stopped or lost its connection");
             for key in &expired {
-                let deliveries = q.messages.get(key).map_or(0, |m| m.deliveries);
+                let Some((mut stored, alone)) = q.unlock(key) else {
+                    continue;
+                };
                 // Held alone, it can only have failed itself; held with others, it is
                 // delivered alone next, so that it is charged only its own failures.
-                let alone = q.unlock(key);
-                if alone && deliveries >= limit {
-                    q.kill(key.clone(), DeadLetterReason::DeliveryLimit, Some(&error));
+                if alone && stored.deliveries >= limit {
+                    q.kill(
+                        key.clone(),
+                        stored,
+                        DeadLetterReason::DeliveryLimit,
+                        Some(&error),
+                    );
                 } else {
-                    if let Some(stored) = q.messages.get_mut(key) {
-                        stored.record(Some(&error));
-                    }
+                    stored.record(Some(&error));
+                    q.rest(key.clone(), stored);
                     q.suspects.push_back(key.clone());
                 }
             }
