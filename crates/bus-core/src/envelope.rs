@@ -34,6 +34,10 @@ impl MessageId {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+    /// The id as an owned string (no copy).
+    pub(crate) fn into_string(self) -> String {
+        self.0
+    }
 }
 
 impl From<String> for MessageId {
