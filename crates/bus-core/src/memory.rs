@@ -2,7 +2,7 @@
 //! retries, delayed delivery, dead letters, event fan-out) inside one process, for
 //! tests and for running without Redis.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{hash_map, BTreeMap, BTreeSet, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -197,31 +197,41 @@ impl Queue {
 
     /// Reserves a message now: counts the delivery and locks it. A message whose id is
     /// already held (a repeated id) gets a key of its own for the rest of its life.
-    fn reserve(&mut self, mut entry: Entry, lock: Instant) -> Delivery {
-        if self.in_flight.contains_key(&entry.key) {
-            self.sequence += 1;
-            let mut key = entry.key.to_vec();
-            key.extend_from_slice(format!("~{}", self.sequence).as_bytes());
-            entry.key = Bytes::from(key);
-        }
+    fn reserve(&mut self, entry: Entry, lock: Instant) -> Delivery {
         let Entry { key, mut stored } = entry;
         stored.deliveries += 1;
-        let delivery = Delivery {
-            receipt: Receipt {
-                key: key.clone(),
-                delivery: stored.deliveries,
-            },
-            delivery_count: stored.deliveries,
-            payload: stored.payload.clone(),
+        let (count, payload) = (stored.deliveries, stored.payload.clone());
+        // One hash: the key goes in unless it is already held (a repeated id).
+        let key = match self.in_flight.entry(key) {
+            hash_map::Entry::Vacant(vacant) => {
+                let key = vacant.key().clone();
+                vacant.insert(Locked {
+                    until: lock,
+                    stored,
+                });
+                key
+            }
+            hash_map::Entry::Occupied(held) => {
+                self.sequence += 1;
+                let mut key = held.key().to_vec();
+                key.extend_from_slice(format!("~{}", self.sequence).as_bytes());
+                let key = Bytes::from(key);
+                let locked = Locked {
+                    until: lock,
+                    stored,
+                };
+                self.in_flight.insert(key.clone(), locked);
+                key
+            }
         };
-        self.in_flight.insert(
-            key,
-            Locked {
-                until: lock,
-                stored,
+        Delivery {
+            receipt: Receipt {
+                key,
+                delivery: count,
             },
-        );
-        delivery
+            delivery_count: count,
+            payload,
+        }
     }
 
     /// Ends the reservation of `receipt` if it is the current one: the message, and
