@@ -237,8 +237,12 @@ impl Queue {
     /// Ends the reservation of `receipt` if it is the current one: the message, and
     /// whether it was held alone.
     fn unlock(&mut self, receipt: &Receipt) -> Option<(Entry, bool)> {
-        self.reserved(receipt)?;
+        // One hash in the common case; a stale receipt puts the reservation back.
         let (key, locked) = self.in_flight.remove_entry(&receipt.key)?;
+        if locked.stored.deliveries != receipt.delivery {
+            self.in_flight.insert(key, locked);
+            return None;
+        }
         // Almost always empty (only crash suspects are isolated): skip hashing the key.
         let alone = !self.isolated.is_empty() && self.isolated.remove(&key);
         let stored = locked.stored;
