@@ -4,6 +4,7 @@
 //! one plain JSON object. MessagePack envelopes are a map with the same keys and the body
 //! as a binary string. A decoder tells them apart by the first byte (`{` is JSON).
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -126,8 +127,9 @@ pub(crate) fn encode_json_message<T: Serialize>(
 struct JsonEnvelope<'a> {
     v: u32,
     id: String,
-    #[serde(rename = "type")]
-    message_type: String,
+    // Borrowed from the element unless escaped: the host routes on it without a copy.
+    #[serde(rename = "type", borrow)]
+    message_type: Cow<'a, str>,
     sent: u64,
     #[serde(default, deserialize_with = "null_as_none")]
     headers: Headers,
@@ -208,12 +210,18 @@ impl Envelope {
 
     /// Decodes an envelope. Garbage gives [`Error::Decode`], never a panic.
     pub fn decode(bytes: &[u8]) -> Result<Self> {
-        Self::decode_with(bytes, Bytes::copy_from_slice)
+        Self::decode_with(bytes, Bytes::copy_from_slice).map(Incoming::into_envelope)
     }
 
     /// Like [`Envelope::decode`], for an element already held as `Bytes`: the body
-    /// shares its buffer instead of being copied (the host's path, once per delivery).
+    /// shares its buffer instead of being copied.
     pub fn decode_shared(bytes: &Bytes) -> Result<Self> {
+        Self::decode_incoming(bytes).map(Incoming::into_envelope)
+    }
+
+    /// The host's path, once per delivery: the body shares the element's buffer and the
+    /// type is borrowed from it.
+    pub(crate) fn decode_incoming(bytes: &Bytes) -> Result<Incoming<'_>> {
         Self::decode_with(bytes, |body| {
             // The body is a sub-slice of `bytes` (both decoders borrow it); checked, so
             // that `slice_ref` can never panic.
@@ -230,7 +238,10 @@ impl Envelope {
         })
     }
 
-    fn decode_with(bytes: &[u8], body_of: impl FnOnce(&[u8]) -> Bytes) -> Result<Self> {
+    fn decode_with<'a>(
+        bytes: &'a [u8],
+        body_of: impl FnOnce(&[u8]) -> Bytes,
+    ) -> Result<Incoming<'a>> {
         let garbage = |what: &str, e: crate::BoxError| Error::Decode {
             what: "envelope".into(),
             reason: format!("{what}: {e}"),
@@ -264,7 +275,7 @@ impl Envelope {
                 Self::from_wire(
                     wire.v,
                     wire.id,
-                    wire.message_type,
+                    Cow::Owned(wire.message_type),
                     wire.headers,
                     wire.sent,
                     Format::MessagePack,
@@ -275,15 +286,15 @@ impl Envelope {
     }
 
     /// An envelope from its decoded fields, checked: a known version, a non-empty id.
-    fn from_wire(
+    fn from_wire<'a>(
         version: u32,
         id: String,
-        message_type: String,
+        message_type: Cow<'a, str>,
         headers: Headers,
         sent_at_ms: u64,
         format: Format,
         body: Bytes,
-    ) -> Result<Self> {
+    ) -> Result<Incoming<'a>> {
         if version != ENVELOPE_VERSION {
             return Err(Error::decode(
                 "envelope",
@@ -295,7 +306,7 @@ impl Envelope {
         if id.is_empty() {
             return Err(Error::decode("envelope", "empty message id"));
         }
-        Ok(Envelope {
+        Ok(Incoming {
             id: MessageId(id),
             message_type,
             headers,
@@ -303,6 +314,44 @@ impl Envelope {
             format,
             body,
         })
+    }
+}
+
+/// An envelope as the host reads it: [`Envelope`] with the type possibly borrowed from
+/// the element, since routing needs no copy of it.
+#[derive(Debug)]
+pub(crate) struct Incoming<'a> {
+    pub(crate) id: MessageId,
+    pub(crate) message_type: Cow<'a, str>,
+    pub(crate) headers: Headers,
+    pub(crate) sent_at_ms: u64,
+    pub(crate) format: Format,
+    pub(crate) body: Bytes,
+}
+
+impl Incoming<'_> {
+    fn into_envelope(self) -> Envelope {
+        Envelope {
+            id: self.id,
+            message_type: self.message_type.into_owned(),
+            headers: self.headers,
+            sent_at_ms: self.sent_at_ms,
+            format: self.format,
+            body: self.body,
+        }
+    }
+}
+
+impl From<Envelope> for Incoming<'static> {
+    fn from(envelope: Envelope) -> Self {
+        Incoming {
+            id: envelope.id,
+            message_type: Cow::Owned(envelope.message_type),
+            headers: envelope.headers,
+            sent_at_ms: envelope.sent_at_ms,
+            format: envelope.format,
+            body: envelope.body,
+        }
     }
 }
 
@@ -375,6 +424,18 @@ mod tests {
                 other => panic!("{bad:?} gave {other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn an_escaped_type_is_decoded_too() {
+        let json = br#"{"v":1,"id":"a","type":"caf\u00e9\"s","sent":1,"body":{}}"#;
+        let element = Bytes::from_static(json);
+        let incoming = Envelope::decode_incoming(&element).unwrap();
+        assert!(matches!(incoming.message_type, Cow::Owned(_)));
+        assert_eq!(Envelope::decode(json).unwrap().message_type, "caf\u{e9}\"s");
+        let plain = Bytes::from_static(br#"{"v":1,"id":"a","type":"orders","sent":1,"body":{}}"#);
+        let incoming = Envelope::decode_incoming(&plain).unwrap();
+        assert!(matches!(incoming.message_type, Cow::Borrowed("orders")));
     }
 
     #[test]

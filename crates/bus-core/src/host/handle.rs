@@ -12,6 +12,7 @@ use tracing::Span;
 
 use super::routes::{FailedMessage, UnknownMessage};
 use super::worker::Worker;
+use crate::envelope::Incoming;
 use crate::middleware::Next;
 use crate::transport::Delivery;
 use crate::{Context, DeadLetterReason, Disposition, Envelope, ErrorRecord};
@@ -47,10 +48,10 @@ pub(super) fn delivery_span(worker: &Worker, delivery: &Delivery) -> Span {
 
 impl Worker {
     /// Reads a stored element with the source's wire format (the native envelope inline).
-    pub(super) fn decode(&self, element: &Bytes) -> crate::Result<Envelope> {
+    pub(super) fn decode<'a>(&self, element: &'a Bytes) -> crate::Result<Incoming<'a>> {
         match &self.wire {
-            None => Envelope::decode_shared(element),
-            Some(wire) => wire.decode(element),
+            None => Envelope::decode_incoming(element),
+            Some(wire) => wire.decode(element).map(Incoming::from),
         }
     }
 
@@ -69,13 +70,13 @@ impl Worker {
         let span = Span::current();
         if !span.is_disabled() {
             span.record("message_id", tracing::field::display(&envelope.id));
-            span.record("message_type", envelope.message_type.as_str());
+            span.record("message_type", &*envelope.message_type);
             if let Some(traceparent) = envelope.headers.get("traceparent") {
                 span.record("traceparent", traceparent.as_str());
             }
         }
         #[cfg(feature = "opentelemetry")]
-        crate::otel::consumer_attributes(&span, &registration.source, &envelope);
+        crate::otel::consumer_attributes(&span, &registration.source, &envelope.id);
         let Some(route) = self.routes.find(&envelope.message_type) else {
             if let Some(hook) = &self.routes.hooks.unknown_type {
                 hook(UnknownMessage {
@@ -100,9 +101,8 @@ impl Worker {
             );
             return Outcome::DeadLetter(DeadLetterReason::DeliveryLimit, ErrorRecord::now(error));
         }
-        let Envelope {
+        let Incoming {
             id,
-            message_type,
             headers,
             sent_at_ms,
             format,
@@ -112,7 +112,7 @@ impl Worker {
         let ctx = Context {
             bus: self.bus.inheriting(&headers),
             message_id: id,
-            message_type,
+            message_type: route.message.message_type(),
             delivery_count: delivery.delivery_count,
             headers,
             sent_at_ms,
@@ -176,7 +176,7 @@ impl Worker {
             source: &self.registration.source,
             error: &error.message,
             outcome,
-            message: envelope.as_ref().map(|e| (e.message_type.as_str(), &e.id)),
+            message: envelope.as_ref().map(|e| (&*e.message_type, &e.id)),
             payload,
         });
     }
