@@ -105,7 +105,7 @@ impl Worker {
             tokio::select! {
                 next = handlers.join_next() => if next.is_none() { break },
                 () = tokio::time::sleep_until(grace_end) => {
-                    tracing::warn!(source = %this.registration.source, running = handlers.len(),
+                    tracing::warn!(source = %this.registration.source, handler_tasks = handlers.len(),
                         "grace period over: abandoning handlers still running");
                     handlers.abort_all();
                     while handlers.join_next().await.is_some() {}
