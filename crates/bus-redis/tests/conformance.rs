@@ -9,7 +9,7 @@ use bus_core::conformance::{self, Probe, SeenDeadLetter};
 use bus_core::Source;
 use bus_redis::RedisTransport;
 use bus_test_redis::TestRedis;
-use fred::prelude::{HashesInterface, ListInterface, SortedSetsInterface};
+use fred::prelude::{HashesInterface, KeysInterface, ListInterface, SortedSetsInterface};
 
 struct Redis(RedisTransport);
 
@@ -43,6 +43,8 @@ impl Probe for Redis {
         let ready: usize = client.llen(&keys.ready).await.unwrap();
         let suspects: usize = client.llen(&keys.suspects).await.unwrap();
         let in_flight: usize = client.zcard(&keys.inflight).await.unwrap();
+        let leased: Option<usize> = client.get(&keys.leased).await.unwrap();
+        let in_flight = in_flight + leased.unwrap_or(0);
         let delayed: usize = client.zcard(&keys.delayed).await.unwrap();
         let dead: usize = client.llen(&keys.dead).await.unwrap();
         [ready + suspects, in_flight, delayed, dead]

@@ -52,6 +52,7 @@ impl Running {
 pub struct Counts {
     pub ready: i64,
     pub msgs: i64,
+    /// Stored messages locked in `inflight` plus leased ones (`leased`).
     pub inflight: i64,
     pub delayed: i64,
     pub dead: i64,
@@ -61,15 +62,18 @@ pub fn counts(redis: &TestRedis, queue: &str) -> Counts {
     let mut c = redis.client();
     let ns = redis.namespace();
     let mut n = |cmd: &str, suffix: &str| {
-        c.cmd(&[cmd, &format!("{ns}:{{{queue}}}:{suffix}")])
-            .unwrap()
+        let reply = c
+            .cmd(&[cmd, &format!("{ns}:{{{queue}}}:{suffix}")])
+            .unwrap();
+        // GET of a counter: a bulk string, or nil (0).
+        reply
             .as_int()
-            .unwrap()
+            .unwrap_or_else(|| reply.as_str().map_or(0, |s| s.parse().unwrap()))
     };
     Counts {
         ready: n("LLEN", "ready"),
         msgs: n("HLEN", "msgs"),
-        inflight: n("ZCARD", "inflight"),
+        inflight: n("ZCARD", "inflight") + n("GET", "leased"),
         delayed: n("ZCARD", "delayed"),
         dead: n("LLEN", "dead"),
     }
