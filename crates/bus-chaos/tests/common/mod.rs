@@ -59,12 +59,13 @@ pub fn int(client: &mut SyncClient, args: &[&str]) -> i64 {
         .unwrap_or_else(|| panic!("{args:?} gave {reply:?}"))
 }
 
-/// Ready, in flight, delayed, stored.
+/// Ready, in flight, delayed, stored (docs/redis-layout.md).
 pub fn backlog(client: &mut SyncClient, prefix: &str) -> [i64; 4] {
     let key = |s: &str| format!("{prefix}:{{chaos}}:{s}");
     [
         int(client, &["LLEN", &key("ready")]),
-        int(client, &["ZCARD", &key("inflight")]),
+        // Stored messages locked one by one, plus fresh ones held in leases.
+        int(client, &["ZCARD", &key("inflight")]) + int(client, &["GET", &key("leased")]),
         int(client, &["ZCARD", &key("delayed")]),
         int(client, &["HLEN", &key("msgs")]),
     ]
