@@ -80,11 +80,19 @@ end
 
 -- Leases (docs/redis-layout.md): the fresh envelopes of one reservation share one lock,
 -- `<leases>:<token>` (a list) with `<leases>:<token>:done` (the indices that left it).
--- A lease token starts with '~L'; storage ids are '~<digits>' and send_at refuses '~'.
+-- Reserve takes one storage id per fresh envelope from `seq`, as before, but writes none:
+-- the token `~L<first>` names the lease and its range, and message `i` is `~<first + i>`
+-- once stored. Storage ids are '~<digits>' and send_at refuses '~', so a key starting
+-- '~L' is always a lease token.
 local LEASE_MAX = 1000
 
 local function is_lease(key)
   return string.sub(key, 1, 2) == '~L'
+end
+
+-- The storage id of message `index` of lease `token`.
+local function leased_id(token, index)
+  return string.format('~%d', tonumber(string.sub(token, 3)) + tonumber(index))
 end
 
 -- Counts `n` messages out of the leases; the counter goes when it reaches 0, as empty
@@ -110,10 +118,10 @@ local function unlease(leases, leased, token, index)
   return envelope
 end
 
--- Stores an envelope that left a lease other than by ack as a stored message: a new
--- storage id, and its one delivery written into `deliveries` (it was implicit).
-local function store_leased(msgs, deliveries, seq, envelope)
-  local id = string.format('~%d', redis.call('INCR', seq))
+-- Stores message `index` of lease `token`, leaving it other than by ack, under its storage
+-- id with its one delivery written into `deliveries` (it was implicit); returns the id.
+local function store_leased(msgs, deliveries, token, index, envelope)
+  local id = leased_id(token, index)
   redis.call('HSET', msgs, id, envelope)
   redis.call('HSET', deliveries, id, '1')
   return id

@@ -80,7 +80,7 @@ if not lease then
   bulk('ZADD', KEYS[4], locks)
 end
 if #lease > 0 then
-  local token = string.format('~L%d', redis.call('INCR', KEYS[6]))
+  local token = string.format('~L%d', redis.call('INCRBY', KEYS[6], #lease) - #lease + 1)
   bulk('RPUSH', KEYS[9] .. ':' .. token, lease)
   redis.call('ZADD', KEYS[9], now + lock_ms, token)
   redis.call('INCRBY', KEYS[10], #lease)

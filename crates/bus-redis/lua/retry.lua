@@ -1,12 +1,12 @@
 -- Retry: record the error, then make the message ready now or after a delay.
--- KEYS: inflight, deliveries, errors, ready, delayed, isolated, msgs, seq, leases, leased.
+-- KEYS: inflight, deliveries, errors, ready, delayed, isolated, msgs, leases, leased.
 -- ARGV: id, count, delay_ms, error (a leased message: token, index, delay_ms, error).
 -- A leased message is stored first (common.lua's store_leased), with its one delivery.
 local id = ARGV[1]
 if is_lease(id) then
-  local envelope = unlease(KEYS[9], KEYS[10], id, ARGV[2])
+  local envelope = unlease(KEYS[8], KEYS[9], id, ARGV[2])
   if not envelope then return 0 end
-  id = store_leased(KEYS[7], KEYS[2], KEYS[8], envelope)
+  id = store_leased(KEYS[7], KEYS[2], id, ARGV[2], envelope)
 else
   if not current(KEYS[1], KEYS[2], id, ARGV[2]) then return 0 end
   redis.call('ZREM', KEYS[1], id)

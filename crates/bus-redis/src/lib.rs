@@ -10,6 +10,7 @@
 //! |---|---|
 //! | [`RedisConfig`] | connection string, database, key prefix |
 //! | [`RedisTransport`] | the [`bus_core::Transport`] implementation |
+//! | [`InFlight`] | a message in flight, as [`RedisTransport::in_flight`] lists it |
 //! | [`keys`] | every key name |
 //! | [`LuaScript`] | a named script run by SHA with a `NOSCRIPT` fallback |
 //! | [`Error`] | what can go wrong here |
@@ -26,7 +27,7 @@ mod transport;
 pub use config::RedisConfig;
 pub use error::{Error, RedisError, Result};
 pub use scripts::LuaScript;
-pub use transport::RedisTransport;
+pub use transport::{InFlight, RedisTransport};
 
 // The README's and the guides' examples compile as doc-tests of this crate.
 #[cfg(doctest)]

@@ -83,6 +83,7 @@ pub(crate) static DEAD_LETTER: LazyLock<LuaScript> =
     LazyLock::new(|| lua!("dead_letter", allow_oom));
 pub(crate) static RELEASE: LazyLock<LuaScript> = LazyLock::new(|| lua!("release", allow_oom));
 pub(crate) static RECOVER: LazyLock<LuaScript> = LazyLock::new(|| lua!("recover", allow_oom));
+pub(crate) static IN_FLIGHT: LazyLock<LuaScript> = LazyLock::new(|| lua!("in_flight"));
 
 impl LuaScript {
     /// Runs the script and reads an integer reply.
