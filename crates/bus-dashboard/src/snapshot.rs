@@ -4,7 +4,7 @@
 use bus_core::Source;
 use bus_management::{source_name, Management, QueueStats};
 use bus_redis::RedisTransport;
-use fred::prelude::{ClientLike, HashesInterface, KeysInterface, SortedSetsInterface};
+use fred::prelude::{ClientLike, HashesInterface, KeysInterface};
 use fred::types::{ClusterHash, CustomCommand, Value};
 use serde::Serialize;
 
@@ -37,8 +37,8 @@ pub struct QueueSnapshot {
     pub oldest_ready_age_ms: Option<u64>,
     /// Fresh messages consumers have taken so far (the `seq` counter): only grows.
     pub taken_total: u64,
-    /// Envelopes stored beside the lists (`HLEN msgs`): messages taken and not finished,
-    /// plus delayed sends.
+    /// Envelopes stored beside the lists (`HLEN msgs`) or held in leases (`GET leased`):
+    /// messages taken and not finished, plus delayed sends.
     pub stored: u64,
     /// Redis's clock when read, in ms since the Unix epoch.
     pub at_ms: u64,
@@ -119,16 +119,15 @@ impl Reader {
     pub(crate) async fn snapshot(&self, source: &Source, now_ms: u64) -> Result<QueueSnapshot> {
         let keys = self.transport.keys(source);
         let client = self.transport.client();
-        let (stats, expired, taken, stored): (QueueStats, u64, Option<u64>, u64) = tokio::try_join!(
+        // Expired locks come with the stats: they include leased messages
+        // (docs/redis-layout.md), which only the stats script counts.
+        let (stats, taken, stored, leased): (QueueStats, Option<u64>, u64, Option<u64>) = tokio::try_join!(
             async { Ok::<_, crate::Error>(self.management.stats(source).await?) },
-            async {
-                Ok(client
-                    .zcount(&keys.inflight, f64::NEG_INFINITY, now_ms as f64)
-                    .await?)
-            },
             async { Ok(client.get(&keys.seq).await?) },
             async { Ok(client.hlen(&keys.msgs).await?) },
+            async { Ok(client.get(&keys.leased).await?) },
         )?;
+        let (expired, stored) = (stats.expired_locks, stored + leased.unwrap_or(0));
         let (destination, subscription) = match source {
             Source::Queue(queue) => (queue.clone(), None),
             Source::Subscription { topic, name } => (topic.clone(), Some(name.clone())),

@@ -125,6 +125,8 @@ impl Management {
                     keys.dead,
                     keys.msgs,
                     keys.suspects,
+                    keys.leases,
+                    keys.leased,
                 ],
                 Vec::new(),
             )

@@ -5,9 +5,7 @@ use std::collections::BTreeMap;
 
 use bus_core::{Envelope, Format, Headers, Source};
 use bus_management::DeadLetter;
-use bytes::Bytes;
-use fred::prelude::{HashesInterface, SortedSetsInterface};
-use fred::types::Value;
+use fred::prelude::HashesInterface;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
@@ -142,80 +140,46 @@ pub(crate) async fn errors_of(
     Ok(texts.iter().map(|t| parse_errors(t.as_deref())).collect())
 }
 
-/// The `n` in-flight messages whose locks expire first (`ZRANGE inflight 0 n-1
-/// WITHSCORES`, then `HMGET` of their envelopes, counts and errors): bounded by `n`.
+/// The `n` in-flight messages whose locks expire first, stored and leased ones
+/// (`RedisTransport::in_flight`, docs/redis-layout.md), then `HMGET` of their errors:
+/// bounded by `n`.
 pub(crate) async fn in_flight(
     reader: &Reader,
     source: &Source,
     n: u64,
 ) -> Result<Vec<InFlightView>> {
-    let keys = reader.transport().keys(source);
-    let client = reader.transport().client();
-    let last = i64::try_from(n).unwrap_or(i64::MAX) - 1;
-    let reply: Value = client
-        .zrange(&keys.inflight, 0, last, None, false, None, true)
-        .await?;
-    let locked = scored(reply);
-    if locked.is_empty() {
+    let held = reader
+        .transport()
+        .in_flight(source, usize::try_from(n).unwrap_or(usize::MAX))
+        .await
+        .map_err(bus_management::Error::from)?;
+    if held.is_empty() {
         return Ok(Vec::new());
     }
-    let ids: Vec<String> = locked.iter().map(|(id, _)| id.clone()).collect();
-    let (envelopes, counts, errors) = tokio::try_join!(
-        async {
-            Ok::<_, crate::Error>(
-                client
-                    .hmget::<Vec<Option<Bytes>>, _, _>(&keys.msgs, ids.clone())
-                    .await?,
-            )
-        },
-        async {
-            Ok(client
-                .hmget::<Vec<Option<u64>>, _, _>(&keys.deliveries, ids.clone())
-                .await?)
-        },
-        errors_of(reader, source, &ids),
-    )?;
-    Ok(locked
+    let ids: Vec<String> = held
+        .iter()
+        .map(|m| String::from_utf8_lossy(&m.storage_id).into_owned())
+        .collect();
+    let errors = errors_of(reader, source, &ids).await?;
+    Ok(held
         .into_iter()
-        .zip(envelopes)
-        .zip(counts.into_iter().zip(errors))
-        .map(|(((storage_id, deadline), envelope), (count, errors))| {
-            let (message, decode_error) = match envelope {
-                Some(envelope) => decode(&envelope),
+        .zip(ids)
+        .zip(errors)
+        .map(|((held, storage_id), errors)| {
+            let (message, decode_error) = match &held.payload {
+                Some(envelope) => decode(envelope),
                 None => (None, Some("no stored envelope".to_owned())),
             };
             InFlightView {
                 storage_id,
-                lock_deadline_ms: deadline.max(0.0) as u64,
-                delivery_count: count.unwrap_or(0),
+                lock_deadline_ms: held.lock_deadline_ms,
+                delivery_count: held.delivery_count,
                 errors,
                 message,
                 decode_error,
             }
         })
         .collect())
-}
-
-/// Members and scores of a `WITHSCORES` reply, flat (RESP2) or in pairs (RESP3).
-fn scored(reply: Value) -> Vec<(String, f64)> {
-    let Value::Array(items) = reply else {
-        return Vec::new();
-    };
-    let pair = |m: &Value, s: &Value| Some((m.as_string()?, s.as_f64()?));
-    if items.iter().all(|i| matches!(i, Value::Array(_))) {
-        items
-            .iter()
-            .filter_map(|item| match item {
-                Value::Array(p) if p.len() == 2 => pair(&p[0], &p[1]),
-                _ => None,
-            })
-            .collect()
-    } else {
-        items
-            .chunks(2)
-            .filter_map(|p| pair(&p[0], p.get(1)?))
-            .collect()
-    }
 }
 
 /// Dead letters that failed the same way: one reason and one last error, with numbers
@@ -317,23 +281,6 @@ mod tests {
             "timeout after # ms (try #)"
         );
         assert_eq!(mask_numbers("no digits"), "no digits");
-    }
-
-    #[test]
-    fn scored_replies_read_in_both_shapes() {
-        let flat = Value::Array(vec![
-            "a".into(),
-            Value::Double(5.0),
-            "b".into(),
-            Value::Double(7.0),
-        ]);
-        assert_eq!(
-            scored(flat),
-            vec![("a".to_owned(), 5.0), ("b".to_owned(), 7.0)]
-        );
-        let pairs = Value::Array(vec![Value::Array(vec!["a".into(), Value::Double(5.0)])]);
-        assert_eq!(scored(pairs), vec![("a".to_owned(), 5.0)]);
-        assert!(scored(Value::Null).is_empty());
     }
 
     #[test]
