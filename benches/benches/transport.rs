@@ -16,7 +16,7 @@ use bus_core::{
 use bus_redis::{RedisConfig, RedisTransport};
 use bytes::Bytes;
 use criterion::Criterion;
-use fred::prelude::{Client, ClientLike, HashesInterface, ListInterface};
+use fred::prelude::{Client, ClientLike, ListInterface};
 use fred::types::lists::LMoveDirection;
 use serde::{Deserialize, Serialize};
 use tokio::runtime::Runtime;
@@ -89,18 +89,17 @@ async fn bus_end_to_end(transport: RedisTransport, count: u64, stuck: u64) -> Du
         .unwrap();
     let running = host.start().await.unwrap();
     let bus = running.bus();
-    let msgs = transport.keys(&Source::queue("bench").unwrap()).msgs;
+    let keys = transport.keys(&Source::queue("bench").unwrap());
     let messages = smalls(count);
     let started = Instant::now();
     for batch in messages.chunks(BATCH) {
         bus.send_batch(batch).await.unwrap();
     }
     loop {
-        if noop.0.load(Ordering::Relaxed) >= count {
-            let stored: u64 = transport.client().hlen(&msgs).await.unwrap();
-            if stored == stuck {
-                break;
-            }
+        if noop.0.load(Ordering::Relaxed) >= count
+            && benches::layout::unsettled(transport.client(), &keys).await == stuck
+        {
+            break;
         }
         tokio::time::sleep(Duration::from_micros(500)).await;
     }
