@@ -17,7 +17,7 @@ use rand::Rng;
 ///     .message_lock_timeout(Duration::from_secs(30))
 ///     .dead_letter_delivery_limit(3)
 ///     .retry(Backoff::fixed(Duration::from_millis(50)));
-/// assert_eq!(high_throughput.max_concurrent(), 1_000);
+/// assert_eq!(high_throughput.get_max_concurrent_calls(), 1_000);
 /// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProcessingSettings {
@@ -71,24 +71,27 @@ impl ProcessingSettings {
         self
     }
 
+    // The getters use the setters' names (KnightBus's) with `get_`, as a by-value setter
+    // already holds each name.
+
     /// See [`ProcessingSettings::max_concurrent_calls`].
-    pub fn max_concurrent(&self) -> usize {
+    pub fn get_max_concurrent_calls(&self) -> usize {
         self.max_concurrent_calls
     }
     /// See [`ProcessingSettings::prefetch_count`].
-    pub fn prefetch(&self) -> usize {
+    pub fn get_prefetch_count(&self) -> usize {
         self.prefetch_count
     }
     /// See [`ProcessingSettings::message_lock_timeout`].
-    pub fn lock_timeout(&self) -> Duration {
+    pub fn get_message_lock_timeout(&self) -> Duration {
         self.message_lock_timeout
     }
     /// See [`ProcessingSettings::dead_letter_delivery_limit`].
-    pub fn delivery_limit(&self) -> u32 {
+    pub fn get_dead_letter_delivery_limit(&self) -> u32 {
         self.dead_letter_delivery_limit
     }
     /// See [`ProcessingSettings::retry`].
-    pub fn backoff(&self) -> &Backoff {
+    pub fn get_retry(&self) -> &Backoff {
         &self.retry
     }
 }
@@ -196,6 +199,12 @@ mod tests {
         let s = ProcessingSettings::default()
             .max_concurrent_calls(0)
             .dead_letter_delivery_limit(0);
-        assert_eq!((s.max_concurrent(), s.delivery_limit()), (1, 1));
+        assert_eq!(
+            (
+                s.get_max_concurrent_calls(),
+                s.get_dead_letter_delivery_limit()
+            ),
+            (1, 1)
+        );
     }
 }

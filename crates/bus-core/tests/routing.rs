@@ -48,9 +48,6 @@ impl CommandProcessor<Created> for Arc<Seen> {
 
 #[async_trait]
 impl CommandProcessor<Paid> for Arc<Seen> {
-    fn settings(&self) -> ProcessingSettings {
-        ProcessingSettings::default().dead_letter_delivery_limit(1)
-    }
     async fn process(&self, paid: Paid, _: &Context) -> Result<(), ProcessError> {
         self.paid.fetch_add(1, Ordering::SeqCst);
         if paid.order == 0 {
@@ -174,6 +171,73 @@ fn two_processors_of_one_type_on_one_queue_are_refused() {
         .unwrap_err();
     assert!(
         error.to_string().contains("urn:babel:orders:created"),
+        "{error}"
+    );
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Spaced;
+impl Message for Spaced {
+    const NAME: &'static str = "has space";
+    const KIND: MessageKind = MessageKind::Command;
+}
+impl Command for Spaced {}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Slashed;
+impl Message for Slashed {
+    const NAME: &'static str = "has/slash";
+    const KIND: MessageKind = MessageKind::Command;
+}
+impl Command for Slashed {}
+
+struct Nothing;
+#[async_trait]
+impl<C: Command> CommandProcessor<C> for Nothing {
+    async fn process(&self, _: C, _: &Context) -> Result<(), ProcessError> {
+        Ok(())
+    }
+}
+
+#[test]
+fn every_invalid_registration_is_reported_not_only_the_first() {
+    let error = Host::builder()
+        .transport(MemoryTransport::new())
+        .command::<Spaced, _>(Nothing)
+        .command::<Slashed, _>(Nothing)
+        .build()
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("2 registrations are invalid"), "{error}");
+    assert!(
+        error.contains("\"has space\"") && error.contains("\"has/slash\""),
+        "{error}"
+    );
+}
+
+#[test]
+fn processors_of_one_queue_with_different_settings_are_refused() {
+    // `Paid`'s processor takes the default settings, this one asks for more concurrency.
+    struct Eager;
+    #[async_trait]
+    impl CommandProcessor<Shipped> for Eager {
+        fn settings(&self) -> ProcessingSettings {
+            ProcessingSettings::default().max_concurrent_calls(64)
+        }
+        async fn process(&self, _: Shipped, _: &Context) -> Result<(), ProcessError> {
+            Ok(())
+        }
+    }
+    let seen = Arc::new(Seen::default());
+    let error = Host::builder()
+        .transport(MemoryTransport::new())
+        .command::<Paid, _>(Arc::clone(&seen))
+        .command::<Shipped, _>(Eager)
+        .build()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("different processing settings") && error.contains("queue orders"),
         "{error}"
     );
 }

@@ -1,4 +1,6 @@
-//! Commands on Redis: send, process, ack, retries, dead letters, locks and recovery.
+//! Commands on Redis, where the layout matters: what is stored and left behind, locks,
+//! recovery, garbage and stray references, and what an idle consumer costs. The semantics
+//! every transport shares are checked by the conformance suite (`tests/conformance.rs`).
 
 mod common;
 
@@ -308,59 +310,6 @@ async fn garbage_on_the_queue_is_dead_lettered_while_good_messages_flow() {
             "dead letter {id} does not keep the element unchanged: {kept:?}"
         );
     }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn delayed_messages_wait_and_oversized_ones_are_refused() {
-    let redis = TestRedis::start().unwrap();
-    let collect = Arc::new(Collect::default());
-    let host = bus_core::Host::builder()
-        .transport(transport(&redis).await)
-        .command::<Work, _>(Arc::clone(&collect))
-        .max_message_size(200)
-        .build()
-        .unwrap();
-    let running = Running::start(host);
-    let sent = std::time::Instant::now();
-    running
-        .bus
-        .send_delayed(&Work { n: 9 }, Duration::from_millis(500))
-        .await
-        .unwrap();
-    assert_eq!(counts(&redis, "work").delayed, 1);
-    assert!(
-        eventually(Duration::from_secs(10), || async {
-            !collect.seen.lock().unwrap().is_empty()
-        })
-        .await
-    );
-    let took = sent.elapsed();
-    assert!(
-        took >= Duration::from_millis(450),
-        "delivered early: {took:?}"
-    );
-    assert!(
-        took < Duration::from_millis(3000),
-        "delivered late: {took:?}"
-    );
-
-    #[derive(serde::Serialize, serde::Deserialize, bus_core::RedisCommand)]
-    #[bus(queue = "big")]
-    struct Big {
-        text: String,
-    }
-    let err = running
-        .bus
-        .send(&Big {
-            text: "x".repeat(1000),
-        })
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(err, bus_core::Error::MessageTooLarge { max: 200, .. }),
-        "{err}"
-    );
-    running.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

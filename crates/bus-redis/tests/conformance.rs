@@ -96,5 +96,8 @@ macro_rules! with_probe {
 with_probe!(
     failures_end_in_one_dead_letter_with_their_history,
     oversized_messages_are_refused_at_send,
-    shutdown_releases_prefetched_messages
+    shutdown_releases_prefetched_messages,
+    concurrency_stays_within_max_concurrent_calls,
+    an_event_reaches_each_subscription_once,
+    shutdown_is_prompt_when_idle_and_bounded_by_the_grace
 );

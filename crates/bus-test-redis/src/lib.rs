@@ -8,6 +8,7 @@
 //! | [`RedisCluster`] | three cluster masters joined by `redis-cli --cluster create` | `cluster` |
 //! | [`SyncClient`], [`Resp`] | a tiny blocking RESP2 client for assertions and cleanup | `client` |
 //! | [`Logs`] | what the code under test logged (`tracing`), captured for assertions | `logs` |
+//! | [`TlsRedis`] | a redis-server speaking TLS with a private CA (made with `openssl`) and an ACL user | `tls` |
 //! | [`Proxy`] | a TCP proxy whose open connections can be made half-open (black-holed) | `proxy` |
 //! | [`HarnessError`] | why no Redis could be had (e.g. `NotInstalled`) | `error` |
 //! | [`eventually`], [`eventually_async`] | bounded waiting for a condition | `wait` |
@@ -31,6 +32,7 @@ mod logs;
 mod proxy;
 mod server;
 mod test_redis;
+mod tls;
 mod url;
 mod wait;
 
@@ -41,4 +43,5 @@ pub use logs::Logs;
 pub use proxy::Proxy;
 pub use server::{RedisServer, ServerBuilder};
 pub use test_redis::{TestRedis, URL_ENV};
+pub use tls::{TlsRedis, TLS_PASSWORD, TLS_USER};
 pub use wait::{eventually, eventually_async};

@@ -81,7 +81,7 @@ impl Worker {
             );
             return Outcome::DeadLetter(DeadLetterReason::UnknownType, ErrorRecord::now(error));
         };
-        let limit = registration.settings.delivery_limit();
+        let limit = registration.settings.get_dead_letter_delivery_limit();
         if delivery.delivery_count > limit {
             let error = format!(
                 "delivered {} times; the limit is {limit}",
@@ -129,7 +129,7 @@ impl Worker {
             Disposition::RetryAfter(delay) => delay,
             _ => registration
                 .settings
-                .backoff()
+                .get_retry()
                 .delay(delivery.delivery_count),
         };
         if delivery.delivery_count >= limit {

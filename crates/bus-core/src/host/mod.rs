@@ -204,8 +204,21 @@ impl HostBuilder {
 
     /// Checks the registrations and builds the host. No I/O happens here.
     pub fn build(mut self) -> Result<Host> {
-        if let Some(error) = self.errors.into_iter().next() {
-            return Err(error);
+        // Every invalid registration is reported at once, not only the first.
+        if self.errors.len() == 1 {
+            return Err(self.errors.remove(0));
+        }
+        if !self.errors.is_empty() {
+            let each: Vec<String> = self
+                .errors
+                .iter()
+                .map(|e| crate::ErrorChain(e).to_string())
+                .collect();
+            return Err(Error::Config(format!(
+                "{} registrations are invalid: {}",
+                each.len(),
+                each.join("; ")
+            )));
         }
         if !self.sagas.is_empty() {
             let store = self.saga_store.take().ok_or_else(|| {
@@ -234,6 +247,17 @@ impl HostBuilder {
                 .iter_mut()
                 .find(|g| g.registrations[0].source == r.source)
             {
+                // One source has one consumer, so its processors must agree on how it
+                // is consumed; otherwise the first's settings would silently win.
+                Some(group) if group.registrations[0].settings != r.settings => {
+                    return Err(Error::Config(format!(
+                        "the processors of {} ask for different processing settings (`{}` and `{}`); \
+                         processors that share a queue or subscription share its consumer: give them the same settings",
+                        r.source,
+                        group.registrations[0].message.message_type(),
+                        r.message.message_type()
+                    )));
+                }
                 Some(group) => group.registrations.push(r),
                 None => routes.push(Routes {
                     registrations: vec![r],
@@ -338,8 +362,8 @@ impl Host {
         for routes in self.routes {
             let registration = routes.registrations[0].clone();
             let options = ConsumerOptions::new(
-                registration.settings.lock_timeout(),
-                registration.settings.delivery_limit(),
+                registration.settings.get_message_lock_timeout(),
+                registration.settings.get_dead_letter_delivery_limit(),
             );
             let consumer = match self
                 .bus

@@ -58,8 +58,8 @@ impl fmt::Debug for Hooks {
     }
 }
 
-/// The processors of one source, by message type. The first one's settings apply to the
-/// source's consumer.
+/// The processors of one source, by message type. They share the source's consumer, so
+/// the host refuses processors of one source whose settings differ.
 #[derive(Debug)]
 pub(crate) struct Routes {
     pub(crate) registrations: Vec<Registration>,

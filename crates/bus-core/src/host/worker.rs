@@ -60,7 +60,7 @@ impl Worker {
     pub(super) async fn run(self, stop: CancellationToken) {
         let this = Arc::new(self);
         let settings = &this.registration.settings;
-        let capacity = settings.max_concurrent() + settings.prefetch();
+        let capacity = settings.get_max_concurrent_calls() + settings.get_prefetch_count();
         let held = Arc::new(Held::default());
         let background = CancellationToken::new();
         let (buffer_tx, buffer_rx) = mpsc::unbounded_channel();
@@ -226,7 +226,9 @@ impl Worker {
         stop: &CancellationToken,
         fetcher: JoinHandle<()>,
     ) -> JoinSet<()> {
-        let running = Arc::new(Semaphore::new(self.registration.settings.max_concurrent()));
+        let running = Arc::new(Semaphore::new(
+            self.registration.settings.get_max_concurrent_calls(),
+        ));
         let mut handlers = JoinSet::new();
         let mut unstarted = Vec::new();
         loop {
@@ -350,7 +352,7 @@ impl Worker {
 
     /// Extends the locks of everything held, three times per lock timeout.
     async fn renew_loop(self: Arc<Self>, held: Arc<Held>, done: CancellationToken) {
-        let period = self.registration.settings.lock_timeout() / 3;
+        let period = self.registration.settings.get_message_lock_timeout() / 3;
         let mut starved_warned = false;
         loop {
             let due = Instant::now() + period;

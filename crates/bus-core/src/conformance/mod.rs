@@ -60,6 +60,13 @@ macro_rules! command {
     };
 }
 
+// After `command!`, which it uses.
+mod processing;
+pub use processing::{
+    an_event_reaches_each_subscription_once, concurrency_stays_within_max_concurrent_calls,
+    shutdown_is_prompt_when_idle_and_bounded_by_the_grace,
+};
+
 #[derive(Debug, Serialize, Deserialize)]
 struct Timed {
     n: u32,
@@ -93,6 +100,21 @@ impl CommandProcessor<Timed> for Arc<Recorder> {
     }
 }
 
+/// Builds and starts a host with one command processor.
+async fn start_command<C: crate::Command, P: CommandProcessor<C>>(
+    transport: Arc<dyn Transport>,
+    processor: P,
+) -> crate::RunningHost {
+    Host::builder()
+        .transport_arc(transport)
+        .command::<C, _>(processor)
+        .build()
+        .expect("host builds")
+        .start()
+        .await
+        .expect("host starts")
+}
+
 async fn wait_until(deadline: Duration, mut done: impl FnMut() -> bool) -> bool {
     let end = Instant::now() + deadline;
     while Instant::now() < end {
@@ -113,12 +135,7 @@ pub async fn retries_start_on_time(transport: Arc<dyn Transport>) {
         starts: Mutex::default(),
         runs: AtomicU32::new(0),
     });
-    let host = Host::builder()
-        .transport_arc(transport)
-        .command::<Timed, _>(Arc::clone(&recorder))
-        .build()
-        .expect("host builds");
-    let running = host.start().await.expect("host starts");
+    let running = start_command::<Timed, _>(transport, Arc::clone(&recorder)).await;
     running.bus().send(&Timed { n: 1 }).await.expect("sent");
     let all = wait_until(Duration::from_secs(10), || {
         recorder.runs.load(Ordering::SeqCst) >= 4
@@ -145,12 +162,7 @@ pub async fn delayed_sends_start_on_time(transport: Arc<dyn Transport>) {
         starts: Mutex::default(),
         runs: AtomicU32::new(0),
     });
-    let host = Host::builder()
-        .transport_arc(transport)
-        .command::<Timed, _>(Arc::clone(&recorder))
-        .build()
-        .expect("host builds");
-    let running = host.start().await.expect("host starts");
+    let running = start_command::<Timed, _>(transport, Arc::clone(&recorder)).await;
     let bus = running.bus();
     // Let the consumer settle into its idle wait first.
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -216,12 +228,7 @@ pub async fn a_panicking_body_decoder_dead_letters_the_message(
     probe: &dyn Probe,
 ) {
     let count = Arc::new(Count(AtomicU32::new(0)));
-    let host = Host::builder()
-        .transport_arc(transport)
-        .command::<Explosive, _>(Arc::clone(&count))
-        .build()
-        .expect("host builds");
-    let running = host.start().await.expect("host starts");
+    let running = start_command::<Explosive, _>(transport, Arc::clone(&count)).await;
     let bus = running.bus();
     bus.send(&Explosive { fuse: true }).await.expect("sent");
     bus.send(&Explosive { fuse: false }).await.expect("sent");
@@ -284,13 +291,15 @@ pub async fn blocking_work_in_spawn_blocking_keeps_its_locks(transport: Arc<dyn 
         runs: AtomicU32::new(0),
         completed: AtomicU32::new(0),
     });
-    let host = Host::builder()
+    let running = Host::builder()
         .transport_arc(transport)
         .command::<Blocking, _>(Arc::clone(&work))
         .recovery_interval(Duration::from_millis(50))
         .build()
-        .expect("host builds");
-    let running = host.start().await.expect("host starts");
+        .expect("host builds")
+        .start()
+        .await
+        .expect("host starts");
     let batch: Vec<Blocking> = (0..16).map(|n| Blocking { n }).collect();
     running.bus().send_batch(&batch).await.expect("sent");
     // A lost lock shows as a second run that starts while the first still blocks, so
@@ -363,14 +372,8 @@ pub async fn failures_end_in_one_dead_letter_with_their_history(
             reject,
             runs: AtomicU32::new(0),
         });
-        let running = Host::builder()
-            .transport_arc(Arc::clone(&transport))
-            .command::<Doomed, _>(Arc::clone(&failing))
-            .build()
-            .expect("host builds")
-            .start()
-            .await
-            .expect("host starts");
+        let running =
+            start_command::<Doomed, _>(Arc::clone(&transport), Arc::clone(&failing)).await;
         running.bus().send(&Doomed { n: 7 }).await.expect("sent");
         let source = Source::queue(Doomed::NAME).expect("valid name");
         let dead = dead_letters_within(probe, &source, round + 1).await;
@@ -458,14 +461,7 @@ pub async fn shutdown_releases_prefetched_messages(
     let gate = Arc::new(Gate {
         started: AtomicU32::new(0),
     });
-    let running = Host::builder()
-        .transport_arc(transport)
-        .command::<Held, _>(Arc::clone(&gate))
-        .build()
-        .expect("host builds")
-        .start()
-        .await
-        .expect("host starts");
+    let running = start_command::<Held, _>(Arc::clone(&transport), Arc::clone(&gate)).await;
     let batch: Vec<Held> = (0..20).map(|n| Held { n }).collect();
     running.bus().send_batch(&batch).await.expect("sent");
     let source = Source::queue(Held::NAME).expect("valid name");
@@ -478,4 +474,35 @@ pub async fn shutdown_releases_prefetched_messages(
     running.shutdown().await.expect("shutdown");
     let [ready, in_flight, delayed, dead] = probe.counts(&source).await;
     assert_eq!((ready, in_flight, delayed, dead), (18, 0, 0, 0));
+
+    // The released ones run again as first deliveries.
+    let counts = Arc::new(DeliveryCounts::default());
+    let running = start_command::<Held, _>(transport, Arc::clone(&counts)).await;
+    let all = wait_until(Duration::from_secs(10), || {
+        counts.0.lock().map(|c| c.len() >= 18).unwrap_or(true)
+    })
+    .await;
+    running.shutdown().await.expect("shutdown");
+    assert!(all, "not all released messages ran again");
+    let counts = counts.0.lock().expect("not poisoned").clone();
+    assert_eq!(
+        counts,
+        vec![1; 18],
+        "the delivery counts of the released messages"
+    );
+}
+
+/// Records each delivery's count.
+#[derive(Default)]
+struct DeliveryCounts(Mutex<Vec<u32>>);
+
+#[async_trait]
+impl CommandProcessor<Held> for Arc<DeliveryCounts> {
+    async fn process(&self, _: Held, ctx: &Context) -> Result<(), ProcessError> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(ctx.delivery_count());
+        Ok(())
+    }
 }
