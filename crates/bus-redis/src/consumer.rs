@@ -1,5 +1,6 @@
 //! The consumer side: reserve, wait, ack, renew, retry, dead-letter, release, recover.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::Duration;
 
@@ -325,8 +326,8 @@ fn is_leased(receipt: &Receipt) -> bool {
 }
 
 /// Receipts split for ack.lua and renew.lua: the stored ones as `id, count` pairs, the
-/// leased ones grouped per lease (a fetched batch is one lease, so the groups are few and
-/// a receipt's group is almost always the last one).
+/// leased ones grouped per lease, in first-seen order (a fetched batch is one lease, so a
+/// receipt's group is almost always the last one; the map finds the others).
 struct Split<'a> {
     stored: Vec<&'a Receipt>,
     leases: Vec<(&'a Bytes, Vec<u32>)>,
@@ -338,20 +339,20 @@ impl<'a> Split<'a> {
             stored: Vec::new(),
             leases: Vec::new(),
         };
+        let mut groups: HashMap<&Bytes, usize> = HashMap::new();
         for receipt in receipts {
             if !is_leased(receipt) {
                 split.stored.push(receipt);
                 continue;
             }
-            match split
-                .leases
-                .iter_mut()
-                .rev()
-                .find(|(token, _)| **token == receipt.key)
-            {
-                Some((_, indices)) => indices.push(receipt.delivery),
-                None => split.leases.push((&receipt.key, vec![receipt.delivery])),
-            }
+            let group = match split.leases.last() {
+                Some((token, _)) if **token == receipt.key => split.leases.len() - 1,
+                _ => *groups.entry(&receipt.key).or_insert_with(|| {
+                    split.leases.push((&receipt.key, Vec::new()));
+                    split.leases.len() - 1
+                }),
+            };
+            split.leases[group].1.push(receipt.delivery);
         }
         split
     }
@@ -484,13 +485,18 @@ impl Consumer for RedisConsumer {
         }
         // Back in the receipts' order: stored ones in turn, leased ones by their lease.
         let (stored, leases) = flags.split_at(split.stored.len());
+        let kept: HashMap<&Bytes, bool> = split
+            .leases
+            .iter()
+            .zip(leases)
+            .map(|((token, _), &kept)| (*token, kept))
+            .collect();
         let mut stored = stored.iter();
         Ok(receipts
             .iter()
             .map(|r| {
                 if is_leased(r) {
-                    let lease = split.leases.iter().position(|(t, _)| **t == r.key);
-                    lease.is_some_and(|i| leases[i])
+                    kept.get(&r.key).copied().unwrap_or(false)
                 } else {
                     stored.next().copied().unwrap_or(false)
                 }
