@@ -14,6 +14,7 @@ use tokio_util::bytes::Bytes;
 use tokio_util::sync::CancellationToken;
 
 use crate::keys::QueueKeys;
+use crate::receipts::{is_leased, merge, receipt_args, receipt_pair, Split};
 use crate::scripts;
 use crate::Error;
 
@@ -257,123 +258,6 @@ impl RedisConsumer {
                 .await;
         }
     }
-}
-
-/// The deliveries of a reserve reply in the ready list's order: the leased envelopes
-/// (receipt: the lease token and the index) fill the positions that the stored messages'
-/// `position, id, count, envelope` quadruples leave free.
-fn merge(
-    script: &scripts::LuaScript,
-    token: Option<Bytes>,
-    leased: Vec<Value>,
-    mut stored: impl ExactSizeIterator<Item = Value>,
-) -> Result<Vec<Delivery>> {
-    let malformed = || Error::Protocol {
-        script: script.name(),
-        detail: "malformed delivery".into(),
-    };
-    let mut out = Vec::with_capacity(leased.len() + stored.len() / 4);
-    let mut leased = leased.into_iter().enumerate();
-    let mut lease = |out: &mut Vec<Delivery>| -> Result<bool, Error> {
-        let Some((index, envelope)) = leased.next() else {
-            return Ok(false);
-        };
-        let (Some(token), Some(payload)) = (&token, envelope.into_bytes()) else {
-            return Err(malformed());
-        };
-        out.push(Delivery {
-            receipt: Receipt {
-                key: token.clone(),
-                delivery: u32::try_from(index).map_err(|_| malformed())?,
-            },
-            delivery_count: 1,
-            payload,
-        });
-        Ok(true)
-    };
-    while let Some(position) = stored.next() {
-        let (Some(position), Some(id), Some(count), Some(payload)) = (
-            position.as_i64(),
-            stored.next().and_then(Value::into_bytes),
-            stored.next().and_then(|v| v.as_i64()),
-            stored.next().and_then(Value::into_bytes),
-        ) else {
-            return Err(malformed().into());
-        };
-        while (out.len() as i64) < position {
-            if !lease(&mut out)? {
-                return Err(malformed().into());
-            }
-        }
-        let count = u32::try_from(count).unwrap_or(u32::MAX);
-        out.push(Delivery {
-            receipt: Receipt {
-                key: id,
-                delivery: count,
-            },
-            delivery_count: count,
-            payload,
-        });
-    }
-    while lease(&mut out)? {}
-    Ok(out)
-}
-
-/// Whether a receipt names a leased message (key: the lease token `~L<n>`; delivery: its
-/// index) rather than a stored one (key: the storage id; delivery: its count).
-fn is_leased(receipt: &Receipt) -> bool {
-    receipt.key.starts_with(b"~L")
-}
-
-/// Receipts split for ack.lua and renew.lua: the stored ones as `id, count` pairs, the
-/// leased ones grouped per lease, in first-seen order (a fetched batch is one lease, so a
-/// receipt's group is almost always the last one; the map finds the others).
-struct Split<'a> {
-    stored: Vec<&'a Receipt>,
-    leases: Vec<(&'a Bytes, Vec<u32>)>,
-}
-
-impl<'a> Split<'a> {
-    fn new(receipts: &'a [Receipt]) -> Self {
-        let mut split = Split {
-            stored: Vec::new(),
-            leases: Vec::new(),
-        };
-        let mut groups: HashMap<&Bytes, usize> = HashMap::new();
-        for receipt in receipts {
-            if !is_leased(receipt) {
-                split.stored.push(receipt);
-                continue;
-            }
-            let group = match split.leases.last() {
-                Some((token, _)) if **token == receipt.key => split.leases.len() - 1,
-                _ => *groups.entry(&receipt.key).or_insert_with(|| {
-                    split.leases.push((&receipt.key, Vec::new()));
-                    split.leases.len() - 1
-                }),
-            };
-            split.leases[group].1.push(receipt.delivery);
-        }
-        split
-    }
-
-    /// `s, (id, count) × s`: the stored receipts as script arguments.
-    fn stored_args(&self, args: &mut Vec<Value>) {
-        args.push(Value::from(self.stored.len() as i64));
-        args.extend(self.stored.iter().flat_map(|r| receipt_pair(r)));
-    }
-}
-
-fn receipt_pair(receipt: &Receipt) -> [Value; 2] {
-    [
-        Value::Bytes(receipt.key.clone()),
-        Value::from(i64::from(receipt.delivery)),
-    ]
-}
-
-/// `id, count, id, count, ...` as script arguments (a leased message: token, index).
-fn receipt_args(receipts: &[Receipt]) -> impl Iterator<Item = Value> + '_ {
-    receipts.iter().flat_map(receipt_pair)
 }
 
 #[async_trait]
