@@ -226,10 +226,10 @@ impl QueueConsumer {
             let mut it = items.into_iter();
             while let (Some(token), Some(raw)) = (it.next(), it.next()) {
                 let (Some(token), Some(raw)) = (bytes_of(token), bytes_of(raw)) else {
-                    return Err(Error::Protocol {
-                        script: "legacy_reserve",
-                        detail: "malformed reservation".into(),
-                    });
+                    return Err(scripts::unexpected(
+                        &scripts::LEGACY_RESERVE,
+                        &Value::from("malformed reservation"),
+                    ));
                 };
                 out.push(Reserved::from_handle(Handle::new(LEGACY, &token, &raw)));
             }
@@ -259,10 +259,10 @@ impl QueueConsumer {
             let mut out = Vec::new();
             while let (Some(job), Some(reserved)) = (it.next(), it.next()) {
                 let (Some(job), Some(reserved)) = (bytes_of(job), bytes_of(reserved)) else {
-                    return Err(Error::Protocol {
-                        script: "laravel_reserve",
-                        detail: "malformed reservation".into(),
-                    });
+                    return Err(scripts::unexpected(
+                        &scripts::LARAVEL_RESERVE,
+                        &Value::from("malformed reservation"),
+                    ));
                 };
                 out.push(Reserved::from_handle(Handle::new(LARAVEL, &reserved, &job)));
             }

@@ -120,9 +120,11 @@ impl Admin {
 
 /// `[cursor, [key, ...]]`.
 fn scan_reply(reply: Value) -> Result<(String, Vec<String>)> {
-    let bad = |detail: String| Error::Protocol {
-        script: "SCAN",
-        detail,
+    let bad = |detail: String| {
+        Error::from(bus_redis::Error::Protocol {
+            script: "SCAN",
+            detail,
+        })
     };
     let Value::Array(mut parts) = reply else {
         return Err(bad(format!("{reply:?}")));

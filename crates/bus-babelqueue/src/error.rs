@@ -21,20 +21,10 @@ pub enum Error {
     /// An invalid queue name or option.
     #[error("invalid configuration: {0}")]
     Config(String),
-    /// A Redis command failed.
-    #[error("Redis command failed")]
-    Redis(#[source] bus_redis::RedisError),
-    /// Connecting failed.
+    /// Redis failed (a command, connecting), or a script or command replied with
+    /// something it never sends: bus-redis's error, as everywhere in the bus.
     #[error(transparent)]
-    Connect(#[from] bus_redis::Error),
-    /// A script replied with something it never sends.
-    #[error("unexpected reply from {script}: {detail}")]
-    Protocol {
-        /// The script's name.
-        script: &'static str,
-        /// What was wrong.
-        detail: String,
-    },
+    Redis(#[from] bus_redis::Error),
     /// A key exists with a type that no BabelQueue key of that role has.
     #[error("{key} is a {found}, not a {expected}: not a BabelQueue key of this layout")]
     WrongType {
@@ -52,7 +42,11 @@ pub enum Error {
 
 impl From<Error> for bus_core::Error {
     fn from(error: Error) -> Self {
-        bus_core::Error::transport(error)
+        match error {
+            // As bus-redis converts it: a timeout is an unknown outcome.
+            Error::Redis(redis) => redis.into(),
+            other => bus_core::Error::transport(other),
+        }
     }
 }
 

@@ -41,6 +41,9 @@ pub(crate) static LARAVEL_DEAD_LETTER: LazyLock<LuaScript> =
     LazyLock::new(|| lua!("laravel_dead_letter"));
 pub(crate) static REDRIVE: LazyLock<LuaScript> = LazyLock::new(|| lua!("redrive"));
 
+// The runner, its reply readers and its errors are bus-redis's, as for every script of
+// the bus: a Redis failure or an unexpected reply is a `bus_redis::Error`.
+
 /// Runs a script; its reply as a value.
 pub(crate) async fn run(
     script: &LuaScript,
@@ -48,7 +51,7 @@ pub(crate) async fn run(
     keys: impl Into<MultipleKeys> + Send,
     args: Vec<Value>,
 ) -> Result<Value> {
-    Ok(script.run(client, keys, args).await?)
+    Ok(script.call(client, keys, args).await?)
 }
 
 /// Runs a script that replies with an integer.
@@ -58,8 +61,7 @@ pub(crate) async fn run_int(
     keys: impl Into<MultipleKeys> + Send,
     args: Vec<Value>,
 ) -> Result<i64> {
-    let reply = run(script, client, keys, args).await?;
-    reply.as_i64().ok_or_else(|| unexpected(script, &reply))
+    Ok(script.run_int(client, keys, args).await?)
 }
 
 /// Runs a script that replies with an array of 1/0 flags.
@@ -69,23 +71,14 @@ pub(crate) async fn run_flags(
     keys: impl Into<MultipleKeys> + Send,
     args: Vec<Value>,
 ) -> Result<Vec<bool>> {
-    match run(script, client, keys, args).await? {
-        Value::Array(items) => items
-            .iter()
-            .map(|v| {
-                v.as_i64()
-                    .map(|n| n == 1)
-                    .ok_or_else(|| unexpected(script, v))
-            })
-            .collect(),
-        Value::Null => Ok(Vec::new()),
-        other => Err(unexpected(script, &other)),
-    }
+    let items = script.run_array(client, keys, args).await?;
+    Ok(items
+        .iter()
+        .map(|v| script.int(v).map(|n| n == 1))
+        .collect::<bus_redis::Result<_>>()?)
 }
 
+/// A reply the script never sends.
 pub(crate) fn unexpected(script: &LuaScript, reply: &Value) -> Error {
-    Error::Protocol {
-        script: script.name(),
-        detail: format!("{reply:?}"),
-    }
+    script.unexpected(reply).into()
 }

@@ -57,7 +57,7 @@ async fn consumers_killed_with_sigkill_lose_nothing() {
     let lost = (0..JOBS).filter(|n| !ids.contains(&n.to_string())).count();
     let runs = int(&mut client, &["GET", &runs_key(&prefix)]);
     let left = backlog(&mut client, &prefix);
-    let dead = int(&mut client, &["LLEN", &format!("{prefix}:{{chaos}}:dead")]);
+    let dead = int(&mut client, &["LLEN", &common::keys(&prefix).dead]);
     println!(
         "SIGKILL x{KILLS}: {JOBS} jobs, {runs} handler runs: {lost} lost, {} duplicate runs, \
          {} in flight, {dead} dead-lettered; [ready, in flight, delayed, stored] = {left:?}",
@@ -81,7 +81,8 @@ async fn a_handler_that_aborts_the_process_every_time_is_still_dead_lettered() {
     let (url, prefix) = (redis.url(), redis.namespace().to_owned());
     bus(&url, &prefix).await.send(&Job { n: 1 }).await.unwrap();
     let mut client = redis.client();
-    let dead_key = format!("{prefix}:{{chaos}}:dead");
+    let keys = common::keys(&prefix);
+    let dead_key = keys.dead.clone();
     let starts = AtomicU32::new(0);
     // One consumer start per round, until the message is dead-lettered.
     let dead_lettered = eventually_async(Duration::from_secs(60), || async {
@@ -109,12 +110,8 @@ async fn a_handler_that_aborts_the_process_every_time_is_still_dead_lettered() {
     );
     let id = client.cmd(&["LINDEX", &dead_key, "0"]).unwrap();
     let id = id.as_str().unwrap();
-    let info = client
-        .cmd(&["HGET", &format!("{prefix}:{{chaos}}:dead-info"), id])
-        .unwrap();
-    let errors = client
-        .cmd(&["HGET", &format!("{prefix}:{{chaos}}:errors"), id])
-        .unwrap();
+    let info = client.cmd(&["HGET", &keys.dead_info, id]).unwrap();
+    let errors = client.cmd(&["HGET", &keys.errors, id]).unwrap();
     let runs = int(&mut client, &["GET", &runs_key(&prefix)]);
     assert_eq!(runs, i64::from(LIMIT), "the handler ran {runs} times; the limit is {LIMIT}; dead letter {info:?}, errors {errors:?}");
     assert!(info.as_str().unwrap().contains("\"delivery_limit\""));

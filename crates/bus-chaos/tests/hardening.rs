@@ -40,7 +40,8 @@ async fn a_handler_that_aborts_the_process_takes_no_batch_mate_down() {
     // reserved with it (32 concurrent, 64 prefetched).
     send_jobs(&bus(&url, &prefix).await, JOBS).await;
     let mut client = redis.client();
-    let dead_key = format!("{prefix}:{{chaos}}:dead");
+    let keys = common::keys(&prefix);
+    let dead_key = keys.dead.clone();
     let done = |c: &mut SyncClient| int(c, &["LLEN", &dead_key]) + processed(c, &prefix);
     let mut starts = 0;
     while done(&mut client) < JOBS as i64 && starts < 20 {
@@ -64,11 +65,7 @@ async fn a_handler_that_aborts_the_process_takes_no_batch_mate_down() {
     assert_eq!(poison_runs, i64::from(LIMIT), "the poison ran its limit");
     let id = client.cmd(&["LINDEX", &dead_key, "0"]).unwrap();
     let info = client
-        .cmd(&[
-            "HGET",
-            &format!("{prefix}:{{chaos}}:dead-info"),
-            id.as_str().unwrap(),
-        ])
+        .cmd(&["HGET", &keys.dead_info, id.as_str().unwrap()])
         .unwrap();
     assert!(
         info.as_str().unwrap().contains("delivery_limit"),

@@ -136,9 +136,10 @@ pub struct DashboardArgs {
     /// Time between the samples of the plots.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_interval)]
     pub sample_interval: Duration,
-    /// Key prefix of the saga store (none by default).
-    #[arg(long, default_value = "")]
-    pub saga_prefix: String,
+    /// Key prefix of the saga store (by default --prefix, as `RedisSagaStore::for_transport`
+    /// writes them; "" for sagas at `sagas:<partition>:<id>`).
+    #[arg(long)]
+    pub saga_prefix: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -198,10 +199,11 @@ pub struct SendArgs {
 
 #[derive(Debug, Args)]
 pub struct SagasArgs {
-    /// Key prefix of the saga store (none by default: sagas live at
-    /// `sagas:<partition>:<id>`).
-    #[arg(long, default_value = "", global = true)]
-    pub saga_prefix: String,
+    /// Key prefix of the saga store (by default --prefix, as `RedisSagaStore::for_transport`
+    /// writes them: sagas live at `<prefix>:sagas:<partition>:<id>`; "" for sagas at
+    /// `sagas:<partition>:<id>`, the default before).
+    #[arg(long, global = true)]
+    pub saga_prefix: Option<String>,
 
     #[command(subcommand)]
     pub command: SagasCommand,

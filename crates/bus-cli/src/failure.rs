@@ -26,11 +26,11 @@ pub enum Failure {
     Stdin(#[from] std::io::Error),
     #[error("cannot print JSON")]
     Json(#[from] serde_json::Error),
-    #[error("cannot write to standard output: {0}")]
+    #[error("cannot write to standard output")]
     Stdout(#[source] std::io::Error),
     #[error(transparent)]
     Dashboard(#[from] bus_dashboard::Error),
-    #[error("cannot listen on {addr}: {source}")]
+    #[error("cannot listen on {addr}")]
     Listen {
         addr: std::net::SocketAddr,
         #[source]
@@ -54,9 +54,9 @@ pub fn fail(error: &Failure) -> ExitCode {
 /// Why connecting failed, in words. `url` is the URL tried and `with_ca` whether a CA was
 /// given, for a hint about TLS.
 pub fn connect_reason(error: &bus_management::Error, url: &str, with_ca: bool) -> String {
-    // `Connect` is transparent: its `source()` skips the bus-redis error that holds fred's.
+    // `Redis` is transparent: its `source()` skips the bus-redis error that holds fred's.
     let start: &(dyn std::error::Error + 'static) = match error {
-        bus_management::Error::Connect(inner) => inner,
+        bus_management::Error::Redis(inner) => inner,
         other => other,
     };
     let mut reason = match fred_error(start) {
@@ -76,7 +76,7 @@ pub fn connect_reason(error: &bus_management::Error, url: &str, with_ca: bool) -
     };
     let config_error = matches!(
         error,
-        bus_management::Error::Connect(bus_redis::Error::Config(_))
+        bus_management::Error::Redis(bus_redis::Error::Config(_))
     );
     if url.starts_with("rediss") && !with_ca && config_error {
         reason.push_str(" (with this tool: --tls-ca FILE)");
@@ -88,9 +88,7 @@ pub fn connect_reason(error: &bus_management::Error, url: &str, with_ca: bool) -
 fn fred_error<'e>(error: &'e (dyn std::error::Error + 'static)) -> Option<&'e fred::error::Error> {
     let mut next: Option<&(dyn std::error::Error + 'static)> = Some(error);
     while let Some(e) = next {
-        if let Some(fred) = e.downcast_ref::<fred::error::Error>() {
-            return Some(fred);
-        }
+        // Every crate of the bus reports fred's errors inside bus-redis's `RedisError`.
         if let Some(redis) = e.downcast_ref::<bus_redis::RedisError>() {
             return Some(redis.fred());
         }

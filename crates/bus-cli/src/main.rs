@@ -51,7 +51,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
     }
     let saga_prefix = match &cli.command {
         Command::Sagas(args) => args.saga_prefix.clone(),
-        _ => String::new(),
+        _ => None,
     };
     let transport = match RedisTransport::connect(&config).await {
         Ok(transport) => transport,
@@ -62,7 +62,10 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             })
         }
     };
-    let management = Management::from_transport(transport.clone()).saga_prefix(saga_prefix);
+    let mut management = Management::from_transport(transport.clone());
+    if let Some(prefix) = saga_prefix {
+        management = management.saga_prefix(prefix);
+    }
     let result = match cli.command {
         Command::Dashboard(args) => serve::dashboard(transport, args).await,
         Command::Babel(args) => babel::run(transport.client().clone(), args, cli.json).await,

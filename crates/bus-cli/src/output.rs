@@ -72,7 +72,7 @@ pub fn stats(stats: &[QueueStats]) {
             number(s.in_flight),
             number(s.expired_locks),
             number(s.delayed),
-            number(s.dead),
+            number(s.dead_letters),
             Cell::new(
                 s.oldest_age_ms
                     .map_or_else(|| "-".to_owned(), |ms| format!("{} ago", age(ms))),

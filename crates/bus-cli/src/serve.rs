@@ -12,9 +12,10 @@ use crate::cli::DashboardArgs;
 use crate::failure::Failure;
 
 pub async fn dashboard(transport: RedisTransport, args: DashboardArgs) -> Result<(), Failure> {
-    let mut options = DashboardOptions::default()
-        .sample_interval(args.sample_interval)
-        .saga_prefix(args.saga_prefix);
+    let mut options = DashboardOptions::default().sample_interval(args.sample_interval);
+    if let Some(prefix) = args.saga_prefix {
+        options = options.saga_prefix(prefix);
+    }
     match args.token {
         Some(token) => options = options.token(token),
         // The dashboard refuses this too, but only once listening: never open the port.

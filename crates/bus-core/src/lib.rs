@@ -12,7 +12,7 @@
 //! | [`Host`], [`HostBuilder`], [`RunningHost`], [`Bus`] | registration, running, sending |
 //! | [`Envelope`], [`Format`] | the wire format and serializers |
 //! | [`transport`] | what a transport implements: [`Transport`], [`transport::Consumer`], [`transport::Delivery`], ... |
-//! | [`Source`], [`DeadLetter`], [`ErrorRecord`] | where messages wait; the records of failed ones |
+//! | [`Source`], [`DeadLetter`], [`ErrorRecord`], [`QueueStats`], [`MessageSummary`] | where messages wait; the records every transport and tool shows (`records`) |
 //! | [`MemoryTransport`] | the embedded transport |
 //! | [`Saga`], [`StartSaga`], [`ContinueSaga`], [`SagaData`], [`SagaStore`], [`MemorySagaStore`] | sagas (`docs/sagas.md`) |
 //!
@@ -36,6 +36,7 @@ mod middleware;
 #[cfg(feature = "opentelemetry")]
 mod otel;
 mod processor;
+mod records;
 mod saga;
 mod settings;
 pub mod transport;
@@ -51,7 +52,7 @@ pub use format::Format;
 #[cfg(feature = "metrics")]
 pub use host::metrics;
 pub use host::{shutdown_signal, FailedMessage, Host, HostBuilder, RunningHost, UnknownMessage};
-pub use memory::{MemoryTransport, QueueStats};
+pub use memory::MemoryTransport;
 pub use message::{
     validate_name, Command, Event, Message, MessageDescriptor, MessageKind, Subscription,
     MAX_NAME_LEN,
@@ -66,7 +67,8 @@ pub use saga::{ContinueSaga, MemorySagaStore, Saga, SagaData, SagaStore, Stamp, 
 pub use settings::{Backoff, ProcessingSettings};
 // What a user of the bus meets: where messages wait, the transport a host is given, and
 // the records of failed messages. The rest of the contract is in [`transport`].
-pub use transport::{DeadLetter, DeadLetterReason, ErrorRecord, Source, Transport};
+pub use records::{source_name, DeadLetter, ErrorRecord, MessageSummary, QueueStats};
+pub use transport::{DeadLetterReason, Source, Transport};
 
 #[cfg(feature = "derive")]
 pub use bus_derive::{EventSubscription, RedisCommand, RedisEvent};

@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::envelope::now_ms;
 use crate::transport::{Consumer, ConsumerOptions, Delivery, Outgoing, Receipt, ERROR_HISTORY};
-use crate::{DeadLetter, DeadLetterReason, ErrorRecord, Result, Source, Transport};
+use crate::{DeadLetter, DeadLetterReason, ErrorRecord, QueueStats, Result, Source, Transport};
 
 /// Longest an idle `receive` waits before returning empty.
 const IDLE_WAIT: Duration = Duration::from_secs(1);
@@ -25,20 +25,6 @@ const IDLE_WAIT: Duration = Duration::from_secs(1);
 #[derive(Debug, Clone, Default)]
 pub struct MemoryTransport {
     state: Arc<Mutex<State>>,
-}
-
-/// Counts of one queue's messages by state.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct QueueStats {
-    /// Waiting to be reserved.
-    pub ready: usize,
-    /// Reserved by a consumer.
-    pub in_flight: usize,
-    /// Waiting for their due time (delayed sends and retries).
-    pub delayed: usize,
-    /// In the dead-letter list.
-    pub dead_letters: usize,
 }
 
 /// A fast hasher for maps keyed by ids the process makes itself (message and storage
@@ -250,15 +236,16 @@ impl MemoryTransport {
     /// Counts of a queue's (or subscription's) messages by state.
     pub fn stats(&self, source: &Source) -> QueueStats {
         let state = self.state();
-        state
-            .queues
-            .get(source)
-            .map_or_else(QueueStats::default, |q| QueueStats {
-                ready: q.ready.len() + q.suspects.len(),
-                in_flight: q.in_flight.len(),
-                delayed: q.delayed.len(),
-                dead_letters: q.dead.len(),
-            })
+        state.queues.get(source).map_or_else(
+            || QueueStats::new(source),
+            |q| QueueStats {
+                ready: (q.ready.len() + q.suspects.len()) as u64,
+                in_flight: q.in_flight.len() as u64,
+                delayed: q.delayed.len() as u64,
+                dead_letters: q.dead.len() as u64,
+                ..QueueStats::new(source)
+            },
+        )
     }
 
     /// The dead letters of a queue (or subscription), oldest first.
@@ -273,14 +260,19 @@ impl MemoryTransport {
             .filter_map(|key| {
                 let m = queue.messages.get(key)?;
                 let (reason, at_ms) = m.dead?;
-                Some(DeadLetter {
-                    key: key.clone(),
-                    payload: m.payload.clone(),
-                    reason,
-                    errors: m.errors.clone(),
-                    delivery_count: m.deliveries,
-                    at_ms,
-                })
+                Some((key, m, reason, at_ms))
+            })
+            .enumerate()
+            .map(|(position, (key, m, reason, at_ms))| {
+                DeadLetter::new(
+                    position as u64,
+                    String::from_utf8_lossy(key),
+                    Some(m.payload.clone()),
+                    Some(reason.as_str().to_owned()),
+                    Some(at_ms),
+                    u64::from(m.deliveries),
+                    m.errors.clone(),
+                )
             })
             .collect()
     }

@@ -13,7 +13,8 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 pub use crate::envelope::now_ms;
-use crate::{validate_name, MessageId, Result};
+pub use crate::records::ERROR_HISTORY;
+use crate::{validate_name, ErrorRecord, MessageId, Result};
 
 /// Where a consumer reads: a command queue, or one subscription of a topic.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -112,52 +113,24 @@ impl DeadLetterReason {
             DeadLetterReason::UnknownType => "unknown_type",
         }
     }
+
+    /// Reads a reason as stored ([`DeadLetterReason::as_str`]); `None` for any other text.
+    pub fn parse(text: &str) -> Option<Self> {
+        [
+            DeadLetterReason::DeliveryLimit,
+            DeadLetterReason::Rejected,
+            DeadLetterReason::Undecodable,
+            DeadLetterReason::UnknownType,
+        ]
+        .into_iter()
+        .find(|reason| reason.as_str() == text)
+    }
 }
 
 impl fmt::Display for DeadLetterReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }
-}
-
-/// One failed delivery: the error text and when it happened.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ErrorRecord {
-    /// The error, as displayed (with its sources).
-    pub message: String,
-    /// Milliseconds since the Unix epoch.
-    pub at_ms: u64,
-}
-
-impl ErrorRecord {
-    /// An error that happened now.
-    pub fn now(message: impl Into<String>) -> Self {
-        ErrorRecord {
-            message: message.into(),
-            at_ms: crate::envelope::now_ms(),
-        }
-    }
-}
-
-/// How many error records a message keeps (the most recent ones).
-pub const ERROR_HISTORY: usize = 10;
-
-/// A dead letter: the original element unchanged, plus why and what happened.
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub struct DeadLetter {
-    /// The message's storage key.
-    pub key: Bytes,
-    /// The original element, unchanged.
-    pub payload: Bytes,
-    /// Why it was dead-lettered.
-    pub reason: DeadLetterReason,
-    /// The last errors, oldest first (at most [`ERROR_HISTORY`]).
-    pub errors: Vec<ErrorRecord>,
-    /// Deliveries it had.
-    pub delivery_count: u32,
-    /// When it was dead-lettered (ms since the Unix epoch).
-    pub at_ms: u64,
 }
 
 /// What a consumer is asked to honour.

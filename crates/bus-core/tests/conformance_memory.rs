@@ -21,6 +21,7 @@ impl Probe for Memory {
             stats.delayed,
             stats.dead_letters,
         ]
+        .map(|n| n as usize)
     }
 }
 

@@ -84,25 +84,25 @@ async fn rejected_undecodable_and_unknown_messages_are_dead_lettered_with_reason
     stop.cancel();
     handle.await.unwrap().unwrap();
 
-    let mut reasons: Vec<(String, DeadLetterReason)> = transport
+    let mut reasons: Vec<(String, Option<DeadLetterReason>)> = transport
         .dead_letters(&queue)
         .into_iter()
-        .map(|d| (String::from_utf8_lossy(&d.key).into_owned(), d.reason))
+        .map(|d| (d.storage_id.clone(), d.known_reason()))
         .filter(|(key, _)| key.len() < 20)
         .collect();
     reasons.sort_by(|a, b| a.0.cmp(&b.0));
     assert_eq!(
         reasons,
         [
-            ("garbage-1".to_owned(), DeadLetterReason::Undecodable),
-            ("other".to_owned(), DeadLetterReason::UnknownType),
-            ("wrong-body".to_owned(), DeadLetterReason::Undecodable),
+            ("garbage-1".to_owned(), Some(DeadLetterReason::Undecodable)),
+            ("other".to_owned(), Some(DeadLetterReason::UnknownType)),
+            ("wrong-body".to_owned(), Some(DeadLetterReason::Undecodable)),
         ]
     );
     let rejected: Vec<_> = transport
         .dead_letters(&queue)
         .into_iter()
-        .filter(|d| d.reason == DeadLetterReason::Rejected)
+        .filter(|d| d.known_reason() == Some(DeadLetterReason::Rejected))
         .collect();
     assert_eq!(rejected.len(), 1);
     assert_eq!(rejected[0].errors[0].message, "not valid, ever");

@@ -7,12 +7,10 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// A management call failed (Redis, an invalid queue name, a script's reply).
+    /// A management call failed (Redis, an invalid queue name, a script's reply): every
+    /// read of Redis goes through management.
     #[error(transparent)]
     Management(#[from] bus_management::Error),
-    /// A Redis command of this crate's own failed.
-    #[error("Redis command failed")]
-    Redis(#[source] bus_redis::RedisError),
     /// The dashboard was asked to listen on an address other than loopback without an
     /// access token: anyone who reaches the port could requeue and delete messages.
     #[error(
@@ -32,10 +30,4 @@ pub enum Error {
     /// Listening or serving failed.
     #[error("the HTTP server failed")]
     Io(#[from] std::io::Error),
-}
-
-impl From<fred::error::Error> for Error {
-    fn from(error: fred::error::Error) -> Self {
-        Error::Redis(error.into())
-    }
 }

@@ -61,7 +61,7 @@ const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 impl QueueMetrics {
     /// Metrics of the queues under the transport's key prefix, read through its connection.
     pub fn new(transport: RedisTransport) -> Self {
-        Self::from_reader(Reader::new(transport, ""))
+        Self::from_reader(Reader::new(transport, None))
     }
 
     pub(crate) fn from_reader(reader: Reader) -> Self {

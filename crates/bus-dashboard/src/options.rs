@@ -23,7 +23,7 @@ pub struct DashboardOptions {
     pub(crate) sample_interval: Duration,
     pub(crate) history: Duration,
     pub(crate) refresh_interval: Duration,
-    pub(crate) saga_prefix: String,
+    pub(crate) saga_prefix: Option<String>,
     pub(crate) page_size: u64,
     pub(crate) request_timeout: Duration,
 }
@@ -35,7 +35,7 @@ impl Default for DashboardOptions {
             sample_interval: Duration::from_secs(10),
             history: Duration::from_secs(3600),
             refresh_interval: Duration::from_secs(2),
-            saga_prefix: String::new(),
+            saga_prefix: None,
             page_size: 100,
             request_timeout: Duration::from_secs(10),
         }
@@ -70,9 +70,10 @@ impl DashboardOptions {
         self
     }
 
-    /// The saga store's key prefix (none by default, as `RedisSagaStore`'s).
+    /// The saga store's key prefix: by default the transport's key prefix, as
+    /// `RedisSagaStore::for_transport` writes them (docs/sagas.md, "Key prefix").
     pub fn saga_prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.saga_prefix = prefix.into();
+        self.saga_prefix = Some(prefix.into());
         self
     }
 

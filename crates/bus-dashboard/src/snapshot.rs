@@ -3,9 +3,8 @@
 
 use bus_core::Source;
 use bus_management::{source_name, Management, QueueStats};
+use bus_redis::admin::Counters;
 use bus_redis::RedisTransport;
-use fred::prelude::{ClientLike, HashesInterface, KeysInterface};
-use fred::types::{ClusterHash, CustomCommand, Value};
 use serde::Serialize;
 
 use crate::Result;
@@ -37,8 +36,8 @@ pub struct QueueSnapshot {
     pub oldest_ready_age_ms: Option<u64>,
     /// Fresh messages consumers have taken so far (the `seq` counter): only grows.
     pub taken_total: u64,
-    /// Envelopes stored beside the lists (`HLEN msgs`) or held in leases (`GET leased`):
-    /// messages taken and not finished, plus delayed sends.
+    /// Envelopes stored beside the lists (`HLEN msgs`): messages taken and not finished,
+    /// plus delayed sends.
     pub stored: u64,
     /// Redis's clock when read, in ms since the Unix epoch.
     pub at_ms: u64,
@@ -55,59 +54,46 @@ impl QueueSnapshot {
     /// Every queue's and subscription's snapshot under the transport's key prefix, read
     /// now (what `bus stats --watch` derives its rates from).
     pub async fn read_all(transport: &RedisTransport) -> Result<Vec<QueueSnapshot>> {
-        Reader::new(transport.clone(), "").snapshot_all().await
+        Reader::new(transport.clone(), None).snapshot_all().await
     }
 }
 
-/// Reads snapshots (and what else the dashboard shows) through a transport's connection.
+/// Reads snapshots (and what else the dashboard shows) through management, over a
+/// transport's connection: every read of the layout is `bus_redis::admin`'s.
 #[derive(Debug, Clone)]
 pub(crate) struct Reader {
-    transport: RedisTransport,
     management: Management,
 }
 
 impl Reader {
-    pub(crate) fn new(transport: RedisTransport, saga_prefix: &str) -> Self {
-        let management = Management::from_transport(transport.clone()).saga_prefix(saga_prefix);
-        Reader {
-            transport,
-            management,
+    pub(crate) fn new(transport: RedisTransport, saga_prefix: Option<&str>) -> Self {
+        let mut management = Management::from_transport(transport);
+        if let Some(prefix) = saga_prefix {
+            management = management.saga_prefix(prefix);
         }
+        Reader { management }
     }
 
     pub(crate) fn management(&self) -> &Management {
         &self.management
     }
 
-    pub(crate) fn transport(&self) -> &RedisTransport {
-        &self.transport
-    }
-
     /// The key prefix (namespace) of the bus's keys.
     pub(crate) fn prefix(&self) -> &str {
-        self.transport.config().key_prefix()
+        self.management.key_prefix()
     }
 
     /// Redis's clock, in ms since the Unix epoch (the clock lock deadlines are set by).
     pub(crate) async fn redis_now_ms(&self) -> Result<u64> {
-        let command = CustomCommand::new_static("TIME", ClusterHash::Random, false);
-        let reply: Value = self
-            .transport
-            .client()
-            .custom(command, Vec::<Value>::new())
-            .await?;
-        let parts: Vec<u64> = match reply {
-            Value::Array(items) => items
-                .iter()
-                .filter_map(|v| v.as_string().and_then(|s| s.parse().ok()))
-                .collect(),
-            _ => Vec::new(),
-        };
-        match parts.as_slice() {
-            [seconds, micros] => Ok(seconds * 1000 + micros / 1000),
-            // TIME always answers two integers; a proxy that does not falls back to ours.
-            _ => Ok(bus_core::transport::now_ms()),
-        }
+        Ok(self
+            .admin()
+            .redis_now_ms()
+            .await
+            .map_err(bus_management::Error::from)?)
+    }
+
+    fn admin(&self) -> &bus_redis::admin::Admin {
+        self.management.admin()
     }
 
     /// Every registered queue and subscription.
@@ -117,17 +103,16 @@ impl Reader {
 
     /// The snapshot of one source at Redis time `now_ms`.
     pub(crate) async fn snapshot(&self, source: &Source, now_ms: u64) -> Result<QueueSnapshot> {
-        let keys = self.transport.keys(source);
-        let client = self.transport.client();
-        // Expired locks come with the stats: they include leased messages
-        // (docs/redis-layout.md), which only the stats script counts.
-        let (stats, taken, stored, leased): (QueueStats, Option<u64>, u64, Option<u64>) = tokio::try_join!(
+        let (stats, counters): (QueueStats, Counters) = tokio::try_join!(
             async { Ok::<_, crate::Error>(self.management.stats(source).await?) },
-            async { Ok(client.get(&keys.seq).await?) },
-            async { Ok(client.hlen(&keys.msgs).await?) },
-            async { Ok(client.get(&keys.leased).await?) },
+            async {
+                Ok(self
+                    .admin()
+                    .counters(source)
+                    .await
+                    .map_err(bus_management::Error::from)?)
+            },
         )?;
-        let (expired, stored) = (stats.expired_locks, stored + leased.unwrap_or(0));
         let (destination, subscription) = match source {
             Source::Queue(queue) => (queue.clone(), None),
             Source::Subscription { topic, name } => (topic.clone(), Some(name.clone())),
@@ -138,14 +123,15 @@ impl Reader {
             subscription,
             ready: stats.ready,
             in_flight: stats.in_flight,
-            expired_locks: expired,
+            // (Counted at Redis's time of the stats, a moment from `now_ms`.)
+            expired_locks: stats.expired_locks,
             delayed: stats.delayed,
-            dead: stats.dead,
+            dead: stats.dead_letters,
             oldest_ready_age_ms: stats
                 .oldest_sent_at_ms
                 .map(|sent| now_ms.saturating_sub(sent)),
-            taken_total: taken.unwrap_or(0),
-            stored,
+            taken_total: counters.taken_total,
+            stored: counters.stored,
             at_ms: now_ms,
         })
     }

@@ -3,18 +3,17 @@
 /// `Result` with [`Error`] as the default error.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// What can go wrong in management.
+/// What can go wrong in management. A Redis failure, an unexpected script reply or an
+/// invalid configuration is bus-redis's error, as everywhere in the bus.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// Connecting failed, or the configuration is invalid (URL, prefix, credentials).
+    /// Redis failed, the configuration is invalid (URL, prefix, credentials), or a
+    /// script replied with something it never sends.
     #[error(transparent)]
-    Connect(#[from] bus_redis::Error),
-    /// A Redis command failed.
-    #[error("Redis command failed")]
-    Redis(#[source] bus_redis::RedisError),
+    Redis(#[from] bus_redis::Error),
     /// An error of the bus: an invalid queue, topic or subscription name, an envelope that
-    /// does not encode, a saga store error.
+    /// does not encode or is too large, a saga store error.
     #[error(transparent)]
     Bus(#[from] bus_core::Error),
     /// A queue or subscription name that is not `queue` or `topic/subscription`.
@@ -28,14 +27,6 @@ pub enum Error {
     /// A message body to send is not JSON.
     #[error("the message body is not valid JSON")]
     InvalidBody(#[source] serde_json::Error),
-    /// A message to send is larger than the bus accepts.
-    #[error("the message is {size} bytes, more than the limit of {limit} bytes")]
-    TooLarge {
-        /// The encoded envelope's size.
-        size: usize,
-        /// The largest envelope the bus accepts.
-        limit: usize,
-    },
     /// A subscription to remove still holds messages; nothing was changed.
     #[error(
         "subscription {name} of topic {topic} still holds messages ({ready} ready, {in_flight} \
@@ -69,14 +60,6 @@ pub enum Error {
         /// When none does: the other prefixes under which the bus has keys.
         other_prefixes: Vec<String>,
     },
-    /// A script replied with something it never sends: a bug or a foreign script.
-    #[error("unexpected reply from {script}: {detail}")]
-    Protocol {
-        /// The script's name.
-        script: &'static str,
-        /// What was wrong.
-        detail: String,
-    },
 }
 
 fn unknown_source(name: &str, prefix: &str, known: &[String], other: &[String]) -> String {
@@ -90,11 +73,5 @@ fn unknown_source(name: &str, prefix: &str, known: &[String], other: &[String]) 
         )
     } else {
         format!("{head}, nor any other, and no other prefix holds keys of the bus")
-    }
-}
-
-impl From<fred::error::Error> for Error {
-    fn from(error: fred::error::Error) -> Self {
-        Error::Redis(error.into())
     }
 }

@@ -2,7 +2,6 @@
 
 use bus_core::SagaStore;
 use bus_redis_saga::RedisSagaStore;
-use fred::prelude::KeysInterface;
 use serde::Serialize;
 
 use crate::{Management, Result};
@@ -41,11 +40,13 @@ pub struct SagaState {
 }
 
 impl Management {
-    fn saga_store(&self) -> RedisSagaStore {
-        RedisSagaStore::new(self.client().clone()).prefix(self.saga_key_prefix())
+    /// The saga store management reads sagas through (its keys are its own).
+    pub fn saga_store(&self) -> RedisSagaStore {
+        RedisSagaStore::new(self.admin().transport().client().clone())
+            .prefix(self.saga_key_prefix())
     }
 
-    /// The sagas of one partition, or of all, sorted by key (the store's `scan`:
+    /// The sagas of one partition, or of all, sorted by key (the store's `list`:
     /// `SCAN ... COUNT 1000` on every master, never `KEYS`). Only saga hashes are listed:
     /// another key at a saga's name (a string from an older layout, say) is not a saga,
     /// and [`Management::delete_saga`] would refuse it.
@@ -53,24 +54,16 @@ impl Management {
         if let Some(partition) = partition {
             bus_core::validate_name("saga partition", partition)?;
         }
-        let found = self.saga_store().scan(partition).await?;
-        let mut out = Vec::with_capacity(found.len());
-        for saga in found {
-            let (kind, ttl) = tokio::try_join!(
-                self.client().r#type::<String, _>(saga.key()),
-                self.client().pttl::<i64, _>(saga.key()),
-            )?;
-            if kind != "hash" {
-                continue;
-            }
-            out.push(SagaEntry {
+        let found = self.saga_store().list(partition).await?;
+        Ok(found
+            .into_iter()
+            .map(|(saga, ttl_ms)| SagaEntry {
                 partition: saga.partition().to_owned(),
                 id: saga.id().to_owned(),
                 key: saga.key().to_owned(),
-                ttl_ms: u64::try_from(ttl).ok(),
-            });
-        }
-        Ok(out)
+                ttl_ms,
+            })
+            .collect())
     }
 
     /// One saga's state, stamp and time to live (the store's `get`, which fails with a
@@ -85,7 +78,7 @@ impl Management {
             Err(bus_core::Error::SagaNotFound { .. }) => return Ok(None),
             Err(e) => return Err(e.into()),
         };
-        let ttl: i64 = self.client().pttl(&key).await?;
+        let ttl_ms = store.ttl_ms(partition, id).await?;
         let data = match std::str::from_utf8(&data) {
             Ok(text) => text.to_owned(),
             Err(_) => format!("<{} bytes that are not UTF-8>", data.len()),
@@ -96,7 +89,7 @@ impl Management {
             key,
             data,
             stamp: stamp.as_str().to_owned(),
-            ttl_ms: u64::try_from(ttl).ok(),
+            ttl_ms,
         }))
     }
 
@@ -105,8 +98,8 @@ impl Management {
     pub async fn delete_saga(&self, partition: &str, id: &str) -> Result<bool> {
         bus_core::validate_name("saga partition", partition)?;
         let store = self.saga_store();
-        let existed: i64 = self.client().exists(store.key(partition, id)).await?;
+        let existed = store.exists(partition, id).await?;
         store.delete(partition, id).await?;
-        Ok(existed > 0)
+        Ok(existed)
     }
 }

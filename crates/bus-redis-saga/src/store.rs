@@ -6,13 +6,13 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bus_core::{Error, Result, SagaStore, Stamp};
 use bytes::Bytes;
-use fred::prelude::{Client, ClientLike, HashesInterface};
+use fred::prelude::{Client, ClientLike, HashesInterface, KeysInterface};
 use fred::types::scan::Scanner;
 use fred::types::Value;
 use futures::TryStreamExt;
 
 use crate::keys;
-use crate::scripts::{self, unexpected, Reply};
+use crate::scripts::{self, run, Reply};
 
 /// Keys asked for per SCAN call.
 const SCAN_COUNT: u32 = 1000;
@@ -69,12 +69,15 @@ impl SagaKey {
 }
 
 impl RedisSagaStore {
-    /// A store over a connected client, with no key prefix: sagas live at
-    /// `sagas:<partition>:<id>`.
+    /// A store over a connected client, under the transport's default key prefix
+    /// ([`bus_redis::keys::DEFAULT_PREFIX`], `bus`): sagas live at
+    /// `bus:sagas:<partition>:<id>`, as with [`RedisSagaStore::for_transport`] on a
+    /// transport with the default prefix. (Before, this default was no prefix at all:
+    /// docs/sagas.md, "Key prefix", says how to find and move such sagas.)
     pub fn new(client: Client) -> Self {
         RedisSagaStore {
             client,
-            prefix: String::new(),
+            prefix: bus_redis::keys::DEFAULT_PREFIX.to_owned(),
         }
     }
 
@@ -95,8 +98,9 @@ impl RedisSagaStore {
         RedisSagaStore::new(transport.client().clone()).prefix(transport.config().key_prefix())
     }
 
-    /// A key prefix (namespace): sagas live at `<prefix>:sagas:<partition>:<id>`. Use the
-    /// transport's prefix to keep one application's keys together.
+    /// A key prefix (namespace): sagas live at `<prefix>:sagas:<partition>:<id>`, or at
+    /// `sagas:<partition>:<id>` with an empty prefix. Use the transport's prefix (the
+    /// default) to keep one application's keys together.
     pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
         self.prefix = prefix.into();
         self
@@ -105,6 +109,49 @@ impl RedisSagaStore {
     /// The Redis key of a saga.
     pub fn key(&self, partition: &str, id: &str) -> String {
         keys::saga(&self.prefix, partition, id)
+    }
+
+    /// The key prefix in use.
+    pub fn key_prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// The sagas [`RedisSagaStore::scan`] finds, each with its time to live in ms
+    /// (`None`: no expiry). Only saga hashes are listed: another key at a saga's name (a
+    /// string from an older layout, say) is not a saga, and `delete` would refuse it.
+    pub async fn list(&self, partition: Option<&str>) -> Result<Vec<(SagaKey, Option<u64>)>> {
+        let mut out = Vec::new();
+        for saga in self.scan(partition).await? {
+            let (kind, ttl) = tokio::try_join!(
+                self.client.r#type::<String, _>(saga.key()),
+                self.client.pttl::<i64, _>(saga.key()),
+            )
+            .map_err(redis)?;
+            if kind == "hash" {
+                out.push((saga, u64::try_from(ttl).ok()));
+            }
+        }
+        Ok(out)
+    }
+
+    /// A saga's time to live in ms; `None` if it has no expiry or is gone.
+    pub async fn ttl_ms(&self, partition: &str, id: &str) -> Result<Option<u64>> {
+        let ttl: i64 = self
+            .client
+            .pttl(self.key(partition, id))
+            .await
+            .map_err(redis)?;
+        Ok(u64::try_from(ttl).ok())
+    }
+
+    /// Whether anything is at a saga's key.
+    pub async fn exists(&self, partition: &str, id: &str) -> Result<bool> {
+        let found: i64 = self
+            .client
+            .exists(self.key(partition, id))
+            .await
+            .map_err(redis)?;
+        Ok(found > 0)
     }
 
     /// Every saga key of `partition` (or of all partitions), found with `SCAN ... COUNT
@@ -132,7 +179,7 @@ impl RedisSagaStore {
         found: &mut Vec<SagaKey>,
     ) -> Result<()> {
         futures::pin_mut!(pages);
-        while let Some(mut page) = pages.try_next().await.map_err(Error::transport)? {
+        while let Some(mut page) = pages.try_next().await.map_err(redis)? {
             for key in page.take_results().unwrap_or_default() {
                 let Some(key) = key.into_string() else {
                     continue;
@@ -158,24 +205,29 @@ impl RedisSagaStore {
 
     /// The slow, exact read: tells a missing saga from something else at its key.
     async fn get_checked(&self, key: &str) -> Result<(Bytes, Stamp)> {
-        match scripts::GET.run(&self.client, key, vec![]).await? {
+        let script = &scripts::GET;
+        match run(script, &self.client, key, vec![]).await? {
             Reply::Ok(values) => {
+                let reply = Value::Array(values.clone());
                 let mut values = values.into_iter();
                 match (values.next().and_then(Value::into_bytes), values.next()) {
-                    (Some(data), Some(stamp)) => Ok((data, stamp_of(&stamp)?)),
-                    _ => Err(unexpected("get", "OK without data and stamp")),
+                    (Some(data), Some(stamp)) => match stamp.as_str() {
+                        Some(stamp) => Ok((data, Stamp::new(stamp.into_owned()))),
+                        None => Err(script.unexpected(&reply).into()),
+                    },
+                    _ => Err(script.unexpected(&reply).into()),
                 }
             }
-            other => Err(other.into_error(key, "get")),
+            other => Err(other.into_error(key, script)),
         }
     }
 }
 
-fn stamp_of(value: &Value) -> Result<Stamp> {
-    value
-        .as_str()
-        .map(|s| Stamp::new(s.into_owned()))
-        .ok_or_else(|| unexpected("get", "a stamp that is not text"))
+/// A Redis failure as every crate of the bus reports it: through bus-redis's error (a
+/// timeout is an unknown outcome, anything else a transport error holding
+/// [`bus_redis::RedisError`]).
+fn redis(error: fred::error::Error) -> Error {
+    bus_redis::Error::from(error).into()
 }
 
 fn ttl_millis(ttl: Duration) -> u64 {
@@ -194,9 +246,9 @@ impl SagaStore for RedisSagaStore {
             Value::from(stamp.as_str()),
             Value::from(ttl_millis(ttl).to_string()),
         ];
-        match scripts::CREATE.run(&self.client, &key, args).await? {
+        match run(&scripts::CREATE, &self.client, &key, args).await? {
             Reply::Ok(_) => Ok(stamp),
-            other => Err(other.into_error(&key, "create")),
+            other => Err(other.into_error(&key, &scripts::CREATE)),
         }
     }
 
@@ -216,7 +268,7 @@ impl SagaStore for RedisSagaStore {
             }
             Ok(_) => {}
             Err(e) if e.details().starts_with("WRONGTYPE") => {}
-            Err(e) => return Err(Error::transport(e)),
+            Err(e) => return Err(redis(e)),
         }
         self.get_checked(&key).await
     }
@@ -235,26 +287,26 @@ impl SagaStore for RedisSagaStore {
             Value::from(expected.as_str()),
             Value::from(stamp.as_str()),
         ];
-        match scripts::UPDATE.run(&self.client, &key, args).await? {
+        match run(&scripts::UPDATE, &self.client, &key, args).await? {
             Reply::Ok(_) => Ok(stamp),
-            other => Err(other.into_error(&key, "update")),
+            other => Err(other.into_error(&key, &scripts::UPDATE)),
         }
     }
 
     async fn complete(&self, partition: &str, id: &str, expected: &Stamp) -> Result<()> {
         let key = self.key(partition, id);
         let args = vec![Value::from(expected.as_str())];
-        match scripts::COMPLETE.run(&self.client, &key, args).await? {
+        match run(&scripts::COMPLETE, &self.client, &key, args).await? {
             Reply::Ok(_) => Ok(()),
-            other => Err(other.into_error(&key, "complete")),
+            other => Err(other.into_error(&key, &scripts::COMPLETE)),
         }
     }
 
     async fn delete(&self, partition: &str, id: &str) -> Result<()> {
         let key = self.key(partition, id);
-        match scripts::DELETE.run(&self.client, &key, vec![]).await? {
+        match run(&scripts::DELETE, &self.client, &key, vec![]).await? {
             Reply::Ok(_) => Ok(()),
-            other => Err(other.into_error(&key, "delete")),
+            other => Err(other.into_error(&key, &scripts::DELETE)),
         }
     }
 }

@@ -39,6 +39,23 @@ local function surely_fresh(element)
   return b == 123 or (b ~= nil and b >= 128)
 end
 
+-- The envelope a ready element stands for (the "fresh envelope or storage id" test): a
+-- fresh envelope is itself; any other element is a storage id when `msgs` holds it, and
+-- is itself otherwise (reserve then stores it as a fresh envelope).
+local function envelope_of(msgs, element)
+  if surely_fresh(element) then return element end
+  return redis.call('HGET', msgs, element) or element
+end
+
+-- The stray-reference rule: true if the stored message `id` is in flight, delayed or
+-- dead. A ready element naming it is then a stray duplicate reference (pushed by hand or
+-- by a foreign client): it must neither be delivered a second time nor, when purged,
+-- delete what the other place holds. (reserve.lua applies the same three checks.)
+local function referenced_elsewhere(inflight, delayed, dead_info, id)
+  return redis.call('ZSCORE', inflight, id) or redis.call('ZSCORE', delayed, id)
+    or redis.call('HEXISTS', dead_info, id) == 1
+end
+
 -- True if `id` is reserved and `count` is its current delivery count: the reservation's
 -- token. A stale consumer's transitions are ignored.
 local function current(inflight, deliveries, id, count)

@@ -38,7 +38,8 @@ pub enum Error {
     /// have carried it out.
     #[error("no reply from Redis within the command timeout")]
     Timeout(#[source] RedisError),
-    /// A script replied with something it never sends: a bug or a foreign script.
+    /// A script (or a command) replied with something it never sends: a bug, or a
+    /// different script loaded under its SHA.
     #[error("unexpected reply from {script}: {detail}")]
     Protocol {
         /// The script's name.
@@ -46,6 +47,22 @@ pub enum Error {
         /// What was wrong.
         detail: String,
     },
+    /// A publish found the topic's subscriptions changed under it on every attempt
+    /// (subscriptions being added or removed meanwhile); nothing was published.
+    #[error(
+        "the subscriptions of topic {topic} changed during each of {attempts} publish \
+         attempts; nothing was published"
+    )]
+    SubscriptionsKeptChanging {
+        /// The topic.
+        topic: String,
+        /// How many times it tried.
+        attempts: usize,
+    },
+    /// An error of the bus: an invalid name, an envelope that does not encode, a message
+    /// too large.
+    #[error(transparent)]
+    Bus(#[from] bus_core::Error),
 }
 
 impl From<fred::error::Error> for Error {
@@ -61,6 +78,7 @@ impl From<Error> for bus_core::Error {
     fn from(error: Error) -> Self {
         match error {
             Error::Timeout(_) => bus_core::Error::OutcomeUnknown(Box::new(error)),
+            Error::Bus(error) => error,
             other => bus_core::Error::transport(other),
         }
     }

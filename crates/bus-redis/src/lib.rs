@@ -10,11 +10,12 @@
 //! |---|---|
 //! | [`RedisConfig`] | connection string, database, key prefix |
 //! | [`RedisTransport`] | the [`bus_core::Transport`] implementation |
-//! | [`InFlight`] | a message in flight, as [`RedisTransport::in_flight`] lists it |
 //! | [`keys`] | every key name |
-//! | [`LuaScript`] | a named script run by SHA with a `NOSCRIPT` fallback |
+//! | [`admin`] | every operation on the layout outside the hot path: stats, peek, dead letters, requeue, purge, discovery (under `bus-management`) |
+//! | [`LuaScript`] | a named script run by SHA with a `NOSCRIPT` fallback, and its reply readers (every crate's scripts run through it) |
 //! | [`Error`] | what can go wrong here |
 
+pub mod admin;
 mod config;
 mod consumer;
 mod error;
@@ -28,7 +29,7 @@ mod transport;
 pub use config::RedisConfig;
 pub use error::{Error, RedisError, Result};
 pub use scripts::LuaScript;
-pub use transport::{InFlight, RedisTransport};
+pub use transport::RedisTransport;
 
 // The README's and the guides' examples compile as doc-tests of this crate.
 #[cfg(doctest)]

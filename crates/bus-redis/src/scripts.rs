@@ -3,6 +3,7 @@
 
 use std::sync::LazyLock;
 
+use bytes::Bytes;
 use fred::prelude::Client;
 use fred::types::scripts::Script;
 use fred::types::{MultipleKeys, Value};
@@ -58,6 +59,17 @@ macro_rules! lua {
     // A consumer-side script runs on a full Redis (`maxmemory`, `noeviction`): it only
     // moves, counts or removes existing messages, and draining a full Redis needs it.
     // Sends are refused there, with Redis's OOM error.
+    // An admin script (src/admin): the shared helpers, then the dead-letter helpers.
+    ($name:literal, admin) => {
+        LuaScript::new(
+            $name,
+            concat!(
+                include_str!("../lua/common.lua"),
+                include_str!("../lua/admin_common.lua"),
+                include_str!(concat!("../lua/", $name, ".lua"))
+            ),
+        )
+    };
     ($name:literal, allow_oom) => {
         LuaScript::new(
             $name,
@@ -83,24 +95,99 @@ pub(crate) static DEAD_LETTER: LazyLock<LuaScript> =
     LazyLock::new(|| lua!("dead_letter", allow_oom));
 pub(crate) static RELEASE: LazyLock<LuaScript> = LazyLock::new(|| lua!("release", allow_oom));
 pub(crate) static RECOVER: LazyLock<LuaScript> = LazyLock::new(|| lua!("recover", allow_oom));
-pub(crate) static IN_FLIGHT: LazyLock<LuaScript> = LazyLock::new(|| lua!("in_flight"));
 
+/// The reply readers every crate's scripts share (bus-redis's, the saga store's,
+/// BabelQueue's, management's): a reply a script never sends is
+/// [`Error::Protocol`] naming the script, and a Redis failure is [`Error::Redis`] (or
+/// [`Error::Timeout`]) holding a [`RedisError`](crate::RedisError).
 impl LuaScript {
+    /// Runs the script, loading it first if Redis does not know it; a failure as this
+    /// crate's [`Error`].
+    pub async fn call(
+        &self,
+        client: &Client,
+        keys: impl Into<MultipleKeys> + Send,
+        args: Vec<Value>,
+    ) -> Result<Value> {
+        Ok(self.run(client, keys, args).await?)
+    }
+
     /// Runs the script and reads an integer reply.
-    pub(crate) async fn run_int(
+    pub async fn run_int(
         &self,
         client: &Client,
         keys: impl Into<MultipleKeys> + Send,
         args: Vec<Value>,
     ) -> Result<i64> {
-        let reply = self.run(client, keys, args).await?;
-        reply.as_i64().ok_or_else(|| self.unexpected(&reply))
+        let reply = self.call(client, keys, args).await?;
+        self.int(&reply)
     }
 
-    pub(crate) fn unexpected(&self, reply: &Value) -> Error {
+    /// Runs the script and reads an array reply (an empty Lua table comes back as an
+    /// empty array or as nil: both read as empty).
+    pub async fn run_array(
+        &self,
+        client: &Client,
+        keys: impl Into<MultipleKeys> + Send,
+        args: Vec<Value>,
+    ) -> Result<Vec<Value>> {
+        let reply = self.call(client, keys, args).await?;
+        self.array(reply)
+    }
+
+    /// Reads an array (nil reads as empty).
+    pub fn array(&self, value: Value) -> Result<Vec<Value>> {
+        match value {
+            Value::Array(values) => Ok(values),
+            Value::Null => Ok(Vec::new()),
+            other => Err(self.unexpected(&other)),
+        }
+    }
+
+    /// Reads an array of strings (ids).
+    pub fn strings(&self, value: Value) -> Result<Vec<String>> {
+        self.array(value)?
+            .into_iter()
+            .map(|v| v.as_string().ok_or_else(|| self.unexpected(&v)))
+            .collect()
+    }
+
+    /// Reads an integer.
+    pub fn int(&self, value: &Value) -> Result<i64> {
+        value.as_i64().ok_or_else(|| self.unexpected(value))
+    }
+
+    /// Reads an optional binary string (nil, or Lua's `false`, is `None`).
+    pub fn bytes(&self, value: Value) -> Result<Option<Bytes>> {
+        match value {
+            Value::Null | Value::Boolean(false) => Ok(None),
+            Value::Bytes(b) => Ok(Some(b)),
+            Value::String(s) => Ok(Some(s.into_inner())),
+            other => Err(self.unexpected(&other)),
+        }
+    }
+
+    /// The error for a reply this script never sends: a bug, or a different script
+    /// loaded under its SHA.
+    pub fn unexpected(&self, reply: &Value) -> Error {
         Error::Protocol {
             script: self.name,
             detail: format!("{reply:?}"),
         }
     }
 }
+
+// The admin scripts (src/admin, docs/redis-layout.md "Management").
+pub(crate) static ADMIN_REQUEUE: LazyLock<LuaScript> =
+    LazyLock::new(|| lua!("admin_requeue", admin));
+pub(crate) static ADMIN_MOVE: LazyLock<LuaScript> = LazyLock::new(|| lua!("admin_move", admin));
+pub(crate) static ADMIN_DEAD_ENVELOPES: LazyLock<LuaScript> =
+    LazyLock::new(|| lua!("admin_dead_envelopes", admin));
+pub(crate) static ADMIN_DELETE_DEAD: LazyLock<LuaScript> =
+    LazyLock::new(|| lua!("admin_delete_dead", admin));
+pub(crate) static ADMIN_PURGE: LazyLock<LuaScript> = LazyLock::new(|| lua!("admin_purge", admin));
+pub(crate) static ADMIN_UNSUBSCRIBE: LazyLock<LuaScript> =
+    LazyLock::new(|| lua!("admin_unsubscribe", admin));
+pub(crate) static ADMIN_STATS: LazyLock<LuaScript> = LazyLock::new(|| lua!("admin_stats", admin));
+pub(crate) static ADMIN_IN_FLIGHT: LazyLock<LuaScript> =
+    LazyLock::new(|| lua!("admin_in_flight", admin));

@@ -9,7 +9,6 @@ use bus_core::transport::{Consumer, ConsumerOptions, Outgoing};
 use bus_core::{Source, Transport};
 use fred::prelude::{Client, ClientLike, ListInterface, SetsInterface};
 use fred::types::Value;
-use tokio_util::bytes::Bytes;
 
 use crate::consumer::RedisConsumer;
 use crate::keys::{self, QueueKeys};
@@ -149,60 +148,6 @@ impl RedisTransport {
     }
 }
 
-/// A message in flight, as [`RedisTransport::in_flight`] lists it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct InFlight {
-    /// Its storage id; for a leased message, the id it is stored under if it leaves its
-    /// lease other than by ack (docs/redis-layout.md).
-    pub storage_id: Bytes,
-    /// Its lock deadline (ms since the Unix epoch, Redis's clock).
-    pub lock_deadline_ms: u64,
-    /// Its deliveries so far, this one included.
-    pub delivery_count: u64,
-    /// Its envelope, as sent (`None`: missing, a layout damaged by hand).
-    pub payload: Option<Bytes>,
-}
-
-impl RedisTransport {
-    /// The first `n` in-flight messages of `source` by lock deadline, stored and leased
-    /// ones merged (`lua/in_flight.lua`, read only). Counts come with management's stats:
-    /// `ZCARD inflight` plus `GET leased`.
-    pub async fn in_flight(&self, source: &Source, n: usize) -> Result<Vec<InFlight>> {
-        let k = self.keys(source);
-        let script = &scripts::IN_FLIGHT;
-        let reply = script
-            .run(
-                &self.inner.client,
-                vec![k.inflight, k.msgs, k.deliveries, k.leases],
-                vec![Value::from(i64::try_from(n).unwrap_or(i64::MAX))],
-            )
-            .await?;
-        let items = match reply {
-            Value::Array(items) => items,
-            Value::Null => Vec::new(),
-            other => return Err(script.unexpected(&other)),
-        };
-        let mut out = Vec::with_capacity(items.len() / 4);
-        let mut items = items.into_iter();
-        while let (Some(id), Some(deadline), Some(count), Some(payload)) =
-            (items.next(), items.next(), items.next(), items.next())
-        {
-            let deadline = deadline.as_f64().unwrap_or_default();
-            let (Some(storage_id), Some(delivery_count)) = (id.into_bytes(), count.as_u64()) else {
-                return Err(script.unexpected(&Value::from("malformed in-flight entry")));
-            };
-            out.push(InFlight {
-                storage_id,
-                lock_deadline_ms: deadline.max(0.0) as u64,
-                delivery_count,
-                payload: payload.into_bytes(),
-            });
-        }
-        Ok(out)
-    }
-}
-
 /// `id, envelope, id, envelope, ...` as script arguments.
 fn message_args(messages: &[Outgoing]) -> impl Iterator<Item = Value> + '_ {
     messages
@@ -274,9 +219,9 @@ impl Transport for RedisTransport {
             // The subscriptions changed since they were read: read them again.
             names = self.read_subscriptions(topic).await?;
         }
-        Err(Error::Protocol {
-            script: "publish",
-            detail: format!("subscriptions of topic {topic} kept changing; gave up after {PUBLISH_ATTEMPTS} attempts"),
+        Err(Error::SubscriptionsKeptChanging {
+            topic: topic.to_owned(),
+            attempts: PUBLISH_ATTEMPTS,
         }
         .into())
     }

@@ -73,7 +73,8 @@ async fn send_process_ack_leaves_nothing_behind() {
         .client()
         .cmd(&[
             "HLEN",
-            &format!("{}:{{work}}:deliveries", redis.namespace()),
+            &bus_redis::keys::QueueKeys::new(redis.namespace(), &Source::queue("work").unwrap())
+                .deliveries,
         ])
         .unwrap()
         .as_int()
@@ -488,7 +489,7 @@ async fn an_invalid_subscription_name_from_redis_receives_nothing() {
         .await
         .unwrap();
     // A foreign client registers a name that would break the key layout.
-    let subs = format!("{}:{{thing}}:subs", redis.namespace());
+    let subs = bus_redis::keys::subscriptions(redis.namespace(), "thing");
     let _: i64 = transport.client().sadd(&subs, "bad name}x").await.unwrap();
     let outgoing = bus_core::transport::Outgoing {
         id: "m-1".to_owned().into(),
@@ -502,8 +503,11 @@ async fn an_invalid_subscription_name_from_redis_receives_nothing() {
         .unwrap()
         .as_int();
     assert_eq!(ready, Some(1));
-    let strays = client
-        .scan_match(&format!("{}:{{thing}}:s:bad*", redis.namespace()))
-        .unwrap();
+    let strays: Vec<String> = client
+        .scan_match(&bus_redis::keys::discovery_pattern(Some(redis.namespace())))
+        .unwrap()
+        .into_iter()
+        .filter(|key| key.contains("bad name"))
+        .collect();
     assert!(strays.is_empty(), "{strays:?}");
 }

@@ -7,47 +7,31 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use bus_core::conformance::{self, Probe, SeenDeadLetter};
 use bus_core::Source;
+use bus_redis::admin::Admin;
 use bus_redis::RedisTransport;
 use bus_test_redis::TestRedis;
-use fred::prelude::{HashesInterface, KeysInterface, ListInterface, SortedSetsInterface};
 
 struct Redis(RedisTransport);
 
+/// Reads what the transport stored as the bus's tools do (bus-redis's admin, the one
+/// reader of the layout), so the suite checks what an operator sees.
 #[async_trait]
 impl Probe for Redis {
     async fn dead_letters(&self, source: &Source) -> Vec<SeenDeadLetter> {
-        let keys = self.0.keys(source);
-        let client = self.0.client();
-        let ids: Vec<String> = client.lrange(&keys.dead, 0, -1).await.unwrap();
-        let mut dead = Vec::new();
-        for id in ids {
-            let info: String = client.hget(&keys.dead_info, &id).await.unwrap();
-            let info: serde_json::Value = serde_json::from_str(&info).unwrap();
-            let errors: Option<String> = client.hget(&keys.errors, &id).await.unwrap();
-            let errors: Vec<serde_json::Value> =
-                serde_json::from_str(errors.as_deref().unwrap_or("[]")).unwrap();
-            dead.push(SeenDeadLetter {
-                reason: info["reason"].as_str().unwrap().to_owned(),
-                errors: errors
-                    .iter()
-                    .map(|e| e["message"].as_str().unwrap().to_owned())
-                    .collect(),
-            });
-        }
-        dead
+        let admin = Admin::new(self.0.clone());
+        let dead = admin.dead_letters(source, u64::MAX).await.unwrap();
+        dead.iter().map(Into::into).collect()
     }
 
     async fn counts(&self, source: &Source) -> [usize; 4] {
-        let keys = self.0.keys(source);
-        let client = self.0.client();
-        let ready: usize = client.llen(&keys.ready).await.unwrap();
-        let suspects: usize = client.llen(&keys.suspects).await.unwrap();
-        let in_flight: usize = client.zcard(&keys.inflight).await.unwrap();
-        let leased: Option<usize> = client.get(&keys.leased).await.unwrap();
-        let in_flight = in_flight + leased.unwrap_or(0);
-        let delayed: usize = client.zcard(&keys.delayed).await.unwrap();
-        let dead: usize = client.llen(&keys.dead).await.unwrap();
-        [ready + suspects, in_flight, delayed, dead]
+        let stats = Admin::new(self.0.clone()).stats(source).await.unwrap();
+        [
+            stats.ready,
+            stats.in_flight,
+            stats.delayed,
+            stats.dead_letters,
+        ]
+        .map(|n| n as usize)
     }
 }
 

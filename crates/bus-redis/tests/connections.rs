@@ -68,7 +68,12 @@ async fn an_acl_user_with_a_database_id_connects_and_processes() {
     let auth = client.cmd(&["AUTH", "app", "s3cret"]).unwrap();
     assert!(auth.is_ok(), "{auth:?}");
     client.cmd(&["SELECT", "3"]).unwrap();
-    let registry = client.cmd(&["SMEMBERS", "bus:registry:queues"]).unwrap();
+    let registry = client
+        .cmd(&[
+            "SMEMBERS",
+            &bus_redis::keys::queue_registry(bus_redis::keys::DEFAULT_PREFIX),
+        ])
+        .unwrap();
     assert_eq!(registry.as_array().unwrap().len(), 1);
 }
 

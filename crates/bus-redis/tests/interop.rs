@@ -78,11 +78,17 @@ async fn python_lines(script: &str, args: &[&str]) -> Vec<String> {
 
 /// The keys of `queue` that exist, without the namespace (`seq` is a counter that stays).
 fn queue_keys(redis: &TestRedis, queue: &str) -> Vec<String> {
-    let base = format!("{}:{{{queue}}}:", redis.namespace());
+    let keys = bus_redis::keys::QueueKeys::new(
+        redis.namespace(),
+        &bus_core::Source::queue(queue).unwrap(),
+    );
+    let all = keys.all();
+    let base = keys.ready.trim_end_matches("ready");
     redis
         .keys()
         .iter()
-        .filter_map(|k| k.strip_prefix(&base).map(str::to_owned))
+        .filter(|k| all.contains(&k.as_str()))
+        .filter_map(|k| k.strip_prefix(base).map(str::to_owned))
         .collect()
 }
 
@@ -346,7 +352,10 @@ async fn python_reads_dead_letters() {
         &[&url, redis.namespace(), "interop-dead", "2"],
     )
     .await;
-    let ready = format!("{}:{{interop-dead}}:ready", redis.namespace());
+    let ready = bus_redis::keys::QueueKeys::ready_of(
+        redis.namespace(),
+        &bus_core::Source::queue("interop-dead").unwrap(),
+    );
     let garbage = "this is not an envelope";
     let stranger = r#"{"v":1,"id":"py-stranger","type":"someone-else","sent":1,"body":{}}"#;
     let mut client = redis.client();

@@ -6,7 +6,8 @@ mod common;
 
 use std::time::Duration;
 
-use bus_core::transport::{Consumer, ConsumerOptions, DeadLetterReason, ErrorRecord, Receipt};
+use bus_core::transport::{Consumer, ConsumerOptions, DeadLetterReason, Receipt};
+use bus_core::ErrorRecord;
 use bus_core::{Bus, BusConfig, Source, Transport};
 use bus_redis::RedisTransport;
 use bus_test_redis::TestRedis;

@@ -21,7 +21,8 @@ async fn connect(url: &str, prefix: &str) -> RedisTransport {
 }
 
 fn ready(server: &RedisServer, prefix: &str) -> i64 {
-    let key = format!("{prefix}:{{work}}:ready");
+    let key =
+        bus_redis::keys::QueueKeys::ready_of(prefix, &bus_core::Source::queue("work").unwrap());
     server
         .client()
         .cmd(&["LLEN", &key])

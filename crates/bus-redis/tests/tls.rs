@@ -61,7 +61,12 @@ async fn an_acl_user_connects_over_tls_with_a_private_ca_and_processes() {
     // The TLS port speaks only TLS, so the keys got there over TLS.
     let mut admin = redis.server().client();
     admin.cmd(&["AUTH", "app", "s3cret"]).unwrap();
-    let registry = admin.cmd(&["SMEMBERS", "bus:registry:queues"]).unwrap();
+    let registry = admin
+        .cmd(&[
+            "SMEMBERS",
+            &bus_redis::keys::queue_registry(bus_redis::keys::DEFAULT_PREFIX),
+        ])
+        .unwrap();
     assert_eq!(registry.as_array().unwrap().len(), 1, "{registry:?}");
 }
 

@@ -18,7 +18,7 @@ pub enum HarnessError {
     },
 
     /// An I/O step of the harness failed (temp dir, spawn, connect, ...).
-    #[error("{context}: {source}")]
+    #[error("{context}")]
     Io {
         /// What the harness was doing.
         context: String,

@@ -6,7 +6,8 @@ use std::process::{Child, Command};
 use std::sync::Arc;
 
 use bus_chaos::Job;
-use bus_core::{Bus, BusConfig};
+use bus_core::{Bus, BusConfig, Message, Source};
+use bus_redis::keys::QueueKeys;
 use bus_redis::{RedisConfig, RedisTransport};
 use bus_test_redis::SyncClient;
 
@@ -59,15 +60,20 @@ pub fn int(client: &mut SyncClient, args: &[&str]) -> i64 {
         .unwrap_or_else(|| panic!("{args:?} gave {reply:?}"))
 }
 
-/// Ready, in flight, delayed, stored (docs/redis-layout.md).
+/// The keys of the jobs' queue under `prefix`, as the transport names them.
+pub fn keys(prefix: &str) -> QueueKeys {
+    QueueKeys::new(prefix, &Source::queue(<Job as Message>::NAME).unwrap())
+}
+
+/// Ready, in flight (stored messages locked one by one, plus fresh ones held in
+/// leases), delayed, stored (docs/redis-layout.md).
 pub fn backlog(client: &mut SyncClient, prefix: &str) -> [i64; 4] {
-    let key = |s: &str| format!("{prefix}:{{chaos}}:{s}");
+    let keys = keys(prefix);
     [
-        int(client, &["LLEN", &key("ready")]),
-        // Stored messages locked one by one, plus fresh ones held in leases.
-        int(client, &["ZCARD", &key("inflight")]) + int(client, &["GET", &key("leased")]),
-        int(client, &["ZCARD", &key("delayed")]),
-        int(client, &["HLEN", &key("msgs")]),
+        int(client, &["LLEN", &keys.ready]),
+        int(client, &["ZCARD", &keys.inflight]) + int(client, &["GET", &keys.leased]),
+        int(client, &["ZCARD", &keys.delayed]),
+        int(client, &["HLEN", &keys.msgs]),
     ]
 }
 

@@ -39,7 +39,7 @@ pub struct SeenDeadLetter {
 impl From<&DeadLetter> for SeenDeadLetter {
     fn from(dead: &DeadLetter) -> Self {
         SeenDeadLetter {
-            reason: dead.reason.to_string(),
+            reason: dead.reason.clone().unwrap_or_default(),
             errors: dead.errors.iter().map(|e| e.message.clone()).collect(),
         }
     }

@@ -6,8 +6,6 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use bus_core::Source;
 use bus_management::parse_source;
-use bytes::Bytes;
-use fred::prelude::{HashesInterface, KeysInterface};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -110,14 +108,14 @@ pub(crate) struct NameQuery {
 pub(crate) struct ReadyView {
     #[serde(flatten)]
     message: bus_management::ReadyMessage,
-    errors: Vec<views::ErrorView>,
+    errors: Vec<bus_management::ErrorRecord>,
 }
 
 #[derive(Serialize)]
 pub(crate) struct ScheduledView {
     #[serde(flatten)]
     message: bus_management::ScheduledMessage,
-    errors: Vec<views::ErrorView>,
+    errors: Vec<bus_management::ErrorRecord>,
 }
 
 #[derive(Serialize)]
@@ -126,7 +124,7 @@ pub(crate) struct QueuePage {
     limit: u64,
     ready: Vec<ReadyView>,
     scheduled: Vec<ScheduledView>,
-    in_flight: Vec<views::InFlightView>,
+    in_flight: Vec<bus_redis::admin::InFlightMessage>,
 }
 
 /// One queue: its counts, next ready messages, scheduled ones and those in flight, each
@@ -138,20 +136,30 @@ pub(crate) async fn queue(
     let source = source(&query.name)?;
     let reader = &shared.reader;
     let management = reader.management();
+    let admin = management.admin();
     let n = shared.options.page_size;
     let now_ms = reader.redis_now_ms().await?;
-    let (snapshot, ready, scheduled, in_flight) = tokio::try_join!(
+    let (snapshot, ready, scheduled, mut in_flight) = tokio::try_join!(
         reader.snapshot(&source, now_ms),
         async { Ok(management.peek(&source, n).await?) },
         async { Ok(management.scheduled(&source, n).await?) },
-        views::in_flight(reader, &source, n),
+        async {
+            Ok(admin
+                .in_flight(&source, n)
+                .await
+                .map_err(bus_management::Error::from)?)
+        },
     )?;
+    for message in &mut in_flight {
+        views::clip_summary(&mut message.message);
+    }
     let ready_ids: Vec<String> = ready.iter().filter_map(|m| m.storage_id.clone()).collect();
     let scheduled_ids: Vec<String> = scheduled.iter().map(|m| m.storage_id.clone()).collect();
     let (ready_errors, scheduled_errors) = tokio::try_join!(
-        views::errors_of(reader, &source, &ready_ids),
-        views::errors_of(reader, &source, &scheduled_ids),
-    )?;
+        admin.errors(&source, &ready_ids),
+        admin.errors(&source, &scheduled_ids),
+    )
+    .map_err(|e| Error::from(bus_management::Error::from(e)))?;
     let mut ready_errors = ready_errors.into_iter();
     let ready = ready
         .into_iter()
@@ -215,7 +223,7 @@ pub(crate) async fn dead_letters(
     }
     Ok(Json(DeadPage {
         name: query.name,
-        total: stats.dead,
+        total: stats.dead_letters,
         read: letters.len(),
         groups: views::group(&letters),
         letters,
@@ -255,45 +263,38 @@ pub(crate) struct SagaView {
     data: Option<String>,
 }
 
-/// One saga's state, stamp and time to live (`HMGET data stamp`, `PTTL`: read only).
+/// One saga's state, stamp and time to live, read through the saga store (read only).
 pub(crate) async fn saga(
     State(shared): State<AppState>,
     Query(query): Query<SagaQuery>,
 ) -> ApiResult<SagaView> {
     bus_core::validate_name("saga partition", &query.partition)
         .map_err(|e| ApiError::bad_request(e.to_string()))?;
-    let key = bus_redis_saga::RedisSagaStore::new(shared.reader.transport().client().clone())
-        .prefix(shared.options.saga_prefix.as_str())
-        .key(&query.partition, &query.id);
-    let client = shared.reader.transport().client();
-    let key_type: String = client
-        .r#type(&key)
-        .await
-        .map_err(|e| ApiError::from(Error::from(e)))?;
+    let management = shared.reader.management();
+    let key = management.saga_store().key(&query.partition, &query.id);
     let mut view = SagaView {
         partition: query.partition,
         id: query.id,
         key: key.clone(),
-        exists: key_type != "none",
+        exists: false,
         ttl_ms: None,
         stamp: None,
         data: None,
     };
-    if key_type == "hash" {
-        let (fields, ttl): (Vec<Option<Bytes>>, i64) =
-            tokio::try_join!(client.hmget(&key, vec!["data", "stamp"]), client.pttl(&key),)
-                .map_err(|e| ApiError::from(Error::from(e)))?;
-        let text = |b: &Bytes| match std::str::from_utf8(b) {
-            Ok(text) => text.to_owned(),
-            Err(_) => format!("<{} bytes of binary data>", b.len()),
-        };
-        view.data = fields.first().and_then(Option::as_ref).map(text);
-        view.stamp = fields.get(1).and_then(Option::as_ref).map(text);
-        view.ttl_ms = u64::try_from(ttl).ok();
-    } else if view.exists {
-        return Err(ApiError::bad_request(format!(
-            "{key} is a {key_type}, not a saga hash; the dashboard leaves it alone"
-        )));
+    match management.saga(&view.partition, &view.id).await {
+        Ok(Some(state)) => {
+            view.exists = true;
+            view.data = Some(state.data);
+            view.stamp = Some(state.stamp);
+            view.ttl_ms = state.ttl_ms;
+        }
+        Ok(None) => {}
+        Err(bus_management::Error::Bus(bus_core::Error::NotASaga { reason, .. })) => {
+            return Err(ApiError::bad_request(format!(
+                "{key} is not a saga hash ({reason}); the dashboard leaves it alone"
+            )));
+        }
+        Err(e) => return Err(Error::from(e).into()),
     }
     Ok(Json(view))
 }

@@ -99,7 +99,7 @@ impl Dashboard {
 
     fn build(self) -> Result<(Router, AppState)> {
         let guard = auth::Guard::new(self.options.checked_token()?.map(str::to_owned));
-        let reader = Reader::new(self.transport, &self.options.saga_prefix);
+        let reader = Reader::new(self.transport, self.options.saga_prefix.as_deref());
         let index = INDEX
             .replace("{{CSRF}}", guard.csrf())
             .replace(

@@ -1,87 +1,12 @@
-//! What the pages show, as JSON: messages in flight (read here, management has no call
-//! for them), error histories, dead letters grouped by error.
+//! What the pages show, as JSON, beyond what management reads: bodies clipped to a
+//! page's size, dead letters grouped by error. (Every read of the layout, the messages in
+//! flight and the error histories included, is `bus_redis::admin`'s.)
 
 use std::collections::BTreeMap;
 
-use bus_core::{Envelope, Format, Headers, Source};
 use bus_management::DeadLetter;
-use fred::prelude::HashesInterface;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::value::RawValue;
-
-use crate::snapshot::Reader;
-use crate::Result;
-
-/// A decoded envelope, shaped like management's `MessageSummary`.
-#[derive(Debug, Clone, Serialize)]
-pub(crate) struct EnvelopeView {
-    id: String,
-    #[serde(rename = "type")]
-    message_type: String,
-    sent_at_ms: u64,
-    headers: Headers,
-    format: &'static str,
-    /// The body as JSON, as management shows it: as sent when it is JSON, converted
-    /// from MessagePack, else a string that describes it.
-    body: Box<RawValue>,
-}
-
-/// One entry of an error history (the `errors` hash's JSON array).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct ErrorView {
-    #[serde(default)]
-    message: String,
-    #[serde(default)]
-    at_ms: Option<serde_json::Number>,
-}
-
-/// A message in flight: its lock deadline, delivery count, errors and envelope.
-#[derive(Debug, Clone, Serialize)]
-pub(crate) struct InFlightView {
-    storage_id: String,
-    lock_deadline_ms: u64,
-    delivery_count: u64,
-    errors: Vec<ErrorView>,
-    message: Option<EnvelopeView>,
-    decode_error: Option<String>,
-}
-
-pub(crate) fn decode(element: &[u8]) -> (Option<EnvelopeView>, Option<String>) {
-    match Envelope::decode(element) {
-        Ok(envelope) => {
-            let size = envelope.body.len();
-            let (format, body) = match envelope.format {
-                Format::MessagePack => (
-                    "msgpack",
-                    Format::MessagePack
-                        .decode::<serde_json::Value>(&envelope.message_type, &envelope.body)
-                        .ok()
-                        .and_then(|v| serde_json::value::to_raw_value(&v).ok())
-                        .unwrap_or_else(|| describe(&format!("<{size} bytes of MessagePack>"))),
-                ),
-                _ => (
-                    "json",
-                    std::str::from_utf8(&envelope.body)
-                        .ok()
-                        .and_then(|text| RawValue::from_string(text.to_owned()).ok())
-                        .unwrap_or_else(|| describe(&format!("<{size} bytes that are not JSON>"))),
-                ),
-            };
-            let mut body = body;
-            clip(&mut body);
-            let view = EnvelopeView {
-                id: envelope.id.to_string(),
-                message_type: envelope.message_type,
-                sent_at_ms: envelope.sent_at_ms,
-                headers: envelope.headers,
-                format,
-                body,
-            };
-            (Some(view), None)
-        }
-        Err(error) => (None, Some(format!("not an envelope: {error}"))),
-    }
-}
 
 /// The largest body a page is sent whole (a queue page holds up to 100 messages, a
 /// dead-letter page up to 1,000): larger ones are replaced by their size and a prefix.
@@ -114,72 +39,6 @@ pub(crate) fn clip_summary(message: &mut Option<bus_management::MessageSummary>)
 fn describe(text: &str) -> Box<RawValue> {
     // A string always serializes.
     serde_json::value::to_raw_value(text).unwrap_or_default()
-}
-
-/// Reads an `errors` document; cjson writes an empty array as `{}`.
-pub(crate) fn parse_errors(text: Option<&str>) -> Vec<ErrorView> {
-    text.and_then(|t| serde_json::from_str(t).ok())
-        .unwrap_or_default()
-}
-
-/// `HMGET errors ids`, parsed.
-pub(crate) async fn errors_of(
-    reader: &Reader,
-    source: &Source,
-    ids: &[String],
-) -> Result<Vec<Vec<ErrorView>>> {
-    if ids.is_empty() {
-        return Ok(Vec::new());
-    }
-    let keys = reader.transport().keys(source);
-    let texts: Vec<Option<String>> = reader
-        .transport()
-        .client()
-        .hmget(&keys.errors, ids.to_vec())
-        .await?;
-    Ok(texts.iter().map(|t| parse_errors(t.as_deref())).collect())
-}
-
-/// The `n` in-flight messages whose locks expire first, stored and leased ones
-/// (`RedisTransport::in_flight`, docs/redis-layout.md), then `HMGET` of their errors:
-/// bounded by `n`.
-pub(crate) async fn in_flight(
-    reader: &Reader,
-    source: &Source,
-    n: u64,
-) -> Result<Vec<InFlightView>> {
-    let held = reader
-        .transport()
-        .in_flight(source, usize::try_from(n).unwrap_or(usize::MAX))
-        .await
-        .map_err(bus_management::Error::from)?;
-    if held.is_empty() {
-        return Ok(Vec::new());
-    }
-    let ids: Vec<String> = held
-        .iter()
-        .map(|m| String::from_utf8_lossy(&m.storage_id).into_owned())
-        .collect();
-    let errors = errors_of(reader, source, &ids).await?;
-    Ok(held
-        .into_iter()
-        .zip(ids)
-        .zip(errors)
-        .map(|((held, storage_id), errors)| {
-            let (message, decode_error) = match &held.payload {
-                Some(envelope) => decode(envelope),
-                None => (None, Some("no stored envelope".to_owned())),
-            };
-            InFlightView {
-                storage_id,
-                lock_deadline_ms: held.lock_deadline_ms,
-                delivery_count: held.delivery_count,
-                errors,
-                message,
-                decode_error,
-            }
-        })
-        .collect())
 }
 
 /// Dead letters that failed the same way: one reason and one last error, with numbers
@@ -281,15 +140,6 @@ mod tests {
             "timeout after # ms (try #)"
         );
         assert_eq!(mask_numbers("no digits"), "no digits");
-    }
-
-    #[test]
-    fn error_documents_parse_or_show_nothing() {
-        let errors = parse_errors(Some(r#"[{"message":"boom","at_ms":5}]"#));
-        assert_eq!(errors.len(), 1);
-        assert_eq!(errors[0].message, "boom");
-        assert!(parse_errors(Some("{}")).is_empty());
-        assert!(parse_errors(None).is_empty());
     }
 
     #[test]

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 use bus_core::{Bus, Host, RedisCommand};
+use bus_redis::keys::QueueKeys;
 use bus_redis::{RedisConfig, RedisTransport};
 use bus_test_redis::TestRedis;
 use serde::{Deserialize, Serialize};
@@ -60,21 +61,19 @@ pub struct Counts {
 
 pub fn counts(redis: &TestRedis, queue: &str) -> Counts {
     let mut c = redis.client();
-    let ns = redis.namespace();
-    let mut n = |cmd: &str, suffix: &str| {
-        let reply = c
-            .cmd(&[cmd, &format!("{ns}:{{{queue}}}:{suffix}")])
-            .unwrap();
+    let keys = QueueKeys::new(redis.namespace(), &bus_core::Source::queue(queue).unwrap());
+    let mut n = |cmd: &str, key: &str| {
+        let reply = c.cmd(&[cmd, key]).unwrap();
         // GET of a counter: a bulk string, or nil (0).
         reply
             .as_int()
             .unwrap_or_else(|| reply.as_str().map_or(0, |s| s.parse().unwrap()))
     };
     Counts {
-        ready: n("LLEN", "ready"),
-        msgs: n("HLEN", "msgs"),
-        inflight: n("ZCARD", "inflight") + n("GET", "leased"),
-        delayed: n("ZCARD", "delayed"),
-        dead: n("LLEN", "dead"),
+        ready: n("LLEN", &keys.ready),
+        msgs: n("HLEN", &keys.msgs),
+        inflight: n("ZCARD", &keys.inflight) + n("GET", &keys.leased),
+        delayed: n("ZCARD", &keys.delayed),
+        dead: n("LLEN", &keys.dead),
     }
 }

@@ -1,16 +1,14 @@
 -- Purge one batch of waiting messages: up to ARGV[1] elements from the head of the
 -- recovered messages waiting to run alone (`suspects`), then of the ready list, and up to
 -- ARGV[2] of the earliest delayed ones. A stored message's envelope,
--- delivery count and errors go with it, unless it is also in flight or dead (a stray
--- duplicate reference on ready must not delete what a consumer holds).
+-- delivery count and errors go with it, unless it is referenced elsewhere (common.lua's
+-- stray-reference rule: a stray duplicate reference on ready must not delete what a
+-- consumer holds).
 -- In-flight messages and dead letters are never touched.
 -- KEYS: ready, delayed, msgs, deliveries, errors, inflight, dead-info, suspects.
 -- ARGV: max ready, max delayed.
 -- Returns { ready purged, delayed purged }.
 local forget = {}
-local function held(id)
-  return redis.call('ZSCORE', KEYS[6], id) or redis.call('HEXISTS', KEYS[7], id) == 1
-end
 local ready = {}
 if tonumber(ARGV[1]) > 0 then
   ready = redis.call('LPOP', KEYS[8], tonumber(ARGV[1])) or {}
@@ -21,8 +19,8 @@ if tonumber(ARGV[1]) > 0 then
   end
 end
 for _, element in ipairs(ready) do
-  if redis.call('HEXISTS', KEYS[3], element) == 1 and not held(element)
-      and not redis.call('ZSCORE', KEYS[2], element) then
+  if redis.call('HEXISTS', KEYS[3], element) == 1
+      and not referenced_elsewhere(KEYS[6], KEYS[2], KEYS[7], element) then
     forget[#forget + 1] = element
   end
 end
@@ -32,7 +30,8 @@ if tonumber(ARGV[2]) > 0 then
 end
 bulk('ZREM', KEYS[2], delayed)
 for _, id in ipairs(delayed) do
-  if not held(id) then forget[#forget + 1] = id end
+  -- (No longer delayed: only in flight or dead can hold it now.)
+  if not referenced_elsewhere(KEYS[6], KEYS[2], KEYS[7], id) then forget[#forget + 1] = id end
 end
 bulk('HDEL', KEYS[3], forget)
 bulk('HDEL', KEYS[4], forget)

@@ -7,17 +7,17 @@
 -- consumer died or lost Redis; recovery puts them back), counting the messages still
 -- held by the first 100 expired leases. Ready counts the recovered messages waiting to be
 -- delivered alone (`suspects`, delivered first) and not the wake-up marker `~wake` at the
--- head. The next ready element is resolved through `msgs` when it is a storage id.
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+-- head. The next ready element is resolved through `msgs` when it is a storage id
+-- (common.lua's envelope_of).
+local now = now_ms()
 local ready = redis.call('LLEN', KEYS[1]) + redis.call('LLEN', KEYS[6])
 local head = redis.call('LINDEX', KEYS[6], 0) or redis.call('LINDEX', KEYS[1], 0)
-if head == '~wake' then
+if head == WAKE then
   ready = ready - 1
   head = redis.call('LINDEX', KEYS[1], 1)
 end
 if head then
-  head = redis.call('HGET', KEYS[5], head) or head
+  head = envelope_of(KEYS[5], head)
 end
 local expired = redis.call('ZCOUNT', KEYS[2], '-inf', '(' .. now)
 for _, token in ipairs(redis.call('ZRANGEBYSCORE', KEYS[7], '-inf', '(' .. now, 'LIMIT', 0, 100)) do

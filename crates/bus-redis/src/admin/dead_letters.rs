@@ -2,54 +2,20 @@
 
 use std::collections::HashSet;
 
-use bus_core::Source;
-use bus_redis::keys::QueueKeys;
+use bus_core::{source_name, DeadLetter, Source};
 use bytes::Bytes;
 use fred::prelude::{HashesInterface, ListInterface};
 use fred::types::Value;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
-use crate::browse::last_index;
-use crate::management::{hash_tag, source_name};
-use crate::message::{decode_element, MessageSummary};
-use crate::scripts::{self, Lua};
-use crate::{Management, Result};
+use super::records::{parse_errors, DeadInfo};
+use super::{hash_tag, last_index, Admin};
+use crate::keys::QueueKeys;
+use crate::scripts::{self, LuaScript};
+use crate::Result;
 
 /// Dead letters handled per script call (or per copy step across slots).
 const BATCH: usize = 100;
-
-/// A dead letter with its history, as [`Management::dead_letters`] shows it.
-#[derive(Debug, Clone, Serialize)]
-#[non_exhaustive]
-pub struct DeadLetter {
-    /// Its place in the dead-letter list, from 0 (the oldest).
-    pub position: u64,
-    /// Its storage id: what [`Management::requeue`] and
-    /// [`Management::delete_dead_letter`] take.
-    pub storage_id: String,
-    /// `delivery_limit`, `rejected`, `undecodable` or `unknown_type`.
-    pub reason: Option<String>,
-    /// When it was dead-lettered, in ms since the Unix epoch (Redis's clock).
-    pub dead_lettered_at_ms: Option<u64>,
-    /// How many times it was delivered.
-    pub delivery_count: u64,
-    /// Its last errors, oldest first (at most 10).
-    pub errors: Vec<ErrorRecord>,
-    /// The decoded envelope; `None` when it is not readable (reason `undecodable`).
-    pub message: Option<MessageSummary>,
-    /// Why there is no readable envelope.
-    pub decode_error: Option<String>,
-}
-
-/// One entry of a message's error history.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[non_exhaustive]
-pub struct ErrorRecord {
-    /// The error's text.
-    pub message: String,
-    /// When it happened, in ms since the Unix epoch (Redis's clock).
-    pub at_ms: u64,
-}
 
 /// Which dead letters to requeue.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,11 +23,11 @@ pub struct ErrorRecord {
 pub enum Selection {
     /// Every dead letter of the queue (at most as many as it had when the call started).
     All,
-    /// These storage ids (see [`DeadLetter::storage_id`]).
+    /// These storage ids (see [`DeadLetter::storage_id`](bus_core::DeadLetter::storage_id)).
     Ids(Vec<String>),
 }
 
-/// What [`Management::requeue`] did.
+/// What [`Admin::requeue`] did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
 pub struct Requeued {
@@ -81,7 +47,7 @@ pub struct Requeued {
     pub duplicated: Vec<String>,
 }
 
-impl Management {
+impl Admin {
     /// The first `n` dead letters of a queue, oldest first, with their reason, errors,
     /// delivery count and envelope.
     pub async fn dead_letters(&self, source: &Source, n: u64) -> Result<Vec<DeadLetter>> {
@@ -111,21 +77,16 @@ impl Management {
             .zip(errors.into_iter().zip(counts))
             .enumerate()
         {
-            let (message, decode_error) = match envelope {
-                Some(envelope) => decode_element(&envelope),
-                None => (None, Some("no stored envelope".to_owned())),
-            };
             let info = info.as_deref().map(DeadInfo::parse);
-            out.push(DeadLetter {
-                position: position as u64,
-                storage_id: String::from_utf8_lossy(&id).into_owned(),
-                reason: info.as_ref().and_then(|i| i.reason.clone()),
-                dead_lettered_at_ms: info.and_then(|i| i.at_ms),
+            out.push(DeadLetter::new(
+                position as u64,
+                String::from_utf8_lossy(&id),
+                envelope,
+                info.as_ref().and_then(|i| i.reason.clone()),
+                info.and_then(|i| i.at_ms),
                 delivery_count,
-                errors: errors.as_deref().map(parse_errors).unwrap_or_default(),
-                message,
-                decode_error,
-            });
+                errors.as_deref().map(parse_errors).unwrap_or_default(),
+            ));
         }
         Ok(out)
     }
@@ -133,11 +94,11 @@ impl Management {
     /// Requeues dead letters: to the back of their own queue's ready list (`to` `None` or
     /// the source itself), or to another queue or subscription.
     ///
-    /// * **Same queue**: one atomic script per batch (`lua/requeue.lua`). The message keeps
+    /// * **Same queue**: one atomic script per batch (`lua/admin_requeue.lua`). The message keeps
     ///   its storage id, envelope and error history; its dead-letter info and delivery count
     ///   are removed, so it gets its full delivery limit again.
     /// * **Another queue in the same slot** (another subscription of the same topic): one
-    ///   atomic script per batch (`lua/move.lua`) appends the envelope to the target's ready
+    ///   atomic script per batch (`lua/admin_move.lua`) appends the envelope to the target's ready
     ///   list as a fresh element and deletes it from the source.
     /// * **Another queue in another slot**: Redis Cluster allows no script across slots,
     ///   so it is two steps per batch: the envelopes are appended to the target's ready
@@ -168,8 +129,14 @@ impl Management {
                 from.deliveries,
                 from.ready,
             ];
-            self.run_taking(&scripts::REQUEUE, &from.dead, keys, selection, &mut report)
-                .await?;
+            self.run_taking(
+                &scripts::ADMIN_REQUEUE,
+                &from.dead,
+                keys,
+                selection,
+                &mut report,
+            )
+            .await?;
         } else if hash_tag(target) == hash_tag(source) {
             let keys = vec![
                 from.dead.clone(),
@@ -180,7 +147,7 @@ impl Management {
                 self.keys(target).ready,
             ];
             self.run_taking(
-                &scripts::MOVE_DEAD,
+                &scripts::ADMIN_MOVE,
                 &from.dead,
                 keys,
                 selection,
@@ -204,11 +171,11 @@ impl Management {
         Ok(!deleted.is_empty())
     }
 
-    /// Runs `delete_dead.lua` on `ids`; returns those deleted.
+    /// Runs `admin_delete_dead.lua` on `ids`; returns those deleted.
     async fn delete_dead(&self, keys: &QueueKeys, ids: Vec<String>) -> Result<Vec<String>> {
-        let script = &scripts::DELETE_DEAD;
+        let script = &scripts::ADMIN_DELETE_DEAD;
         let reply = script
-            .run(
+            .call(
                 self.client(),
                 vec![
                     keys.dead.clone(),
@@ -223,11 +190,11 @@ impl Management {
         script.strings(reply)
     }
 
-    /// Runs a script built on `take_dead` (`lua/common.lua`) over the selection, in
+    /// Runs a script built on `take_dead` (`lua/admin_common.lua`) over the selection, in
     /// batches.
     async fn run_taking(
         &self,
-        script: &Lua,
+        script: &LuaScript,
         dead: &str,
         keys: Vec<String>,
         selection: &Selection,
@@ -308,7 +275,7 @@ impl Management {
                 }
             }
             Selection::Ids(ids) => {
-                let script = &scripts::DEAD_ENVELOPES;
+                let script = &scripts::ADMIN_DEAD_ENVELOPES;
                 for chunk in unique(ids).chunks(BATCH) {
                     let reply = script
                         .run_array(
@@ -363,61 +330,6 @@ impl Management {
     }
 }
 
-/// The `dead-info` document: `{"reason":…,"at_ms":…}` written by Redis's cjson.
-#[derive(Debug, Deserialize)]
-struct DeadInfo {
-    reason: Option<String>,
-    #[serde(default, deserialize_with = "millis")]
-    at_ms: Option<u64>,
-}
-
-impl DeadInfo {
-    /// Reads the document lossily (invalid UTF-8 becomes U+FFFD); anything that is not
-    /// such a document (a foreign consumer's plain text, say) is shown as the reason.
-    fn parse(raw: &[u8]) -> Self {
-        let text = String::from_utf8_lossy(raw);
-        serde_json::from_str(&text).unwrap_or_else(|_| DeadInfo {
-            reason: Some(text.into_owned()),
-            at_ms: None,
-        })
-    }
-}
-
-#[derive(Debug, Deserialize)]
-struct RawError {
-    #[serde(default)]
-    message: String,
-    #[serde(default, deserialize_with = "millis")]
-    at_ms: Option<u64>,
-}
-
-/// The `errors` document: a JSON array of `{"message":…,"at_ms":…}`, read lossily (invalid
-/// UTF-8 becomes U+FFFD). cjson writes an empty array as `{}`; anything else that is not
-/// such an array shows as one error with the raw text and time 0.
-fn parse_errors(raw: &[u8]) -> Vec<ErrorRecord> {
-    let text = String::from_utf8_lossy(raw);
-    match serde_json::from_str::<Vec<RawError>>(&text) {
-        Ok(errors) => errors
-            .into_iter()
-            .map(|e| ErrorRecord {
-                message: e.message,
-                at_ms: e.at_ms.unwrap_or_default(),
-            })
-            .collect(),
-        Err(_) if text.trim() == "{}" || text.trim().is_empty() => Vec::new(),
-        Err(_) => vec![ErrorRecord {
-            message: text.into_owned(),
-            at_ms: 0,
-        }],
-    }
-}
-
-/// cjson may write a large integer as a float (`1.712345679901e+12`): read either.
-fn millis<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<u64>, D::Error> {
-    let value = Option::<serde_json::Number>::deserialize(deserializer)?;
-    Ok(value.and_then(|n| n.as_u64().or_else(|| n.as_f64().map(|f| f.max(0.0) as u64))))
-}
-
 fn unique(ids: &[String]) -> Vec<String> {
     let mut seen = HashSet::new();
     ids.iter().filter(|id| seen.insert(*id)).cloned().collect()
@@ -450,45 +362,6 @@ fn split_found(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn cjson_documents_parse() {
-        let info = DeadInfo::parse(br#"{"at_ms":1712345679901,"reason":"rejected"}"#);
-        assert_eq!(info.reason.as_deref(), Some("rejected"));
-        assert_eq!(info.at_ms, Some(1712345679901));
-        let info = DeadInfo::parse(br#"{"reason":"x","at_ms":1.712345679901e+12}"#);
-        assert_eq!(info.at_ms, Some(1712345679901));
-        let errors =
-            parse_errors(br#"[{"message":"boom","at_ms":5},{"at_ms":6,"message":"again"}]"#);
-        assert_eq!(
-            errors,
-            vec![
-                ErrorRecord {
-                    message: "boom".into(),
-                    at_ms: 5
-                },
-                ErrorRecord {
-                    message: "again".into(),
-                    at_ms: 6
-                }
-            ]
-        );
-        assert!(parse_errors(b"{}").is_empty());
-        assert_eq!(parse_errors(b"garbage")[0].message, "garbage");
-    }
-
-    #[test]
-    fn invalid_utf8_reads_lossily() {
-        let info = DeadInfo::parse(b"{\"reason\":\"bad \xff\",\"at_ms\":5}");
-        assert_eq!(info.reason.as_deref(), Some("bad \u{fffd}"));
-        assert_eq!(info.at_ms, Some(5));
-        let errors = parse_errors(b"[{\"message\":\"x\xc3(\",\"at_ms\":5}]");
-        assert_eq!(errors[0].message, "x\u{fffd}(");
-        assert_eq!(
-            DeadInfo::parse(b"plain \xfe").reason.as_deref(),
-            Some("plain \u{fffd}")
-        );
-    }
 
     #[test]
     fn unique_keeps_the_first_of_each() {

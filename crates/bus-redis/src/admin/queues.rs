@@ -1,68 +1,22 @@
-//! Queues and topics: listings, counts, purge, a raw send, removing a subscription.
-
-use std::collections::BTreeMap;
+//! Queues: counts, purge, a raw send, removing a subscription.
 
 use bus_core::transport::now_ms;
-use bus_core::{Envelope, Format, Headers, MessageId, Source, DEFAULT_MAX_MESSAGE_SIZE};
-use bus_redis::keys;
+use bus_core::{Envelope, MessageSummary, QueueStats, Source, DEFAULT_MAX_MESSAGE_SIZE};
 use bytes::Bytes;
 use fred::prelude::{ListInterface, SortedSetsInterface};
 use fred::types::Value;
 use serde::Serialize;
-use serde_json::value::RawValue;
 
-use crate::management::{source_name, wire_name};
-use crate::message::MessageSummary;
+use super::Admin;
+use crate::keys;
 use crate::scripts;
-use crate::{Error, Management, Result};
+use crate::Result;
 
 /// Elements (and delayed messages) purged per script call: each call is short, so Redis
 /// keeps serving everyone else during a long purge.
 const PURGE_BATCH: u64 = 1000;
 
-/// A topic and the subscriptions registered for it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[non_exhaustive]
-pub struct Topic {
-    /// The topic.
-    pub topic: String,
-    /// Its subscriptions, sorted.
-    pub subscriptions: Vec<String>,
-}
-
-/// The counts of one queue or subscription.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[non_exhaustive]
-pub struct QueueStats {
-    /// `queue`, or `topic/subscription`.
-    pub queue: String,
-    /// Messages waiting (`LLEN ready`).
-    pub ready: u64,
-    /// Messages reserved by consumers, running or prefetched (`ZCARD inflight`),
-    /// including those whose lock expired.
-    pub in_flight: u64,
-    /// Of those in flight, the ones whose lock deadline is past (Redis's clock): their
-    /// consumer died or lost Redis, and recovery will put them back (or dead-letter them)
-    /// once a consumer of the queue runs.
-    pub expired_locks: u64,
-    /// Delayed sends and retries waiting for their time (`ZCARD delayed`).
-    pub delayed: u64,
-    /// Dead letters (`LLEN dead`).
-    pub dead: u64,
-    /// When the next ready message (the head of the ready list) was first sent, in ms
-    /// since the Unix epoch (its envelope's send time, the producer's clock): a retried,
-    /// recovered or requeued message keeps the time of its first send, so this is not how
-    /// long it has been ready. `None` when nothing is ready or the element is not a
-    /// readable envelope.
-    pub oldest_sent_at_ms: Option<u64>,
-    /// How long ago that was (by this machine's clock), in ms.
-    pub oldest_age_ms: Option<u64>,
-    /// Redis's clock when the counts were taken, in ms since the Unix epoch (the clock
-    /// lock deadlines are measured against).
-    pub redis_now_ms: u64,
-}
-
-/// What [`Management::purge`] removed.
+/// What [`Admin::purge`] removed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
 pub struct Purged {
@@ -72,7 +26,16 @@ pub struct Purged {
     pub delayed: u64,
 }
 
-/// What [`Management::remove_subscription`] did.
+/// What [`Admin::remove_subscription`] did: one of two outcomes, for good.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unsubscribe {
+    /// The subscription is gone.
+    Removed(RemovedSubscription),
+    /// It still holds messages and `force` was not given: nothing was changed.
+    Refused(Held),
+}
+
+/// What a removed subscription left behind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
 pub struct RemovedSubscription {
@@ -82,39 +45,26 @@ pub struct RemovedSubscription {
     pub deleted_keys: u64,
 }
 
-impl Management {
-    /// The command queues, sorted: those consumers registered (`<prefix>:registry:queues`)
-    /// and those whose keys exist (found with `SCAN`, never `KEYS`), so a queue is listed
-    /// from its first send even if no consumer ever started.
-    pub async fn queues(&self) -> Result<Vec<String>> {
-        Ok(self.inventory().await?.queues.into_iter().collect())
-    }
+/// The messages a subscription still holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct Held {
+    /// Messages waiting.
+    pub ready: u64,
+    /// Messages reserved by consumers.
+    pub in_flight: u64,
+    /// Messages scheduled.
+    pub delayed: u64,
+    /// Dead letters.
+    pub dead: u64,
+}
 
-    /// The topics, each with its subscriptions, sorted: those consumers registered (the
-    /// registry and each topic's `subs` set) and those whose keys exist.
-    pub async fn topics(&self) -> Result<Vec<Topic>> {
-        Ok(self
-            .inventory()
-            .await?
-            .topics
-            .into_iter()
-            .map(|(topic, names)| Topic {
-                topic,
-                subscriptions: names.into_iter().collect(),
-            })
-            .collect())
-    }
-
-    /// Every queue and subscription, in the order `queues` then `topics` list them.
-    pub async fn sources(&self) -> Result<Vec<Source>> {
-        Ok(self.inventory().await?.sources())
-    }
-
+impl Admin {
     /// The counts of a queue or subscription, and the age of its next ready message, in
-    /// one consistent snapshot (`lua/stats.lua`, read only).
+    /// one consistent snapshot (`lua/admin_stats.lua`, read only).
     pub async fn stats(&self, source: &Source) -> Result<QueueStats> {
         let keys = self.keys(source);
-        let script = &scripts::STATS;
+        let script = &scripts::ADMIN_STATS;
         let reply = script
             .run_array(
                 self.client(),
@@ -148,20 +98,20 @@ impl Management {
             .as_deref()
             .and_then(|envelope| MessageSummary::decode(envelope).ok())
             .map(|m| m.sent_at_ms);
-        Ok(QueueStats {
-            queue: source_name(source),
-            ready,
-            in_flight,
-            expired_locks,
-            delayed,
-            dead,
-            oldest_sent_at_ms,
-            oldest_age_ms: oldest_sent_at_ms.map(|sent| now_ms().saturating_sub(sent)),
-            redis_now_ms,
-        })
+        // (Built field by field: the record is bus-core's and `#[non_exhaustive]`.)
+        let mut stats = QueueStats::new(source);
+        stats.ready = ready;
+        stats.in_flight = in_flight;
+        stats.expired_locks = expired_locks;
+        stats.delayed = delayed;
+        stats.dead_letters = dead;
+        stats.oldest_sent_at_ms = oldest_sent_at_ms;
+        stats.oldest_age_ms = oldest_sent_at_ms.map(|sent| now_ms().saturating_sub(sent));
+        stats.redis_now_ms = redis_now_ms;
+        Ok(stats)
     }
 
-    /// [`Management::stats`] of every queue and subscription [`Management::sources`] lists.
+    /// [`Admin::stats`] of every queue and subscription [`Admin::sources`] lists.
     pub async fn stats_all(&self) -> Result<Vec<QueueStats>> {
         let mut all = Vec::new();
         for source in self.sources().await? {
@@ -187,7 +137,7 @@ impl Management {
         )?;
         // Recovered messages waiting to run alone are waiting messages too.
         let mut ready_left = ready + suspects;
-        let script = &scripts::PURGE;
+        let script = &scripts::ADMIN_PURGE;
         let mut purged = Purged {
             ready: 0,
             delayed: 0,
@@ -227,43 +177,30 @@ impl Management {
         Ok(purged)
     }
 
-    /// Sends one message with a JSON body, as a foreign producer would: a plain envelope
-    /// (type `message_type`, or the queue's wire name when `None`) appended to the ready
-    /// list in one `RPUSH`. Returns its message id.
-    pub async fn send(
-        &self,
-        source: &Source,
-        message_type: Option<&str>,
-        json_body: &str,
-        headers: BTreeMap<String, String>,
-    ) -> Result<MessageId> {
-        let message_type = message_type.unwrap_or_else(|| wire_name(source));
-        bus_core::validate_name("message type", message_type)?;
-        let body: &RawValue = serde_json::from_str(json_body).map_err(Error::InvalidBody)?;
-        let mut envelope = Envelope::new(
-            message_type,
-            Format::Json,
-            Bytes::copy_from_slice(body.get().as_bytes()),
-        );
-        envelope.headers = Headers::from_iter(headers);
+    /// Appends an envelope to the ready list of a queue or subscription as a fresh
+    /// element, as a foreign producer would (one `RPUSH`); refused with
+    /// [`bus_core::Error::MessageTooLarge`] above the bus's default limit.
+    pub async fn send(&self, source: &Source, envelope: &Envelope) -> Result<()> {
         let encoded = envelope.encode()?;
         if encoded.len() > DEFAULT_MAX_MESSAGE_SIZE {
-            return Err(Error::TooLarge {
+            return Err(bus_core::Error::MessageTooLarge {
                 size: encoded.len(),
-                limit: DEFAULT_MAX_MESSAGE_SIZE,
-            });
+                max: DEFAULT_MAX_MESSAGE_SIZE,
+            }
+            .into());
         }
         let _: i64 = self
             .client()
             .rpush(self.keys(source).ready, Bytes::from(encoded))
             .await?;
-        Ok(envelope.id)
+        Ok(())
     }
 
     /// Removes a subscription of a topic: its name leaves the topic's subscriptions (so
     /// publishes stop writing to it) and its queue's keys are deleted, in one atomic
-    /// script. A subscription whose queue still holds messages (ready, in flight, delayed
-    /// or dead) is refused with [`Error::NotEmpty`] and left untouched, unless `force`.
+    /// script (`lua/admin_unsubscribe.lua`). A subscription whose queue still holds
+    /// messages (ready, in flight, delayed or dead) is [`Unsubscribe::Refused`] and left
+    /// untouched, unless `force`.
     ///
     /// Stop the subscription's consumers first: a consumer registers its subscription
     /// again when it starts.
@@ -272,7 +209,7 @@ impl Management {
         topic: &str,
         name: &str,
         force: bool,
-    ) -> Result<RemovedSubscription> {
+    ) -> Result<Unsubscribe> {
         let source = Source::subscription(topic, name)?;
         let queue = self.keys(&source);
         // The four counted keys first (the script checks them), the leases (counted too,
@@ -285,7 +222,7 @@ impl Management {
             &queue.leases,
             &queue.leased,
         ];
-        let mut script_keys = vec![keys::subscriptions(self.prefix(), topic)];
+        let mut script_keys = vec![keys::subscriptions(self.key_prefix(), topic)];
         script_keys.extend(counted.iter().map(|key| key.to_string()));
         script_keys.extend(
             queue
@@ -294,7 +231,7 @@ impl Management {
                 .filter(|key| !counted.iter().any(|c| c.as_str() == *key))
                 .map(str::to_owned),
         );
-        let script = &scripts::UNSUBSCRIBE;
+        let script = &scripts::ADMIN_UNSUBSCRIBE;
         let reply = script
             .run_array(
                 self.client(),
@@ -306,19 +243,18 @@ impl Management {
             .iter()
             .map(|v| script.int(v))
             .collect::<Result<Vec<i64>>>()?;
+        let count = |n: i64| n.max(0) as u64;
         match ints.as_slice() {
-            [1, was, deleted] => Ok(RemovedSubscription {
+            [1, was, deleted] => Ok(Unsubscribe::Removed(RemovedSubscription {
                 was_registered: *was == 1,
-                deleted_keys: *deleted as u64,
-            }),
-            [0, ready, in_flight, delayed, dead] => Err(Error::NotEmpty {
-                topic: topic.to_owned(),
-                name: name.to_owned(),
-                ready: *ready as u64,
-                in_flight: *in_flight as u64,
-                delayed: *delayed as u64,
-                dead: *dead as u64,
-            }),
+                deleted_keys: count(*deleted),
+            })),
+            [0, ready, in_flight, delayed, dead] => Ok(Unsubscribe::Refused(Held {
+                ready: count(*ready),
+                in_flight: count(*in_flight),
+                delayed: count(*delayed),
+                dead: count(*dead),
+            })),
             _ => Err(script.unexpected(&Value::Array(reply))),
         }
     }

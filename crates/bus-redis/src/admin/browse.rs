@@ -1,15 +1,16 @@
 //! Looking at waiting messages without taking them: the next ready ones, the scheduled ones.
 
-use bus_core::Source;
+use bus_core::{MessageSummary, Source};
 use bytes::Bytes;
 use fred::prelude::{HashesInterface, ListInterface, SortedSetsInterface};
 use fred::types::Value;
 use serde::Serialize;
 
-use crate::message::{decode_element, MessageSummary};
-use crate::{Error, Management, Result};
+use super::{last_index, Admin};
+use crate::keys::WAKE;
+use crate::{Error, Result};
 
-/// A message on a ready list, as [`Management::peek`] shows it.
+/// A message on a ready list, as [`Admin::peek`] shows it.
 #[derive(Debug, Clone, Serialize)]
 #[non_exhaustive]
 pub struct ReadyMessage {
@@ -27,7 +28,7 @@ pub struct ReadyMessage {
     pub decode_error: Option<String>,
 }
 
-/// A delayed message, as [`Management::scheduled`] shows it.
+/// A delayed message, as [`Admin::scheduled`] shows it.
 #[derive(Debug, Clone, Serialize)]
 #[non_exhaustive]
 pub struct ScheduledMessage {
@@ -43,7 +44,7 @@ pub struct ScheduledMessage {
     pub decode_error: Option<String>,
 }
 
-impl Management {
+impl Admin {
     /// The next `n` ready messages of a queue, in processing order, without taking them
     /// (`LRANGE ready 0 n-1`, stored ids resolved through `msgs`).
     pub async fn peek(&self, source: &Source, n: u64) -> Result<Vec<ReadyMessage>> {
@@ -60,7 +61,7 @@ impl Management {
             let ready: Vec<Bytes> = client.lrange(&keys.ready, 0, last_index(more)).await?;
             elements.extend(ready);
         }
-        elements.retain(|e| e.as_ref() != bus_redis::keys::WAKE.as_bytes());
+        elements.retain(|e| e.as_ref() != WAKE.as_bytes());
         if elements.is_empty() {
             return Ok(Vec::new());
         }
@@ -86,7 +87,7 @@ impl Management {
                 ),
                 None => (None, 0, element),
             };
-            let (message, decode_error) = decode_element(&envelope);
+            let (message, decode_error) = MessageSummary::read(&envelope);
             out.push(ReadyMessage {
                 position: position as u64,
                 storage_id,
@@ -122,7 +123,7 @@ impl Management {
             .zip(counts)
             .map(|(((storage_id, due_at), envelope), delivery_count)| {
                 let (message, decode_error) = match envelope {
-                    Some(envelope) => decode_element(&envelope),
+                    Some(envelope) => MessageSummary::read(&envelope),
                     None => (None, Some("no stored envelope".to_owned())),
                 };
                 ScheduledMessage {
@@ -137,7 +138,7 @@ impl Management {
     }
 
     /// `HMGET deliveries ids`, missing counts as 0.
-    pub(crate) async fn delivery_counts(&self, key: &str, ids: &[String]) -> Result<Vec<u64>> {
+    async fn delivery_counts(&self, key: &str, ids: &[String]) -> Result<Vec<u64>> {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
@@ -146,14 +147,9 @@ impl Management {
     }
 }
 
-/// The last index of a range of `n` elements, for `LRANGE`/`ZRANGE`.
-pub(crate) fn last_index(n: u64) -> i64 {
-    i64::try_from(n).unwrap_or(i64::MAX) - 1
-}
-
 /// Members and scores of a `WITHSCORES` reply: flat `[member, score, ...]` (RESP2) or
 /// pairs `[[member, score], ...]` (RESP3).
-fn scored_members(reply: Value) -> Result<Vec<(String, f64)>> {
+pub(super) fn scored_members(reply: Value) -> Result<Vec<(String, f64)>> {
     let unexpected = |v: &Value| Error::Protocol {
         script: "ZRANGE WITHSCORES",
         detail: format!("{v:?}"),
@@ -180,5 +176,28 @@ fn scored_members(reply: Value) -> Result<Vec<(String, f64)>> {
         items.chunks(2).map(|p| pair(&p[0], &p[1])).collect()
     } else {
         Err(unexpected(&Value::Array(items)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scored_replies_read_in_both_shapes() {
+        let flat = Value::Array(vec![
+            "a".into(),
+            Value::Double(5.0),
+            "b".into(),
+            Value::Double(7.0),
+        ]);
+        assert_eq!(
+            scored_members(flat).unwrap(),
+            vec![("a".to_owned(), 5.0), ("b".to_owned(), 7.0)]
+        );
+        let pairs = Value::Array(vec![Value::Array(vec!["a".into(), Value::Double(5.0)])]);
+        assert_eq!(scored_members(pairs).unwrap(), vec![("a".to_owned(), 5.0)]);
+        assert!(scored_members(Value::Null).unwrap().is_empty());
+        assert!(scored_members(Value::Array(vec!["odd".into()])).is_err());
     }
 }

@@ -5,28 +5,39 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use bus_core::Source;
-use bus_redis::keys::{self, QueueKeys};
 use fred::prelude::{Client, ClientLike, KeysInterface, SetsInterface};
 use fred::types::scan::{ScanResult, Scanner};
 use futures::{Stream, TryStreamExt};
+use serde::Serialize;
 
-use crate::management::source_name;
-use crate::{Error, Management, Result};
+use super::Admin;
+use crate::keys::{self, QueueKeys};
+use crate::Result;
 
 /// Keys asked for per `SCAN` call: each call is short, so Redis keeps serving everyone
 /// else while a large keyspace is walked.
 const SCAN_COUNT: u32 = 1000;
 
+/// A topic and the subscriptions registered for it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct Topic {
+    /// The topic.
+    pub topic: String,
+    /// Its subscriptions, sorted.
+    pub subscriptions: Vec<String>,
+}
+
 /// What exists under one prefix: queue names, and each topic's subscription names.
 #[derive(Debug, Default)]
-pub(crate) struct Inventory {
-    pub(crate) queues: BTreeSet<String>,
-    pub(crate) topics: BTreeMap<String, BTreeSet<String>>,
+struct Inventory {
+    queues: BTreeSet<String>,
+    topics: BTreeMap<String, BTreeSet<String>>,
 }
 
 impl Inventory {
     /// Every queue and subscription, queues first, each group sorted.
-    pub(crate) fn sources(&self) -> Vec<Source> {
+    fn sources(&self) -> Vec<Source> {
         let queues = self.queues.iter().cloned().map(Source::Queue);
         let subscriptions = self.topics.iter().flat_map(|(topic, names)| {
             names.iter().map(|name| Source::Subscription {
@@ -38,11 +49,38 @@ impl Inventory {
     }
 }
 
-impl Management {
+impl Admin {
+    /// The command queues, sorted: those consumers registered (`<prefix>:registry:queues`)
+    /// and those whose keys exist (found with `SCAN`, never `KEYS`), so a queue is listed
+    /// from its first send even if no consumer ever started.
+    pub async fn queues(&self) -> Result<Vec<String>> {
+        Ok(self.inventory().await?.queues.into_iter().collect())
+    }
+
+    /// The topics, each with its subscriptions, sorted: those consumers registered (the
+    /// registry and each topic's `subs` set) and those whose keys exist.
+    pub async fn topics(&self) -> Result<Vec<Topic>> {
+        Ok(self
+            .inventory()
+            .await?
+            .topics
+            .into_iter()
+            .map(|(topic, names)| Topic {
+                topic,
+                subscriptions: names.into_iter().collect(),
+            })
+            .collect())
+    }
+
+    /// Every queue and subscription, in the order `queues` then `topics` list them.
+    pub async fn sources(&self) -> Result<Vec<Source>> {
+        Ok(self.inventory().await?.sources())
+    }
+
     /// The registry sets merged with the queues and topics whose keys exist.
-    pub(crate) async fn inventory(&self) -> Result<Inventory> {
+    async fn inventory(&self) -> Result<Inventory> {
         let client = self.client();
-        let prefix = self.prefix();
+        let prefix = self.key_prefix();
         let pattern = keys::discovery_pattern(Some(prefix));
         let (registered_queues, registered_topics, found) = tokio::try_join!(
             client.smembers::<Vec<String>, _>(keys::queue_registry(prefix)),
@@ -79,46 +117,23 @@ impl Management {
         Ok(inventory)
     }
 
-    /// Fails with [`Error::UnknownSource`] unless a consumer registered the queue (or the
-    /// subscription) or one of its keys exists: a typo in a name or in the prefix is an
-    /// error that says what exists, not a row of zeros.
-    ///
-    /// Costs one command for a queue that exists; the error costs a `SCAN` of the keyspace.
-    pub async fn ensure_exists(&self, source: &Source) -> Result<()> {
+    /// Whether a consumer registered the queue (or the subscription) or one of its keys
+    /// exists. One command.
+    pub async fn exists(&self, source: &Source) -> Result<bool> {
         let client = self.client();
         let queue_keys: QueueKeys = self.keys(source);
         let key_list: Vec<String> = queue_keys.all().iter().map(|k| k.to_string()).collect();
         let (registered, existing) = match source {
             Source::Queue(queue) => tokio::try_join!(
-                client.sismember::<bool, _, _>(keys::queue_registry(self.prefix()), queue),
+                client.sismember::<bool, _, _>(keys::queue_registry(self.key_prefix()), queue),
                 client.exists::<u64, _>(key_list),
             )?,
             Source::Subscription { topic, name } => tokio::try_join!(
-                client.sismember::<bool, _, _>(keys::subscriptions(self.prefix(), topic), name),
+                client.sismember::<bool, _, _>(keys::subscriptions(self.key_prefix(), topic), name),
                 client.exists::<u64, _>(key_list),
             )?,
         };
-        if registered || existing > 0 {
-            return Ok(());
-        }
-        let known: Vec<String> = self
-            .inventory()
-            .await?
-            .sources()
-            .iter()
-            .map(source_name)
-            .collect();
-        let other_prefixes = if known.is_empty() {
-            self.other_prefixes().await?
-        } else {
-            Vec::new()
-        };
-        Err(Error::UnknownSource {
-            name: source_name(source),
-            prefix: self.prefix().to_owned(),
-            known,
-            other_prefixes,
-        })
+        Ok(registered || existing > 0)
     }
 
     /// The other key prefixes under which this Redis holds queues or topics of the bus,
@@ -132,7 +147,7 @@ impl Management {
                     .map(|(prefix, _)| prefix)
                     .or_else(|| keys::topic_of_key(key).map(|(prefix, _)| prefix))
             })
-            .filter(|prefix| prefix != self.prefix())
+            .filter(|prefix| prefix != self.key_prefix())
             .collect();
         Ok(prefixes.into_iter().collect())
     }

@@ -1,4 +1,4 @@
--- In flight (read only, for management): the first N in-flight messages by lock deadline,
+-- In flight (read only, for Admin::in_flight): the first N in-flight messages by lock deadline,
 -- stored ones (`inflight`) and leased ones (`leases`) merged. A leased message is shown
 -- under the storage id it gets if it leaves its lease other than by ack, with its
 -- implicit delivery count 1. Bounded by N (and the leases, each at most LEASE_MAX).

@@ -1,11 +1,5 @@
--- Prepended to every management script (see scripts.rs); defines shared helpers.
-
--- Runs `cmd key item...` over a list in chunks (Lua's unpack has a stack limit).
-local function bulk(cmd, key, items)
-  for i = 1, #items, 1000 do
-    redis.call(cmd, key, unpack(items, i, math.min(i + 999, #items)))
-  end
-end
+-- Prepended to every admin script after common.lua (see scripts.rs): the helpers of the
+-- dead-letter operations.
 
 -- The dead letters a call works on: with ARGV 'all', max, the first `max` ids popped from
 -- the head of the dead list; with ARGV 'ids', id..., those ids found in it (LREM, linear
