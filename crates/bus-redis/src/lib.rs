@@ -20,6 +20,7 @@ mod config;
 mod consumer;
 mod error;
 pub mod keys;
+mod receipts;
 mod scripts;
 #[cfg(feature = "tls")]
 mod tls;
