@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use benches::cpu::{clock_tick, Figure, Meter};
-use benches::layout::{layout_keys, layout_scripts};
+use benches::layout::{layout_keys, layout_scripts, unsettled};
 use benches::messages::{envelopes, order, Order};
 use benches::BenchRedis;
 use bus_core::{
@@ -25,7 +25,7 @@ use bus_core::{
 use bus_redis::keys::QueueKeys;
 use bus_redis::{RedisConfig, RedisTransport};
 use bytes::Bytes;
-use fred::prelude::{Client, ClientLike, HashesInterface, KeysInterface, ListInterface};
+use fred::prelude::{Client, ClientLike, KeysInterface, ListInterface};
 use fred::types::scripts::Script;
 use fred::types::{Key, Value};
 use futures::StreamExt;
@@ -292,17 +292,33 @@ async fn layout_consume(env: &Env, keys: &QueueKeys, count: u64) {
                 let Value::Array(items) = reply else {
                     panic!("reserve: {reply:?}")
                 };
-                // [wait, pending, id, count, envelope, ...]: ack (id, count) pairs.
-                let mut receipts = Vec::with_capacity(items.len() / 3 * 2);
-                for triple in items[2..].chunks(3) {
-                    receipts.push(triple[0].clone());
-                    receipts.push(triple[1].clone());
-                }
-                if receipts.is_empty() {
+                // [wait, pending, token, [envelope, ...], position, id, count, envelope,
+                // ...]: ack the stored (id, count) pairs and the lease's indices.
+                let stored: Vec<Value> = items
+                    .get(4..)
+                    .unwrap_or_default()
+                    .chunks(4)
+                    .flat_map(|quad| [quad[1].clone(), quad[2].clone()])
+                    .collect();
+                let leased = match items.get(3) {
+                    Some(Value::Array(envelopes)) => envelopes.len(),
+                    _ => 0,
+                };
+                let total = stored.len() / 2 + leased;
+                if total == 0 {
                     tokio::task::yield_now().await;
                     continue;
                 }
-                let n = receipts.len() as u64 / 2;
+                let mut receipts = Vec::with_capacity(4 + stored.len() + leased);
+                receipts.push(Value::from((stored.len() / 2) as i64));
+                receipts.extend(stored);
+                if leased > 0 {
+                    receipts.push(items[2].clone());
+                    receipts.push(Value::from(leased as i64));
+                    receipts.push(Value::from(leased as i64 - 1));
+                    receipts.extend((0..leased as i64).map(Value::from));
+                }
+                let n = total as u64;
                 ack.run(&client, ack_keys.clone(), receipts).await.unwrap();
                 done.fetch_add(n, Ordering::Relaxed);
             }
@@ -345,8 +361,7 @@ async fn layout_prefilled(env: &Env, backlog: u64) -> Figure {
             count(),
         )
         .await;
-    let stored: u64 = env.admin.hlen(&keys.msgs).await.unwrap();
-    assert_eq!(stored, 0, "every message acked");
+    assert_eq!(unsettled(&env.admin, &keys).await, 0, "every message acked");
     // UNLINK frees a long list in the background instead of blocking Redis.
     let _: Value = env
         .admin
@@ -390,7 +405,7 @@ where
 
 async fn bus_prefilled(env: &Env) -> Figure {
     let transport = env.transport().await;
-    let msgs = transport.keys(&Source::queue("bench").unwrap()).msgs;
+    let keys = transport.keys(&Source::queue("bench").unwrap());
     let bus = Bus::new(Arc::new(transport.clone()), BusConfig::default());
     let orders: Vec<Order> = (0..count()).map(order).collect();
     for batch in orders.chunks(1_000) {
@@ -406,7 +421,7 @@ async fn bus_prefilled(env: &Env) -> Figure {
     let started = env.meter.start();
     let running = host.start().await.unwrap();
     until_done(&noop, count(), || async {
-        transport.client().hlen::<u64, _>(&msgs).await.unwrap() == 0
+        unsettled(transport.client(), &keys).await == 0
     })
     .await;
     let mut figure = env.meter.stop(started, count());
@@ -417,7 +432,7 @@ async fn bus_prefilled(env: &Env) -> Figure {
 
 async fn bus_end_to_end(env: &Env) -> Figure {
     let transport = env.transport().await;
-    let msgs = transport.keys(&Source::queue("bench").unwrap()).msgs;
+    let keys = transport.keys(&Source::queue("bench").unwrap());
     let noop = Noop::default();
     let host = Host::builder()
         .transport(transport.clone())
@@ -438,7 +453,7 @@ async fn bus_end_to_end(env: &Env) -> Figure {
         })
         .await;
     until_done(&noop, count(), || async {
-        transport.client().hlen::<u64, _>(&msgs).await.unwrap() == 0
+        unsettled(transport.client(), &keys).await == 0
     })
     .await;
     let mut figure = env.meter.stop(started, count());

@@ -16,7 +16,7 @@ use bus_core::{
 use bus_redis::{RedisConfig, RedisTransport};
 use bytes::Bytes;
 use criterion::Criterion;
-use fred::prelude::{Client, ClientLike, HashesInterface, ListInterface};
+use fred::prelude::{Client, ClientLike, ListInterface};
 use fred::types::lists::LMoveDirection;
 use serde::{Deserialize, Serialize};
 use tokio::runtime::Runtime;
@@ -89,18 +89,17 @@ async fn bus_end_to_end(transport: RedisTransport, count: u64, stuck: u64) -> Du
         .unwrap();
     let running = host.start().await.unwrap();
     let bus = running.bus();
-    let msgs = transport.keys(&Source::queue("bench").unwrap()).msgs;
+    let keys = transport.keys(&Source::queue("bench").unwrap());
     let messages = smalls(count);
     let started = Instant::now();
     for batch in messages.chunks(BATCH) {
         bus.send_batch(batch).await.unwrap();
     }
     loop {
-        if noop.0.load(Ordering::Relaxed) >= count {
-            let stored: u64 = transport.client().hlen(&msgs).await.unwrap();
-            if stored == stuck {
-                break;
-            }
+        if noop.0.load(Ordering::Relaxed) >= count
+            && benches::layout::unsettled(transport.client(), &keys).await == stuck
+        {
+            break;
         }
         tokio::time::sleep(Duration::from_micros(500)).await;
     }
@@ -231,11 +230,16 @@ fn in_flight_scaling(c: &mut Criterion, env: &Env) {
                         let source = Source::queue("bench").unwrap();
                         let options = ConsumerOptions::new(Duration::from_secs(3600), 5);
                         let holder = transport.consumer(&source, options).await.unwrap();
-                        let held = holder
-                            .receive(stuck as usize, &CancellationToken::new())
-                            .await
-                            .unwrap();
-                        assert_eq!(held.len() as u64, stuck);
+                        // (One reserve leases at most 1,000: take them in turns.)
+                        let mut held = 0;
+                        while held < stuck {
+                            let taken = holder
+                                .receive((stuck - held) as usize, &CancellationToken::new())
+                                .await
+                                .unwrap();
+                            assert!(!taken.is_empty(), "only {held} of {stuck} held");
+                            held += taken.len() as u64;
+                        }
                         holder
                     });
                     let elapsed = env.rt.block_on(bus_end_to_end(transport, SCALING, stuck));

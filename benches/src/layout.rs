@@ -3,6 +3,7 @@
 
 use bus_redis::keys::QueueKeys;
 use bus_redis::LuaScript;
+use fred::prelude::{Client, HashesInterface, KeysInterface};
 use fred::types::Key;
 
 fn script(name: &'static str, body: &'static str) -> LuaScript {
@@ -44,7 +45,25 @@ pub fn layout_keys(k: &QueueKeys) -> (Vec<Key>, Vec<Key>) {
             &k.seq,
             &k.dead_info,
             &k.suspects,
+            &k.leases,
+            &k.leased,
         ]),
-        keys(&[&k.inflight, &k.msgs, &k.deliveries, &k.errors, &k.isolated]),
+        keys(&[
+            &k.inflight,
+            &k.msgs,
+            &k.deliveries,
+            &k.errors,
+            &k.isolated,
+            &k.leases,
+            &k.leased,
+        ]),
     )
+}
+
+/// Messages of the queue stored or in flight: `HLEN msgs` plus the leased ones (`GET
+/// leased`); 0 once every message is acked.
+pub async fn unsettled(client: &Client, keys: &QueueKeys) -> u64 {
+    let stored: u64 = client.hlen(&keys.msgs).await.unwrap();
+    let leased: Option<u64> = client.get(&keys.leased).await.unwrap();
+    stored + leased.unwrap_or(0)
 }

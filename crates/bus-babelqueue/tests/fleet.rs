@@ -47,19 +47,25 @@ async fn mixed_fleet(layout: &str) {
         worker.next(WAIT).await.expect("worker starts")["ready"],
         true
     );
-    let count = FLEET.to_string();
-    let (published, _) = run_py(&[&["publish", "--count", &count][..], &base[..]].concat()).await;
-    let all: HashSet<String> = published
-        .iter()
-        .map(|p| p["id"].as_str().expect("id").to_owned())
-        .collect();
-
+    // Both sides are ready before the first message exists, so that neither drains the
+    // queue while the other is still connecting.
     let transport = transport(&url, options(layout)).await;
     let consumer = consumer(&transport, "orders", Duration::from_secs(30), 3).await;
+    // Rust consumes while Python publishes, as the Python worker does.
+    let publish: Vec<String> = [&["publish", "--count", &FLEET.to_string()][..], &base[..]]
+        .concat()
+        .iter()
+        .map(|a| a.to_string())
+        .collect();
+    let publishing = tokio::spawn(async move {
+        let args: Vec<&str> = publish.iter().map(String::as_str).collect();
+        run_py(&args).await
+    });
     let keys = transport.babel_queue().keys("orders");
     let mut ours = Vec::new();
     let deadline = Instant::now() + WAIT;
-    while size(&redis, &keys.ready) + size(&redis, &keys.in_flight) > 0 {
+    while !publishing.is_finished() || size(&redis, &keys.ready) + size(&redis, &keys.in_flight) > 0
+    {
         assert!(
             Instant::now() < deadline,
             "the fleet did not drain the queue"
@@ -70,6 +76,11 @@ async fn mixed_fleet(layout: &str) {
             settle(&*consumer, &delivery, &[URN], 3, Ok(())).await;
         }
     }
+    let (published, _) = publishing.await.expect("the publisher ran");
+    let all: HashSet<String> = published
+        .iter()
+        .map(|p| p["id"].as_str().expect("id").to_owned())
+        .collect();
     let theirs: Vec<String> = worker
         .stop()
         .await

@@ -9,7 +9,7 @@ use bytes::Bytes;
 use crate::envelope::{encode_json_message, now_ms};
 use crate::host::metrics::sent;
 
-use crate::transport::Outgoing;
+use crate::transport::{Destination, Outgoing, WireFormat};
 use crate::{
     validate_name, Command, Envelope, Error, Event, Format, Headers, Message, MessageId, Result,
     Transport,
@@ -32,12 +32,19 @@ const PROPAGATED: [&str; 3] = ["traceparent", "tracestate", "bq-trace-id"];
 /// queued it, and then it runs when the connection allows (docs/operations.md, "Outages").
 #[derive(Debug, Clone)]
 pub struct Bus {
-    transport: Arc<dyn Transport>,
-    config: Arc<BusConfig>,
+    /// What every clone shares: one reference count per clone (a handler's context gets
+    /// one per message).
+    shared: Arc<Shared>,
     /// Headers copied onto every message sent through this handle.
     inherited: Option<Arc<Headers>>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    transport: Arc<dyn Transport>,
+    config: BusConfig,
     /// Events published to topics without subscriptions, over all clones.
-    unrouted: Arc<AtomicU64>,
+    unrouted: AtomicU64,
 }
 
 /// Bus-wide message settings.
@@ -73,29 +80,33 @@ impl Bus {
     /// A bus over a transport.
     pub fn new(transport: Arc<dyn Transport>, config: BusConfig) -> Self {
         Bus {
-            transport,
-            config: Arc::new(config),
+            shared: Arc::new(Shared {
+                transport,
+                config,
+                unrouted: AtomicU64::new(0),
+            }),
             inherited: None,
-            unrouted: Arc::default(),
         }
     }
 
     /// How many events were published to topics that had no subscriptions (so nobody
     /// received them), through this bus and its clones.
     pub fn unrouted_events(&self) -> u64 {
-        self.unrouted.load(Ordering::Relaxed)
+        self.shared.unrouted.load(Ordering::Relaxed)
     }
 
     /// The transport under this bus.
     pub fn transport(&self) -> &Arc<dyn Transport> {
-        &self.transport
+        &self.shared.transport
     }
 
     /// Sends a command to its queue.
     pub async fn send<C: Command>(&self, command: &C) -> Result<MessageId> {
         let one = std::slice::from_ref(command);
         let (ids, _) = self
-            .produce("send", one, |name, batch| self.transport.send(name, batch))
+            .produce("send", one, |name, batch| {
+                self.shared.transport.send(name, batch)
+            })
             .await?;
         Ok(ids[0].clone())
     }
@@ -104,7 +115,7 @@ impl Bus {
     pub async fn send_batch<C: Command>(&self, commands: &[C]) -> Result<Vec<MessageId>> {
         let (ids, _) = self
             .produce("send", commands, |name, batch| {
-                self.transport.send(name, batch)
+                self.shared.transport.send(name, batch)
             })
             .await?;
         Ok(ids)
@@ -130,7 +141,7 @@ impl Bus {
     ) -> Result<Vec<MessageId>> {
         let (ids, _) = self
             .produce("send", commands, |name, batch| {
-                self.transport.send_keyed(name, key, batch)
+                self.shared.transport.send_keyed(name, key, batch)
             })
             .await?;
         Ok(ids)
@@ -150,7 +161,7 @@ impl Bus {
         let one = std::slice::from_ref(command);
         let (ids, _) = self
             .produce("send", one, |name, batch| {
-                self.transport.send_at(name, batch, at)
+                self.shared.transport.send_at(name, batch, at)
             })
             .await?;
         Ok(ids[0].clone())
@@ -166,12 +177,12 @@ impl Bus {
     pub async fn publish_batch<E: Event>(&self, events: &[E]) -> Result<Vec<MessageId>> {
         let (ids, reached) = self
             .produce("publish", events, |name, batch| {
-                self.transport.publish(name, batch)
+                self.shared.transport.publish(name, batch)
             })
             .await?;
         if reached == Some(0) {
             let count = ids.len() as u64;
-            let total = self.unrouted.fetch_add(count, Ordering::Relaxed) + count;
+            let total = self.shared.unrouted.fetch_add(count, Ordering::Relaxed) + count;
             tracing::info!(
                 topic = E::NAME,
                 events = count,
@@ -196,7 +207,12 @@ impl Bus {
         F: std::future::Future<Output = Result<T>>,
     {
         let span = producer_span(operation, M::NAME);
-        let batch = span.in_scope(|| self.encode(messages))?;
+        let destination = match M::KIND {
+            crate::MessageKind::Event => Destination::Topic(M::NAME),
+            _ => Destination::Queue(M::NAME),
+        };
+        let wire = self.shared.transport.outgoing_wire_format(destination);
+        let batch = span.in_scope(|| self.encode(messages, wire.as_deref()))?;
         let ids: Vec<MessageId> = batch.iter().map(|m| m.id.clone()).collect();
         if batch.is_empty() {
             return Ok((ids, None));
@@ -227,18 +243,28 @@ impl Bus {
 
     /// A handle whose messages carry the trace context of `headers`.
     pub(crate) fn inheriting(&self, headers: &Headers) -> Bus {
+        if headers.is_empty() {
+            return self.clone();
+        }
         let inherited: Headers = PROPAGATED
             .iter()
             .filter_map(|k| headers.get(*k).map(|v| ((*k).to_owned(), v.clone())))
             .collect();
         Bus {
             inherited: (!inherited.is_empty()).then(|| Arc::new(inherited)),
-            ..self.clone()
+            shared: Arc::clone(&self.shared),
         }
     }
 
-    fn encode<M: Message>(&self, messages: &[M]) -> Result<Vec<Outgoing>> {
-        let format = M::FORMAT.unwrap_or(self.config.format);
+    /// Encodes messages in the native envelope, or in `wire` when the destination has
+    /// another wire format.
+    fn encode<M: Message>(
+        &self,
+        messages: &[M],
+        wire: Option<&dyn WireFormat>,
+    ) -> Result<Vec<Outgoing>> {
+        let config = &self.shared.config;
+        let format = M::FORMAT.unwrap_or(config.format);
         let headers = self.outgoing_headers();
         let headers = &*headers;
         // One clock read per batch; ids come from one process-wide monotonic generator,
@@ -247,21 +273,26 @@ impl Bus {
         let ids = monotonic_ids(messages.len());
         let mut batch = Vec::with_capacity(messages.len());
         for (message, id) in messages.iter().zip(ids) {
-            let payload = match format {
-                Format::Json => encode_json_message(&id, M::TYPE, headers, sent_at_ms, message)?,
+            let payload = match (format, wire) {
+                (Format::Json, None) => {
+                    encode_json_message(&id, M::TYPE, headers, sent_at_ms, message)?
+                }
                 _ => {
                     let mut envelope =
                         Envelope::new(M::TYPE, format, format.encode(M::TYPE, message)?);
                     envelope.id = MessageId::from(id.clone());
                     envelope.sent_at_ms = sent_at_ms;
                     envelope.headers.clone_from(headers);
-                    envelope.encode()?
+                    match wire {
+                        None => envelope.encode()?,
+                        Some(wire) => wire.encode(&envelope)?,
+                    }
                 }
             };
-            if payload.len() > self.config.max_message_size {
+            if payload.len() > config.max_message_size {
                 return Err(Error::MessageTooLarge {
                     size: payload.len(),
-                    max: self.config.max_message_size,
+                    max: config.max_message_size,
                 });
             }
             batch.push(Outgoing {

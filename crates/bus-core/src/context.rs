@@ -10,7 +10,8 @@ use crate::{Bus, Headers, MessageId};
 #[derive(Debug, Clone)]
 pub struct Context {
     pub(crate) message_id: MessageId,
-    pub(crate) message_type: String,
+    /// The type of the processor it was routed to (the same as the element's).
+    pub(crate) message_type: &'static str,
     pub(crate) delivery_count: u32,
     pub(crate) headers: Headers,
     pub(crate) sent_at_ms: u64,
@@ -25,7 +26,7 @@ impl Context {
     }
     /// The message's wire name.
     pub fn message_type(&self) -> &str {
-        &self.message_type
+        self.message_type
     }
     /// How many times this message has been delivered, this delivery included (1 on
     /// the first attempt). Survives retries, crashes and lock expiry.

@@ -4,6 +4,7 @@
 //! one plain JSON object. MessagePack envelopes are a map with the same keys and the body
 //! as a binary string. A decoder tells them apart by the first byte (`{` is JSON).
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -33,6 +34,10 @@ impl MessageId {
     /// The id as text.
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+    /// The id as an owned string (no copy).
+    pub(crate) fn into_string(self) -> String {
+        self.0
     }
 }
 
@@ -122,8 +127,9 @@ pub(crate) fn encode_json_message<T: Serialize>(
 struct JsonEnvelope<'a> {
     v: u32,
     id: String,
-    #[serde(rename = "type")]
-    message_type: String,
+    // Borrowed from the element unless escaped: the host routes on it without a copy.
+    #[serde(rename = "type", borrow)]
+    message_type: Cow<'a, str>,
     sent: u64,
     #[serde(default, deserialize_with = "null_as_none")]
     headers: Headers,
@@ -204,12 +210,18 @@ impl Envelope {
 
     /// Decodes an envelope. Garbage gives [`Error::Decode`], never a panic.
     pub fn decode(bytes: &[u8]) -> Result<Self> {
-        Self::decode_with(bytes, Bytes::copy_from_slice)
+        Self::decode_with(bytes, Bytes::copy_from_slice).map(Incoming::into_envelope)
     }
 
     /// Like [`Envelope::decode`], for an element already held as `Bytes`: the body
-    /// shares its buffer instead of being copied (the host's path, once per delivery).
+    /// shares its buffer instead of being copied.
     pub fn decode_shared(bytes: &Bytes) -> Result<Self> {
+        Self::decode_incoming(bytes).map(Incoming::into_envelope)
+    }
+
+    /// The host's path, once per delivery: the body shares the element's buffer and the
+    /// type is borrowed from it.
+    pub(crate) fn decode_incoming(bytes: &Bytes) -> Result<Incoming<'_>> {
         Self::decode_with(bytes, |body| {
             // The body is a sub-slice of `bytes` (both decoders borrow it); checked, so
             // that `slice_ref` can never panic.
@@ -226,7 +238,10 @@ impl Envelope {
         })
     }
 
-    fn decode_with(bytes: &[u8], body_of: impl FnOnce(&[u8]) -> Bytes) -> Result<Self> {
+    fn decode_with<'a>(
+        bytes: &'a [u8],
+        body_of: impl FnOnce(&[u8]) -> Bytes,
+    ) -> Result<Incoming<'a>> {
         let garbage = |what: &str, e: crate::BoxError| Error::Decode {
             what: "envelope".into(),
             reason: format!("{what}: {e}"),
@@ -235,8 +250,9 @@ impl Envelope {
         match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
             None => Err(Error::decode("envelope", "empty element")),
             Some(b'{') => {
-                crate::depth::check(Format::Json, bytes)
-                    .map_err(|reason| Error::decode("envelope", reason))?;
+                // No separate nesting scan: serde_json skips the raw body without
+                // recursing, and refuses more than 128 levels in whatever it does
+                // recurse into (the envelope here, the body's `Deserialize` later).
                 let wire: JsonEnvelope<'_> = serde_json::from_slice(bytes)
                     .map_err(|e| garbage("not a JSON envelope", e.into()))?;
                 let body = wire.body.get().as_bytes();
@@ -259,7 +275,7 @@ impl Envelope {
                 Self::from_wire(
                     wire.v,
                     wire.id,
-                    wire.message_type,
+                    Cow::Owned(wire.message_type),
                     wire.headers,
                     wire.sent,
                     Format::MessagePack,
@@ -270,15 +286,15 @@ impl Envelope {
     }
 
     /// An envelope from its decoded fields, checked: a known version, a non-empty id.
-    fn from_wire(
+    fn from_wire<'a>(
         version: u32,
         id: String,
-        message_type: String,
+        message_type: Cow<'a, str>,
         headers: Headers,
         sent_at_ms: u64,
         format: Format,
         body: Bytes,
-    ) -> Result<Self> {
+    ) -> Result<Incoming<'a>> {
         if version != ENVELOPE_VERSION {
             return Err(Error::decode(
                 "envelope",
@@ -290,7 +306,7 @@ impl Envelope {
         if id.is_empty() {
             return Err(Error::decode("envelope", "empty message id"));
         }
-        Ok(Envelope {
+        Ok(Incoming {
             id: MessageId(id),
             message_type,
             headers,
@@ -298,6 +314,44 @@ impl Envelope {
             format,
             body,
         })
+    }
+}
+
+/// An envelope as the host reads it: [`Envelope`] with the type possibly borrowed from
+/// the element, since routing needs no copy of it.
+#[derive(Debug)]
+pub(crate) struct Incoming<'a> {
+    pub(crate) id: MessageId,
+    pub(crate) message_type: Cow<'a, str>,
+    pub(crate) headers: Headers,
+    pub(crate) sent_at_ms: u64,
+    pub(crate) format: Format,
+    pub(crate) body: Bytes,
+}
+
+impl Incoming<'_> {
+    fn into_envelope(self) -> Envelope {
+        Envelope {
+            id: self.id,
+            message_type: self.message_type.into_owned(),
+            headers: self.headers,
+            sent_at_ms: self.sent_at_ms,
+            format: self.format,
+            body: self.body,
+        }
+    }
+}
+
+impl From<Envelope> for Incoming<'static> {
+    fn from(envelope: Envelope) -> Self {
+        Incoming {
+            id: envelope.id,
+            message_type: Cow::Owned(envelope.message_type),
+            headers: envelope.headers,
+            sent_at_ms: envelope.sent_at_ms,
+            format: envelope.format,
+            body: envelope.body,
+        }
     }
 }
 
@@ -373,6 +427,18 @@ mod tests {
     }
 
     #[test]
+    fn an_escaped_type_is_decoded_too() {
+        let json = br#"{"v":1,"id":"a","type":"caf\u00e9\"s","sent":1,"body":{}}"#;
+        let element = Bytes::from_static(json);
+        let incoming = Envelope::decode_incoming(&element).unwrap();
+        assert!(matches!(incoming.message_type, Cow::Owned(_)));
+        assert_eq!(Envelope::decode(json).unwrap().message_type, "caf\u{e9}\"s");
+        let plain = Bytes::from_static(br#"{"v":1,"id":"a","type":"orders","sent":1,"body":{}}"#);
+        let incoming = Envelope::decode_incoming(&plain).unwrap();
+        assert!(matches!(incoming.message_type, Cow::Borrowed("orders")));
+    }
+
+    #[test]
     fn null_headers_are_no_headers() {
         let json = br#"{"v":1,"id":"a","type":"t","sent":1,"headers":null,"body":{}}"#;
         assert!(Envelope::decode(json).unwrap().headers.is_empty());
@@ -392,6 +458,24 @@ mod tests {
         let body: Result<serde_json::Value> = Format::MessagePack.decode("t", &deep);
         assert!(matches!(body, Err(Error::Decode { .. })));
     }
+
+    #[test]
+    fn deep_json_is_refused_by_serde_json_without_a_scan() {
+        // Far deeper than any stack survives if decoding recursed once per level.
+        let deep = format!("{}1{}", "[".repeat(100_000), "]".repeat(100_000));
+        let element = format!(r#"{{"v":1,"id":"a","type":"t","sent":1,"body":{deep}}}"#);
+        let envelope = Envelope::decode_shared(&Bytes::from(element)).unwrap();
+        let body: Result<serde_json::Value> = envelope.format.decode_body("t", &envelope.body);
+        assert!(matches!(body, Err(Error::Decode { .. })), "{body:?}");
+        let at_limit = format!("{}1{}", "[".repeat(MAX), "]".repeat(MAX));
+        let body: Result<serde_json::Value> = Format::Json.decode_body("t", at_limit.as_bytes());
+        assert!(body.is_ok(), "{body:?}");
+        let element =
+            format!(r#"{{"v":1,"id":"a","type":"t","sent":1,"headers":{deep},"body":1}}"#);
+        assert!(Envelope::decode(element.as_bytes()).is_err());
+    }
+
+    const MAX: usize = crate::MAX_NESTING - 1;
 
     #[test]
     fn json_envelope_is_plain_json_with_embedded_body() {

@@ -36,9 +36,10 @@ impl Format {
         self.decode_unchecked(message_type, bytes)
     }
 
-    /// Decodes the body of an envelope that [`crate::Envelope::decode`] returned. A JSON
-    /// body was nesting-checked as part of its envelope, so only a MessagePack body (an
-    /// opaque byte string inside its envelope) is checked again.
+    /// Decodes the body of an envelope that [`crate::Envelope::decode`] (or a wire format)
+    /// returned, on the host's path. A JSON body needs no separate nesting scan: serde_json
+    /// refuses more than 128 levels ([`crate::MAX_NESTING`]) itself; rmp-serde only stops
+    /// at 1,024, so a MessagePack body is checked first.
     pub(crate) fn decode_body<T: DeserializeOwned>(
         self,
         message_type: &str,

@@ -91,7 +91,7 @@ pub(crate) fn consumer_span(source: &Source, delivery: &Delivery) -> tracing::Sp
 }
 
 /// The messaging attributes of a consumer's `process` span, once its message is decoded.
-pub(crate) fn consumer_attributes(span: &tracing::Span, source: &Source, envelope: &Envelope) {
+pub(crate) fn consumer_attributes(span: &tracing::Span, source: &Source, id: &MessageId) {
     span.set_attribute("messaging.system", SYSTEM);
     span.set_attribute("messaging.operation.name", "process");
     span.set_attribute("messaging.operation.type", "process");
@@ -103,7 +103,7 @@ pub(crate) fn consumer_attributes(span: &tracing::Span, source: &Source, envelop
         }
     };
     span.set_attribute("messaging.destination.name", destination.clone());
-    span.set_attribute("messaging.message.id", envelope.id.to_string());
+    span.set_attribute("messaging.message.id", id.to_string());
 }
 
 /// `traceparent` (version 00) and `tracestate`, as W3C Trace Context defines them.

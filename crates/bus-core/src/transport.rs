@@ -5,6 +5,7 @@
 //! transitions of a message: send, reserve, ack, renew, retry, dead-letter, release.
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
@@ -14,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use crate::envelope::now_ms;
 pub use crate::records::ERROR_HISTORY;
-use crate::{validate_name, ErrorRecord, MessageId, Result};
+use crate::{validate_name, Envelope, ErrorRecord, MessageId, Result};
 
 /// Where a consumer reads: a command queue, or one subscription of a topic.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -153,6 +154,45 @@ impl ConsumerOptions {
     }
 }
 
+/// How a transport's stored elements carry messages: the bus's own envelope by default
+/// ([`NativeFormat`], docs/wire-format.md), or another one that a transport brings for
+/// some or all of its queues (a foreign system's envelope, say). The host routes what
+/// [`WireFormat::decode`] returns by [`Envelope::message_type`], so one queue can carry
+/// several message types.
+pub trait WireFormat: Send + Sync + fmt::Debug + 'static {
+    /// Reads one stored element: its id, type, headers, send time, body and the body's
+    /// [`Format`](crate::Format). An error dead-letters the element as `undecodable`,
+    /// unchanged; it must never panic.
+    fn decode(&self, element: &Bytes) -> Result<Envelope>;
+    /// Writes a message as the element to store.
+    fn encode(&self, envelope: &Envelope) -> Result<Vec<u8>>;
+}
+
+/// The bus's own envelope (JSON or MessagePack, docs/wire-format.md): what every
+/// transport uses unless it says otherwise. The host decodes it inline, without a call
+/// through this trait.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NativeFormat;
+
+impl WireFormat for NativeFormat {
+    fn decode(&self, element: &Bytes) -> Result<Envelope> {
+        Envelope::decode_shared(element)
+    }
+    fn encode(&self, envelope: &Envelope) -> Result<Vec<u8>> {
+        envelope.encode()
+    }
+}
+
+/// Where a message is sent: a command queue, or a topic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Destination<'a> {
+    /// A command queue.
+    Queue(&'a str),
+    /// An event topic.
+    Topic(&'a str),
+}
+
 /// The producer side of a transport, and a factory of consumers.
 #[async_trait]
 pub trait Transport: Send + Sync + fmt::Debug + 'static {
@@ -177,6 +217,19 @@ pub trait Transport: Send + Sync + fmt::Debug + 'static {
         source: &Source,
         options: ConsumerOptions,
     ) -> Result<Box<dyn Consumer>>;
+    /// The wire format of the elements of `source`, asked once per consumer when the host
+    /// starts; `None` (the default) is the native envelope.
+    fn wire_format(&self, source: &Source) -> Option<Arc<dyn WireFormat>> {
+        let _ = source;
+        None
+    }
+    /// The wire format in which messages for `destination` are to be encoded, asked on
+    /// every send and publish; `None` (the default) is the native envelope. It should
+    /// agree with [`Transport::wire_format`] of the sources the messages reach.
+    fn outgoing_wire_format(&self, destination: Destination<'_>) -> Option<Arc<dyn WireFormat>> {
+        let _ = destination;
+        None
+    }
 }
 
 /// One consumer of one [`Source`]. Every method is one atomic transition per message.

@@ -23,9 +23,9 @@ pub struct QueueSnapshot {
     pub subscription: Option<String>,
     /// Messages waiting (`LLEN ready`).
     pub ready: u64,
-    /// Messages reserved by consumers (`ZCARD inflight`).
+    /// Messages reserved by consumers (`ZCARD inflight` plus `GET leased`).
     pub in_flight: u64,
-    /// Of those, the ones whose lock deadline has passed (`ZCOUNT inflight -inf now`):
+    /// Of those, the ones whose lock deadline has passed (stored and leased):
     /// their consumer is gone or stuck; recovery will requeue them.
     pub expired_locks: u64,
     /// Delayed sends and retries waiting for their time (`ZCARD delayed`).

@@ -94,3 +94,52 @@ local function schedule(delayed, ready, due, ids, step)
     redis.call('RPUSH', ready, WAKE)
   end
 end
+
+-- Leases (docs/redis-layout.md): the fresh envelopes of one reservation share one lock,
+-- `<leases>:<token>` (a list) with `<leases>:<token>:done` (the indices that left it).
+-- Reserve takes one storage id per fresh envelope from `seq`, as before, but writes none:
+-- the token `~L<first>` names the lease and its range, and message `i` is `~<first + i>`
+-- once stored. Storage ids are '~<digits>' and send_at refuses '~', so a key starting
+-- '~L' is always a lease token.
+local LEASE_MAX = 1000
+
+local function is_lease(key)
+  return string.sub(key, 1, 2) == '~L'
+end
+
+-- The storage id of message `index` of lease `token`.
+local function leased_id(token, index)
+  return string.format('~%d', tonumber(string.sub(token, 3)) + tonumber(index))
+end
+
+-- Counts `n` messages out of the leases; the counter goes when it reaches 0, as empty
+-- structures do.
+local function unleased(leased, n)
+  if redis.call('DECRBY', leased, n) <= 0 then redis.call('DEL', leased) end
+end
+
+-- Takes message `index` (a decimal string) out of lease `token` and returns its
+-- envelope; nil when the receipt is stale (lease recovered, index already settled or
+-- out of range). Deletes the lease with its last message.
+local function unlease(leases, leased, token, index)
+  local lease = leases .. ':' .. token
+  local envelope = redis.call('LINDEX', lease, index)
+  if not envelope then return nil end
+  local done = lease .. ':done'
+  if redis.call('SADD', done, index) == 0 then return nil end
+  unleased(leased, 1)
+  if redis.call('SCARD', done) >= redis.call('LLEN', lease) then
+    redis.call('DEL', lease, done)
+    redis.call('ZREM', leases, token)
+  end
+  return envelope
+end
+
+-- Stores message `index` of lease `token`, leaving it other than by ack, under its storage
+-- id with its one delivery written into `deliveries` (it was implicit); returns the id.
+local function store_leased(msgs, deliveries, token, index, envelope)
+  local id = leased_id(token, index)
+  redis.call('HSET', msgs, id, envelope)
+  redis.call('HSET', deliveries, id, '1')
+  return id
+end

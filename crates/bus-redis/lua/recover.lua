@@ -1,8 +1,12 @@
 -- Recover: messages whose lock expired, counting the lost delivery. One that was held
 -- alone (reserve_alone.lua) failed by itself: at the delivery limit it is dead-lettered,
 -- else it waits to run alone again. One held with others goes to `suspects`, to be
--- delivered alone, so that a crasher never takes its batch-mates down. Bounded per call.
--- KEYS: inflight, deliveries, errors, suspects, dead, dead-info, isolated.
+-- delivered alone, so that a crasher never takes its batch-mates down.
+-- An expired lease is expanded whole into stored messages (their one delivery written
+-- into `deliveries`), which all go to `suspects`. Bounded per call: `batch` locks of
+-- stored messages, then leases until LEASE_MAX messages are passed.
+-- KEYS: inflight, deliveries, errors, suspects, dead, dead-info, isolated, msgs, leases,
+-- leased.
 -- ARGV: delivery_limit, batch, error.
 local now = now_ms()
 local expired = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))
@@ -17,4 +21,36 @@ for _, id in ipairs(expired) do
     redis.call('RPUSH', KEYS[4], id)
   end
 end
-return #expired
+local recovered = #expired
+-- A new storage id has no error history yet: the lost lock is its first error.
+local lost = ARGV[3] ~= '' and cjson.encode({ { message = ARGV[3], at_ms = now } })
+for _, token in ipairs(redis.call('ZRANGEBYSCORE', KEYS[9], '-inf', now, 'LIMIT', 0, 10)) do
+  if recovered >= LEASE_MAX then break end
+  local lease = KEYS[9] .. ':' .. token
+  local done = lease .. ':done'
+  local settled = {}
+  for _, index in ipairs(redis.call('SMEMBERS', done)) do settled[tonumber(index) + 1] = true end
+  local first = tonumber(string.sub(token, 3))
+  local stored, counts, errors, ids = {}, {}, {}, {}
+  for i, envelope in ipairs(redis.call('LRANGE', lease, 0, -1)) do
+    if not settled[i] then
+      local j, id = #ids + 1, string.format('~%d', first + i - 1)
+      ids[j] = id
+      stored[2 * j - 1], stored[2 * j] = id, envelope
+      counts[2 * j - 1], counts[2 * j] = id, '1'
+      errors[2 * j - 1], errors[2 * j] = id, lost
+    end
+  end
+  local k = #ids
+  if k > 0 then
+    bulk('HSET', KEYS[8], stored)
+    bulk('HSET', KEYS[2], counts)
+    if lost then bulk('HSET', KEYS[3], errors) end
+    bulk('RPUSH', KEYS[4], ids)
+    unleased(KEYS[10], k)
+  end
+  redis.call('DEL', lease, done)
+  redis.call('ZREM', KEYS[9], token)
+  recovered = recovered + k
+end
+return recovered

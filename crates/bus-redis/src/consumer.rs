@@ -1,5 +1,6 @@
 //! The consumer side: reserve, wait, ack, renew, retry, dead-letter, release, recover.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::Duration;
 
@@ -9,9 +10,11 @@ use bus_core::{DeadLetterReason, ErrorRecord, Result};
 use fred::prelude::{Client, ClientLike};
 use fred::types::{ClusterHash, CustomCommand, Key, Value};
 use fred::util::redis_keyslot;
+use tokio_util::bytes::Bytes;
 use tokio_util::sync::CancellationToken;
 
 use crate::keys::QueueKeys;
+use crate::receipts::{is_leased, merge, receipt_args, receipt_pair, Split};
 use crate::scripts;
 use crate::Error;
 
@@ -19,6 +22,9 @@ use crate::Error;
 const IDLE_WAIT_MS: i64 = 1_000;
 /// Expired locks recovered per sweep; bounded so a sweep never blocks Redis for long.
 const RECOVER_BATCH: i64 = 100;
+/// Most fresh envelopes one reserve leases together (reserve.lua's LEASE_MAX): bounds
+/// the recovery of one lease.
+const LEASE_MAX: usize = 1_000;
 const LOCK_EXPIRED: &str = "lock expired: the consumer stopped or lost its connection";
 
 /// A consumer of one queue or subscription.
@@ -66,6 +72,8 @@ impl ScriptKeys {
                 &k.seq,
                 &k.dead_info,
                 &k.suspects,
+                &k.leases,
+                &k.leased,
             ]),
             reserve_alone: keys(&[
                 &k.suspects,
@@ -74,8 +82,16 @@ impl ScriptKeys {
                 &k.inflight,
                 &k.isolated,
             ]),
-            ack: keys(&[&k.inflight, &k.msgs, &k.deliveries, &k.errors, &k.isolated]),
-            renew: keys(&[&k.inflight, &k.deliveries]),
+            ack: keys(&[
+                &k.inflight,
+                &k.msgs,
+                &k.deliveries,
+                &k.errors,
+                &k.isolated,
+                &k.leases,
+                &k.leased,
+            ]),
+            renew: keys(&[&k.inflight, &k.deliveries, &k.leases]),
             retry: keys(&[
                 &k.inflight,
                 &k.deliveries,
@@ -83,6 +99,9 @@ impl ScriptKeys {
                 &k.ready,
                 &k.delayed,
                 &k.isolated,
+                &k.msgs,
+                &k.leases,
+                &k.leased,
             ]),
             dead_letter: keys(&[
                 &k.inflight,
@@ -91,6 +110,9 @@ impl ScriptKeys {
                 &k.dead,
                 &k.dead_info,
                 &k.isolated,
+                &k.msgs,
+                &k.leases,
+                &k.leased,
             ]),
             release: keys(&[
                 &k.inflight,
@@ -98,6 +120,8 @@ impl ScriptKeys {
                 &k.ready,
                 &k.isolated,
                 &k.suspects,
+                &k.leases,
+                &k.leased,
             ]),
             recover: keys(&[
                 &k.inflight,
@@ -107,6 +131,9 @@ impl ScriptKeys {
                 &k.dead,
                 &k.dead_info,
                 &k.isolated,
+                &k.msgs,
+                &k.leases,
+                &k.leased,
             ]),
         }
     }
@@ -143,6 +170,7 @@ impl RedisConsumer {
     /// Runs reserve.lua; returns the wait hint (ms until the next delayed message is
     /// due, or -1) and the deliveries.
     async fn reserve(&self, max: usize) -> Result<(i64, Vec<Delivery>)> {
+        let max = max.min(LEASE_MAX);
         let args = vec![Value::from(max as i64), Value::from(self.lock_ms())];
         let script = &scripts::RESERVE;
         let reply = script
@@ -156,7 +184,13 @@ impl RedisConsumer {
         let wait = items.next().and_then(|v| v.as_i64()).unwrap_or(-1);
         let pending = items.next().and_then(|v| v.as_i64()) == Some(1);
         self.isolation_pending.store(pending, Ordering::Relaxed);
-        Ok((wait, deliveries(script, items)?))
+        let token = items.next().and_then(Value::into_bytes);
+        let leased = match items.next() {
+            Some(Value::Array(envelopes)) => envelopes,
+            None | Some(Value::Null) => Vec::new(),
+            Some(other) => return Err(script.unexpected(&other).into()),
+        };
+        Ok((wait, merge(script, token, leased, items)?))
     }
     /// Blocks until the ready list is non-empty or `ms` pass. `BLMOVE l l LEFT LEFT`
     /// rotates the list onto itself: it changes nothing, it only wakes us.
@@ -226,52 +260,6 @@ impl RedisConsumer {
     }
 }
 
-/// The `id, count, envelope` triples of a reserve reply.
-fn deliveries(
-    script: &scripts::LuaScript,
-    mut items: impl ExactSizeIterator<Item = Value>,
-) -> Result<Vec<Delivery>> {
-    let mut deliveries = Vec::with_capacity(items.len() / 3);
-    while let (Some(id), Some(count), Some(payload)) = (items.next(), items.next(), items.next()) {
-        let (Some(key), Some(count), Some(payload)) =
-            (id.into_bytes(), count.as_i64(), payload.into_bytes())
-        else {
-            return Err(Error::Protocol {
-                script: script.name(),
-                detail: "malformed delivery triple".into(),
-            }
-            .into());
-        };
-        let count = u32::try_from(count).unwrap_or(u32::MAX);
-        deliveries.push(Delivery {
-            receipt: Receipt {
-                key,
-                delivery: count,
-            },
-            delivery_count: count,
-            payload,
-        });
-    }
-    Ok(deliveries)
-}
-
-/// `id, count, id, count, ...` as script arguments.
-fn receipt_args(receipts: &[Receipt]) -> impl Iterator<Item = Value> + '_ {
-    receipts.iter().flat_map(|r| {
-        [
-            Value::Bytes(r.key.clone()),
-            Value::from(i64::from(r.delivery)),
-        ]
-    })
-}
-
-fn receipt_pair(receipt: &Receipt) -> [Value; 2] {
-    [
-        Value::Bytes(receipt.key.clone()),
-        Value::from(i64::from(receipt.delivery)),
-    ]
-}
-
 #[async_trait]
 impl Consumer for RedisConsumer {
     async fn receive(&self, max: usize, stop: &CancellationToken) -> Result<Vec<Delivery>> {
@@ -322,34 +310,87 @@ impl Consumer for RedisConsumer {
         let mut items = items.into_iter();
         let pending = items.next().and_then(|v| v.as_i64()) == Some(1);
         self.isolation_pending.store(pending, Ordering::Relaxed);
-        Ok(deliveries(script, items)?.pop())
+        let (Some(id), Some(count), Some(payload)) = (items.next(), items.next(), items.next())
+        else {
+            return Ok(None);
+        };
+        let (Some(key), Some(count), Some(payload)) =
+            (id.into_bytes(), count.as_i64(), payload.into_bytes())
+        else {
+            return Err(script.unexpected(&Value::from("malformed delivery")).into());
+        };
+        let count = u32::try_from(count).unwrap_or(u32::MAX);
+        Ok(Some(Delivery {
+            receipt: Receipt {
+                key,
+                delivery: count,
+            },
+            delivery_count: count,
+            payload,
+        }))
     }
 
     async fn ack(&self, receipts: &[Receipt]) -> Result<()> {
+        let split = Split::new(receipts);
+        let mut args = Vec::with_capacity(1 + receipts.len() + 3 * split.leases.len());
+        split.stored_args(&mut args);
+        for (token, indices) in &split.leases {
+            args.push(Value::Bytes((*token).clone()));
+            args.push(Value::from(indices.len() as i64));
+            args.push(Value::from(i64::from(
+                indices.iter().copied().max().unwrap_or_default(),
+            )));
+            args.extend(indices.iter().map(|&i| Value::from(i64::from(i))));
+        }
         scripts::ACK
-            .run_int(
-                &self.client,
-                self.script_keys.ack.clone(),
-                receipt_args(receipts).collect(),
-            )
+            .run_int(&self.client, self.script_keys.ack.clone(), args)
             .await?;
         Ok(())
     }
 
     async fn renew(&self, receipts: &[Receipt]) -> Result<Vec<bool>> {
+        let split = Split::new(receipts);
         let mut args = vec![Value::from(self.lock_ms())];
-        args.extend(receipt_args(receipts));
+        split.stored_args(&mut args);
+        args.extend(
+            split
+                .leases
+                .iter()
+                .map(|(token, _)| Value::Bytes((*token).clone())),
+        );
         let script = &scripts::RENEW;
         let reply = script
             .run(&self.client, self.script_keys.renew.clone(), args)
             .await
             .map_err(Error::from)?;
-        match reply {
-            Value::Array(flags) => Ok(flags.iter().map(|f| f.as_i64() == Some(1)).collect()),
+        let flags: Vec<bool> = match reply {
+            Value::Array(flags) => flags.iter().map(|f| f.as_i64() == Some(1)).collect(),
             // An empty Lua table comes back as an empty array or nil.
-            Value::Null => Ok(Vec::new()),
-            other => Err(script.unexpected(&other).into()),
+            Value::Null => Vec::new(),
+            other => return Err(script.unexpected(&other).into()),
+        };
+        if flags.len() != split.stored.len() + split.leases.len() {
+            return Err(script.unexpected(&Value::from(flags.len() as i64)).into());
         }
+        // Back in the receipts' order: stored ones in turn, leased ones by their lease.
+        let (stored, leases) = flags.split_at(split.stored.len());
+        let kept: HashMap<&Bytes, bool> = split
+            .leases
+            .iter()
+            .zip(leases)
+            .map(|((token, _), &kept)| (*token, kept))
+            .collect();
+        let mut stored = stored.iter();
+        Ok(receipts
+            .iter()
+            .map(|r| {
+                if is_leased(r) {
+                    kept.get(&r.key).copied().unwrap_or(false)
+                } else {
+                    stored.next().copied().unwrap_or(false)
+                }
+            })
+            .collect())
     }
 
     async fn retry(&self, receipt: &Receipt, delay: Duration, error: &ErrorRecord) -> Result<()> {

@@ -37,6 +37,12 @@ pub struct QueueKeys {
     pub suspects: String,
     /// Set of the recovered ids reserved alone right now.
     pub isolated: String,
+    /// Sorted set: lease token → lock deadline (ms), one per reserved batch of fresh
+    /// envelopes. Lease `t` is the list `<leases>:<t>` (its envelopes, in order) with
+    /// the set `<leases>:<t>:done` (indices that left it): see [`QueueKeys::lease`].
+    pub leases: String,
+    /// Counter of the messages held in leases (in flight besides `inflight`'s ids).
+    pub leased: String,
 }
 
 impl QueueKeys {
@@ -76,7 +82,17 @@ impl QueueKeys {
             seq: key("seq"),
             suspects: key("suspects"),
             isolated: key("isolated"),
+            leases: key("leases"),
+            leased: key("leased"),
         }
+    }
+
+    /// The list of lease `token` (its envelopes in reservation order) and the set of its
+    /// indices that left it (acked, retried, dead-lettered or released).
+    pub fn lease(&self, token: &str) -> (String, String) {
+        let list = format!("{}:{token}", self.leases);
+        let done = format!("{list}:done");
+        (list, done)
     }
 
     /// Only the ready list of `source`: what a send needs, built with one allocation
@@ -101,7 +117,9 @@ impl QueueKeys {
     }
 
     /// Every key, for management and cleanup.
-    pub fn all(&self) -> [&str; 11] {
+    /// (Not the lists and sets of the leases themselves: [`QueueKeys::lease`] names them,
+    /// from the tokens in `leases`.)
+    pub fn all(&self) -> [&str; 13] {
         [
             &self.ready,
             &self.msgs,
@@ -114,6 +132,8 @@ impl QueueKeys {
             &self.seq,
             &self.suspects,
             &self.isolated,
+            &self.leases,
+            &self.leased,
         ]
     }
 }
@@ -225,6 +245,9 @@ mod tests {
             QueueKeys::new("app", &mail).ready
         );
         assert!(keys.all().iter().all(|k| k.starts_with("bus:{orders}:")));
+        let (lease, done) = keys.lease("~L7");
+        assert_eq!(lease, "bus:{orders}:leases:~L7");
+        assert_eq!(done, "bus:{orders}:leases:~L7:done");
     }
 
     #[test]

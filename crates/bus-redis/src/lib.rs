@@ -22,6 +22,7 @@ mod consumer;
 mod error;
 pub mod keys;
 mod partition;
+mod receipts;
 mod scripts;
 #[cfg(feature = "tls")]
 mod tls;

@@ -189,3 +189,5 @@ pub(crate) static ADMIN_PURGE: LazyLock<LuaScript> = LazyLock::new(|| lua!("admi
 pub(crate) static ADMIN_UNSUBSCRIBE: LazyLock<LuaScript> =
     LazyLock::new(|| lua!("admin_unsubscribe", admin));
 pub(crate) static ADMIN_STATS: LazyLock<LuaScript> = LazyLock::new(|| lua!("admin_stats", admin));
+pub(crate) static ADMIN_IN_FLIGHT: LazyLock<LuaScript> =
+    LazyLock::new(|| lua!("admin_in_flight", admin));

@@ -460,20 +460,22 @@ async fn a_storage_id_twice_in_one_reserve_is_delivered_once() {
     let stop = tokio_util::sync::CancellationToken::new();
     let first = consumer.receive(10, &stop).await.unwrap();
     let receipt = first[0].receipt.clone();
+    let error = bus_core::ErrorRecord::now("again");
     consumer
-        .release(std::slice::from_ref(&receipt))
+        .retry(&receipt, Duration::ZERO, &error)
         .await
         .unwrap();
-    // The released id is on `ready`; someone pushes it a second time by hand.
+    // The retried message's storage id is on `ready`; someone pushes it a second time.
     let keys = transport.keys(&source);
+    let id: String = transport.client().lindex(&keys.ready, 0).await.unwrap();
     let _: i64 = transport
         .client()
-        .rpush(&keys.ready, receipt.key.as_ref())
+        .rpush(&keys.ready, id.as_str())
         .await
         .unwrap();
     let again = consumer.receive(10, &stop).await.unwrap();
     assert_eq!(again.len(), 1, "delivered {} times", again.len());
-    assert_eq!(again[0].delivery_count, 1);
+    assert_eq!(again[0].delivery_count, 2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -300,7 +300,8 @@ async fn rust_client_python_consumer() {
             serde_json::from_value::<Job>(record["body"].clone()).unwrap(),
             *job
         );
-        // A sent envelope gets its storage id `~<n>` at reserve (docs/redis-layout.md).
+        // A sent envelope is leased at reserve: its receipt is the lease token `~L<n>`
+        // and its index (docs/redis-layout.md).
         assert!(record["storage_id"].as_str().unwrap().starts_with('~'));
         assert!(record["headers"].as_object().unwrap().is_empty());
     }

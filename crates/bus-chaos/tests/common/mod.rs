@@ -65,12 +65,13 @@ pub fn keys(prefix: &str) -> QueueKeys {
     QueueKeys::new(prefix, &Source::queue(<Job as Message>::NAME).unwrap())
 }
 
-/// Ready, in flight, delayed, stored.
+/// Ready, in flight (stored messages locked one by one, plus fresh ones held in
+/// leases), delayed, stored (docs/redis-layout.md).
 pub fn backlog(client: &mut SyncClient, prefix: &str) -> [i64; 4] {
     let keys = keys(prefix);
     [
         int(client, &["LLEN", &keys.ready]),
-        int(client, &["ZCARD", &keys.inflight]),
+        int(client, &["ZCARD", &keys.inflight]) + int(client, &["GET", &keys.leased]),
         int(client, &["ZCARD", &keys.delayed]),
         int(client, &["HLEN", &keys.msgs]),
     ]

@@ -5,12 +5,14 @@
 use std::panic::AssertUnwindSafe;
 use std::time::Duration;
 
+use bytes::Bytes;
 use futures::FutureExt;
 use tokio_util::sync::CancellationToken;
 use tracing::Span;
 
 use super::routes::{FailedMessage, UnknownMessage};
 use super::worker::Worker;
+use crate::envelope::Incoming;
 use crate::middleware::Next;
 use crate::transport::Delivery;
 use crate::{Context, DeadLetterReason, Disposition, Envelope, ErrorRecord};
@@ -45,26 +47,36 @@ pub(super) fn delivery_span(worker: &Worker, delivery: &Delivery) -> Span {
 }
 
 impl Worker {
+    /// Reads a stored element with the source's wire format (the native envelope inline).
+    pub(super) fn decode<'a>(&self, element: &'a Bytes) -> crate::Result<Incoming<'a>> {
+        match &self.wire {
+            None => Envelope::decode_incoming(element),
+            Some(wire) => wire.decode(element).map(Incoming::from),
+        }
+    }
+
     /// Decodes, checks and runs one message through the middleware and its handler.
     /// Runs inside the delivery's span.
     pub(super) async fn handle(
         &self,
-        delivery: Delivery,
+        delivery: &Delivery,
         cancellation: CancellationToken,
     ) -> Outcome {
         let registration = &self.registration;
-        let envelope = match Envelope::decode_shared(&delivery.payload) {
+        let envelope = match self.decode(&delivery.payload) {
             Ok(envelope) => envelope,
             Err(e) => return Outcome::undecodable(error_chain(&e)),
         };
         let span = Span::current();
-        span.record("message_id", tracing::field::display(&envelope.id));
-        span.record("message_type", envelope.message_type.as_str());
-        if let Some(traceparent) = envelope.headers.get("traceparent") {
-            span.record("traceparent", traceparent.as_str());
+        if !span.is_disabled() {
+            span.record("message_id", tracing::field::display(&envelope.id));
+            span.record("message_type", &*envelope.message_type);
+            if let Some(traceparent) = envelope.headers.get("traceparent") {
+                span.record("traceparent", traceparent.as_str());
+            }
         }
         #[cfg(feature = "opentelemetry")]
-        crate::otel::consumer_attributes(&span, &registration.source, &envelope);
+        crate::otel::consumer_attributes(&span, &registration.source, &envelope.id);
         let Some(route) = self.routes.find(&envelope.message_type) else {
             if let Some(hook) = &self.routes.hooks.unknown_type {
                 hook(UnknownMessage {
@@ -89,17 +101,25 @@ impl Worker {
             );
             return Outcome::DeadLetter(DeadLetterReason::DeliveryLimit, ErrorRecord::now(error));
         }
+        let Incoming {
+            id,
+            headers,
+            sent_at_ms,
+            format,
+            body,
+            ..
+        } = envelope;
         let ctx = Context {
-            bus: self.bus.inheriting(&envelope.headers),
-            message_id: envelope.id,
-            message_type: envelope.message_type,
+            bus: self.bus.inheriting(&headers),
+            message_id: id,
+            message_type: route.message.message_type(),
             delivery_count: delivery.delivery_count,
-            headers: envelope.headers,
-            sent_at_ms: envelope.sent_at_ms,
+            headers,
+            sent_at_ms,
             cancellation,
         };
         // The body's `Deserialize` is the user's code: a panic there is an undecodable body.
-        let invoke = || (route.invoke)(envelope.body, envelope.format, ctx.clone());
+        let invoke = || route.invoke.call(body, format, &ctx);
         let handler = match std::panic::catch_unwind(AssertUnwindSafe(invoke)) {
             Ok(Ok(handler)) => handler,
             Ok(Err(e)) => return Outcome::undecodable(error_chain(&e)),
@@ -142,7 +162,7 @@ impl Worker {
 
 impl Worker {
     /// Tells the error observer, if any, of a failed delivery.
-    pub(super) fn observe_failure(&self, payload: &[u8], outcome: &Outcome) {
+    pub(super) fn observe_failure(&self, payload: &Bytes, outcome: &Outcome) {
         let Some(hook) = &self.routes.hooks.on_error else {
             return;
         };
@@ -151,12 +171,12 @@ impl Worker {
             Outcome::Retry(_, error) => (error, "retry"),
             Outcome::DeadLetter(_, error) => (error, "dead_letter"),
         };
-        let envelope = Envelope::decode(payload).ok();
+        let envelope = self.decode(payload).ok();
         hook(FailedMessage {
             source: &self.registration.source,
             error: &error.message,
             outcome,
-            message: envelope.as_ref().map(|e| (e.message_type.as_str(), &e.id)),
+            message: envelope.as_ref().map(|e| (&*e.message_type, &e.id)),
             payload,
         });
     }

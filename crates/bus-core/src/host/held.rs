@@ -23,11 +23,20 @@ impl Held {
         self.map.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Holds a message; returns the token its handler gets.
-    pub(super) fn insert(&self, receipt: Receipt) -> CancellationToken {
-        let token = CancellationToken::new();
-        self.map().insert(receipt, token.clone());
-        token
+    /// Holds a fetched batch (one lock for all); returns the token each handler gets.
+    pub(super) fn insert_all<'a>(
+        &self,
+        receipts: impl ExactSizeIterator<Item = &'a Receipt>,
+    ) -> Vec<CancellationToken> {
+        let mut tokens = Vec::with_capacity(receipts.len());
+        let mut map = self.map();
+        map.reserve(receipts.len());
+        for receipt in receipts {
+            let token = CancellationToken::new();
+            map.insert(receipt.clone(), token.clone());
+            tokens.push(token);
+        }
+        tokens
     }
 
     pub(super) fn remove<'a>(&self, receipts: impl IntoIterator<Item = &'a Receipt>) {

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-pub(crate) use registration::{Invoke, Registration};
+pub(crate) use registration::{invoke, Registration};
 pub use routes::{FailedMessage, UnknownMessage};
 use routes::{Hooks, Routes};
 
@@ -377,8 +377,10 @@ impl Host {
                     return Err(e);
                 }
             };
+            let wire = self.bus.transport().wire_format(&registration.source);
             let worker = worker::Worker {
                 metrics: metrics::WorkerMetrics::new(&routes),
+                wire,
                 registration,
                 routes,
                 consumer: consumer.into(),

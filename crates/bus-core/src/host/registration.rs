@@ -1,6 +1,7 @@
 //! Type erasure: a processor becomes a function from an encoded body to a handler future.
 
 use std::fmt;
+use std::marker::PhantomData;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -11,13 +12,61 @@ use crate::{
     ProcessError, ProcessingSettings, Result, Source, Subscription,
 };
 
+/// The future of one handler call, borrowing the message's context (the host keeps the
+/// context for the whole call: no copy per message).
+pub(crate) type Handling<'a> = BoxFuture<'a, Result<(), ProcessError>>;
+
 /// Decodes a body and returns the processor's future; a body that does not decode is an
 /// error here, before any middleware runs.
-pub(crate) type Invoke = Arc<
-    dyn Fn(Bytes, Format, Context) -> Result<BoxFuture<'static, Result<(), ProcessError>>>
-        + Send
-        + Sync,
->;
+pub(crate) trait InvokeFn: Send + Sync {
+    fn call<'a>(&'a self, body: Bytes, format: Format, ctx: &'a Context) -> Result<Handling<'a>>;
+}
+
+impl<F> InvokeFn for F
+where
+    F: for<'a> Fn(Bytes, Format, &'a Context) -> Result<Handling<'a>> + Send + Sync,
+{
+    fn call<'a>(&'a self, body: Bytes, format: Format, ctx: &'a Context) -> Result<Handling<'a>> {
+        self(body, format, ctx)
+    }
+}
+
+pub(crate) type Invoke = Arc<dyn InvokeFn>;
+
+/// An [`Invoke`] from a closure (which states the borrow the type alias cannot infer).
+pub(crate) fn invoke<F>(f: F) -> Invoke
+where
+    F: for<'a> Fn(Bytes, Format, &'a Context) -> Result<Handling<'a>> + Send + Sync + 'static,
+{
+    Arc::new(f)
+}
+
+/// A command processor's handler: the future borrows the processor, so a call costs no
+/// reference count.
+struct CommandHandler<C, P> {
+    processor: P,
+    _command: PhantomData<fn(C)>,
+}
+
+impl<C: Command, P: CommandProcessor<C>> InvokeFn for CommandHandler<C, P> {
+    fn call<'a>(&'a self, body: Bytes, format: Format, ctx: &'a Context) -> Result<Handling<'a>> {
+        let command: C = format.decode_body(C::NAME, &body)?;
+        Ok(self.processor.process(command, ctx))
+    }
+}
+
+/// An event processor's handler, as [`CommandHandler`].
+struct EventHandler<S, P> {
+    processor: P,
+    _subscription: PhantomData<fn(S)>,
+}
+
+impl<S: Subscription, P: EventProcessor<S>> InvokeFn for EventHandler<S, P> {
+    fn call<'a>(&'a self, body: Bytes, format: Format, ctx: &'a Context) -> Result<Handling<'a>> {
+        let event: S::Event = format.decode_body(<S::Event as Message>::NAME, &body)?;
+        Ok(self.processor.process(event, ctx))
+    }
+}
 
 /// One processor bound to the source it consumes.
 #[derive(Clone)]
@@ -57,13 +106,9 @@ impl Registration {
     pub(crate) fn command<C: Command, P: CommandProcessor<C>>(processor: P) -> Result<Self> {
         let source = Source::queue(C::NAME)?;
         let settings = processor.settings();
-        let processor = Arc::new(processor);
-        let invoke: Invoke = Arc::new(move |body, format, ctx| {
-            let command: C = format.decode_body(C::NAME, &body)?;
-            let processor = Arc::clone(&processor);
-            Ok(Box::pin(
-                async move { processor.process(command, &ctx).await },
-            ))
+        let invoke: Invoke = Arc::new(CommandHandler::<C, P> {
+            processor,
+            _command: PhantomData,
         });
         Ok(Registration {
             source,
@@ -76,13 +121,9 @@ impl Registration {
     pub(crate) fn event<S: Subscription, P: EventProcessor<S>>(processor: P) -> Result<Self> {
         let source = Source::subscription(<S::Event as Message>::NAME, S::NAME)?;
         let settings = processor.settings();
-        let processor = Arc::new(processor);
-        let invoke: Invoke = Arc::new(move |body, format, ctx| {
-            let event: S::Event = format.decode_body(<S::Event as Message>::NAME, &body)?;
-            let processor = Arc::clone(&processor);
-            Ok(Box::pin(
-                async move { processor.process(event, &ctx).await },
-            ))
+        let invoke: Invoke = Arc::new(EventHandler::<S, P> {
+            processor,
+            _subscription: PhantomData,
         });
         Ok(Registration {
             source,

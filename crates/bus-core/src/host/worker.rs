@@ -2,8 +2,14 @@
 //!
 //! Capacity follows KnightBus: at most `max_concurrent_calls` handlers run, and at most
 //! `prefetch_count` more messages wait reserved in a local buffer. A fetch slot is held
-//! from reservation until the handler's outcome is decided, so the worker never holds
-//! more than `max_concurrent_calls + prefetch_count` messages it has not settled.
+//! from reservation until the handler's outcome is applied (an ack queued, a retry or
+//! dead letter done), so the worker never holds more than `max_concurrent_calls +
+//! prefetch_count` messages it has not settled.
+//!
+//! Costs are paid per fetched batch where the semantics allow: one lock of the held map
+//! per batch, one task per chunk of up to [`CHUNK`] handlers (each handler still has its
+//! own panic guard, span and cancellation token), acks queued per group of handlers that
+//! finish together.
 //!
 //! Messages recovered from a crashed consumer are run alone (the transport says when
 //! they wait): the worker stops fetching, settles all it holds, then takes them one at
@@ -12,7 +18,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::FutureExt;
+use futures::stream::FuturesUnordered;
+use futures::{FutureExt, StreamExt};
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::Instant;
@@ -23,7 +30,7 @@ use super::handle::{delivery_span, error_chain, panic_message, Outcome};
 use super::held::Held;
 use super::metrics::{Op, WorkerMetrics};
 use super::Registration;
-use crate::transport::{Consumer, Delivery, Receipt};
+use crate::transport::{Consumer, Delivery, Receipt, WireFormat};
 use crate::{Bus, ErrorRecord, Middleware};
 
 /// Pauses after failed fetches: doubling from the first to the last, so an outage is
@@ -44,17 +51,24 @@ pub(super) struct Worker {
     pub(super) consumer: Arc<dyn Consumer>,
     pub(super) middleware: Arc<[Arc<dyn Middleware>]>,
     pub(super) bus: Bus,
+    /// The source's wire format; `None` is the native envelope, decoded inline.
+    pub(super) wire: Option<Arc<dyn WireFormat>>,
     pub(super) recovery_interval: Duration,
     pub(super) shutdown_grace: Duration,
     pub(super) metrics: WorkerMetrics,
 }
 
-/// A reserved message waiting for a handler slot, with its handler's token.
-struct Buffered {
-    delivery: Delivery,
-    token: CancellationToken,
-    slot: OwnedSemaphorePermit,
+/// One fetched batch waiting for handler slots: each message with its handler's token,
+/// and the batch's fetch slots (one per message).
+struct Fetched {
+    deliveries: std::vec::IntoIter<(Delivery, CancellationToken)>,
+    slots: OwnedSemaphorePermit,
 }
+
+/// Most messages one handler task runs (concurrently, each isolated from the others'
+/// panics): enough to spread the cost of a task over many messages, few enough that
+/// a fetched batch still spreads over the runtime's threads.
+const CHUNK: usize = 64;
 
 impl Worker {
     pub(super) async fn run(self, stop: CancellationToken) {
@@ -91,7 +105,7 @@ impl Worker {
             tokio::select! {
                 next = handlers.join_next() => if next.is_none() { break },
                 () = tokio::time::sleep_until(grace_end) => {
-                    tracing::warn!(source = %this.registration.source, running = handlers.len(),
+                    tracing::warn!(source = %this.registration.source, handler_tasks = handlers.len(),
                         "grace period over: abandoning handlers still running");
                     handlers.abort_all();
                     while handlers.join_next().await.is_some() {}
@@ -145,7 +159,7 @@ impl Worker {
         self: Arc<Self>,
         capacity: usize,
         held: Arc<Held>,
-        buffer: mpsc::UnboundedSender<Buffered>,
+        buffer: mpsc::UnboundedSender<Fetched>,
         stop: CancellationToken,
     ) {
         let slots = Arc::new(Semaphore::new(capacity));
@@ -189,21 +203,28 @@ impl Worker {
                 received
             };
             match received {
-                Ok(deliveries) => {
+                Ok(mut deliveries) => {
                     self.metrics.consumed(deliveries.len());
                     outage.ended(&self);
                     alone = self.consumer.isolation_pending() || alone;
-                    for delivery in deliveries {
-                        let Some(slot) = permit.split(1) else { break };
-                        let token = held.insert(delivery.receipt.clone());
-                        self.metrics.buffered();
-                        // The dispatcher outlives the fetcher, so the send cannot fail.
-                        let _ = buffer.send(Buffered {
-                            delivery,
-                            token,
-                            slot,
-                        });
+                    // More than asked for is never held (its lock expires).
+                    deliveries.truncate(permit.num_permits());
+                    let Some(slots) = permit.split(deliveries.len()) else {
+                        continue;
+                    };
+                    if deliveries.is_empty() {
+                        continue;
                     }
+                    let tokens = held.insert_all(deliveries.iter().map(|d| &d.receipt));
+                    for _ in 0..deliveries.len() {
+                        self.metrics.buffered();
+                    }
+                    let deliveries: Vec<_> = deliveries.into_iter().zip(tokens).collect();
+                    // The dispatcher outlives the fetcher, so the send cannot fail.
+                    let _ = buffer.send(Fetched {
+                        deliveries: deliveries.into_iter(),
+                        slots,
+                    });
                 }
                 Err(e) => {
                     let pause = outage.failed(&self, &e);
@@ -216,13 +237,14 @@ impl Worker {
         }
     }
 
-    /// Starts buffered messages as handler slots free up; at shutdown, releases the
-    /// buffered ones that never started and returns the running handlers.
+    /// Starts buffered messages as handler slots free up, in tasks of up to [`CHUNK`]
+    /// messages; at shutdown, releases the buffered ones that never started and returns
+    /// the running handlers.
     async fn dispatch(
         self: Arc<Self>,
-        mut buffer: mpsc::UnboundedReceiver<Buffered>,
+        mut buffer: mpsc::UnboundedReceiver<Fetched>,
         held: Arc<Held>,
-        ack_tx: mpsc::UnboundedSender<Receipt>,
+        ack_tx: mpsc::UnboundedSender<Vec<Receipt>>,
         stop: &CancellationToken,
         fetcher: JoinHandle<()>,
     ) -> JoinSet<()> {
@@ -231,51 +253,64 @@ impl Worker {
         ));
         let mut handlers = JoinSet::new();
         let mut unstarted = Vec::new();
+        let mut current: Option<Fetched> = None;
         loop {
-            let next = tokio::select! {
-                biased;
-                () = stop.cancelled() => None,
-                Some(_) = handlers.join_next(), if !handlers.is_empty() => continue,
-                next = buffer.recv() => next,
+            let fetched = match current.as_mut() {
+                Some(fetched) if fetched.deliveries.len() > 0 => fetched,
+                _ => {
+                    let next = tokio::select! {
+                        biased;
+                        () = stop.cancelled() => None,
+                        Some(_) = handlers.join_next(), if !handlers.is_empty() => continue,
+                        next = buffer.recv() => next,
+                    };
+                    let Some(next) = next else { break };
+                    current.insert(next)
+                }
             };
-            let Some(next) = next else { break };
-            self.metrics.unbuffered();
             let permit = tokio::select! {
                 biased;
-                () = stop.cancelled() => {
-                    unstarted.push(next.delivery.receipt);
-                    break;
-                }
+                () = stop.cancelled() => break,
+                Some(_) = handlers.join_next(), if !handlers.is_empty() => continue,
                 p = Arc::clone(&running).acquire_owned() => p,
             };
-            let Ok(permit) = permit else { break };
-            let this = Arc::clone(&self);
-            let (held, ack_tx) = (Arc::clone(&held), ack_tx.clone());
-            let span = delivery_span(&self, &next.delivery);
-            handlers.spawn(
-                async move {
-                    let Buffered {
-                        delivery,
-                        token,
-                        slot,
-                    } = next;
-                    let receipt = delivery.receipt.clone();
-                    let payload = delivery.payload.clone();
-                    let handling = outcome_of(this.handle(delivery, token));
-                    let outcome = this.metrics.process(handling).await;
-                    this.observe_failure(&payload, &outcome);
-                    drop((permit, slot));
-                    this.settle(&receipt, outcome, &ack_tx, &held).await;
+            let Ok(mut permit) = permit else { break };
+            // Every free handler slot, up to a chunk: handlers release theirs in groups
+            // (see `run_chunk`), so a chunk is rarely small.
+            let more = (fetched.deliveries.len().min(CHUNK) - 1).min(running.available_permits());
+            if more > 0 {
+                if let Ok(p) = Arc::clone(&running).try_acquire_many_owned(more as u32) {
+                    permit.merge(p);
                 }
-                .instrument(span),
+            }
+            let n = permit.num_permits();
+            let Some(slots) = fetched.slots.split(n) else {
+                break;
+            };
+            let chunk: Vec<_> = fetched.deliveries.by_ref().take(n).collect();
+            for _ in 0..n {
+                self.metrics.unbuffered();
+            }
+            let run = Arc::clone(&self).run_chunk(
+                chunk,
+                permit,
+                slots,
+                Arc::clone(&held),
+                ack_tx.clone(),
             );
+            handlers.spawn(run);
         }
         // Stop fetching, then hand back everything reserved that never started.
         let _ = fetcher.await;
         buffer.close();
-        while let Ok(next) = buffer.try_recv() {
-            self.metrics.unbuffered();
-            unstarted.push(next.delivery.receipt);
+        let rest = current
+            .into_iter()
+            .chain(std::iter::from_fn(|| buffer.try_recv().ok()));
+        for fetched in rest {
+            for (delivery, _) in fetched.deliveries {
+                self.metrics.unbuffered();
+                unstarted.push(delivery.receipt);
+            }
         }
         self.metrics.released(unstarted.len());
         if !unstarted.is_empty() {
@@ -299,53 +334,93 @@ impl Worker {
         handlers
     }
 
-    /// Applies a handler's outcome. Runs inside the delivery's span; an ack is queued
-    /// for the batching acker, which lets go of the message once it is flushed.
-    async fn settle(
-        &self,
-        receipt: &Receipt,
-        outcome: Outcome,
-        ack_tx: &mpsc::UnboundedSender<Receipt>,
-        held: &Held,
+    /// Runs a chunk of messages concurrently in one task, each in its own span, its own
+    /// panic guard and with its own token. Handler and fetch slots are given back, and
+    /// acks queued, for each group of handlers that finish together.
+    async fn run_chunk(
+        self: Arc<Self>,
+        chunk: Vec<(Delivery, CancellationToken)>,
+        mut running: OwnedSemaphorePermit,
+        mut slots: OwnedSemaphorePermit,
+        held: Arc<Held>,
+        ack_tx: mpsc::UnboundedSender<Vec<Receipt>>,
     ) {
+        let this = &*self;
+        let held = &*held;
+        let mut handling: FuturesUnordered<_> = chunk
+            .into_iter()
+            .map(|(delivery, token)| {
+                let span = delivery_span(this, &delivery);
+                async move {
+                    let handled = outcome_of(this.handle(&delivery, token));
+                    let outcome = this.metrics.process(handled).await;
+                    this.observe_failure(&delivery.payload, &outcome);
+                    this.settle(delivery.receipt, outcome, held).await
+                }
+                .instrument(span)
+            })
+            .collect();
+        let mut acks = Vec::new();
+        while let Some(first) = handling.next().await {
+            let mut done = 1;
+            acks.extend(first);
+            while let Some(Some(next)) = handling.next().now_or_never() {
+                done += 1;
+                acks.extend(next);
+            }
+            drop((running.split(done), slots.split(done)));
+            if !acks.is_empty() {
+                let batch = std::mem::take(&mut acks);
+                if let Err(unsent) = ack_tx.send(batch) {
+                    held.remove(&unsent.0);
+                }
+            }
+        }
+    }
+
+    /// Applies a handler's outcome (inside the delivery's span). An ack is returned, to
+    /// be queued for the batching acker, which lets go of the message once it is flushed.
+    async fn settle(&self, receipt: Receipt, outcome: Outcome, held: &Held) -> Option<Receipt> {
         let result = match outcome {
             Outcome::Ack => {
                 tracing::trace!("handled");
-                if ack_tx.send(receipt.clone()).is_err() {
-                    held.remove([receipt]);
-                }
-                return;
+                return Some(receipt);
             }
             Outcome::Retry(delay, error) => {
                 tracing::info!(?delay, error = %error.message, "handler failed; retrying after the delay");
                 self.metrics
-                    .call(Op::Retry, self.consumer.retry(receipt, delay, &error))
+                    .call(Op::Retry, self.consumer.retry(&receipt, delay, &error))
                     .await
             }
             Outcome::DeadLetter(reason, error) => {
                 tracing::warn!(%reason, error = %error.message, "dead-lettering the message");
-                let dead_letter = self.consumer.dead_letter(receipt, reason, Some(&error));
+                let dead_letter = self.consumer.dead_letter(&receipt, reason, Some(&error));
                 self.metrics.call(Op::DeadLetter, dead_letter).await
             }
         };
         if let Err(e) = result {
             tracing::warn!(error = %error_chain(&e), "could not settle the message; its lock will expire and it will be delivered again");
         }
-        held.remove([receipt]);
+        held.remove([&receipt]);
+        None
     }
 
     /// Sends acks in batches: whatever accumulated while the previous batch was in flight.
     async fn ack_loop(
         self: Arc<Self>,
-        mut acks: mpsc::UnboundedReceiver<Receipt>,
+        mut acks: mpsc::UnboundedReceiver<Vec<Receipt>>,
         held: Arc<Held>,
     ) {
+        let mut groups = Vec::new();
         let mut batch = Vec::with_capacity(ACK_BATCH);
-        while acks.recv_many(&mut batch, ACK_BATCH).await > 0 {
-            if let Err(e) = self.metrics.call(Op::Ack, self.consumer.ack(&batch)).await {
-                tracing::warn!(source = %self.registration.source, error = %error_chain(&e), count = batch.len(), "ack failed; these messages will be delivered again");
+        while acks.recv_many(&mut groups, ACK_BATCH).await > 0 {
+            batch.extend(groups.drain(..).flatten());
+            for part in batch.chunks(ACK_BATCH) {
+                if let Err(e) = self.metrics.call(Op::Ack, self.consumer.ack(part)).await {
+                    tracing::warn!(source = %self.registration.source, error = %error_chain(&e), count = part.len(), "ack failed; these messages will be delivered again");
+                }
+                held.remove(part);
             }
-            held.remove(&batch);
             batch.clear();
         }
     }

@@ -14,7 +14,7 @@ use tokio::time::Instant;
 use super::cache::StateCache;
 use super::store::saga_key;
 use super::{ContinueSaga, SagaData, SagaStore, Stamp, StartSaga};
-use crate::host::{Invoke, Registration};
+use crate::host::{invoke, Registration};
 use crate::{validate_name, Command, Context, Error, ProcessError, Result, Source};
 
 type Bind = Box<dyn FnOnce(Sagas) -> Registration + Send + Sync>;
@@ -53,7 +53,7 @@ impl PendingSaga {
         let queue = source.clone();
         let bind: Bind = Box::new(move |sagas| {
             let settings = <S as StartSaga<C>>::settings(&saga);
-            let invoke: Invoke = Arc::new(move |body, format, ctx| {
+            let invoke = invoke(move |body, format, ctx| {
                 let message: C = format.decode_body(C::NAME, &body)?;
                 let flow = start_flow(Arc::clone(&saga), sagas.clone(), message, ctx);
                 Ok(Box::pin(flow))
@@ -73,7 +73,7 @@ impl PendingSaga {
         let queue = source.clone();
         let bind: Bind = Box::new(move |sagas| {
             let settings = <S as ContinueSaga<C>>::settings(&saga);
-            let invoke: Invoke = Arc::new(move |body, format, ctx| {
+            let invoke = invoke(move |body, format, ctx| {
                 let message: C = format.decode_body(C::NAME, &body)?;
                 // A step that runs again after a conflict needs the message again.
                 let again = move || format.decode_body::<C>(C::NAME, &body);
@@ -111,7 +111,7 @@ async fn start_flow<C: Command, S: StartSaga<C>>(
     saga: Arc<S>,
     sagas: Sagas,
     message: C,
-    ctx: Context,
+    ctx: &Context,
 ) -> Result<(), ProcessError> {
     let Sagas { store, cache } = sagas;
     let partition = S::PARTITION_KEY;
@@ -130,7 +130,7 @@ async fn start_flow<C: Command, S: StartSaga<C>>(
             }
             Ok(_) => {
                 tracing::debug!(%key, "saga already started: calling on_duplicate_start");
-                return saga.on_duplicate_start(message, &ctx).await;
+                return saga.on_duplicate_start(message, ctx).await;
             }
             Err(e) => return Err(into_process_error(e)),
         },
@@ -142,7 +142,7 @@ async fn start_flow<C: Command, S: StartSaga<C>>(
         armed: Some((Arc::clone(&store), partition, id.clone())),
     };
     let mut data = SagaData::new(id, S::State::default());
-    if let Err(error) = saga.start(message, &mut data, &ctx).await {
+    if let Err(error) = saga.start(message, &mut data, ctx).await {
         guard.delete_now().await;
         return Err(error);
     }
@@ -176,7 +176,7 @@ async fn continue_flow<C: Command, S: ContinueSaga<C>>(
     sagas: Sagas,
     message: C,
     again: impl Fn() -> Result<C>,
-    ctx: Context,
+    ctx: &Context,
 ) -> Result<(), ProcessError> {
     let Sagas { store, cache } = sagas;
     let partition = S::PARTITION_KEY;
@@ -193,7 +193,7 @@ async fn continue_flow<C: Command, S: ContinueSaga<C>>(
                 Ok((bytes, stamp)) => (bytes, stamp, None),
                 Err(e @ Error::SagaNotFound { .. }) => {
                     let message = take_or_decode(&mut message, &again)?;
-                    return saga.on_not_found(message, e, &ctx).await;
+                    return saga.on_not_found(message, e, ctx).await;
                 }
                 Err(e) => return Err(into_process_error(e)),
             },
@@ -205,7 +205,7 @@ async fn continue_flow<C: Command, S: ContinueSaga<C>>(
         let state: S::State = decode(partition, &id, &bytes).map_err(into_process_error)?;
         let mut data = SagaData::new(id.clone(), state);
         let current = take_or_decode(&mut message, &again)?;
-        saga.handle(current, &mut data, &ctx).await?;
+        saga.handle(current, &mut data, ctx).await?;
         match write_back(&*store, partition, data, &stamp).await {
             Ok(Written::Unchanged) => {
                 cache.put(key, bytes, stamp, expires_at);

@@ -92,7 +92,11 @@ impl Setup {
                     .dead_letter(&delivery.receipt, reason, Some(&error))
                     .await
                     .unwrap();
-                ids.push(String::from_utf8(delivery.receipt.key.to_vec()).unwrap());
+                // Its storage id: the last of the dead list (a receipt names a leased
+                // message by its lease, not by the id it is stored under when it leaves).
+                let dead = self.keys(source).dead;
+                let last = self.redis.client().cmd(&["LINDEX", &dead, "-1"]).unwrap();
+                ids.push(last.as_str().unwrap().to_owned());
             }
         }
         consumer.close().await.unwrap();

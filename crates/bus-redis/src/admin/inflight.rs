@@ -3,16 +3,16 @@
 
 use bus_core::{ErrorRecord, MessageSummary, Source};
 use bytes::Bytes;
-use fred::prelude::{ClientLike, HashesInterface, KeysInterface, SortedSetsInterface};
+use fred::prelude::{ClientLike, HashesInterface, KeysInterface};
 use fred::types::{ClusterHash, CustomCommand, Value};
 use serde::Serialize;
 
-use super::browse::scored_members;
 use super::partitions::locate;
 use super::records::parse_errors;
-use super::{last_index, Admin};
+use super::Admin;
 use crate::keys::QueueKeys;
-use crate::{Error, Result};
+use crate::scripts;
+use crate::Result;
 
 /// A message reserved by a consumer, as [`Admin::in_flight`] shows it.
 #[derive(Debug, Clone, Serialize)]
@@ -38,14 +38,18 @@ pub struct InFlightMessage {
 pub struct Counters {
     /// Storage ids given so far (`seq`): every fresh envelope reserve has taken.
     pub taken_total: u64,
-    /// Envelopes stored (`HLEN msgs`): taken and not yet finished, or delayed.
+    /// Envelopes stored (`HLEN msgs`) or held in leases (`GET leased`): taken and not yet
+    /// finished, or delayed.
     pub stored: u64,
 }
 
 impl Admin {
-    /// The `n` in-flight messages whose locks expire first (`ZRANGE inflight 0 n-1
-    /// WITHSCORES`, then their envelopes, counts and errors): bounded by `n`. Over all
-    /// shards of a partitioned queue, ids prefixed with their shard.
+    /// The `n` in-flight messages whose locks expire first: stored ones (`inflight`) and
+    /// leased ones (`leases`, docs/redis-layout.md) merged by deadline in one read-only
+    /// script (`lua/admin_in_flight.lua`), then their errors: bounded by `n`. A leased
+    /// message is shown under the storage id it gets if it leaves its lease other than
+    /// by ack, with its implicit delivery count 1.
+    /// Over all shards of a partitioned queue, ids prefixed with their shard.
     pub async fn in_flight(&self, source: &Source, n: u64) -> Result<Vec<InFlightMessage>> {
         let mut out = Vec::new();
         for shard in self.shards(source).await? {
@@ -63,43 +67,45 @@ impl Admin {
         if n == 0 {
             return Ok(Vec::new());
         }
-        let client = self.client();
-        let reply: Value = client
-            .zrange(&keys.inflight, 0, last_index(n), None, false, None, true)
+        let script = &scripts::ADMIN_IN_FLIGHT;
+        let reply = script
+            .run_array(
+                self.client(),
+                vec![
+                    keys.inflight.clone(),
+                    keys.msgs.clone(),
+                    keys.deliveries.clone(),
+                    keys.leases.clone(),
+                ],
+                vec![Value::from(i64::try_from(n).unwrap_or(i64::MAX))],
+            )
             .await?;
-        let locked = scored_members(reply)?;
-        if locked.is_empty() {
-            return Ok(Vec::new());
+        let mut held = Vec::with_capacity(reply.len() / 4);
+        let mut items = reply.into_iter();
+        while let (Some(id), Some(deadline), Some(count), Some(envelope)) =
+            (items.next(), items.next(), items.next(), items.next())
+        {
+            let (Some(storage_id), Some(deadline), Some(count)) =
+                (id.as_string(), deadline.as_i64(), count.as_u64())
+            else {
+                return Err(script.unexpected(&Value::from("malformed in-flight entry")));
+            };
+            held.push((storage_id, deadline, count, envelope.into_bytes()));
         }
-        let ids: Vec<String> = locked.iter().map(|(id, _)| id.clone()).collect();
-        let (envelopes, counts, errors) = tokio::try_join!(
-            async {
-                Ok::<_, Error>(
-                    client
-                        .hmget::<Vec<Option<Bytes>>, _, _>(&keys.msgs, ids.clone())
-                        .await?,
-                )
-            },
-            async {
-                Ok(client
-                    .hmget::<Vec<Option<u64>>, _, _>(&keys.deliveries, ids.clone())
-                    .await?)
-            },
-            self.errors_at(keys, &ids),
-        )?;
-        Ok(locked
+        let ids: Vec<String> = held.iter().map(|(id, ..)| id.clone()).collect();
+        let errors = self.errors_at(keys, &ids).await?;
+        Ok(held
             .into_iter()
-            .zip(envelopes)
-            .zip(counts.into_iter().zip(errors))
-            .map(|(((storage_id, deadline), envelope), (count, errors))| {
+            .zip(errors)
+            .map(|((storage_id, deadline, count, envelope), errors)| {
                 let (message, decode_error) = match envelope {
                     Some(envelope) => MessageSummary::read(&envelope),
                     None => (None, Some("no stored envelope".to_owned())),
                 };
                 InFlightMessage {
                     storage_id,
-                    lock_deadline_ms: deadline.max(0.0) as u64,
-                    delivery_count: count.unwrap_or(0),
+                    lock_deadline_ms: deadline.max(0) as u64,
+                    delivery_count: count,
                     errors,
                     message,
                     decode_error,
@@ -155,10 +161,13 @@ impl Admin {
         };
         for shard in self.shards(source).await? {
             let keys = &shard.keys;
-            let (taken, stored): (Option<u64>, u64) =
-                tokio::try_join!(client.get(&keys.seq), client.hlen(&keys.msgs))?;
+            let (taken, stored, leased): (Option<u64>, u64, Option<u64>) = tokio::try_join!(
+                client.get(&keys.seq),
+                client.hlen(&keys.msgs),
+                client.get(&keys.leased)
+            )?;
             counters.taken_total += taken.unwrap_or(0);
-            counters.stored += stored;
+            counters.stored += stored + leased.unwrap_or(0);
         }
         Ok(counters)
     }

@@ -86,6 +86,8 @@ impl Admin {
                     keys.dead,
                     keys.msgs,
                     keys.suspects,
+                    keys.leases,
+                    keys.leased,
                 ],
                 Vec::new(),
             )
@@ -238,8 +240,16 @@ impl Admin {
     ) -> Result<Unsubscribe> {
         let source = Source::subscription(topic, name)?;
         let queue = self.keys(&source);
-        // The four counted keys first (the script checks them), then every other one.
-        let counted = [&queue.ready, &queue.inflight, &queue.delayed, &queue.dead];
+        // The four counted keys first (the script checks them), the leases (counted too,
+        // and their own keys deleted), then every other one.
+        let counted = [
+            &queue.ready,
+            &queue.inflight,
+            &queue.delayed,
+            &queue.dead,
+            &queue.leases,
+            &queue.leased,
+        ];
         let mut script_keys = vec![keys::subscriptions(self.key_prefix(), topic)];
         script_keys.extend(counted.iter().map(|key| key.to_string()));
         script_keys.extend(

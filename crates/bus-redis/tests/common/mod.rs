@@ -53,6 +53,7 @@ impl Running {
 pub struct Counts {
     pub ready: i64,
     pub msgs: i64,
+    /// Stored messages locked in `inflight` plus leased ones (`leased`).
     pub inflight: i64,
     pub delayed: i64,
     pub dead: i64,
@@ -61,11 +62,17 @@ pub struct Counts {
 pub fn counts(redis: &TestRedis, queue: &str) -> Counts {
     let mut c = redis.client();
     let keys = QueueKeys::new(redis.namespace(), &bus_core::Source::queue(queue).unwrap());
-    let mut n = |cmd: &str, key: &str| c.cmd(&[cmd, key]).unwrap().as_int().unwrap();
+    let mut n = |cmd: &str, key: &str| {
+        let reply = c.cmd(&[cmd, key]).unwrap();
+        // GET of a counter: a bulk string, or nil (0).
+        reply
+            .as_int()
+            .unwrap_or_else(|| reply.as_str().map_or(0, |s| s.parse().unwrap()))
+    };
     Counts {
         ready: n("LLEN", &keys.ready),
         msgs: n("HLEN", &keys.msgs),
-        inflight: n("ZCARD", &keys.inflight),
+        inflight: n("ZCARD", &keys.inflight) + n("GET", &keys.leased),
         delayed: n("ZCARD", &keys.delayed),
         dead: n("LLEN", &keys.dead),
     }

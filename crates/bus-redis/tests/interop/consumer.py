@@ -61,11 +61,21 @@ def main():
         reply = reserve.run(
             redis,
             [keys.ready, keys.msgs, keys.deliveries, keys.inflight, keys.delayed, keys.seq,
-             keys.dead_info, keys.suspects],
+             keys.dead_info, keys.suspects, keys.leases, keys.leased],
             [min(BATCH, count - received), LOCK_MS],
         )
-        # [wait_ms, pending, storage_id, delivery_count, envelope, ...]
-        wait_ms, pending, triples = reply[0], reply[1], reply[2:]
+        # [wait_ms, pending, lease token, [envelope, ...], position, storage_id,
+        #  delivery_count, envelope, ...]: the leased envelopes (delivery 1, receipt:
+        # token and index) fill the positions the stored messages leave free.
+        wait_ms, pending, token, leased, quads = reply[0], reply[1], reply[2], reply[3], reply[4:]
+        stored = {quads[i]: quads[i + 1:i + 4] for i in range(0, len(quads), 4)}
+        messages, index = [], 0
+        for position in range(len(leased or []) + len(stored)):
+            if position in stored:
+                messages.append(tuple(stored[position]))
+            else:
+                messages.append((token, 1, leased[index], index))
+                index += 1
         if pending:
             # Recovered messages wait to run alone: this consumer holds nothing (it acks
             # each batch before the next reserve), so it takes them one at a time.
@@ -74,8 +84,8 @@ def main():
                 [keys.suspects, keys.msgs, keys.deliveries, keys.inflight, keys.isolated],
                 [LOCK_MS],
             )
-            triples = alone[1:]
-        if not triples:
+            messages = [tuple(alone[1:4])] if len(alone) > 1 else []
+        if not messages:
             if pending:
                 continue
             # Nothing ready: wait for the next push, or until the next delayed message is
@@ -83,18 +93,19 @@ def main():
             timeout = 1.0 if wait_ms < 0 else min(max(wait_ms, 1), 1000) / 1000
             redis.call("BLMOVE", keys.ready, keys.ready, "LEFT", "LEFT", f"{timeout:.3f}")
             continue
-        receipts = []
-        for i in range(0, len(triples), 3):
-            storage_id, delivery, raw = triples[i], triples[i + 1], triples[i + 2]
+        stored_receipts, indices = [], []
+        for message in messages:
+            storage_id, delivery, raw = message[:3]
+            name = storage_id if len(message) == 3 else b"%s/%d" % (storage_id, message[3])
             try:
                 envelope = json.loads(raw.decode("utf-8"))
             except ValueError as e:
-                fail(f"element {storage_id!r} is not a JSON envelope ({e}): {raw[:80]!r}")
+                fail(f"element {name!r} is not a JSON envelope ({e}): {raw[:80]!r}")
             problem = check(envelope, queue)
             if problem:
-                fail(f"element {storage_id!r}: {problem}: {raw[:200]!r}")
+                fail(f"element {name!r}: {problem}: {raw[:200]!r}")
             print(json.dumps({
-                "storage_id": storage_id.decode("utf-8"),
+                "storage_id": name.decode("utf-8"),
                 "delivery": delivery,
                 "id": envelope["id"],
                 "type": envelope["type"],
@@ -102,14 +113,22 @@ def main():
                 "headers": envelope.get("headers", {}),
                 "body": envelope["body"],
             }, ensure_ascii=False), flush=True)
-            # The reservation token is (storage id, delivery count).
-            receipts += [storage_id, delivery]
+            # The reservation token: (storage id, delivery count) for a stored message,
+            # (lease token, index) for a leased one.
+            if len(message) == 3:
+                stored_receipts += [storage_id, delivery]
+            else:
+                indices.append(message[3])
+        args = [len(stored_receipts) // 2] + stored_receipts
+        if indices:
+            args += [token, len(indices), max(indices)] + indices
         acked = ack.run(
-            redis, [keys.inflight, keys.msgs, keys.deliveries, keys.errors, keys.isolated],
-            receipts)
-        if acked != len(receipts) // 2:
-            fail(f"ack removed {acked} of {len(receipts) // 2} messages")
-        received += len(receipts) // 2
+            redis, [keys.inflight, keys.msgs, keys.deliveries, keys.errors, keys.isolated,
+                    keys.leases, keys.leased],
+            args)
+        if acked != len(messages):
+            fail(f"ack removed {acked} of {len(messages)} messages")
+        received += len(messages)
     redis.close()
 
 

@@ -86,7 +86,8 @@ class QueueKeys:
     """The keys of a command queue (docs/redis-layout.md): `<prefix>:{<queue>}:<suffix>`."""
 
     SUFFIXES = ("ready", "msgs", "deliveries", "inflight", "delayed",
-                "errors", "dead", "dead-info", "seq", "suspects", "isolated")
+                "errors", "dead", "dead-info", "seq", "suspects", "isolated", "leases",
+                "leased")
 
     def __init__(self, prefix, queue):
         base = f"{prefix}:{{{queue}}}"

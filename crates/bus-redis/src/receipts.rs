@@ -1,0 +1,208 @@
+//! Receipts as the scripts take them (docs/redis-layout.md): a leased message's receipt
+//! is its lease token `~L<first>` and its index, a stored message's its storage id and
+//! delivery count; reserve's reply is merged back into the ready list's order.
+
+use std::collections::HashMap;
+
+use bus_core::transport::{Delivery, Receipt};
+use bus_core::Result;
+use fred::types::Value;
+use tokio_util::bytes::Bytes;
+
+use crate::scripts;
+use crate::Error;
+
+/// The deliveries of a reserve reply in the ready list's order: the leased envelopes
+/// (receipt: the lease token and the index) fill the positions that the stored messages'
+/// `position, id, count, envelope` quadruples leave free.
+pub(crate) fn merge(
+    script: &scripts::LuaScript,
+    token: Option<Bytes>,
+    leased: Vec<Value>,
+    mut stored: impl ExactSizeIterator<Item = Value>,
+) -> Result<Vec<Delivery>> {
+    let malformed = || Error::Protocol {
+        script: script.name(),
+        detail: "malformed delivery".into(),
+    };
+    let mut out = Vec::with_capacity(leased.len() + stored.len() / 4);
+    let mut leased = leased.into_iter().enumerate();
+    let mut lease = |out: &mut Vec<Delivery>| -> Result<bool, Error> {
+        let Some((index, envelope)) = leased.next() else {
+            return Ok(false);
+        };
+        let (Some(token), Some(payload)) = (&token, envelope.into_bytes()) else {
+            return Err(malformed());
+        };
+        out.push(Delivery {
+            receipt: Receipt {
+                key: token.clone(),
+                delivery: u32::try_from(index).map_err(|_| malformed())?,
+            },
+            delivery_count: 1,
+            payload,
+        });
+        Ok(true)
+    };
+    while let Some(position) = stored.next() {
+        let (Some(position), Some(id), Some(count), Some(payload)) = (
+            position.as_i64(),
+            stored.next().and_then(Value::into_bytes),
+            stored.next().and_then(|v| v.as_i64()),
+            stored.next().and_then(Value::into_bytes),
+        ) else {
+            return Err(malformed().into());
+        };
+        while (out.len() as i64) < position {
+            if !lease(&mut out)? {
+                return Err(malformed().into());
+            }
+        }
+        let count = u32::try_from(count).unwrap_or(u32::MAX);
+        out.push(Delivery {
+            receipt: Receipt {
+                key: id,
+                delivery: count,
+            },
+            delivery_count: count,
+            payload,
+        });
+    }
+    while lease(&mut out)? {}
+    Ok(out)
+}
+
+/// Whether a receipt names a leased message (key: the lease token `~L<n>`; delivery: its
+/// index) rather than a stored one (key: the storage id; delivery: its count).
+pub(crate) fn is_leased(receipt: &Receipt) -> bool {
+    receipt.key.starts_with(b"~L")
+}
+
+/// Receipts split for ack.lua and renew.lua: the stored ones as `id, count` pairs, the
+/// leased ones grouped per lease, in first-seen order (a fetched batch is one lease, so a
+/// receipt's group is almost always the last one; the map finds the others).
+pub(crate) struct Split<'a> {
+    pub(crate) stored: Vec<&'a Receipt>,
+    pub(crate) leases: Vec<(&'a Bytes, Vec<u32>)>,
+}
+
+impl<'a> Split<'a> {
+    pub(crate) fn new(receipts: &'a [Receipt]) -> Self {
+        let mut split = Split {
+            stored: Vec::new(),
+            leases: Vec::new(),
+        };
+        let mut groups: HashMap<&Bytes, usize> = HashMap::new();
+        for receipt in receipts {
+            if !is_leased(receipt) {
+                split.stored.push(receipt);
+                continue;
+            }
+            let group = match split.leases.last() {
+                Some((token, _)) if **token == receipt.key => split.leases.len() - 1,
+                _ => *groups.entry(&receipt.key).or_insert_with(|| {
+                    split.leases.push((&receipt.key, Vec::new()));
+                    split.leases.len() - 1
+                }),
+            };
+            split.leases[group].1.push(receipt.delivery);
+        }
+        split
+    }
+
+    /// `s, (id, count) × s`: the stored receipts as script arguments.
+    pub(crate) fn stored_args(&self, args: &mut Vec<Value>) {
+        args.push(Value::from(self.stored.len() as i64));
+        args.extend(self.stored.iter().flat_map(|r| receipt_pair(r)));
+    }
+}
+
+pub(crate) fn receipt_pair(receipt: &Receipt) -> [Value; 2] {
+    [
+        Value::Bytes(receipt.key.clone()),
+        Value::from(i64::from(receipt.delivery)),
+    ]
+}
+
+/// `id, count, id, count, ...` as script arguments (a leased message: token, index).
+pub(crate) fn receipt_args(receipts: &[Receipt]) -> impl Iterator<Item = Value> + '_ {
+    receipts.iter().flat_map(receipt_pair)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn receipt(key: &'static str, delivery: u32) -> Receipt {
+        Receipt {
+            key: Bytes::from_static(key.as_bytes()),
+            delivery,
+        }
+    }
+
+    #[test]
+    fn a_reply_keeps_the_ready_order_of_leased_and_stored_messages() {
+        let script = &scripts::RESERVE;
+        let leased = vec![Value::from("a"), Value::from("b")];
+        // A stored message at position 1, between the two leased ones.
+        let stored = vec![
+            Value::from(1),
+            Value::from("~7"),
+            Value::from(3),
+            Value::from("s"),
+        ];
+        let out = merge(
+            script,
+            Some(Bytes::from_static(b"~L5")),
+            leased,
+            stored.into_iter(),
+        )
+        .unwrap();
+        let seen: Vec<(&[u8], u32, u32, &[u8])> = out
+            .iter()
+            .map(|d| {
+                (
+                    &d.receipt.key[..],
+                    d.receipt.delivery,
+                    d.delivery_count,
+                    &d.payload[..],
+                )
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                (&b"~L5"[..], 0, 1, &b"a"[..]),
+                (b"~7", 3, 3, b"s"),
+                (b"~L5", 1, 1, b"b"),
+            ]
+        );
+        // A position past the leased envelopes is a malformed reply, not a panic.
+        let bad = vec![
+            Value::from(5),
+            Value::from("~7"),
+            Value::from(3),
+            Value::from("s"),
+        ];
+        assert!(merge(script, None, Vec::new(), bad.into_iter()).is_err());
+    }
+
+    #[test]
+    fn receipts_are_grouped_per_lease_in_first_seen_order() {
+        let receipts = [
+            receipt("~L1", 0),
+            receipt("~3", 2),
+            receipt("~L9", 4),
+            receipt("~L1", 2),
+            receipt("~L9", 5),
+        ];
+        let split = Split::new(&receipts);
+        assert_eq!(split.stored.len(), 1);
+        let groups: Vec<(&[u8], &[u32])> = split
+            .leases
+            .iter()
+            .map(|(token, indices)| (&token[..], &indices[..]))
+            .collect();
+        assert_eq!(groups, [(&b"~L1"[..], &[0, 2][..]), (b"~L9", &[4, 5])]);
+    }
+}
