@@ -17,6 +17,7 @@
 //! | [`Error`] | what can go wrong here |
 
 pub mod admin;
+mod coalesce;
 mod config;
 mod consumer;
 mod error;

@@ -7,9 +7,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use async_trait::async_trait;
 use bus_core::transport::{Consumer, ConsumerOptions, Outgoing};
 use bus_core::{Source, Transport};
-use fred::prelude::{Client, ClientLike, ListInterface, SetsInterface};
+use fred::prelude::{Client, ClientLike, SetsInterface};
 use fred::types::Value;
 
+use crate::coalesce::Coalescer;
 use crate::consumer::RedisConsumer;
 use crate::keys::{self, QueueKeys};
 use crate::partition::{self, PartitionedConsumer, Spread};
@@ -45,6 +46,8 @@ struct Inner {
     invalid_subscriptions: Mutex<HashSet<(String, String)>>,
     /// Which shard each send to a partitioned queue goes to.
     spread: Spread,
+    /// Concurrent sends to one ready list share one `RPUSH`.
+    sends: Coalescer,
 }
 
 impl RedisTransport {
@@ -55,11 +58,12 @@ impl RedisTransport {
         let client = config.connect_client().await?;
         Ok(RedisTransport {
             inner: Arc::new(Inner {
-                client,
+                client: client.clone(),
                 config: config.clone(),
                 subscriptions: Mutex::default(),
                 invalid_subscriptions: Mutex::default(),
                 spread: Spread::new(config.partitioned()),
+                sends: Coalescer::new(client),
             }),
         })
     }
@@ -119,14 +123,10 @@ impl RedisTransport {
         }
         // The plain envelopes go straight onto the ready list; reserve gives them their
         // storage ids (docs/redis-layout.md).
-        let envelopes: Vec<Value> = messages
-            .into_iter()
-            .map(|m| Value::Bytes(m.payload))
-            .collect();
-        let _: i64 = self
-            .inner
-            .client
-            .rpush(ready, envelopes)
+        let envelopes = messages.into_iter().map(|m| m.payload).collect();
+        self.inner
+            .sends
+            .push(ready, envelopes)
             .await
             .map_err(Error::from)?;
         Ok(())
