@@ -143,3 +143,19 @@ local function store_leased(msgs, deliveries, token, index, envelope)
   redis.call('HSET', deliveries, id, '1')
   return id
 end
+
+-- Takes a reserved message out of flight to retry or bury it: a leased one (`receipt` is
+-- its index) is stored first with its one delivery; a stored one (`receipt` is its
+-- count) must hold the current reservation. Returns its storage id, nil for a stale
+-- receipt.
+local function leave_flight(inflight, deliveries, isolated, msgs, leases, leased, id, receipt)
+  if is_lease(id) then
+    local envelope = unlease(leases, leased, id, receipt)
+    if not envelope then return nil end
+    return store_leased(msgs, deliveries, id, receipt, envelope)
+  end
+  if not current(inflight, deliveries, id, receipt) then return nil end
+  redis.call('ZREM', inflight, id)
+  redis.call('SREM', isolated, id)
+  return id
+end
