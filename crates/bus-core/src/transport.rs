@@ -71,9 +71,11 @@ pub struct Outgoing {
 /// message was recovered or reserved again since) are ignored.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Receipt {
-    /// The message's storage key.
+    /// The message's storage key (Redis: a stored message's id, or a lease's token).
     pub key: Bytes,
-    /// The delivery count at reservation: the reservation's token.
+    /// The reservation's token, the transport's choice: the delivery count at
+    /// reservation (the memory transport; Redis for a stored message), or the message's
+    /// index in its lease (Redis for a leased message). Not a count to show.
     pub delivery: u32,
 }
 

@@ -457,7 +457,7 @@ impl Worker {
                     self.metrics.renewed(&kept);
                     for (receipt, kept) in receipts.iter().zip(kept) {
                         if !kept && held.cancel(receipt) {
-                            tracing::warn!(source = %self.registration.source, delivery = receipt.delivery,
+                            tracing::warn!(source = %self.registration.source, storage_key = %String::from_utf8_lossy(&receipt.key),
                                 "lock lost (it expired, or the message was recovered); cancelling its handler");
                         }
                     }
