@@ -55,6 +55,9 @@ impl Coalescer {
     /// Appends `envelopes` to the list `ready`, in one `RPUSH` with whatever other sends
     /// to it are waiting.
     pub(crate) async fn push(&self, ready: String, envelopes: Vec<Bytes>) -> Reply {
+        if envelopes.is_empty() {
+            return Ok(()); // nothing to store (and `RPUSH` needs an element)
+        }
         let (reply, replied) = oneshot::channel();
         let pending = Pending { envelopes, reply };
         let idle = {
