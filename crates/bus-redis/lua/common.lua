@@ -50,7 +50,7 @@ end
 -- The stray-reference rule: true if the stored message `id` is in flight, delayed or
 -- dead. A ready element naming it is then a stray duplicate reference (pushed by hand or
 -- by a foreign client): it must neither be delivered a second time nor, when purged,
--- delete what the other place holds. (reserve.lua applies the same three checks.)
+-- delete what the other place holds. Used by reserve.lua and admin_purge.lua.
 local function referenced_elsewhere(inflight, delayed, dead_info, id)
   return redis.call('ZSCORE', inflight, id) or redis.call('ZSCORE', delayed, id)
     or redis.call('HEXISTS', dead_info, id) == 1

@@ -49,8 +49,7 @@ if not lease then
       -- (The wake-up marker only woke us: the wait hint below says when it is due.)
       local id, count, envelope = element, nil, redis.call('HGET', KEYS[2], element)
       if envelope then
-        if taken[id] or redis.call('ZSCORE', KEYS[4], id) or redis.call('ZSCORE', KEYS[5], id)
-            or redis.call('HEXISTS', KEYS[7], id) == 1 then
+        if taken[id] or referenced_elsewhere(KEYS[4], KEYS[5], KEYS[7], id) then
           -- A stray reference to a message that is in flight (reserved earlier or in
           -- this very call), delayed or dead (a duplicate pushed by hand): skipped, so
           -- no message is ever in two places.
