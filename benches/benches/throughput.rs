@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use benches::cpu::{clock_tick, Figure, Meter};
-use benches::layout::{layout_keys, layout_scripts, unsettled};
+use benches::layout::unsettled;
 use benches::messages::{envelopes, order, Order};
 use benches::BenchRedis;
 use bus_core::{
@@ -274,13 +274,13 @@ async fn circular_end_to_end(env: &Env) -> Figure {
 
 async fn layout_consume(env: &Env, keys: &QueueKeys, count: u64) {
     let done = Arc::new(AtomicU64::new(0));
-    let (reserve, ack) = layout_scripts();
-    let (reserve, ack) = (Arc::new(reserve), Arc::new(ack));
-    let (reserve_keys, ack_keys) = layout_keys(keys);
+    let (reserve, ack) = (bus_redis::reserve_script(), bus_redis::ack_script());
+    let script_keys = bus_redis::keys::ScriptKeys::new(keys);
+    let (reserve_keys, ack_keys) = (script_keys.reserve, script_keys.ack);
     let mut tasks = Vec::new();
     for _ in 0..CONSUMERS {
         let client = env.client().await;
-        let (done, reserve, ack) = (Arc::clone(&done), Arc::clone(&reserve), Arc::clone(&ack));
+        let done = Arc::clone(&done);
         let (reserve_keys, ack_keys) = (reserve_keys.clone(), ack_keys.clone());
         tasks.push(tokio::spawn(async move {
             while done.load(Ordering::Relaxed) < count {

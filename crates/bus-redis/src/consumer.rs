@@ -8,12 +8,12 @@ use async_trait::async_trait;
 use bus_core::transport::{Consumer, ConsumerOptions, Delivery, Receipt};
 use bus_core::{DeadLetterReason, ErrorRecord, Result};
 use fred::prelude::{Client, ClientLike};
-use fred::types::{ClusterHash, CustomCommand, Key, Value};
+use fred::types::{ClusterHash, CustomCommand, Value};
 use fred::util::redis_keyslot;
 use tokio_util::bytes::Bytes;
 use tokio_util::sync::CancellationToken;
 
-use crate::keys::QueueKeys;
+use crate::keys::{QueueKeys, ScriptKeys};
 use crate::receipts::{is_leased, merge, receipt_args, receipt_pair, Split};
 use crate::scripts;
 use crate::Error;
@@ -44,99 +44,6 @@ pub(crate) struct RedisConsumer {
     options: ConsumerOptions,
     /// The last reserve found recovered messages waiting to run alone.
     isolation_pending: AtomicBool,
-}
-
-/// The KEYS of each script, in the order its header (`lua/*.lua`) lists them.
-#[derive(Debug)]
-struct ScriptKeys {
-    reserve: Vec<Key>,
-    reserve_alone: Vec<Key>,
-    ack: Vec<Key>,
-    renew: Vec<Key>,
-    retry: Vec<Key>,
-    dead_letter: Vec<Key>,
-    release: Vec<Key>,
-    recover: Vec<Key>,
-}
-
-impl ScriptKeys {
-    fn new(k: &QueueKeys) -> Self {
-        let keys = |names: &[&String]| names.iter().map(|n| Key::from(n.as_str())).collect();
-        ScriptKeys {
-            reserve: keys(&[
-                &k.ready,
-                &k.msgs,
-                &k.deliveries,
-                &k.inflight,
-                &k.delayed,
-                &k.seq,
-                &k.dead_info,
-                &k.suspects,
-                &k.leases,
-                &k.leased,
-            ]),
-            reserve_alone: keys(&[
-                &k.suspects,
-                &k.msgs,
-                &k.deliveries,
-                &k.inflight,
-                &k.isolated,
-            ]),
-            ack: keys(&[
-                &k.inflight,
-                &k.msgs,
-                &k.deliveries,
-                &k.errors,
-                &k.isolated,
-                &k.leases,
-                &k.leased,
-            ]),
-            renew: keys(&[&k.inflight, &k.deliveries, &k.leases]),
-            retry: keys(&[
-                &k.inflight,
-                &k.deliveries,
-                &k.errors,
-                &k.ready,
-                &k.delayed,
-                &k.isolated,
-                &k.msgs,
-                &k.leases,
-                &k.leased,
-            ]),
-            dead_letter: keys(&[
-                &k.inflight,
-                &k.deliveries,
-                &k.errors,
-                &k.dead,
-                &k.dead_info,
-                &k.isolated,
-                &k.msgs,
-                &k.leases,
-                &k.leased,
-            ]),
-            release: keys(&[
-                &k.inflight,
-                &k.deliveries,
-                &k.ready,
-                &k.isolated,
-                &k.suspects,
-                &k.leases,
-                &k.leased,
-            ]),
-            recover: keys(&[
-                &k.inflight,
-                &k.deliveries,
-                &k.errors,
-                &k.suspects,
-                &k.dead,
-                &k.dead_info,
-                &k.isolated,
-                &k.msgs,
-                &k.leases,
-                &k.leased,
-            ]),
-        }
-    }
 }
 
 impl RedisConsumer {

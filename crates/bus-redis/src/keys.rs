@@ -1,6 +1,7 @@
 //! Every Redis key name of the transport, built in one place (see docs/redis-layout.md).
 
 use bus_core::Source;
+use fred::types::Key;
 
 /// The element a delayed message pushes onto an empty ready list to wake idle
 /// consumers; reserve skips it (docs/redis-layout.md).
@@ -314,5 +315,110 @@ mod tests {
             assert_eq!(source_of_key(other), None, "{other}");
         }
         assert_eq!(topic_of_key("app:{orders}:ready"), None);
+    }
+}
+
+/// The KEYS of each consumer script, in the order its header (`lua/*.lua`) lists them:
+/// the consumer builds them once per queue, and so do tools that run the scripts
+/// directly (the raw-layout benchmark).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ScriptKeys {
+    /// `lua/reserve.lua`'s.
+    pub reserve: Vec<Key>,
+    /// `lua/reserve_alone.lua`'s.
+    pub reserve_alone: Vec<Key>,
+    /// `lua/ack.lua`'s.
+    pub ack: Vec<Key>,
+    /// `lua/renew.lua`'s.
+    pub renew: Vec<Key>,
+    /// `lua/retry.lua`'s.
+    pub retry: Vec<Key>,
+    /// `lua/dead_letter.lua`'s.
+    pub dead_letter: Vec<Key>,
+    /// `lua/release.lua`'s.
+    pub release: Vec<Key>,
+    /// `lua/recover.lua`'s.
+    pub recover: Vec<Key>,
+}
+
+impl ScriptKeys {
+    /// The KEYS of every script of this queue (or shard).
+    pub fn new(k: &QueueKeys) -> Self {
+        let keys = |names: &[&String]| names.iter().map(|n| Key::from(n.as_str())).collect();
+        ScriptKeys {
+            reserve: keys(&[
+                &k.ready,
+                &k.msgs,
+                &k.deliveries,
+                &k.inflight,
+                &k.delayed,
+                &k.seq,
+                &k.dead_info,
+                &k.suspects,
+                &k.leases,
+                &k.leased,
+            ]),
+            reserve_alone: keys(&[
+                &k.suspects,
+                &k.msgs,
+                &k.deliveries,
+                &k.inflight,
+                &k.isolated,
+            ]),
+            ack: keys(&[
+                &k.inflight,
+                &k.msgs,
+                &k.deliveries,
+                &k.errors,
+                &k.isolated,
+                &k.leases,
+                &k.leased,
+            ]),
+            renew: keys(&[&k.inflight, &k.deliveries, &k.leases]),
+            retry: keys(&[
+                &k.inflight,
+                &k.deliveries,
+                &k.errors,
+                &k.ready,
+                &k.delayed,
+                &k.isolated,
+                &k.msgs,
+                &k.leases,
+                &k.leased,
+            ]),
+            dead_letter: keys(&[
+                &k.inflight,
+                &k.deliveries,
+                &k.errors,
+                &k.dead,
+                &k.dead_info,
+                &k.isolated,
+                &k.msgs,
+                &k.leases,
+                &k.leased,
+            ]),
+            release: keys(&[
+                &k.inflight,
+                &k.deliveries,
+                &k.ready,
+                &k.isolated,
+                &k.suspects,
+                &k.leases,
+                &k.leased,
+            ]),
+            recover: keys(&[
+                &k.inflight,
+                &k.deliveries,
+                &k.errors,
+                &k.suspects,
+                &k.dead,
+                &k.dead_info,
+                &k.isolated,
+                &k.msgs,
+                &k.leases,
+                &k.leased,
+            ]),
+        }
     }
 }

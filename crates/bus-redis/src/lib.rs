@@ -33,6 +33,17 @@ pub use config::RedisConfig;
 pub use error::{Error, RedisError, Result};
 pub use partition::{shard_of_key, MAX_PARTITIONS};
 pub use scripts::LuaScript;
+
+/// `lua/reserve.lua` as the consumer runs it, for tools that drive the layout directly
+/// (the raw-layout benchmark); its KEYS: [`keys::ScriptKeys::reserve`].
+pub fn reserve_script() -> &'static LuaScript {
+    &scripts::RESERVE
+}
+
+/// `lua/ack.lua` as the consumer runs it; its KEYS: [`keys::ScriptKeys::ack`].
+pub fn ack_script() -> &'static LuaScript {
+    &scripts::ACK
+}
 pub use transport::RedisTransport;
 
 // The README's and the guides' examples compile as doc-tests of this crate.
