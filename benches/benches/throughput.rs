@@ -13,15 +13,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use benches::cpu::{clock_tick, Figure, Meter};
 use benches::layout::unsettled;
-use benches::messages::{envelopes, order, Order};
+use benches::messages::{envelopes, order, Noop, Order};
 use benches::BenchRedis;
-use bus_core::{
-    Bus, BusConfig, CommandProcessor, Context, Host, MemoryTransport, ProcessError,
-    ProcessingSettings, Source,
-};
+use bus_core::{Bus, BusConfig, Host, MemoryTransport, Source};
 use bus_redis::keys::QueueKeys;
 use bus_redis::{RedisConfig, RedisTransport};
 use bytes::Bytes;
@@ -373,22 +369,6 @@ async fn layout_prefilled(env: &Env, backlog: u64) -> Figure {
 
 // ---- the bus ------------------------------------------------------------------
 
-#[derive(Clone, Default)]
-struct Noop(Arc<AtomicU64>);
-
-#[async_trait]
-impl CommandProcessor<Order> for Noop {
-    async fn process(&self, _: Order, _: &Context) -> Result<(), ProcessError> {
-        self.0.fetch_add(1, Ordering::Relaxed);
-        Ok(())
-    }
-    fn settings(&self) -> ProcessingSettings {
-        ProcessingSettings::default()
-            .max_concurrent_calls(1_000)
-            .prefetch_count(1_000)
-    }
-}
-
 /// Waits until `noop` counted `count` and `settled` says every ack reached the transport.
 async fn until_done<F, Fut>(noop: &Noop, count: u64, settled: F)
 where
@@ -396,7 +376,7 @@ where
     Fut: std::future::Future<Output = bool>,
 {
     loop {
-        if noop.0.load(Ordering::Relaxed) >= count && settled().await {
+        if noop.handled() >= count && settled().await {
             return;
         }
         tokio::time::sleep(Duration::from_millis(2)).await;

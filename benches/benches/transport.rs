@@ -7,11 +7,11 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use benches::messages::Noop;
 use benches::{rate, BenchRedis, Figures};
 use bus_core::transport::ConsumerOptions;
 use bus_core::{
-    Bus, BusConfig, CommandProcessor, Context, Host, ProcessError, ProcessingSettings,
-    RedisCommand, Source, Transport,
+    Bus, BusConfig, CommandProcessor, Context, Host, ProcessError, RedisCommand, Source, Transport,
 };
 use bus_redis::{RedisConfig, RedisTransport};
 use bytes::Bytes;
@@ -60,23 +60,6 @@ fn smalls(count: u64) -> Vec<Small> {
     (0..count).map(|n| Small { n }).collect()
 }
 
-/// A no-op handler that counts.
-#[derive(Clone, Default)]
-struct Noop(Arc<AtomicU64>);
-
-#[async_trait]
-impl CommandProcessor<Small> for Noop {
-    async fn process(&self, _: Small, _: &Context) -> Result<(), ProcessError> {
-        self.0.fetch_add(1, Ordering::Relaxed);
-        Ok(())
-    }
-    fn settings(&self) -> ProcessingSettings {
-        ProcessingSettings::default()
-            .max_concurrent_calls(1_000)
-            .prefetch_count(1_000)
-    }
-}
-
 /// Sends `count` messages in batches through the bus while a host processes them; the
 /// time until every one is handled and acknowledged (when only the `stuck` messages some
 /// other consumer holds in flight remain stored).
@@ -96,7 +79,7 @@ async fn bus_end_to_end(transport: RedisTransport, count: u64, stuck: u64) -> Du
         bus.send_batch(batch).await.unwrap();
     }
     loop {
-        if noop.0.load(Ordering::Relaxed) >= count
+        if noop.handled() >= count
             && benches::layout::unsettled(transport.client(), &keys).await == stuck
         {
             break;

@@ -35,3 +35,28 @@ pub fn envelopes(count: u64) -> Vec<Bytes> {
         })
         .collect()
 }
+
+/// The benchmarks' handler: does nothing but count, with the concurrency they measure
+/// (1,000 running, 1,000 prefetched).
+#[derive(Debug, Clone, Default)]
+pub struct Noop(pub std::sync::Arc<std::sync::atomic::AtomicU64>);
+
+impl Noop {
+    /// Messages handled so far.
+    pub fn handled(&self) -> u64 {
+        self.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+#[async_trait::async_trait]
+impl<C: bus_core::Command> bus_core::CommandProcessor<C> for Noop {
+    async fn process(&self, _: C, _: &bus_core::Context) -> Result<(), bus_core::ProcessError> {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
+    }
+    fn settings(&self) -> bus_core::ProcessingSettings {
+        bus_core::ProcessingSettings::default()
+            .max_concurrent_calls(1_000)
+            .prefetch_count(1_000)
+    }
+}
