@@ -6,10 +6,12 @@ local function migrate(from, ready, notify, now, batch)
     if next(val) ~= nil then
         redis.call('zremrangebyrank', from, 0, #val - 1)
         for i = 1, #val, 100 do
-            redis.call('rpush', ready, unpack(val, i, math.min(i + 99, #val)))
-            for j = i, math.min(i + 99, #val) do
-                redis.call('rpush', notify, 1)
-            end
+            local last = math.min(i + 99, #val)
+            redis.call('rpush', ready, unpack(val, i, last))
+            -- The tokens of a chunk in one push, not one push each.
+            local tokens = {}
+            for j = 1, last - i + 1 do tokens[j] = 1 end
+            redis.call('rpush', notify, unpack(tokens))
         end
     end
     return #val
