@@ -5,7 +5,6 @@ use std::fmt;
 use std::time::Duration;
 
 use fred::prelude::{Builder, Client, ClientLike, Config, ReconnectPolicy, ServerConfig};
-use fred::types::config::UnresponsiveConfig;
 
 use crate::keys::DEFAULT_PREFIX;
 use crate::{Error, Result};
@@ -39,6 +38,9 @@ pub struct RedisConfig {
 /// The shortest command and unresponsive timeouts: a consumer's idle wait blocks on
 /// Redis for up to a second, and that wait must not count as a dead connection.
 const MIN_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long a call on a dead link may wait beyond its detection (the reconnect and the
+/// call's second sending): the command timeout must leave at least this much.
+const RETRY_MARGIN: Duration = Duration::from_millis(500);
 
 impl RedisConfig {
     /// Parses a connection string. A password never appears in `Debug` output or logs.
@@ -70,7 +72,7 @@ impl RedisConfig {
             prefix: DEFAULT_PREFIX.to_owned(),
             reconnect_max_delay: Duration::from_secs(2),
             command_timeout: Duration::from_secs(5),
-            unresponsive_timeout: Duration::from_secs(10),
+            unresponsive_timeout: Duration::from_secs(3),
             partitions: BTreeMap::new(),
             #[cfg(feature = "tls")]
             tls_ca: None,
@@ -100,15 +102,24 @@ impl RedisConfig {
     /// without a reply in time fails with [`bus_core::Error::OutcomeUnknown`]: Redis
     /// may still carry it out, when the connection comes back (see docs/operations.md,
     /// "Outages").
+    ///
+    /// It must exceed [`RedisConfig::unresponsive_timeout`] plus the watchdog's 1 s check
+    /// interval (and a 0.5 s margin), so that a call caught on a dead link is sent again on
+    /// the new connection and answered before it times out: a half-open link then costs
+    /// its callers a delay, not an error. `connect` refuses a configuration that breaks
+    /// this.
     pub fn command_timeout(mut self, timeout: Duration) -> Self {
         self.command_timeout = timeout.max(MIN_TIMEOUT);
         self
     }
 
-    /// How long a connection may leave a command unanswered before it is taken for dead
-    /// (a half-open connection: a dead NAT entry, a paused VM, a black-holing proxy),
-    /// closed and replaced (10 s by default, at least 2 s). Commands in flight on it are
-    /// sent again on the new connection; every script is safe under that.
+    /// How long a connection may leave a PING unanswered before it is taken for dead (a
+    /// half-open connection: a dead NAT entry, a paused VM, a black-holing proxy), closed
+    /// and replaced: 3 s by default, at least 2 s (a consumer's idle wait blocks its
+    /// connection for up to 1 s). A watchdog PINGs every connection once a second, so a
+    /// dead link is replaced within this timeout plus 1 s (4 s by default) however busy
+    /// the connection is. Commands in flight on it are sent again on the new connection;
+    /// every script is safe under that, and a send may be stored twice (at-least-once).
     pub fn unresponsive_timeout(mut self, timeout: Duration) -> Self {
         self.unresponsive_timeout = timeout.max(MIN_TIMEOUT);
         self
@@ -211,25 +222,35 @@ impl RedisConfig {
         Ok(())
     }
 
-    /// A new, connected client with a reconnect policy, a command timeout and
-    /// detection of unresponsive connections. Each blocking waiter gets its own.
+    /// A new, connected client with a reconnect policy, a command timeout and a
+    /// dead-link watchdog (`liveness`). Each blocking waiter gets its own.
     pub async fn connect_client(&self) -> Result<Client> {
+        self.check_timeouts()?;
         let max_delay = u32::try_from(self.reconnect_max_delay.as_millis()).unwrap_or(u32::MAX);
-        let (command_timeout, unresponsive) = (self.command_timeout, self.unresponsive_timeout);
+        let command_timeout = self.command_timeout;
         let client = Builder::from_config(self.fred_config()?)
-            .with_connection_config(|c| {
-                c.connection_timeout = Duration::from_secs(5);
-                c.unresponsive = UnresponsiveConfig {
-                    max_timeout: Some(unresponsive),
-                    interval: (unresponsive / 4).max(Duration::from_millis(100)),
-                };
-            })
+            .with_connection_config(|c| c.connection_timeout = Duration::from_secs(5))
             .with_performance_config(|p| p.default_command_timeout = command_timeout)
             .set_policy(ReconnectPolicy::new_exponential(0, 50, max_delay, 2))
             .build()
             .map_err(Error::from)?;
-        client.init().await.map_err(|e| self.connect_error(e))?;
+        let connection = client.init().await.map_err(|e| self.connect_error(e))?;
+        crate::liveness::watch(client.clone(), connection, self.unresponsive_timeout);
         Ok(client)
+    }
+
+    /// The command timeout outlasts a dead link's detection and replacement.
+    fn check_timeouts(&self) -> Result<()> {
+        let detected = self.unresponsive_timeout + crate::liveness::CHECK_EVERY + RETRY_MARGIN;
+        if self.command_timeout < detected {
+            return Err(Error::Config(format!(
+                "command_timeout ({:?}) must be at least unresponsive_timeout ({:?}) plus 1.5 s, \
+                 so that a call caught on a dead connection is retried on a new one before it \
+                 times out",
+                self.command_timeout, self.unresponsive_timeout
+            )));
+        }
+        Ok(())
     }
 
     /// The error of a first connect, naming the server.

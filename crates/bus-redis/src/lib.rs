@@ -22,6 +22,7 @@ mod config;
 mod consumer;
 mod error;
 pub mod keys;
+mod liveness;
 mod partition;
 mod receipts;
 mod scripts;
