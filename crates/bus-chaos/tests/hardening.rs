@@ -127,18 +127,21 @@ async fn shutdown_ends_within_its_bound_while_redis_is_down() {
     );
 }
 
+/// How long after a link fault ends (stall over, black hole in place) consumers on the
+/// default settings must be processing again: the dead-link bound of docs/operations.md
+/// ("Outages and timeouts"), plus room for a loaded 2-core machine to drain the backlog.
+const RESUME_BOUND: Duration = Duration::from_secs(20);
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn consumers_resume_after_their_connections_are_black_holed() {
+async fn consumers_on_the_defaults_resume_after_their_connections_are_black_holed() {
     let redis = RedisServer::start().unwrap();
     let proxy = Proxy::start(redis.port()).unwrap();
     let prefix = "chaos-blackhole";
     let direct = bus(&redis.url(), prefix).await;
     send_jobs(&direct, 1_000).await;
     let mut client = redis.client();
-    let mut child = consumer_command(&proxy.url(), prefix, "record", 3_000, 10)
-        .env("CHAOS_UNRESPONSIVE_MS", "2000")
-        .spawn()
-        .unwrap();
+    // The default RedisConfig: nothing about connections is tuned.
+    let mut child = consumer(&proxy.url(), prefix, "record", 3_000, 10);
     assert!(
         eventually(Duration::from_secs(20), || processed(&mut client, prefix)
             == 1_000)
@@ -146,20 +149,91 @@ async fn consumers_resume_after_their_connections_are_black_holed() {
     );
     // Every open connection goes silent; new ones (the reconnects) work.
     proxy.blackhole();
+    let holed = Instant::now();
     let jobs: Vec<Job> = (1_000..4_000).map(|n| Job { n }).collect();
     for chunk in jobs.chunks(1_000) {
         direct.send_batch(chunk).await.unwrap();
     }
-    let resumed = eventually(Duration::from_secs(40), || {
-        processed(&mut client, prefix) == 4_000
-    })
-    .await;
+    let resumed = eventually(RESUME_BOUND, || processed(&mut client, prefix) == 4_000).await;
     kill(&mut child);
     assert!(
         resumed,
-        "{} of 4000 processed after the black hole",
+        "{} of 4000 processed {RESUME_BOUND:?} after the black hole",
         processed(&mut client, prefix)
     );
+    println!("black hole: all processed {:?} after it", holed.elapsed());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consumers_on_the_defaults_resume_after_every_connection_stalls_for_10_s() {
+    const STALL: Duration = Duration::from_secs(10);
+    let redis = RedisServer::start().unwrap();
+    let proxy = Proxy::start(redis.port()).unwrap();
+    let prefix = "chaos-stall";
+    let direct = bus(&redis.url(), prefix).await;
+    // A producer on the default RedisConfig through the proxy too.
+    let via_proxy = bus(&proxy.url(), prefix).await;
+    let mut client = redis.client();
+    // Three consumer processes on the default RedisConfig, lock 3 s, through the proxy;
+    // each handler awaits 300 ms (I/O-bound work), 32 at a time per process.
+    let mut children: Vec<Child> = (0..3)
+        .map(|_| {
+            consumer_command(&proxy.url(), prefix, "record", 3_000, 10)
+                .env("CHAOS_WORK_MS", "300")
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    // A backlog they are in the middle of when the link stalls: handlers running,
+    // messages prefetched, acks and renewals on the way. (Before the fix, every message
+    // held at the stall came back as a crash suspect, run one at a time: ~290 runs of
+    // 300 ms over three processes, ~30 s of no progress after the stall.)
+    send_jobs(&direct, 4_000).await;
+    assert!(
+        eventually(Duration::from_secs(20), || processed(&mut client, prefix)
+            >= 1_000)
+        .await
+    );
+    proxy.stall();
+    // A send during the stall ends in its command timeout (5 s by default), Ok or not:
+    // it never hangs.
+    let stalled_send = {
+        let via_proxy = via_proxy.clone();
+        tokio::spawn(async move {
+            let started = Instant::now();
+            let sent = via_proxy.send(&Job { n: 4_000 }).await;
+            (started.elapsed(), sent.is_ok())
+        })
+    };
+    tokio::time::sleep(STALL).await; // the fault itself lasts 10 s, as in the issue
+    let (took, stalled_send_ok) = stalled_send.await.unwrap();
+    assert!(took < STALL, "a send during the stall took {took:?}");
+    proxy.resume();
+    let resumed_at = Instant::now();
+    // The producer behind the proxy sends again by itself.
+    let sent_again = bus_test_redis::eventually_async(RESUME_BOUND, || {
+        let via_proxy = via_proxy.clone();
+        async move { via_proxy.send(&Job { n: 4_001 }).await.is_ok() }
+    })
+    .await;
+    let send_resumed = resumed_at.elapsed();
+    assert!(
+        sent_again,
+        "no send went through the proxy {RESUME_BOUND:?} after the stall"
+    );
+    // The send that timed out during the stall may or may not have been stored.
+    let want = 4_001 + i64::from(stalled_send_ok);
+    let resumed = eventually(RESUME_BOUND, || processed(&mut client, prefix) >= want).await;
+    let took = resumed_at.elapsed();
+    for child in &mut children {
+        kill(child);
+    }
+    assert!(
+        resumed,
+        "{} of {want} processed {RESUME_BOUND:?} after the stall ended",
+        processed(&mut client, prefix)
+    );
+    println!("stall of {STALL:?}: sends resumed {send_resumed:?} and all was processed {took:?} after it ended");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

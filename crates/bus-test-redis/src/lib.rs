@@ -9,7 +9,7 @@
 //! | [`SyncClient`], [`Resp`] | a tiny blocking RESP2 client for assertions and cleanup | `client` |
 //! | [`Logs`] | what the code under test logged (`tracing`), captured for assertions | `logs` |
 //! | [`TlsRedis`] | a redis-server speaking TLS with a private CA (made with `openssl`) and an ACL user | `tls` |
-//! | [`Proxy`] | a TCP proxy whose open connections can be made half-open (black-holed) | `proxy` |
+//! | [`Proxy`] | a TCP proxy whose connections can be black-holed (half-open) or stalled for a while | `proxy` |
 //! | [`HarnessError`] | why no Redis could be had (e.g. `NotInstalled`) | `error` |
 //! | [`eventually`], [`eventually_async`] | bounded waiting for a condition | `wait` |
 //!

@@ -1,7 +1,11 @@
 //! [`Proxy`]: a TCP proxy on loopback that a test controls, to make connections
-//! half-open: after [`Proxy::blackhole`], the connections that exist stop forwarding in
-//! both directions (their sockets stay open and silent, like a dead NAT entry or a
-//! paused VM), while new connections forward normally.
+//! misbehave without closing them:
+//! - after [`Proxy::blackhole`], the connections that exist stop forwarding in both
+//!   directions for good (their sockets stay open and silent, like a dead NAT entry),
+//!   while new connections forward normally;
+//! - between [`Proxy::stall`] and [`Proxy::resume`], every connection, old or new,
+//!   forwards nothing and holds what it read (a congested link, a paused VM); on resume
+//!   the held bytes go through, late.
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
@@ -22,6 +26,7 @@ struct Shared {
     live_from: AtomicU64,
     generation: AtomicU64,
     stopped: AtomicBool,
+    stalled: AtomicBool,
     sockets: Mutex<Vec<TcpStream>>,
 }
 
@@ -71,6 +76,17 @@ impl Proxy {
         let next = self.shared.generation.fetch_add(1, Ordering::SeqCst) + 1;
         self.shared.live_from.store(next, Ordering::SeqCst);
     }
+
+    /// Every connection, open now or opened later, stops forwarding until
+    /// [`Proxy::resume`]; nothing is closed and nothing read is dropped.
+    pub fn stall(&self) {
+        self.shared.stalled.store(true, Ordering::SeqCst);
+    }
+
+    /// Ends a [`Proxy::stall`]: what was held goes through, then forwarding goes on.
+    pub fn resume(&self) {
+        self.shared.stalled.store(false, Ordering::SeqCst);
+    }
 }
 
 impl Shared {
@@ -93,6 +109,11 @@ impl Shared {
             // A black-holed connection swallows everything and answers nothing.
             if generation < self.live_from.load(Ordering::SeqCst) {
                 continue;
+            }
+            // A stalled link holds the bytes (and, by not reading, the sender's) until it
+            // resumes. The proxy's own thread polls; no test waits on this.
+            while self.stalled.load(Ordering::SeqCst) && !self.stopped.load(Ordering::SeqCst) {
+                thread::sleep(std::time::Duration::from_millis(5));
             }
             if to.write_all(&buf[..n]).is_err() {
                 break;

@@ -4,8 +4,9 @@
 //! then ack; `abort`: count the run then abort the whole process; `poison`: abort for
 //! job 0 only, record the others; `hold`: never finish), `CHAOS_LOCK_MS`, `CHAOS_LIMIT` (dead-letter delivery
 //! limit); optional `CHAOS_GRACE_MS` (shutdown grace), `CHAOS_CONCURRENCY` and
-//! `CHAOS_PREFETCH` (32 and 64 by default), `CHAOS_UNRESPONSIVE_MS` (Redis
-//! unresponsive-connection timeout). Runs until killed, SIGINT or SIGTERM.
+//! `CHAOS_PREFETCH` (32 and 64 by default), `CHAOS_WORK_MS` (how long each
+//! handler awaits before it records). The Redis connection keeps the default
+//! `RedisConfig`. Runs until killed, SIGINT or SIGTERM.
 
 use std::time::Duration;
 
@@ -19,6 +20,8 @@ struct Handler {
     client: Client,
     prefix: String,
     mode: String,
+    /// How long each handler works (awaiting, as an I/O-bound handler does).
+    work: Option<Duration>,
     settings: ProcessingSettings,
 }
 
@@ -36,6 +39,9 @@ impl CommandProcessor<Job> for Handler {
             let _: i64 = self.client.incr(poison_runs_key(&self.prefix)).await?;
             std::process::abort();
         }
+        if let Some(work) = self.work {
+            tokio::time::sleep(work).await;
+        }
         let _: i64 = self.client.sadd(processed_key(&self.prefix), job.n).await?;
         Ok(())
     }
@@ -50,11 +56,15 @@ fn env(name: &str) -> Result<String, String> {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // The host's warnings (RUST_LOG, `warn` from the tests) go to stderr, which the tests
+    // inherit: what a fault did shows in the test's output.
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .init();
     let prefix = env("BUS_PREFIX")?;
-    let mut config = RedisConfig::from_url(&env("REDIS_URL")?)?.prefix(prefix.as_str());
-    if let Ok(ms) = env("CHAOS_UNRESPONSIVE_MS") {
-        config = config.unresponsive_timeout(Duration::from_millis(ms.parse()?));
-    }
+    // The default RedisConfig: the fault tests check the defaults.
+    let config = RedisConfig::from_url(&env("REDIS_URL")?)?.prefix(prefix.as_str());
     let grace = match env("CHAOS_GRACE_MS") {
         Ok(ms) => Duration::from_millis(ms.parse()?),
         Err(_) => Duration::from_secs(30),
@@ -65,6 +75,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         client: transport.client().clone(),
         prefix,
         mode: env("CHAOS_MODE")?,
+        work: match env("CHAOS_WORK_MS") {
+            Ok(ms) => Some(Duration::from_millis(ms.parse()?)),
+            Err(_) => None,
+        },
         settings: ProcessingSettings::default()
             .max_concurrent_calls(env("CHAOS_CONCURRENCY").map_or(Ok(32), |n| n.parse())?)
             .prefetch_count(env("CHAOS_PREFETCH").map_or(Ok(64), |n| n.parse())?)
