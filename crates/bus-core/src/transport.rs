@@ -280,6 +280,15 @@ pub trait Consumer: Send + Sync + fmt::Debug {
     /// reached the delivery limit is dead-lettered. Safe when several consumers run it
     /// at once.
     async fn recover(&self) -> Result<usize>;
+    /// Called with messages whose locks this consumer lost while it was alive (its
+    /// renewals came too late: a stalled link, a blocked runtime). Recovery made them
+    /// crash suspects, to be run alone; their holder did not crash, so the transport
+    /// returns those still waiting to the ready list as ordinary messages, and a stall
+    /// does not leave the queue running one message at a time. Returns how many moved.
+    async fn absolve(&self, receipts: &[Receipt]) -> Result<usize> {
+        let _ = receipts;
+        Ok(0)
+    }
     /// Closes the consumer's own connections, if any (called once, after its last use).
     async fn close(&self) -> Result<()> {
         Ok(())

@@ -338,6 +338,17 @@ impl Consumer for RedisConsumer {
         Ok(())
     }
 
+    async fn absolve(&self, receipts: &[Receipt]) -> Result<usize> {
+        let moved = scripts::ABSOLVE
+            .run_int(
+                &self.client,
+                self.script_keys.absolve.clone(),
+                receipt_args(receipts).collect(),
+            )
+            .await?;
+        Ok(usize::try_from(moved).unwrap_or(0))
+    }
+
     async fn recover(&self) -> Result<usize> {
         let args = vec![
             Value::from(i64::from(self.options.delivery_limit)),

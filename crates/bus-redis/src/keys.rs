@@ -340,6 +340,8 @@ pub struct ScriptKeys {
     pub release: Vec<Key>,
     /// `lua/recover.lua`'s.
     pub recover: Vec<Key>,
+    /// `lua/absolve.lua`'s.
+    pub absolve: Vec<Key>,
 }
 
 impl ScriptKeys {
@@ -419,6 +421,7 @@ impl ScriptKeys {
                 &k.leases,
                 &k.leased,
             ]),
+            absolve: keys(&[&k.suspects, &k.ready]),
         }
     }
 }

@@ -406,6 +406,14 @@ impl Consumer for PartitionedConsumer {
         Ok(())
     }
 
+    async fn absolve(&self, receipts: &[Receipt]) -> Result<usize> {
+        let groups = self.group(receipts)?;
+        let calls = groups
+            .iter()
+            .map(|(shard, _, own)| self.shards[*shard].absolve(own));
+        Ok(first_error(join_all(calls).await)?.into_iter().sum())
+    }
+
     async fn recover(&self) -> Result<usize> {
         let swept = join_all(self.shards.iter().map(Consumer::recover)).await;
         Ok(first_error(swept)?.into_iter().sum())

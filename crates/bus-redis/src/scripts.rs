@@ -95,6 +95,7 @@ pub(crate) static DEAD_LETTER: LazyLock<LuaScript> =
     LazyLock::new(|| lua!("dead_letter", allow_oom));
 pub(crate) static RELEASE: LazyLock<LuaScript> = LazyLock::new(|| lua!("release", allow_oom));
 pub(crate) static RECOVER: LazyLock<LuaScript> = LazyLock::new(|| lua!("recover", allow_oom));
+pub(crate) static ABSOLVE: LazyLock<LuaScript> = LazyLock::new(|| lua!("absolve", allow_oom));
 
 /// The reply readers every crate's scripts share (bus-redis's, the saga store's,
 /// BabelQueue's, management's): a reply a script never sends is

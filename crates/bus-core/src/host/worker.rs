@@ -352,10 +352,10 @@ impl Worker {
             .map(|(delivery, token)| {
                 let span = delivery_span(this, &delivery);
                 async move {
-                    let handled = outcome_of(this.handle(&delivery, token));
+                    let handled = outcome_of(this.handle(&delivery, token.clone()));
                     let outcome = this.metrics.process(handled).await;
                     this.observe_failure(&delivery.payload, &outcome);
-                    this.settle(delivery.receipt, outcome, held).await
+                    this.settle(delivery.receipt, outcome, &token, held).await
                 }
                 .instrument(span)
             })
@@ -380,32 +380,68 @@ impl Worker {
 
     /// Applies a handler's outcome (inside the delivery's span). An ack is returned, to
     /// be queued for the batching acker, which lets go of the message once it is flushed.
-    async fn settle(&self, receipt: Receipt, outcome: Outcome, held: &Held) -> Option<Receipt> {
-        let result = match outcome {
+    /// A retry or dead letter that the transport does not answer is tried again, the
+    /// message still held (its lock renewed), until it is done, its lock is lost or the
+    /// host stops (`lost`, the handler's token): a passing outage does not deliver it
+    /// again.
+    async fn settle(
+        &self,
+        receipt: Receipt,
+        outcome: Outcome,
+        lost: &CancellationToken,
+        held: &Held,
+    ) -> Option<Receipt> {
+        match outcome {
             Outcome::Ack => {
                 tracing::trace!("handled");
                 return Some(receipt);
             }
             Outcome::Retry(delay, error) => {
                 tracing::info!(?delay, error = %error.message, "handler failed; retrying after the delay");
-                self.metrics
-                    .call(Op::Retry, self.consumer.retry(&receipt, delay, &error))
-                    .await
+                self.until_settled(lost, || {
+                    let retry = self.consumer.retry(&receipt, delay, &error);
+                    self.metrics.call(Op::Retry, retry)
+                })
+                .await;
             }
             Outcome::DeadLetter(reason, error) => {
                 tracing::warn!(%reason, error = %error.message, "dead-lettering the message");
-                let dead_letter = self.consumer.dead_letter(&receipt, reason, Some(&error));
-                self.metrics.call(Op::DeadLetter, dead_letter).await
+                self.until_settled(lost, || {
+                    let dead_letter = self.consumer.dead_letter(&receipt, reason, Some(&error));
+                    self.metrics.call(Op::DeadLetter, dead_letter)
+                })
+                .await;
             }
-        };
-        if let Err(e) = result {
-            tracing::warn!(error = %error_chain(&e), "could not settle the message; its lock will expire and it will be delivered again");
         }
         held.remove([&receipt]);
         None
     }
 
+    /// Makes a settling call until the transport answers, pausing in between, or until
+    /// `lost` fires (lock lost, host stopping).
+    async fn until_settled<F, Fut>(&self, lost: &CancellationToken, mut call: F)
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = crate::Result<()>>,
+    {
+        let mut pause = Pause::default();
+        while let Err(e) = call().await {
+            if pause.failures() == 0 {
+                tracing::warn!(error = %error_chain(&e), "could not settle the message; trying again while its lock holds");
+            }
+            tokio::select! {
+                () = lost.cancelled() => {
+                    tracing::warn!(error = %error_chain(&e), "could not settle the message before its lock was lost or the host stopped; it will be delivered again");
+                    return;
+                }
+                () = tokio::time::sleep(pause.next()) => {}
+            }
+        }
+    }
+
     /// Sends acks in batches: whatever accumulated while the previous batch was in flight.
+    /// Acks the transport does not answer stay held (their locks renewed) and go again
+    /// with the next batch, after a pause, so that a passing outage delivers nothing twice.
     async fn ack_loop(
         self: Arc<Self>,
         mut acks: mpsc::UnboundedReceiver<Vec<Receipt>>,
@@ -413,15 +449,44 @@ impl Worker {
     ) {
         let mut groups = Vec::new();
         let mut batch = Vec::with_capacity(ACK_BATCH);
-        while acks.recv_many(&mut groups, ACK_BATCH).await > 0 {
+        let mut failed: Vec<Receipt> = Vec::new();
+        let mut pause = Pause::default();
+        let mut open = true;
+        while open || !failed.is_empty() {
+            if failed.is_empty() {
+                open = acks.recv_many(&mut groups, ACK_BATCH).await > 0;
+            } else if open {
+                // Retry after the pause; acks that arrive meanwhile go with them.
+                tokio::select! {
+                    received = acks.recv_many(&mut groups, ACK_BATCH) => open = received > 0,
+                    () = tokio::time::sleep(pause.next()) => {}
+                }
+            }
+            let last_try = !open;
+            batch.append(&mut failed);
             batch.extend(groups.drain(..).flatten());
             for part in batch.chunks(ACK_BATCH) {
-                if let Err(e) = self.metrics.call(Op::Ack, self.consumer.ack(part)).await {
-                    tracing::warn!(source = %self.registration.source, error = %error_chain(&e), count = part.len(), "ack failed; these messages will be delivered again");
+                match self.metrics.call(Op::Ack, self.consumer.ack(part)).await {
+                    Ok(()) => held.remove(part),
+                    Err(e) if last_try => {
+                        // Shutdown: what stays held is returned as abandoned.
+                        tracing::warn!(source = %self.registration.source, error = %error_chain(&e), count = part.len(), "ack failed at shutdown; these messages will be delivered again");
+                    }
+                    Err(e) => {
+                        if pause.failures() == 0 {
+                            tracing::warn!(source = %self.registration.source, error = %error_chain(&e), count = part.len(), "ack failed; trying again while the locks hold");
+                        }
+                        failed.extend_from_slice(part);
+                    }
                 }
-                held.remove(part);
+            }
+            if failed.is_empty() {
+                pause = Pause::default();
             }
             batch.clear();
+            if last_try {
+                break;
+            }
         }
     }
 
@@ -455,16 +520,37 @@ impl Worker {
             {
                 Ok(kept) => {
                     self.metrics.renewed(&kept);
-                    for (receipt, kept) in receipts.iter().zip(kept) {
-                        if !kept && held.cancel(receipt) {
-                            tracing::warn!(source = %self.registration.source, storage_key = %String::from_utf8_lossy(&receipt.key),
-                                "lock lost (it expired, or the message was recovered); cancelling its handler");
-                        }
+                    let lost: Vec<Receipt> = receipts
+                        .into_iter()
+                        .zip(kept)
+                        .filter(|(receipt, kept)| !kept && held.cancel(receipt))
+                        .map(|(receipt, _)| receipt)
+                        .collect();
+                    if !lost.is_empty() {
+                        self.absolve(&lost).await;
                     }
                 }
                 Err(e) => {
                     tracing::warn!(source = %self.registration.source, error = %error_chain(&e), "lock renewal failed; will try again");
                 }
+            }
+        }
+    }
+
+    /// Messages whose locks were lost while this host was alive: their handlers are
+    /// cancelled, and the transport is told they are no crash suspects (one log line per
+    /// renewal round, not per message).
+    async fn absolve(&self, lost: &[Receipt]) {
+        let absolved = self.consumer.absolve(lost).await;
+        match absolved {
+            Ok(returned) => {
+                tracing::warn!(source = %self.registration.source, lost = lost.len(), returned,
+                "locks lost while this host was alive (renewals came too late: a stalled link or a blocked runtime); \
+                 handlers cancelled, and messages that recovery had set aside to run alone returned to the queue")
+            }
+            Err(e) => {
+                tracing::warn!(source = %self.registration.source, lost = lost.len(), error = %error_chain(&e),
+                "locks lost while this host was alive; handlers cancelled; returning their messages to the queue failed, so they run alone")
             }
         }
     }
@@ -514,35 +600,54 @@ async fn finish<T>(
     }
 }
 
-/// A fetch outage: logged once when it starts and once when it ends, with pauses that
-/// grow in between.
+/// Pauses between attempts at a call the transport does not answer: doubling from the
+/// first to the last of [`ERROR_PAUSE`].
 #[derive(Default)]
-struct Outage {
+struct Pause {
     failures: u32,
-    since: Option<Instant>,
 }
 
-impl Outage {
-    fn failed(&mut self, worker: &Worker, error: &crate::Error) -> Duration {
+impl Pause {
+    /// The pause before the next attempt.
+    fn next(&mut self) -> Duration {
         self.failures += 1;
-        if self.since.is_none() {
-            self.since = Some(Instant::now());
-            tracing::warn!(source = %worker.registration.source, error = %error_chain(error),
-                "receiving failed; retrying with backoff until the transport answers again");
-        } else {
-            tracing::debug!(source = %worker.registration.source, error = %error_chain(error), failures = self.failures, "receiving still fails");
-        }
         let (first, last) = ERROR_PAUSE;
         first
             .saturating_mul(1 << self.failures.saturating_sub(1).min(16))
             .min(last)
     }
 
+    /// Attempts that failed so far.
+    fn failures(&self) -> u32 {
+        self.failures
+    }
+}
+
+/// A fetch outage: logged once when it starts and once when it ends, with pauses that
+/// grow in between.
+#[derive(Default)]
+struct Outage {
+    pause: Pause,
+    since: Option<Instant>,
+}
+
+impl Outage {
+    fn failed(&mut self, worker: &Worker, error: &crate::Error) -> Duration {
+        if self.since.is_none() {
+            self.since = Some(Instant::now());
+            tracing::warn!(source = %worker.registration.source, error = %error_chain(error),
+                "receiving failed; retrying with backoff until the transport answers again");
+        } else {
+            tracing::debug!(source = %worker.registration.source, error = %error_chain(error), failures = self.pause.failures(), "receiving still fails");
+        }
+        self.pause.next()
+    }
+
     fn ended(&mut self, worker: &Worker) {
         if let Some(since) = self.since.take() {
-            tracing::info!(source = %worker.registration.source, failures = self.failures,
+            tracing::info!(source = %worker.registration.source, failures = self.pause.failures(),
                 after = ?since.elapsed(), "receiving works again");
-            self.failures = 0;
+            self.pause = Pause::default();
         }
     }
 }
