@@ -273,3 +273,44 @@ async fn a_big_crashed_host_is_recovered_within_a_lock_timeout_and_an_interval()
         "took {took:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handlers_that_block_their_thread_keep_their_locks() {
+    const JOBS: u64 = 16;
+    const LOCK_MS: u64 = 1_000;
+    let redis = TestRedis::start().unwrap();
+    let (url, prefix) = (redis.url(), redis.namespace().to_owned());
+    send_jobs(&bus(&url, &prefix).await, JOBS).await;
+    let mut client = redis.client();
+    // Two hosts, 4 handlers and 4 prefetched each, every handler blocking its thread with
+    // `std::thread::sleep` for three lock timeouts (the hosts run on tokio's default
+    // runtime: as many threads as CPUs). Their locks must stay renewed: no message runs
+    // twice. (Before handlers had threads of their own, 6 of 40 ran twice.)
+    let mut hosts: Vec<Child> = (0..2)
+        .map(|_| {
+            consumer_command(&url, &prefix, "block", LOCK_MS, 5)
+                .env("CHAOS_WORK_MS", (3 * LOCK_MS).to_string())
+                .env("CHAOS_CONCURRENCY", "4")
+                .env("CHAOS_PREFETCH", "4")
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let done = eventually(Duration::from_secs(60), || {
+        processed(&mut client, &prefix) == JOBS as i64
+    })
+    .await;
+    let runs = int(&mut client, &["GET", &bus_chaos::runs_key(&prefix)]);
+    for host in &mut hosts {
+        kill(host);
+    }
+    assert!(
+        done,
+        "{} of {JOBS} processed",
+        processed(&mut client, &prefix)
+    );
+    assert_eq!(
+        runs, JOBS as i64,
+        "handler runs: a lock was lost and a message ran twice"
+    );
+}

@@ -2,7 +2,8 @@
 //!
 //! Environment: `REDIS_URL`, `BUS_PREFIX`, `CHAOS_MODE` (`record`: mark the job processed
 //! then ack; `abort`: count the run then abort the whole process; `poison`: abort for
-//! job 0 only, record the others; `hold`: never finish), `CHAOS_LOCK_MS`, `CHAOS_LIMIT` (dead-letter delivery
+//! job 0 only, record the others; `hold`: never finish; `block`: block the thread for
+//! `CHAOS_WORK_MS`, then record), `CHAOS_LOCK_MS`, `CHAOS_LIMIT` (dead-letter delivery
 //! limit); optional `CHAOS_GRACE_MS` (shutdown grace), `CHAOS_CONCURRENCY` and
 //! `CHAOS_PREFETCH` (32 and 64 by default), `CHAOS_WORK_MS` (how long each
 //! handler awaits before it records). The Redis connection keeps the default
@@ -40,7 +41,12 @@ impl CommandProcessor<Job> for Handler {
             std::process::abort();
         }
         if let Some(work) = self.work {
-            tokio::time::sleep(work).await;
+            if self.mode == "block" {
+                // What the docs say not to do, and what many handlers do anyway.
+                std::thread::sleep(work);
+            } else {
+                tokio::time::sleep(work).await;
+            }
         }
         let _: i64 = self.client.sadd(processed_key(&self.prefix), job.n).await?;
         Ok(())

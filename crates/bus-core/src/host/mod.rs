@@ -1,6 +1,7 @@
 //! The host: registration at start-up, then `run` until a shutdown signal.
 
 mod handle;
+mod handler_runtime;
 mod held;
 pub mod metrics;
 mod registration;
@@ -50,6 +51,7 @@ pub struct HostBuilder {
     middleware: Vec<Arc<dyn Middleware>>,
     shutdown_grace: Duration,
     recovery_interval: Duration,
+    handler_threads: usize,
     hooks: Hooks,
     errors: Vec<Error>,
 }
@@ -65,6 +67,7 @@ impl Default for HostBuilder {
             middleware: Vec::new(),
             shutdown_grace: Duration::from_secs(30),
             recovery_interval: Duration::from_secs(1),
+            handler_threads: handler_runtime::default_threads(),
             hooks: Hooks::default(),
             errors: Vec::new(),
         }
@@ -177,6 +180,16 @@ impl HostBuilder {
         self
     }
 
+    /// How many threads run handlers (one per CPU by default). Handlers run on threads
+    /// of their own, apart from the application's runtime where the host renews locks
+    /// and acks: a handler that blocks its thread delays other handlers, never the
+    /// renewal of its lock. Blocking work is still best run with
+    /// `tokio::task::spawn_blocking`, which does not take a handler thread.
+    pub fn handler_threads(mut self, threads: usize) -> Self {
+        self.handler_threads = threads.max(1);
+        self
+    }
+
     /// How often each consumer looks for messages whose lock expired (1 s by default).
     pub fn recovery_interval(mut self, interval: Duration) -> Self {
         self.recovery_interval = interval.max(Duration::from_millis(10));
@@ -276,6 +289,7 @@ impl HostBuilder {
             middleware,
             shutdown_grace: self.shutdown_grace,
             recovery_interval: self.recovery_interval,
+            handler_threads: self.handler_threads,
         })
     }
 }
@@ -328,6 +342,7 @@ pub struct Host {
     middleware: Arc<[Arc<dyn Middleware>]>,
     shutdown_grace: Duration,
     recovery_interval: Duration,
+    handler_threads: usize,
 }
 
 impl Host {
@@ -359,6 +374,9 @@ impl Host {
             stop: CancellationToken::new(),
             workers: Vec::with_capacity(self.routes.len()),
         };
+        let handler_runtime = Arc::new(handler_runtime::HandlerRuntime::start(
+            self.handler_threads,
+        )?);
         for routes in self.routes {
             let registration = routes.registrations[0].clone();
             let options = ConsumerOptions::new(
@@ -388,6 +406,7 @@ impl Host {
                 bus: self.bus.clone(),
                 recovery_interval: self.recovery_interval,
                 shutdown_grace: self.shutdown_grace,
+                handler_runtime: Arc::clone(&handler_runtime),
             };
             running
                 .workers

@@ -24,6 +24,7 @@ use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tracing::instrument::WithSubscriber;
 use tracing::Instrument;
 
 use super::handle::{delivery_span, error_chain, panic_message, Outcome};
@@ -56,6 +57,8 @@ pub(super) struct Worker {
     pub(super) recovery_interval: Duration,
     pub(super) shutdown_grace: Duration,
     pub(super) metrics: WorkerMetrics,
+    /// Where handlers run: threads of their own (see `handler_runtime`).
+    pub(super) handler_runtime: Arc<super::handler_runtime::HandlerRuntime>,
 }
 
 /// One fetched batch waiting for handler slots: each message with its handler's token,
@@ -108,7 +111,12 @@ impl Worker {
                     tracing::warn!(source = %this.registration.source, handler_tasks = handlers.len(),
                         "grace period over: abandoning handlers still running");
                     handlers.abort_all();
-                    while handlers.join_next().await.is_some() {}
+                    // A handler blocking its thread cannot be aborted: wait a bounded time.
+                    let joined = async { while handlers.join_next().await.is_some() {} };
+                    if tokio::time::timeout(SETTLE_BOUND, joined).await.is_err() {
+                        tracing::warn!(source = %this.registration.source,
+                            "handlers still block their threads after being abandoned; not waiting for them");
+                    }
                     break;
                 }
             }
@@ -298,7 +306,9 @@ impl Worker {
                 Arc::clone(&held),
                 ack_tx.clone(),
             );
-            handlers.spawn(run);
+            // The handler threads log to the subscriber in effect here (a thread-local
+            // default one too, as tests set).
+            handlers.spawn_on(run.with_current_subscriber(), self.handler_runtime.handle());
         }
         // Stop fetching, then hand back everything reserved that never started.
         let _ = fetcher.await;
@@ -500,13 +510,14 @@ impl Worker {
                 () = done.cancelled() => return,
                 () = tokio::time::sleep_until(due) => {}
             }
-            // A timer that fires far too late means handlers block the runtime's threads,
-            // and locks will be lost: say so once, with the way out.
+            // A timer that fires far too late means something blocks the runtime's threads
+            // (not handlers: they have threads of their own), and locks will be lost: say
+            // so once, with the way out.
             let late = Instant::now().saturating_duration_since(due);
             if late > period / 2 && !starved_warned {
                 starved_warned = true;
                 tracing::warn!(source = %self.registration.source, ?late,
-                    "lock renewal ran late: a handler is blocking the async runtime; run blocking \
+                    "lock renewal ran late: something is blocking the async runtime; run blocking \
                      work with tokio::task::spawn_blocking, or locks expire and messages run twice");
             }
             let receipts = held.receipts();
