@@ -126,7 +126,7 @@ async fn a_lost_lock_is_logged_once() {
     // Renewal runs every 100 ms: several find the lock lost before the handler ends.
     assert!(
         eventually(Duration::from_secs(10), || !logs
-            .matching("lock lost")
+            .matching("locks lost")
             .is_empty())
         .await
     );
@@ -137,7 +137,7 @@ async fn a_lost_lock_is_logged_once() {
         .await
     );
     running.shutdown().await.unwrap();
-    assert_eq!(logs.matching("lock lost").len(), 1, "{:#?}", logs.lines());
+    assert_eq!(logs.matching("locks lost").len(), 1, "{:#?}", logs.lines());
 }
 
 #[tokio::test]
