@@ -144,6 +144,13 @@ pub fn subscriptions(prefix: &str, topic: &str) -> String {
     format!("{prefix}:{{{topic}}}:subs")
 }
 
+/// String: the version of the script protocol the clients of `prefix` speak ("2"),
+/// written with `SET NX` by the first client that connects (docs/wire-format.md,
+/// "Versioning").
+pub fn protocol(prefix: &str) -> String {
+    format!("{prefix}:protocol")
+}
+
 /// Set of known command queue names, for listings.
 pub fn queue_registry(prefix: &str) -> String {
     format!("{prefix}:registry:queues")
