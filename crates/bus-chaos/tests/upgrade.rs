@@ -91,12 +91,20 @@ fn old_consumer_binary() -> PathBuf {
     let out = target.join(format!("upgrade-{OLD}"));
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     let mut build = Command::new(cargo);
-    build
-        .current_dir(&src)
-        .env("CARGO_TARGET_DIR", &out)
-        .args(["build", "--locked", "-p", "bus-chaos", "--bin", "chaos-consumer"]);
+    build.current_dir(&src).env("CARGO_TARGET_DIR", &out).args([
+        "build",
+        "--locked",
+        "-p",
+        "bus-chaos",
+        "--bin",
+        "chaos-consumer",
+    ]);
     let started = Instant::now();
-    run_bounded(build, Duration::from_secs(1800), "building the 1f46ce1 chaos consumer");
+    run_bounded(
+        build,
+        Duration::from_secs(1800),
+        "building the 1f46ce1 chaos consumer",
+    );
     println!("the {OLD} chaos consumer built in {:?}", started.elapsed());
     let path = out.join("debug/chaos-consumer");
     assert!(path.exists(), "no {}", path.display());
@@ -191,7 +199,10 @@ async fn protocol_1_consumers_killed_mid_run_then_protocol_2_hosts_finish_everyt
         0,
         "the old consumers made leases: not the protocol-1 build"
     );
-    assert!(processed_by_old < (BACKLOG + MORE) as i64, "nothing left to upgrade");
+    assert!(
+        processed_by_old < (BACKLOG + MORE) as i64,
+        "nothing left to upgrade"
+    );
 
     // Protocol 2 takes over: today's hosts, default lock, recover the old layout's
     // in-flight messages after their lock and drain the rest.
@@ -205,8 +216,16 @@ async fn protocol_1_consumers_killed_mid_run_then_protocol_2_hosts_finish_everyt
     producer.await.unwrap();
     let total = (BACKLOG + MORE) as i64;
     let held: Vec<String> = [
-        &k.ready, &k.suspects, &k.inflight, &k.delayed, &k.msgs, &k.deliveries, &k.leases,
-        &k.leased, &k.isolated, &k.dead,
+        &k.ready,
+        &k.suspects,
+        &k.inflight,
+        &k.delayed,
+        &k.msgs,
+        &k.deliveries,
+        &k.leases,
+        &k.leased,
+        &k.isolated,
+        &k.dead,
     ]
     .into_iter()
     .cloned()
@@ -240,7 +259,10 @@ async fn protocol_1_consumers_killed_mid_run_then_protocol_2_hosts_finish_everyt
         "upgrade: {total} jobs, {processed_by_old} processed by protocol 1, {in_flight} left \
          in its flight when killed; {lost} lost; keys left {left:?}"
     );
-    assert!(drained, "not finished: {lost} never processed, keys left {left:?}");
+    assert!(
+        drained,
+        "not finished: {lost} never processed, keys left {left:?}"
+    );
     assert_eq!(lost, 0);
     assert_eq!(
         client.get(&keys::protocol(&prefix)).unwrap().as_deref(),
@@ -279,7 +301,11 @@ async fn a_host_refuses_to_start_on_a_redis_of_another_protocol_losing_nothing()
         stderr.contains("ProtocolMismatch") && stderr.contains(r#"found: "3""#),
         "{stderr}"
     );
-    assert_eq!(snapshot(&mut client, &prefix), before, "the refused host wrote");
+    assert_eq!(
+        snapshot(&mut client, &prefix),
+        before,
+        "the refused host wrote"
+    );
 
     // Nothing was lost: once the record says 2, a host processes every job.
     client.set(&key, "2").unwrap();

@@ -23,7 +23,11 @@ fn the_bus_tool_refuses_a_redis_of_another_protocol_and_records_its_own() {
     let mut client = redis.client();
 
     let out = bus(&redis, &["queues"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(client.get(&key).unwrap().as_deref(), Some(&b"2"[..]));
 
     client.set(&key, "3").unwrap();
@@ -38,6 +42,10 @@ fn the_bus_tool_refuses_a_redis_of_another_protocol_and_records_its_own() {
             && !stderr.contains("cannot connect"),
         "{stderr}"
     );
-    assert_eq!(stderr.lines().count(), 1, "one line, no backtrace: {stderr}");
+    assert_eq!(
+        stderr.lines().count(),
+        1,
+        "one line, no backtrace: {stderr}"
+    );
     assert_eq!(redis.keys(), before, "the refused tool wrote");
 }

@@ -57,10 +57,14 @@ async fn recorded(client: &Client, prefix: &str) -> Result<()> {
         .await
         .unwrap_or(0);
     if queues > 0 {
-        tracing::warn!(prefix, protocol = PROTOCOL, queues,
+        tracing::warn!(
+            prefix,
+            protocol = PROTOCOL,
+            queues,
             "recorded the bus protocol version under a prefix that has queues: if a consumer \
              of a build before the lease layout (protocol 1) still runs there, stop it \
-             (docs/operations.md, \"Upgrades\")");
+             (docs/operations.md, \"Upgrades\")"
+        );
     }
     Ok(())
 }

@@ -24,14 +24,26 @@ const SCRIPTS: &[(&str, &str)] = &[
     ("recover", include_str!("../lua/recover.lua")),
     ("send_at", include_str!("../lua/send_at.lua")),
     ("publish", include_str!("../lua/publish.lua")),
-    ("admin_dead_envelopes", include_str!("../lua/admin_dead_envelopes.lua")),
-    ("admin_delete_dead", include_str!("../lua/admin_delete_dead.lua")),
-    ("admin_in_flight", include_str!("../lua/admin_in_flight.lua")),
+    (
+        "admin_dead_envelopes",
+        include_str!("../lua/admin_dead_envelopes.lua"),
+    ),
+    (
+        "admin_delete_dead",
+        include_str!("../lua/admin_delete_dead.lua"),
+    ),
+    (
+        "admin_in_flight",
+        include_str!("../lua/admin_in_flight.lua"),
+    ),
     ("admin_move", include_str!("../lua/admin_move.lua")),
     ("admin_purge", include_str!("../lua/admin_purge.lua")),
     ("admin_requeue", include_str!("../lua/admin_requeue.lua")),
     ("admin_stats", include_str!("../lua/admin_stats.lua")),
-    ("admin_unsubscribe", include_str!("../lua/admin_unsubscribe.lua")),
+    (
+        "admin_unsubscribe",
+        include_str!("../lua/admin_unsubscribe.lua"),
+    ),
 ];
 
 /// The script's text as docs/wire-format.md "Loading a script" builds it.
@@ -78,7 +90,13 @@ impl Queue {
                 &k.leases,
                 &k.leased,
             ],
-            "reserve_alone" => vec![&k.suspects, &k.msgs, &k.deliveries, &k.inflight, &k.isolated],
+            "reserve_alone" => vec![
+                &k.suspects,
+                &k.msgs,
+                &k.deliveries,
+                &k.inflight,
+                &k.isolated,
+            ],
             "ack" => vec![
                 &k.inflight,
                 &k.msgs,
@@ -301,7 +319,10 @@ fn a_lease_index_in_another_spelling_is_a_stale_receipt_that_changes_nothing() {
         );
         assert_eq!(q.cmd(&["SCARD", &done]), Resp::Integer(2));
         assert_eq!(q.cmd(&["GET", &q.k.leased.clone()]).as_str(), Some("1"));
-        assert_eq!(q.call("ack", &["0", &token, "1", "1", "1"]), Resp::Integer(1));
+        assert_eq!(
+            q.call("ack", &["0", &token, "1", "1", "1"]),
+            Resp::Integer(1)
+        );
         let left: Vec<String> = q.snapshot().into_keys().collect();
         assert_eq!(left, [q.k.seq.clone()], "after acking all three");
     }
@@ -397,7 +418,11 @@ fn bad_argvs(script: &str, token: &str, id: &str) -> Vec<Vec<String>> {
             vec!["0", token, "x", "0"],
             vec!["0", token, "1", "high", "0"],
         ],
-        "renew" => vec![vec!["60000", id, "1"], vec!["60000", "2", id, "1"], vec!["60000"]],
+        "renew" => vec![
+            vec!["60000", id, "1"],
+            vec!["60000", "2", id, "1"],
+            vec!["60000"],
+        ],
         "retry" => vec![vec![token, "0", "soon", "e"], vec![token, "0"]],
         "dead_letter" => vec![vec![token, "0", "rejected"], vec![]],
         "release" => vec![vec![token]],
@@ -428,7 +453,10 @@ fn a_call_of_the_wrong_shape_is_refused_before_any_write() {
         let good = good_argv(script, &token, &id, &dead);
         let good: Vec<&str> = good.iter().map(String::as_str).collect();
         let mut calls: Vec<(Vec<String>, Vec<String>)> = vec![
-            (keys[..keys.len() - 1].to_vec(), good.iter().map(|a| (*a).to_owned()).collect()),
+            (
+                keys[..keys.len() - 1].to_vec(),
+                good.iter().map(|a| (*a).to_owned()).collect(),
+            ),
             (
                 [keys.clone(), vec![q.k.errors.clone()]].concat(),
                 good.iter().map(|a| (*a).to_owned()).collect(),
@@ -438,7 +466,11 @@ fn a_call_of_the_wrong_shape_is_refused_before_any_write() {
             // KEYS: the subs and at most one ready list per name.
             calls[0].0 = vec![];
         }
-        calls.extend(bad_argvs(script, &token, &id).into_iter().map(|a| (keys.clone(), a)));
+        calls.extend(
+            bad_argvs(script, &token, &id)
+                .into_iter()
+                .map(|a| (keys.clone(), a)),
+        );
         for (keys, argv) in calls {
             let before = q.snapshot();
             let argv_ref: Vec<&str> = argv.iter().map(String::as_str).collect();
@@ -446,7 +478,8 @@ fn a_call_of_the_wrong_shape_is_refused_before_any_write() {
             let wanted = format!("bus protocol {PROTOCOL}: {script} expects");
             match &reply {
                 Resp::Error(text) => assert!(
-                    text.starts_with("ERR ") && text.contains(&wanted)
+                    text.starts_with("ERR ")
+                        && text.contains(&wanted)
                         && text.contains("docs/wire-format.md \"Versioning\""),
                     "{script} with {} KEYS, ARGV {argv:?}: {text}",
                     keys.len()
@@ -552,7 +585,10 @@ async fn a_full_redis_does_not_stop_a_client_from_connecting() {
         assert!(client.cmd(&["CONFIG", "SET", name, value]).unwrap().is_ok());
     }
     let refused = client.cmd(&["SET", "probe", "x"]).unwrap();
-    assert!(matches!(&refused, Resp::Error(e) if e.starts_with("OOM")), "{refused:?}");
+    assert!(
+        matches!(&refused, Resp::Error(e) if e.starts_with("OOM")),
+        "{refused:?}"
+    );
     let transport = RedisTransport::connect(&config(&server.url(), "full")).await;
     assert!(transport.is_ok(), "{:?}", transport.err());
     assert!(client.get(&keys::protocol("full")).unwrap().is_none());
