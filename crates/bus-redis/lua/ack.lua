@@ -52,9 +52,14 @@ while at <= #ARGV do
   local len = redis.call('LLEN', lease)
   if len > 0 then
     local done = lease .. ':done'
-    local stale = false
+    -- Per index one pattern match (common.lua's canonical_index, inlined) and, only for
+    -- an index with as many digits as the length, a numeric comparison: a canonical
+    -- index with fewer digits is below it.
+    local stale, find, number, digits = false, string.find, tonumber, #tostring(len)
     for j = at + 3, last do
-      if not (canonical_index(ARGV[j]) and tonumber(ARGV[j]) < len) then
+      local index = ARGV[j]
+      if not ((index == '0' or find(index, '^[1-9]%d?%d?$'))
+          and (#index < digits or number(index) < len)) then
         stale = true
         break
       end
