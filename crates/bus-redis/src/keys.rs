@@ -323,6 +323,14 @@ mod tests {
         }
         assert_eq!(topic_of_key("app:{orders}:ready"), None);
     }
+
+    #[test]
+    fn the_protocol_record_is_no_queues_key() {
+        assert_eq!(protocol("app:x"), "app:x:protocol");
+        assert_eq!(source_of_key(&protocol("app")), None);
+        assert_eq!(topic_of_key(&protocol("app")), None);
+        assert!(!protocol("app").starts_with(discovery_pattern(Some("app")).trim_end_matches('*')));
+    }
 }
 
 /// The KEYS of each consumer script, in the order its header (`lua/*.lua`) lists them:
