@@ -16,7 +16,7 @@ pub const PROTOCOL: u32 = 2;
 /// Redis, a read-only replica) is only a warning, so that consumers still start and drain.
 pub(crate) async fn check(client: &Client, prefix: &str) -> Result<()> {
     let key = keys::protocol(prefix);
-    let mut found: Option<String> = client.get(key.as_str()).await?;
+    let mut found = read(client, &key).await?;
     if found.is_none() {
         let set: Result<Value, _> = client
             .set(
@@ -28,7 +28,7 @@ pub(crate) async fn check(client: &Client, prefix: &str) -> Result<()> {
             )
             .await;
         match set {
-            Ok(Value::Null) => found = client.get(key.as_str()).await?, // Another client won.
+            Ok(Value::Null) => found = read(client, &key).await?, // Another client won.
             Ok(_) => return recorded(client, prefix).await,
             Err(e) => {
                 tracing::warn!(key, error = %Error::from(e),
@@ -46,6 +46,15 @@ pub(crate) async fn check(client: &Client, prefix: &str) -> Result<()> {
         }),
         None => Ok(()), // Deleted meanwhile: the next connect records it.
     }
+}
+
+/// The recorded version as text (lossy, cut short: it is shown in an error).
+async fn read(client: &Client, key: &str) -> Result<Option<String>> {
+    let value: Value = client.get(key).await?;
+    Ok(value.as_bytes().map(|bytes| {
+        let text = String::from_utf8_lossy(bytes);
+        text.chars().take(32).collect()
+    }))
 }
 
 /// The first record under a prefix. Queues already there were written by an unversioned
