@@ -124,6 +124,18 @@ fn old_consumer(url: &str, prefix: &str) -> Child {
     old.spawn().expect("start the old chaos consumer")
 }
 
+/// Consumer processes, SIGKILLed when dropped: a failed assertion leaves none running.
+struct Children(Vec<Child>);
+
+impl Drop for Children {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
 fn processed(client: &mut SyncClient, prefix: &str) -> i64 {
     int(client, &["SCARD", &processed_key(prefix)])
 }
@@ -167,7 +179,10 @@ async fn protocol_1_consumers_killed_mid_run_then_protocol_2_hosts_finish_everyt
     push_jobs(&mut client, &prefix, 0, BACKLOG);
 
     // Protocol 1 at work: two old consumers; today's producer keeps sending meanwhile.
-    let mut old = [old_consumer(&url, &prefix), old_consumer(&url, &prefix)];
+    let mut old = Children(vec![
+        old_consumer(&url, &prefix),
+        old_consumer(&url, &prefix),
+    ]);
     let producer = {
         let (url, prefix) = (url.clone(), prefix.clone());
         tokio::spawn(async move {
@@ -179,7 +194,7 @@ async fn protocol_1_consumers_killed_mid_run_then_protocol_2_hosts_finish_everyt
             }
         })
     };
-    for (i, child) in old.iter_mut().enumerate() {
+    for (i, child) in old.0.iter_mut().enumerate() {
         let target = 4_000 * (i as i64 + 1);
         // Killed mid-stream, with messages in flight: after some progress, never at a
         // fixed time.
@@ -206,13 +221,15 @@ async fn protocol_1_consumers_killed_mid_run_then_protocol_2_hosts_finish_everyt
 
     // Protocol 2 takes over: today's hosts, default lock, recover the old layout's
     // in-flight messages after their lock and drain the rest.
-    let mut new: Vec<Child> = (0..2)
-        .map(|_| {
-            consumer_command(&url, &prefix, "record", LOCK_MS, LIMIT)
-                .spawn()
-                .expect("start chaos-consumer")
-        })
-        .collect();
+    let mut new = Children(
+        (0..2)
+            .map(|_| {
+                consumer_command(&url, &prefix, "record", LOCK_MS, LIMIT)
+                    .spawn()
+                    .expect("start chaos-consumer")
+            })
+            .collect(),
+    );
     producer.await.unwrap();
     let total = (BACKLOG + MORE) as i64;
     let held: Vec<String> = [
@@ -237,7 +254,7 @@ async fn protocol_1_consumers_killed_mid_run_then_protocol_2_hosts_finish_everyt
                 .all(|key| int(&mut client, &["EXISTS", key.as_str()]) == 0)
     })
     .await;
-    for child in &mut new {
+    for child in &mut new.0 {
         kill(child);
     }
     let left: Vec<(String, i64)> = held
