@@ -6,7 +6,8 @@
 //!
 //! The old build lives in `<target>/upgrade-1f46ce1` (its own target dir, so its binary
 //! never collides with today's), its source in `<target>/upgrade-1f46ce1-src`, both kept
-//! between runs. It needs the git history (`git archive 1f46ce1`).
+//! between runs. It needs the git history (`git archive 1f46ce1`). Cold, the old build
+//! took 68-77 s on the 2-core machine (118 crates); cached, under a second.
 
 mod common;
 
