@@ -55,6 +55,8 @@ async fn run(cli: Cli) -> Result<(), Failure> {
     };
     let transport = match RedisTransport::connect(&config).await {
         Ok(transport) => transport,
+        // Connected, but Redis speaks another protocol: its own words say what to do.
+        Err(source @ bus_redis::Error::ProtocolMismatch { .. }) => return Err(source.into()),
         Err(source) => {
             return Err(Failure::Connect {
                 url: redact(&url),

@@ -2,13 +2,29 @@
 -- KEYS: inflight, msgs, deliveries, errors, isolated, leases, leased.
 -- ARGV: s, then s stored receipts (id, count), then per lease: token, k, the highest
 -- index, and its k indices.
--- Leased messages: per lease, SADD of the indices straight from ARGV (no Lua table) into
--- its `done` set; a lease that is gone (recovered) or too short for the indices is a
--- stale receipt and changes nothing; the lease is deleted when all its messages are done.
+-- Leased messages: per lease, SADD of its indices into its `done` set, straight from ARGV
+-- (no Lua table) when all are valid; an index that is not the exact decimal reserve
+-- handed out, or not below the lease's length, is a stale receipt and changes nothing
+-- (that index only; the highest index is checked for shape only). A lease that is gone
+-- (recovered) changes nothing. The lease is deleted when all its messages are done.
 -- Stored ones: the token check of the whole batch is two bulk reads (ZMSCORE inflight,
 -- HMGET deliveries), the removal bulk writes.
 -- Returns the number of messages acked.
+expect('ack', 7, 1, nil, { 1 })
 local s = tonumber(ARGV[1])
+if s < 0 or #ARGV < 1 + 2 * s then
+  refuse('ack', string.format('expects %d stored receipts (id, count) after s, got %d ARGV', s, #ARGV - 1))
+end
+-- Every lease group must fit before anything is written: a cut one is a malformed call.
+local at = 2 + 2 * s
+while at <= #ARGV do
+  local k = ARGV[at + 1]
+  if not (k and string.find(k, '^%d+$') and is_integer(ARGV[at + 2])
+      and at + 2 + tonumber(k) <= #ARGV) then
+    refuse('ack', string.format('expects token, k, highest index and k indices at ARGV[%d]', at))
+  end
+  at = at + 3 + tonumber(k)
+end
 local acked = 0
 if s > 0 then
   local ids = {}
@@ -28,22 +44,46 @@ if s > 0 then
   if redis.call('EXISTS', KEYS[4]) == 1 then bulk('HDEL', KEYS[4], done) end
   if redis.call('EXISTS', KEYS[5]) == 1 then bulk('SREM', KEYS[5], done) end
 end
-local i, left = 2 + 2 * s, 0
-while i <= #ARGV do
-  local token, last = ARGV[i], i + 2 + tonumber(ARGV[i + 1])
+local left = 0
+at = 2 + 2 * s
+while at <= #ARGV do
+  local token, last = ARGV[at], at + 2 + tonumber(ARGV[at + 1])
   local lease = KEYS[6] .. ':' .. token
   local len = redis.call('LLEN', lease)
-  if tonumber(ARGV[i + 2]) < len then
+  if len > 0 then
     local done = lease .. ':done'
-    for j = i + 3, last, 1000 do
-      left = left + redis.call('SADD', done, unpack(ARGV, j, math.min(j + 999, last)))
+    -- Per index one pattern match (common.lua's canonical_index, inlined) and, only for
+    -- an index with as many digits as the length, a numeric comparison: a canonical
+    -- index with fewer digits is below it.
+    local stale, find, number, digits = false, string.find, tonumber, #tostring(len)
+    for j = at + 3, last do
+      local index = ARGV[j]
+      if not ((index == '0' or find(index, '^[1-9]%d?%d?$'))
+          and (#index < digits or number(index) < len)) then
+        stale = true
+        break
+      end
+    end
+    if not stale then
+      -- The common case: every index valid, added straight from ARGV.
+      for j = at + 3, last, 1000 do
+        left = left + redis.call('SADD', done, unpack(ARGV, j, math.min(j + 999, last)))
+      end
+    else
+      local valid = {}
+      for j = at + 3, last do
+        if canonical_index(ARGV[j]) and tonumber(ARGV[j]) < len then valid[#valid + 1] = ARGV[j] end
+      end
+      for j = 1, #valid, 1000 do
+        left = left + redis.call('SADD', done, unpack(valid, j, math.min(j + 999, #valid)))
+      end
     end
     if redis.call('SCARD', done) >= len then
       redis.call('DEL', lease, done)
       redis.call('ZREM', KEYS[6], token)
     end
   end
-  i = last + 1
+  at = last + 1
 end
 if left > 0 then unleased(KEYS[7], left) end
 return acked + left

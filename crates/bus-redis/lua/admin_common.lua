@@ -1,6 +1,17 @@
 -- Prepended to every admin script after common.lua (see scripts.rs): the helpers of the
 -- dead-letter operations.
 
+-- The shape check of a call that selects dead letters: `keys` KEYS, then ARGV 'all', max
+-- or 'ids', id...
+local function expect_selection(script, keys)
+  expect(script, keys, 1)
+  if ARGV[1] == 'all' then
+    expect(script, keys, 2, 2, { 2 })
+  elseif ARGV[1] ~= 'ids' then
+    refuse(script, string.format("expects 'all' or 'ids' as ARGV[1], got %s", shown(1)))
+  end
+end
+
 -- The dead letters a call works on: with ARGV 'all', max, the first `max` ids popped from
 -- the head of the dead list; with ARGV 'ids', id..., those ids found in it (LREM, linear
 -- in the list's length: fine for management, never on a hot path).

@@ -3,6 +3,7 @@
 -- or deleted meanwhile, or a re-sent call) changes nothing, so the call is safe to repeat.
 -- KEYS: dead, msgs, dead-info, errors, deliveries.  ARGV: id...
 -- Returns the ids deleted.
+expect('admin_delete_dead', 5, 0)
 local deleted = {}
 for _, id in ipairs(ARGV) do
   if redis.call('LREM', KEYS[1], 1, id) > 0 then deleted[#deleted + 1] = id end

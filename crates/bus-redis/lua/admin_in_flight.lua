@@ -4,6 +4,7 @@
 -- implicit delivery count 1. Bounded by N (and the leases, each at most LEASE_MAX).
 -- KEYS: inflight, msgs, deliveries, leases.  ARGV: n.
 -- Returns { id, deadline_ms, delivery_count, envelope or false, ... }.
+expect('admin_in_flight', 4, 1, 1, { 1 })
 local n = tonumber(ARGV[1])
 local out = {}
 if n <= 0 then return out end

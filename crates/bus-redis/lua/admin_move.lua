@@ -5,6 +5,7 @@
 -- KEYS: dead, msgs, dead-info, errors, deliveries, target ready.
 -- ARGV: 'all', max  |  'ids', id...
 -- Returns { moved ids, skipped ids } as requeue.lua does.
+expect_selection('admin_move', 6)
 local taken, skipped = take_dead(KEYS[1], function(id)
   return redis.call('HEXISTS', KEYS[2], id) == 1
 end)

@@ -8,6 +8,7 @@
 -- KEYS: ready, delayed, msgs, deliveries, errors, inflight, dead-info, suspects.
 -- ARGV: max ready, max delayed.
 -- Returns { ready purged, delayed purged }.
+expect('admin_purge', 8, 2, 2, { 1, 2 })
 local forget = {}
 local ready = {}
 if tonumber(ARGV[1]) > 0 then

@@ -6,6 +6,7 @@
 -- ARGV: 'all', max  |  'ids', id...
 -- Returns { requeued ids, skipped ids }: skipped ids have no stored envelope (damaged by
 -- hand) and stay dead; ids not in the dead list are in neither.
+expect_selection('admin_requeue', 5)
 local taken, skipped = take_dead(KEYS[1], function(id)
   return redis.call('HEXISTS', KEYS[2], id) == 1
 end)

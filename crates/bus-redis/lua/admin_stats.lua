@@ -9,6 +9,7 @@
 -- delivered alone (`suspects`, delivered first) and not the wake-up marker `~wake` at the
 -- head. The next ready element is resolved through `msgs` when it is a storage id
 -- (common.lua's envelope_of).
+expect('admin_stats', 8, 0, 0)
 local now = now_ms()
 local ready = redis.call('LLEN', KEYS[1]) + redis.call('LLEN', KEYS[6])
 local head = redis.call('LINDEX', KEYS[6], 0) or redis.call('LINDEX', KEYS[1], 0)

@@ -5,6 +5,49 @@ local ERROR_HISTORY = 10
 -- that consumers blocked on the list wake and wait for its due time instead.
 local WAKE = '~wake'
 
+-- The script protocol (the keys, the scripts' KEYS and ARGV, their replies) these scripts
+-- speak: 2, the lease layout. Redis records it per prefix (`<prefix>:protocol`), checked
+-- when a client connects (docs/wire-format.md "Versioning").
+local PROTOCOL = 2
+
+-- Refuses the call with an error naming the script and the protocol. Only ever called
+-- before a script's first write, so a refused call changes nothing.
+local function refuse(script, problem)
+  error({ err = string.format('ERR bus protocol %d: %s %s (see docs/wire-format.md "Versioning")',
+    PROTOCOL, script, problem) })
+end
+
+-- ARGV[i] for an error message: quoted, cut short.
+local function shown(i)
+  local value = ARGV[i]
+  if value == nil then return 'nothing' end
+  return string.format('%q', string.sub(value, 1, 40))
+end
+
+-- True if `value` is a decimal integer (optional '-', digits).
+local function is_integer(value)
+  return value ~= nil and string.find(value, '^%-?%d+$') ~= nil
+end
+
+-- The shape check every script makes first: exactly `keys` KEYS (nil: not checked here),
+-- `min` to `max` ARGV (nil: no maximum), and an integer at each position in `integers`.
+local function expect(script, keys, min, max, integers)
+  if keys and #KEYS ~= keys then
+    refuse(script, string.format('expects %d KEYS, got %d', keys, #KEYS))
+  end
+  if #ARGV < min or (max and #ARGV > max) then
+    local wanted = (max == min and tostring(min))
+      or (max and string.format('%d to %d', min, max))
+      or string.format('at least %d', min)
+    refuse(script, string.format('expects %s ARGV, got %d', wanted, #ARGV))
+  end
+  for _, i in ipairs(integers or {}) do
+    if not is_integer(ARGV[i]) then
+      refuse(script, string.format('expects an integer as ARGV[%d], got %s', i, shown(i)))
+    end
+  end
+end
+
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -103,6 +146,14 @@ end
 -- '~L' is always a lease token.
 local LEASE_MAX = 1000
 
+-- True if `index` is a lease index as reserve hands it out: the exact decimal ("0", or no
+-- leading zero) of an integer below LEASE_MAX. Any other spelling ("01", "3.0", "+3",
+-- " 3", "-0", "-1") names no message: the receipt is stale (LINDEX and SADD would read
+-- some of them as another index, or fail mid-script).
+local function canonical_index(index)
+  return index == '0' or string.find(index, '^[1-9]%d?%d?$') ~= nil
+end
+
 local function is_lease(key)
   return string.sub(key, 1, 2) == '~L'
 end
@@ -119,9 +170,10 @@ local function unleased(leased, n)
 end
 
 -- Takes message `index` (a decimal string) out of lease `token` and returns its
--- envelope; nil when the receipt is stale (lease recovered, index already settled or
--- out of range). Deletes the lease with its last message.
+-- envelope; nil when the receipt is stale (lease recovered, index already settled, out
+-- of range or not spelled as reserve hands it out). Deletes the lease with its last message.
 local function unlease(leases, leased, token, index)
+  if not canonical_index(index) then return nil end
   local lease = leases .. ':' .. token
   local envelope = redis.call('LINDEX', lease, index)
   if not envelope then return nil end

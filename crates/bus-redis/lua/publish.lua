@@ -4,6 +4,11 @@
 -- ARGV: S, name_1 .. name_S (every name read), envelope, envelope, ...
 -- Returns the number of ready lists written, or -1 when the caller's list of names is
 -- not the current set.
+expect('publish', nil, 1, nil, { 1 })
+if tonumber(ARGV[1]) < 0 or #ARGV < 1 + tonumber(ARGV[1]) or #KEYS < 1 or #KEYS > 1 + tonumber(ARGV[1]) then
+  refuse('publish', string.format('expects 1 + at most S KEYS and S names (S = %s), got %d KEYS, %d ARGV',
+    ARGV[1], #KEYS, #ARGV))
+end
 local s = tonumber(ARGV[1])
 if redis.call('SCARD', KEYS[1]) ~= s then return -1 end
 for k = 1, s do

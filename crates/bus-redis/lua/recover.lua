@@ -8,6 +8,7 @@
 -- KEYS: inflight, deliveries, errors, suspects, dead, dead-info, isolated, msgs, leases,
 -- leased.
 -- ARGV: delivery_limit, batch, error.
+expect('recover', 10, 3, 3, { 1, 2 })
 local now = now_ms()
 local expired = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))
 local limit = tonumber(ARGV[1])

@@ -3,6 +3,10 @@
 -- KEYS: inflight, deliveries, leases.
 -- ARGV: lock_ms, s, then s stored receipts (id, count), then lease tokens.
 -- Returns 1 per stored receipt and per lease whose lock was extended, 0 where it was lost.
+expect('renew', 3, 2, nil, { 1, 2 })
+if tonumber(ARGV[2]) < 0 or #ARGV < 2 + 2 * tonumber(ARGV[2]) then
+  refuse('renew', string.format('expects %s stored receipts (id, count) after s, got %d ARGV', ARGV[2], #ARGV - 2))
+end
 local deadline = now_ms() + tonumber(ARGV[1])
 local s = tonumber(ARGV[2])
 local out = {}

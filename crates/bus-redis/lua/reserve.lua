@@ -16,6 +16,7 @@
 -- message pushes for idle consumers (skipped). Fresh envelopes go into one lease; a
 -- stored message (and a foreign element, stored on the spot) gets its own lock in
 -- `inflight` and its count incremented in `deliveries`.
+expect('reserve', 10, 2, 2, { 1, 2 })
 local now = now_ms()
 local due = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', now, 'LIMIT', 0, 100)
 if #due > 0 then

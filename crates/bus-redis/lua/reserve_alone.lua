@@ -2,6 +2,7 @@
 -- that a message that crashed its consumer is charged only its own deliveries.
 -- KEYS: suspects, msgs, deliveries, inflight, isolated.  ARGV: lock_ms.
 -- Returns { pending, id, count, envelope } (pending: suspects still waiting), or { 0 }.
+expect('reserve_alone', 5, 1, 1, { 1 })
 local deadline = now_ms() + tonumber(ARGV[1])
 -- Bounded: stray references are skipped, at most 100 per call.
 for _ = 1, 100 do

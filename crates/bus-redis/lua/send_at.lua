@@ -3,6 +3,10 @@
 -- Like send, a re-sent batch (first id already stored) stores nothing. The i-th message
 -- of a batch is due i microseconds after the first, so that a batch is promoted in the
 -- order sent whatever its ids (equal scores would sort by id).
+expect('send_at', 3, 1, nil, { 1 })
+if #ARGV % 2 == 0 then
+  refuse('send_at', string.format('expects the due time, then id, envelope pairs, got %d ARGV', #ARGV))
+end
 if #ARGV < 2 or redis.call('HEXISTS', KEYS[2], ARGV[2]) == 1 then return 0 end
 for i = 2, #ARGV, 2 do
   -- Ids starting with '~' are the storage ids reserve hands out; reserve tells an

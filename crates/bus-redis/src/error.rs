@@ -47,6 +47,21 @@ pub enum Error {
         /// What was wrong.
         detail: String,
     },
+    /// Redis records another version of the script protocol under this prefix: the
+    /// clients sharing it speak another protocol, and mixing them can lose messages.
+    #[error(
+        "Redis records bus protocol {found} under {key}, but this build speaks protocol \
+         {speaks}: {}",
+        mismatch_advice(found, *speaks)
+    )]
+    ProtocolMismatch {
+        /// The key holding the version.
+        key: String,
+        /// The version found there.
+        found: String,
+        /// The version this build speaks.
+        speaks: u32,
+    },
     /// A publish found the topic's subscriptions changed under it on every attempt
     /// (subscriptions being added or removed meanwhile); nothing was published.
     #[error(
@@ -81,6 +96,20 @@ impl From<Error> for bus_core::Error {
             Error::Bus(error) => error,
             other => bus_core::Error::transport(other),
         }
+    }
+}
+
+/// What to do about a protocol mismatch.
+fn mismatch_advice(found: &str, speaks: u32) -> String {
+    let rule = "see docs/operations.md \"Upgrades\"";
+    match found.parse::<u32>() {
+        Ok(found) if found > speaks => format!(
+            "newer clients use this prefix; upgrade this one, or give it another prefix ({rule})"
+        ),
+        Ok(_) => format!(
+            "older clients use this prefix; upgrade them and then SET the key to {speaks} ({rule})"
+        ),
+        Err(_) => format!("the key holds no version this build knows ({rule})"),
     }
 }
 

@@ -144,6 +144,13 @@ pub fn subscriptions(prefix: &str, topic: &str) -> String {
     format!("{prefix}:{{{topic}}}:subs")
 }
 
+/// String: the version of the script protocol the clients of `prefix` speak ("2"),
+/// written with `SET NX` by the first client that connects (docs/wire-format.md,
+/// "Versioning").
+pub fn protocol(prefix: &str) -> String {
+    format!("{prefix}:protocol")
+}
+
 /// Set of known command queue names, for listings.
 pub fn queue_registry(prefix: &str) -> String {
     format!("{prefix}:registry:queues")
@@ -315,6 +322,14 @@ mod tests {
             assert_eq!(source_of_key(other), None, "{other}");
         }
         assert_eq!(topic_of_key("app:{orders}:ready"), None);
+    }
+
+    #[test]
+    fn the_protocol_record_is_no_queues_key() {
+        assert_eq!(protocol("app:x"), "app:x:protocol");
+        assert_eq!(source_of_key(&protocol("app")), None);
+        assert_eq!(topic_of_key(&protocol("app")), None);
+        assert!(!protocol("app").starts_with(discovery_pattern(Some("app")).trim_end_matches('*')));
     }
 }
 

@@ -11,6 +11,7 @@
 //! | [`RedisConfig`] | connection string, database, key prefix |
 //! | [`RedisTransport`] | the [`bus_core::Transport`] implementation |
 //! | [`keys`] | every key name |
+//! | [`PROTOCOL`] | the version of the script protocol this build speaks, checked against Redis's record on connect |
 //! | [`shard_of_key`] | the shard of a partition key on a partitioned queue |
 //! | [`admin`] | every operation on the layout outside the hot path: stats, peek, dead letters, requeue, purge, discovery (under `bus-management`) |
 //! | [`LuaScript`] | a named script run by SHA with a `NOSCRIPT` fallback, and its reply readers (every crate's scripts run through it) |
@@ -24,6 +25,7 @@ mod error;
 pub mod keys;
 mod liveness;
 mod partition;
+mod protocol;
 mod receipts;
 mod scripts;
 #[cfg(feature = "tls")]
@@ -33,6 +35,7 @@ mod transport;
 pub use config::RedisConfig;
 pub use error::{Error, RedisError, Result};
 pub use partition::{shard_of_key, MAX_PARTITIONS};
+pub use protocol::PROTOCOL;
 pub use scripts::LuaScript;
 
 /// `lua/reserve.lua` as the consumer runs it, for tools that drive the layout directly

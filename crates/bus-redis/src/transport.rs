@@ -52,10 +52,16 @@ struct Inner {
 
 impl RedisTransport {
     /// Connects (failing at once on a wrong password or an unreachable server) and
-    /// keeps reconnecting with backoff after that.
+    /// keeps reconnecting with backoff after that. Checks the script protocol recorded
+    /// under the prefix, recording this build's if none is ([`Error::ProtocolMismatch`]
+    /// for another one: docs/wire-format.md, "Versioning").
     pub async fn connect(config: &RedisConfig) -> Result<Self> {
         config.validate()?;
         let client = config.connect_client().await?;
+        if let Err(e) = crate::protocol::check(&client, config.key_prefix()).await {
+            let _ = client.quit().await; // Best effort: refused anyway.
+            return Err(e);
+        }
         Ok(RedisTransport {
             inner: Arc::new(Inner {
                 client: client.clone(),

@@ -1,0 +1,79 @@
+//! The version of the script protocol (the keys, the scripts' KEYS and ARGV, their
+//! replies), recorded in Redis per prefix and checked when a client connects
+//! (docs/wire-format.md, "Versioning").
+
+use fred::prelude::{Client, KeysInterface, SetsInterface};
+use fred::types::{SetOptions, Value};
+
+use crate::{keys, Error, Result};
+
+/// The protocol this build speaks: 2, the lease layout. Protocol 1 is the layout before
+/// leases, which recorded no version. `lua/common.lua`'s `PROTOCOL` says the same.
+pub const PROTOCOL: u32 = 2;
+
+/// Records [`PROTOCOL`] under `prefix` if no version is recorded yet (`SET NX`), else
+/// checks it: another version is [`Error::ProtocolMismatch`]. A refused write (a full
+/// Redis, a read-only replica) is only a warning, so that consumers still start and drain.
+pub(crate) async fn check(client: &Client, prefix: &str) -> Result<()> {
+    let key = keys::protocol(prefix);
+    let mut found = read(client, &key).await?;
+    if found.is_none() {
+        let set: Result<Value, _> = client
+            .set(
+                key.as_str(),
+                PROTOCOL.to_string(),
+                None,
+                Some(SetOptions::NX),
+                false,
+            )
+            .await;
+        match set {
+            Ok(Value::Null) => found = read(client, &key).await?, // Another client won.
+            Ok(_) => return recorded(client, prefix).await,
+            Err(e) => {
+                tracing::warn!(key, error = %Error::from(e),
+                    "could not record the bus protocol version in Redis; going on unchecked");
+                return Ok(());
+            }
+        }
+    }
+    match found {
+        Some(found) if found == PROTOCOL.to_string() => Ok(()),
+        Some(found) => Err(Error::ProtocolMismatch {
+            key,
+            found,
+            speaks: PROTOCOL,
+        }),
+        None => Ok(()), // Deleted meanwhile: the next connect records it.
+    }
+}
+
+/// The recorded version as text (lossy, cut short: it is shown in an error).
+async fn read(client: &Client, key: &str) -> Result<Option<String>> {
+    let value: Value = client.get(key).await?;
+    Ok(value.as_bytes().map(|bytes| {
+        let text = String::from_utf8_lossy(bytes);
+        text.chars().take(32).collect()
+    }))
+}
+
+/// The first record under a prefix. Queues already there were written by an unversioned
+/// client: protocol 2 before versions existed, or protocol 1, whose consumers must be
+/// stopped before protocol 2's start (docs/operations.md, "Upgrades").
+async fn recorded(client: &Client, prefix: &str) -> Result<()> {
+    let queues: i64 = client
+        .scard(keys::queue_registry(prefix))
+        .await
+        .unwrap_or(0);
+    if queues > 0 {
+        tracing::warn!(
+            prefix,
+            protocol = PROTOCOL,
+            queues,
+            "recorded the bus protocol version under a prefix that has queues: if a consumer \
+             of a build before the lease layout (protocol 1) still runs there, stop it \
+             (docs/operations.md, \"Upgrades\")"
+        );
+    }
+    Ok(())
+}

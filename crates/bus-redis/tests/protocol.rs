@@ -1,0 +1,595 @@
+//! The scripts as a protocol (docs/wire-format.md): called the way a foreign client calls
+//! them, EVAL of `lua/*.lua` with raw KEYS and ARGV, a lease index in any spelling but the
+//! exact decimal is a stale receipt that changes nothing, and a call of the wrong shape (a
+//! client of another protocol version) is refused before any write. And the protocol
+//! version recorded in Redis, checked on connect.
+
+use std::collections::BTreeMap;
+
+use bus_core::Source;
+use bus_redis::keys::{self, QueueKeys};
+use bus_redis::{Error, RedisConfig, RedisTransport, PROTOCOL};
+use bus_test_redis::{RedisServer, Resp, SyncClient, TestRedis};
+
+const COMMON: &str = include_str!("../lua/common.lua");
+const ADMIN_COMMON: &str = include_str!("../lua/admin_common.lua");
+const SCRIPTS: &[(&str, &str)] = &[
+    ("reserve", include_str!("../lua/reserve.lua")),
+    ("reserve_alone", include_str!("../lua/reserve_alone.lua")),
+    ("ack", include_str!("../lua/ack.lua")),
+    ("renew", include_str!("../lua/renew.lua")),
+    ("retry", include_str!("../lua/retry.lua")),
+    ("dead_letter", include_str!("../lua/dead_letter.lua")),
+    ("release", include_str!("../lua/release.lua")),
+    ("recover", include_str!("../lua/recover.lua")),
+    ("send_at", include_str!("../lua/send_at.lua")),
+    ("publish", include_str!("../lua/publish.lua")),
+    (
+        "admin_dead_envelopes",
+        include_str!("../lua/admin_dead_envelopes.lua"),
+    ),
+    (
+        "admin_delete_dead",
+        include_str!("../lua/admin_delete_dead.lua"),
+    ),
+    (
+        "admin_in_flight",
+        include_str!("../lua/admin_in_flight.lua"),
+    ),
+    ("admin_move", include_str!("../lua/admin_move.lua")),
+    ("admin_purge", include_str!("../lua/admin_purge.lua")),
+    ("admin_requeue", include_str!("../lua/admin_requeue.lua")),
+    ("admin_stats", include_str!("../lua/admin_stats.lua")),
+    (
+        "admin_unsubscribe",
+        include_str!("../lua/admin_unsubscribe.lua"),
+    ),
+];
+
+/// The script's text as docs/wire-format.md "Loading a script" builds it.
+fn text(name: &str) -> String {
+    let body = SCRIPTS.iter().find(|(n, _)| *n == name).unwrap().1;
+    if name.starts_with("admin_") {
+        format!("{COMMON}{ADMIN_COMMON}{body}")
+    } else if matches!(name, "send_at" | "publish") {
+        format!("{COMMON}{body}")
+    } else {
+        format!("#!lua flags=allow-oom\n{COMMON}{body}")
+    }
+}
+
+/// One queue driven by hand, as a foreign client drives it.
+struct Queue {
+    client: SyncClient,
+    k: QueueKeys,
+    subs: String,
+}
+
+impl Queue {
+    fn new(redis: &TestRedis, name: &str) -> Queue {
+        Queue {
+            client: redis.client(),
+            k: QueueKeys::new(redis.namespace(), &Source::queue(name).unwrap()),
+            subs: keys::subscriptions(redis.namespace(), name),
+        }
+    }
+
+    /// The KEYS of `script`, in docs/wire-format.md's order.
+    fn keys(&self, script: &str) -> Vec<String> {
+        let k = &self.k;
+        let list: Vec<&String> = match script {
+            "reserve" => vec![
+                &k.ready,
+                &k.msgs,
+                &k.deliveries,
+                &k.inflight,
+                &k.delayed,
+                &k.seq,
+                &k.dead_info,
+                &k.suspects,
+                &k.leases,
+                &k.leased,
+            ],
+            "reserve_alone" => vec![
+                &k.suspects,
+                &k.msgs,
+                &k.deliveries,
+                &k.inflight,
+                &k.isolated,
+            ],
+            "ack" => vec![
+                &k.inflight,
+                &k.msgs,
+                &k.deliveries,
+                &k.errors,
+                &k.isolated,
+                &k.leases,
+                &k.leased,
+            ],
+            "renew" => vec![&k.inflight, &k.deliveries, &k.leases],
+            "retry" => vec![
+                &k.inflight,
+                &k.deliveries,
+                &k.errors,
+                &k.ready,
+                &k.delayed,
+                &k.isolated,
+                &k.msgs,
+                &k.leases,
+                &k.leased,
+            ],
+            "dead_letter" => vec![
+                &k.inflight,
+                &k.deliveries,
+                &k.errors,
+                &k.dead,
+                &k.dead_info,
+                &k.isolated,
+                &k.msgs,
+                &k.leases,
+                &k.leased,
+            ],
+            "release" => vec![
+                &k.inflight,
+                &k.deliveries,
+                &k.ready,
+                &k.isolated,
+                &k.suspects,
+                &k.leases,
+                &k.leased,
+            ],
+            "recover" => vec![
+                &k.inflight,
+                &k.deliveries,
+                &k.errors,
+                &k.suspects,
+                &k.dead,
+                &k.dead_info,
+                &k.isolated,
+                &k.msgs,
+                &k.leases,
+                &k.leased,
+            ],
+            "send_at" => vec![&k.delayed, &k.msgs, &k.ready],
+            "publish" => vec![&self.subs, &k.ready],
+            "admin_dead_envelopes" => vec![&k.dead, &k.msgs],
+            "admin_delete_dead" => vec![&k.dead, &k.msgs, &k.dead_info, &k.errors, &k.deliveries],
+            "admin_in_flight" => vec![&k.inflight, &k.msgs, &k.deliveries, &k.leases],
+            "admin_move" => vec![
+                &k.dead,
+                &k.msgs,
+                &k.dead_info,
+                &k.errors,
+                &k.deliveries,
+                &k.ready,
+            ],
+            "admin_purge" => vec![
+                &k.ready,
+                &k.delayed,
+                &k.msgs,
+                &k.deliveries,
+                &k.errors,
+                &k.inflight,
+                &k.dead_info,
+                &k.suspects,
+            ],
+            "admin_requeue" => vec![&k.dead, &k.msgs, &k.dead_info, &k.deliveries, &k.ready],
+            "admin_stats" => vec![
+                &k.ready,
+                &k.inflight,
+                &k.delayed,
+                &k.dead,
+                &k.msgs,
+                &k.suspects,
+                &k.leases,
+                &k.leased,
+            ],
+            "admin_unsubscribe" => {
+                let mut list = vec![
+                    &self.subs,
+                    &k.ready,
+                    &k.inflight,
+                    &k.delayed,
+                    &k.dead,
+                    &k.leases,
+                    &k.leased,
+                ];
+                for key in [
+                    &k.msgs,
+                    &k.deliveries,
+                    &k.errors,
+                    &k.dead_info,
+                    &k.seq,
+                    &k.suspects,
+                    &k.isolated,
+                ] {
+                    list.push(key);
+                }
+                list
+            }
+            other => panic!("no script {other}"),
+        };
+        list.into_iter().cloned().collect()
+    }
+
+    fn eval(&mut self, script: &str, keys: &[String], argv: &[&str]) -> Resp {
+        let mut args = vec!["EVAL".to_owned(), text(script), keys.len().to_string()];
+        args.extend(keys.iter().cloned());
+        args.extend(argv.iter().map(|a| (*a).to_owned()));
+        self.client.cmd(&args).unwrap()
+    }
+
+    fn call(&mut self, script: &str, argv: &[&str]) -> Resp {
+        let keys = self.keys(script);
+        self.eval(script, &keys, argv)
+    }
+
+    fn cmd(&mut self, args: &[&str]) -> Resp {
+        self.client.cmd(args).unwrap()
+    }
+
+    /// Reserves up to `max` (lock `lock_ms`): the lease token (if any) and the stored
+    /// messages' receipts `(id, count)`.
+    fn reserve(&mut self, max: u32, lock_ms: u64) -> (Option<String>, Vec<(String, String)>) {
+        let reply = self.call("reserve", &[&max.to_string(), &lock_ms.to_string()]);
+        let items = reply.as_array().unwrap_or_else(|| panic!("{reply:?}"));
+        let token = items[2].as_str().map(str::to_owned);
+        let stored = items[4..]
+            .chunks(4)
+            .map(|q| {
+                let count = q[2].as_int().unwrap().to_string();
+                (q[1].as_str().unwrap().to_owned(), count)
+            })
+            .collect();
+        (token, stored)
+    }
+
+    fn push(&mut self, elements: &[&str]) {
+        let ready = self.k.ready.clone();
+        let mut args = vec!["RPUSH", ready.as_str()];
+        args.extend_from_slice(elements);
+        self.cmd(&args);
+    }
+
+    /// Every key of this queue (its leases' lists and sets included), serialised with
+    /// DUMP: equal snapshots mean nothing was written.
+    fn snapshot(&mut self) -> BTreeMap<String, Vec<u8>> {
+        let pattern = format!("{}*", self.k.ready.trim_end_matches("ready"));
+        let mut keys = self.client.scan_match(&pattern).unwrap();
+        keys.push(self.subs.clone());
+        keys.into_iter()
+            .filter_map(|key| {
+                let dump = self.cmd(&["DUMP", &key]);
+                dump.as_bytes().map(|b| (key, b.to_vec()))
+            })
+            .collect()
+    }
+}
+
+fn envelope(n: u32) -> String {
+    format!(r#"{{"v":1,"id":"m{n}","type":"jobs","sent":1,"body":{{"n":{n}}}}}"#)
+}
+
+/// Spellings of a lease index that reserve never hands out; each names no message.
+const SPELLINGS: &[&str] = &[
+    "01", "1.0", "+1", " 1", "1 ", "-0", "00", "-1", "1e0", "0x1", "", "3", "999", "1000",
+];
+
+#[test]
+fn a_lease_index_in_another_spelling_is_a_stale_receipt_that_changes_nothing() {
+    let redis = TestRedis::start().unwrap();
+    for (case, spelling) in SPELLINGS.iter().enumerate() {
+        for script in ["ack", "retry", "dead_letter", "release"] {
+            let mut q = Queue::new(&redis, &format!("q{case}-{script}"));
+            q.push(&[&envelope(0), &envelope(1), &envelope(2)]);
+            let (token, _) = q.reserve(10, 60_000);
+            let token = token.unwrap();
+            let before = q.snapshot();
+            let reply = match script {
+                "ack" => q.call("ack", &["0", &token, "1", "2", spelling]),
+                "retry" => q.call("retry", &[&token, spelling, "0", "boom"]),
+                "dead_letter" => q.call("dead_letter", &[&token, spelling, "rejected", "boom"]),
+                _ => q.call("release", &[&token, spelling]),
+            };
+            assert_eq!(
+                reply,
+                Resp::Integer(0),
+                "{script} with index {spelling:?}: a stale receipt answers 0"
+            );
+            assert_eq!(
+                q.snapshot(),
+                before,
+                "{script} with index {spelling:?} changed the queue"
+            );
+        }
+
+        // Beside valid indices, only the invalid one is stale: the lease keeps message 1
+        // until it is acked itself.
+        let mut q = Queue::new(&redis, &format!("q{case}-mixed"));
+        q.push(&[&envelope(0), &envelope(1), &envelope(2)]);
+        let (token, _) = q.reserve(10, 60_000);
+        let token = token.unwrap();
+        let reply = q.call("ack", &["0", &token, "3", "2", "0", spelling, "2"]);
+        assert_eq!(reply, Resp::Integer(2), "ack 0, {spelling:?}, 2");
+        let (lease, done) = q.k.lease(&token);
+        assert_eq!(
+            q.cmd(&["LLEN", &lease]),
+            Resp::Integer(3),
+            "acking 0, {spelling:?} and 2 completed the lease: message 1 was never acked"
+        );
+        assert_eq!(q.cmd(&["SCARD", &done]), Resp::Integer(2));
+        assert_eq!(q.cmd(&["GET", &q.k.leased.clone()]).as_str(), Some("1"));
+        assert_eq!(
+            q.call("ack", &["0", &token, "1", "1", "1"]),
+            Resp::Integer(1)
+        );
+        let left: Vec<String> = q.snapshot().into_keys().collect();
+        assert_eq!(left, [q.k.seq.clone()], "after acking all three");
+    }
+}
+
+#[test]
+fn a_stored_receipt_with_its_count_in_another_spelling_changes_nothing() {
+    let redis = TestRedis::start().unwrap();
+    for (case, spelling) in ["01", "1.0", "+1", " 1", "-1", "2"].iter().enumerate() {
+        let mut q = Queue::new(&redis, &format!("s{case}"));
+        // A foreign element is stored on reserve: its receipt is (storage id, count 1).
+        q.push(&["not an envelope"]);
+        let (_, stored) = q.reserve(10, 60_000);
+        let id = stored[0].0.clone();
+        let before = q.snapshot();
+        for (script, argv) in [
+            ("ack", vec!["1", &id, spelling]),
+            ("renew", vec!["60000", "1", &id, spelling]),
+            ("retry", vec![&id, spelling, "0", "boom"]),
+            ("dead_letter", vec![&id, spelling, "rejected", "boom"]),
+            ("release", vec![&id, spelling]),
+        ] {
+            let reply = q.call(script, &argv);
+            let expected = if script == "renew" {
+                Resp::Array(Some(vec![Resp::Integer(0)]))
+            } else {
+                Resp::Integer(0)
+            };
+            assert_eq!(reply, expected, "{script} with count {spelling:?}");
+            assert_eq!(q.snapshot(), before, "{script} with count {spelling:?}");
+        }
+    }
+}
+
+/// A queue with something in every structure: a lease of fresh envelopes and a stored
+/// message in flight, ready elements, a delayed message, a dead letter, a subscription.
+fn busy_queue(redis: &TestRedis, name: &str) -> (Queue, String, String) {
+    let mut q = Queue::new(redis, name);
+    q.cmd(&["SADD", &q.subs.clone(), "name"]);
+    q.push(&[&envelope(0), &envelope(1), "dead one", "stored one"]);
+    let (token, stored) = q.reserve(10, 60_000);
+    let dead = &stored[0];
+    assert_eq!(
+        q.call("dead_letter", &[&dead.0, &dead.1, "rejected", "no"]),
+        Resp::Integer(1)
+    );
+    q.push(&[&envelope(3), &envelope(4)]);
+    let due = (u64::MAX / 4).to_string();
+    assert_eq!(
+        q.call("send_at", &[&due, "later", &envelope(5)]),
+        Resp::Integer(1)
+    );
+    (q, token.unwrap(), stored[1].0.clone())
+}
+
+/// A well-formed ARGV of each script against [`busy_queue`]: with the wrong KEYS, a
+/// script that ran it would write.
+fn good_argv(script: &str, token: &str, id: &str, dead: &str) -> Vec<String> {
+    let argv: Vec<&str> = match script {
+        "reserve" => vec!["10", "0"],
+        "reserve_alone" => vec!["60000"],
+        "ack" => vec!["1", id, "1", token, "1", "0", "0"],
+        "renew" => vec!["60000", "1", id, "1", token],
+        "retry" => vec![token, "0", "0", "boom"],
+        "dead_letter" => vec![token, "0", "rejected", "boom"],
+        "release" => vec![token, "0", id, "1"],
+        "recover" => vec!["3", "100", "lost"],
+        "send_at" => vec!["0", "now", "{}"],
+        "publish" => vec!["1", "name", "{}"],
+        "admin_dead_envelopes" => vec![dead],
+        "admin_delete_dead" => vec![dead],
+        "admin_in_flight" => vec!["10"],
+        "admin_move" | "admin_requeue" => vec!["all", "10"],
+        "admin_purge" => vec!["10", "10"],
+        "admin_stats" => vec![],
+        "admin_unsubscribe" => vec!["name", "1"],
+        other => panic!("no script {other}"),
+    };
+    argv.into_iter().map(str::to_owned).collect()
+}
+
+/// ARGV of the wrong shape for each script: counts, integers, lease groups that do not fit,
+/// and the ARGV of the protocol-1 scripts (ack's `id, count` pairs, renew's).
+fn bad_argvs(script: &str, token: &str, id: &str) -> Vec<Vec<String>> {
+    let argvs: Vec<Vec<&str>> = match script {
+        "reserve" => vec![vec!["10"], vec!["ten", "60000"], vec!["10", "1.5"]],
+        "reserve_alone" => vec![vec![], vec!["soon"]],
+        "ack" => vec![
+            vec![id, "1"],
+            vec![],
+            vec!["2", id, "1"],
+            vec!["0", token, "5", "0", "0"],
+            vec!["0", token, "x", "0"],
+            vec!["0", token, "1", "high", "0"],
+        ],
+        "renew" => vec![
+            vec!["60000", id, "1"],
+            vec!["60000", "2", id, "1"],
+            vec!["60000"],
+        ],
+        "retry" => vec![vec![token, "0", "soon", "e"], vec![token, "0"]],
+        "dead_letter" => vec![vec![token, "0", "rejected"], vec![]],
+        "release" => vec![vec![token]],
+        "recover" => vec![vec!["3", "100"], vec!["three", "100", "e"]],
+        "send_at" => vec![vec!["0", "now"], vec!["soon", "now", "{}"], vec![]],
+        "publish" => vec![vec!["x", "name", "{}"], vec!["2", "name"], vec![]],
+        "admin_in_flight" => vec![vec![], vec!["x"]],
+        "admin_move" | "admin_requeue" => vec![vec!["some"], vec!["all", "x"], vec![]],
+        "admin_purge" => vec![vec!["10"], vec!["10", "x"]],
+        "admin_stats" => vec![vec!["x"]],
+        "admin_unsubscribe" => vec![vec!["name", "yes"], vec!["name"]],
+        _ => vec![],
+    };
+    argvs
+        .into_iter()
+        .map(|a| a.into_iter().map(str::to_owned).collect())
+        .collect()
+}
+
+#[test]
+fn a_call_of_the_wrong_shape_is_refused_before_any_write() {
+    let redis = TestRedis::start().unwrap();
+    for (script, _) in SCRIPTS {
+        let (mut q, token, id) = busy_queue(&redis, &format!("shape-{script}"));
+        let dead = q.cmd(&["LINDEX", &q.k.dead.clone(), "0"]);
+        let dead = dead.as_str().unwrap().to_owned();
+        let keys = q.keys(script);
+        let good = good_argv(script, &token, &id, &dead);
+        let good: Vec<&str> = good.iter().map(String::as_str).collect();
+        let mut calls: Vec<(Vec<String>, Vec<String>)> = vec![
+            (
+                keys[..keys.len() - 1].to_vec(),
+                good.iter().map(|a| (*a).to_owned()).collect(),
+            ),
+            (
+                [keys.clone(), vec![q.k.errors.clone()]].concat(),
+                good.iter().map(|a| (*a).to_owned()).collect(),
+            ),
+        ];
+        if *script == "publish" {
+            // KEYS: the subs and at most one ready list per name.
+            calls[0].0 = vec![];
+        }
+        calls.extend(
+            bad_argvs(script, &token, &id)
+                .into_iter()
+                .map(|a| (keys.clone(), a)),
+        );
+        for (keys, argv) in calls {
+            let before = q.snapshot();
+            let argv_ref: Vec<&str> = argv.iter().map(String::as_str).collect();
+            let reply = q.eval(script, &keys, &argv_ref);
+            let wanted = format!("bus protocol {PROTOCOL}: {script} expects");
+            match &reply {
+                Resp::Error(text) => assert!(
+                    text.starts_with("ERR ")
+                        && text.contains(&wanted)
+                        && text.contains("docs/wire-format.md \"Versioning\""),
+                    "{script} with {} KEYS, ARGV {argv:?}: {text}",
+                    keys.len()
+                ),
+                other => panic!(
+                    "{script} with {} KEYS, ARGV {argv:?} was not refused: {other:?}",
+                    keys.len()
+                ),
+            }
+            assert_eq!(
+                q.snapshot(),
+                before,
+                "{script} with {} KEYS, ARGV {argv:?} wrote before refusing",
+                keys.len()
+            );
+        }
+        // The well-formed call still runs.
+        let reply = q.call(script, &good);
+        assert!(!matches!(reply, Resp::Error(_)), "{script}: {reply:?}");
+    }
+}
+
+#[test]
+fn an_old_clients_recover_call_changes_nothing() {
+    // Protocol 1's recover.lua took 7 KEYS (no msgs, leases, leased). Called with them, the
+    // lease layout's recover took an expired message out of `inflight` and then failed on
+    // KEYS[8]: the message was left only in `msgs`, never delivered again.
+    let redis = TestRedis::start().unwrap();
+    let mut q = Queue::new(&redis, "old");
+    q.push(&["stored one", &envelope(1)]);
+    // Lock 0: both the stored message and the lease have expired at once.
+    let (token, stored) = q.reserve(10, 0);
+    assert!(token.is_some() && stored.len() == 1);
+    let before = q.snapshot();
+    let old_keys = q.keys("recover")[..7].to_vec();
+    let reply = q.eval("recover", &old_keys, &["3", "100", "lost"]);
+    assert!(
+        matches!(&reply, Resp::Error(e) if e.contains("recover expects 10 KEYS, got 7")),
+        "{reply:?}"
+    );
+    assert_eq!(q.snapshot(), before, "the refused call wrote");
+    // Today's call recovers both.
+    assert_eq!(q.call("recover", &["3", "100", "lost"]), Resp::Integer(2));
+    assert_eq!(q.cmd(&["LLEN", &q.k.suspects.clone()]), Resp::Integer(2));
+}
+
+fn config(url: &str, prefix: &str) -> RedisConfig {
+    RedisConfig::from_url(url).unwrap().prefix(prefix)
+}
+
+#[tokio::test]
+async fn connecting_records_the_protocol_version_once() {
+    let redis = TestRedis::start().unwrap();
+    let key = keys::protocol(redis.namespace());
+    let mut client = redis.client();
+    assert!(client.get(&key).unwrap().is_none());
+    let transport = RedisTransport::connect(&config(&redis.url(), redis.namespace()))
+        .await
+        .unwrap();
+    assert_eq!(client.get(&key).unwrap().as_deref(), Some(&b"2"[..]));
+    assert_eq!(PROTOCOL, 2);
+    // A second client finds it and agrees.
+    RedisTransport::connect(&config(&redis.url(), redis.namespace()))
+        .await
+        .unwrap();
+    transport.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn another_protocol_version_is_refused_at_connect_and_nothing_is_written() {
+    let redis = TestRedis::start().unwrap();
+    let key = keys::protocol(redis.namespace());
+    let mut client = redis.client();
+    for found in ["3", "1", "two"] {
+        client.set(&key, found).unwrap();
+        let before = redis.keys();
+        let error = RedisTransport::connect(&config(&redis.url(), redis.namespace()))
+            .await
+            .expect_err("connected to a Redis of another protocol");
+        assert!(
+            matches!(&error, Error::ProtocolMismatch { found: f, speaks: 2, .. } if f == found),
+            "{error:?}"
+        );
+        let text = error.to_string();
+        assert!(
+            text.contains(&format!("bus protocol {found} under {key}"))
+                && text.contains("this build speaks protocol 2")
+                && text.contains("docs/operations.md \"Upgrades\""),
+            "{text}"
+        );
+        assert_eq!(redis.keys(), before);
+        assert_eq!(client.get(&key).unwrap().as_deref(), Some(found.as_bytes()));
+    }
+}
+
+#[tokio::test]
+async fn a_full_redis_does_not_stop_a_client_from_connecting() {
+    // A consumer started to drain a full Redis must start even though the version cannot
+    // be recorded there.
+    let server = RedisServer::start().unwrap();
+    let mut client = server.client();
+    for (name, value) in [("maxmemory-policy", "noeviction"), ("maxmemory", "1")] {
+        assert!(client.cmd(&["CONFIG", "SET", name, value]).unwrap().is_ok());
+    }
+    let refused = client.cmd(&["SET", "probe", "x"]).unwrap();
+    assert!(
+        matches!(&refused, Resp::Error(e) if e.starts_with("OOM")),
+        "{refused:?}"
+    );
+    let transport = RedisTransport::connect(&config(&server.url(), "full")).await;
+    assert!(transport.is_ok(), "{:?}", transport.err());
+    assert!(client.get(&keys::protocol("full")).unwrap().is_none());
+}
