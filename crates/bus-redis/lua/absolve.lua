@@ -7,12 +7,17 @@
 -- KEYS: suspects, ready.
 -- ARGV: receipts as release.lua takes them, in reservation order: id, count, ... (a
 -- leased message: token, index).
--- Returns the number of messages moved.
+-- Returns the number of messages moved. An index in another spelling than reserve's names
+-- no message (a stale receipt, as everywhere).
+expect('absolve', 2, 0)
+if #ARGV % 2 == 1 then refuse('absolve', string.format('expects id, count pairs, got %d ARGV', #ARGV)) end
 local moved = 0
 for i = #ARGV - 1, 1, -2 do
   local id = ARGV[i]
-  if is_lease(id) then id = leased_id(id, ARGV[i + 1]) end
-  if redis.call('LREM', KEYS[1], 1, id) == 1 then
+  if is_lease(id) then
+    id = canonical_index(ARGV[i + 1]) and leased_id(id, ARGV[i + 1])
+  end
+  if id and redis.call('LREM', KEYS[1], 1, id) == 1 then
     redis.call('LPUSH', KEYS[2], id)
     moved = moved + 1
   end

@@ -22,6 +22,7 @@ const SCRIPTS: &[(&str, &str)] = &[
     ("dead_letter", include_str!("../lua/dead_letter.lua")),
     ("release", include_str!("../lua/release.lua")),
     ("recover", include_str!("../lua/recover.lua")),
+    ("absolve", include_str!("../lua/absolve.lua")),
     ("send_at", include_str!("../lua/send_at.lua")),
     ("publish", include_str!("../lua/publish.lua")),
     (
@@ -150,6 +151,7 @@ impl Queue {
                 &k.leases,
                 &k.leased,
             ],
+            "absolve" => vec![&k.suspects, &k.ready],
             "send_at" => vec![&k.delayed, &k.msgs, &k.ready],
             "publish" => vec![&self.subs, &k.ready],
             "admin_dead_envelopes" => vec![&k.dead, &k.msgs],
@@ -390,6 +392,7 @@ fn good_argv(script: &str, token: &str, id: &str, dead: &str) -> Vec<String> {
         "dead_letter" => vec![token, "0", "rejected", "boom"],
         "release" => vec![token, "0", id, "1"],
         "recover" => vec!["3", "100", "lost"],
+        "absolve" => vec![token, "0", id, "1"],
         "send_at" => vec!["0", "now", "{}"],
         "publish" => vec!["1", "name", "{}"],
         "admin_dead_envelopes" => vec![dead],
@@ -427,6 +430,7 @@ fn bad_argvs(script: &str, token: &str, id: &str) -> Vec<Vec<String>> {
         "dead_letter" => vec![vec![token, "0", "rejected"], vec![]],
         "release" => vec![vec![token]],
         "recover" => vec![vec!["3", "100"], vec!["three", "100", "e"]],
+        "absolve" => vec![vec![token]],
         "send_at" => vec![vec!["0", "now"], vec!["soon", "now", "{}"], vec![]],
         "publish" => vec![vec!["x", "name", "{}"], vec!["2", "name"], vec![]],
         "admin_in_flight" => vec![vec![], vec!["x"]],
@@ -592,4 +596,50 @@ async fn a_full_redis_does_not_stop_a_client_from_connecting() {
     let transport = RedisTransport::connect(&config(&server.url(), "full")).await;
     assert!(transport.is_ok(), "{:?}", transport.err());
     assert!(client.get(&keys::protocol("full")).unwrap().is_none());
+}
+
+/// `absolve`: a live holder's receipts take their messages from `suspects` back to the
+/// head of `ready`; an index in another spelling, or a message no longer waiting there,
+/// changes nothing.
+#[test]
+fn absolve_returns_only_the_holders_suspects_to_the_ready_list() {
+    let redis = TestRedis::start().unwrap();
+    let mut q = Queue::new(&redis, "absolve");
+    q.push(&[&envelope(0), &envelope(1), &envelope(2)]);
+    // A lease whose lock is already over when recovery runs (lock 0 ms).
+    let (token, _) = q.reserve(10, 0);
+    let token = token.unwrap();
+    assert_eq!(q.call("recover", &["5", "100", "lost"]), Resp::Integer(3));
+    let suspects = q.k.suspects.clone();
+    let ready = q.k.ready.clone();
+    let before = q.snapshot();
+    for spelling in SPELLINGS {
+        assert_eq!(q.call("absolve", &[&token, spelling]), Resp::Integer(0));
+        assert_eq!(q.snapshot(), before, "absolve with index {spelling:?}");
+    }
+    // Messages 2 and 0 (the lease's first id is its token's number).
+    assert_eq!(
+        q.call("absolve", &[&token, "0", &token, "2"]),
+        Resp::Integer(2)
+    );
+    let first: u64 = token[2..].parse().unwrap();
+    let (id0, id1, id2) = (
+        format!("~{first}"),
+        format!("~{}", first + 1),
+        format!("~{}", first + 2),
+    );
+    let list = |q: &mut Queue, key: &str| -> Vec<String> {
+        let reply = q.cmd(&["LRANGE", key, "0", "-1"]);
+        reply
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r.as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(list(&mut q, &ready), [id0.clone(), id2.clone()], "in order");
+    assert_eq!(list(&mut q, &suspects), [id1.clone()]);
+    // Absolved again: no longer a suspect, nothing moves.
+    assert_eq!(q.call("absolve", &[&token, "0"]), Resp::Integer(0));
+    assert_eq!(list(&mut q, &ready), [id0, id2]);
 }
