@@ -47,6 +47,13 @@ impl From<bus_redis::Error> for Failure {
 /// Prints the error and its causes to stderr: each level says only what happened there,
 /// so each cause shows once.
 pub fn fail(error: &Failure) -> ExitCode {
+    // Whoever reads the output closed it (`bus dead Q | head`): they have what they
+    // wanted, so end quietly, as `cat` would.
+    if let Failure::Stdout(e) = error {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            return ExitCode::SUCCESS;
+        }
+    }
     eprintln!("bus: error: {}", bus_core::ErrorChain(error));
     ExitCode::FAILURE
 }

@@ -18,6 +18,7 @@ use serde_json::json;
 
 use cli::{Cli, Command, SagasCommand};
 use failure::{fail, redact, Failure};
+use output::out;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -91,9 +92,9 @@ async fn execute(management: &Management, command: Command, json: bool) -> Resul
             if json {
                 output::json(&queues)?;
             } else if queues.is_empty() {
-                println!("{}", nothing_under(management, "queues").await?);
+                out!("{}", nothing_under(management, "queues").await?)?;
             } else {
-                output::queues(&queues);
+                output::queues(&queues)?;
             }
         }
         Command::Topics => {
@@ -101,9 +102,9 @@ async fn execute(management: &Management, command: Command, json: bool) -> Resul
             if json {
                 output::json(&topics)?;
             } else if topics.is_empty() {
-                println!("{}", nothing_under(management, "topics").await?);
+                out!("{}", nothing_under(management, "topics").await?)?;
             } else {
-                output::topics(&topics);
+                output::topics(&topics)?;
             }
         }
         Command::Stats(args) => {
@@ -126,12 +127,12 @@ async fn execute(management: &Management, command: Command, json: bool) -> Resul
             if json {
                 output::json(&rows)?;
             } else if rows.is_empty() {
-                println!(
+                out!(
                     "{}",
                     nothing_under(management, "queues or subscriptions").await?
-                );
+                )?;
             } else {
-                output::stats(&rows);
+                output::stats(&rows)?;
             }
         }
         Command::Peek { queue, count } => {
@@ -140,7 +141,7 @@ async fn execute(management: &Management, command: Command, json: bool) -> Resul
             if json {
                 output::json(&messages)?;
             } else {
-                output::peek(&queue, &messages);
+                output::peek(&queue, &messages)?;
             }
         }
         Command::Dead { queue, count, wide } => {
@@ -149,9 +150,9 @@ async fn execute(management: &Management, command: Command, json: bool) -> Resul
             if json {
                 output::json(&letters)?;
             } else if wide {
-                output::dead_letters_wide(&queue, &letters);
+                output::dead_letters_wide(&queue, &letters)?;
             } else {
-                output::dead_letters(&queue, &letters);
+                output::dead_letters(&queue, &letters)?;
             }
         }
         Command::Scheduled { queue, count } => {
@@ -160,7 +161,7 @@ async fn execute(management: &Management, command: Command, json: bool) -> Resul
             if json {
                 output::json(&messages)?;
             } else {
-                output::scheduled(&queue, &messages);
+                output::scheduled(&queue, &messages)?;
             }
         }
         Command::Requeue(args) => {
@@ -175,12 +176,12 @@ async fn execute(management: &Management, command: Command, json: bool) -> Resul
             if json {
                 output::json(&report)?;
             } else {
-                println!(
+                out!(
                     "requeued {} dead letter(s) of {} to {}",
                     report.requeued.len(),
                     args.queue,
                     report.target
-                );
+                )?;
                 if !report.skipped.is_empty() {
                     eprintln!(
                         "left dead (no stored envelope): {}",
@@ -212,7 +213,7 @@ async fn execute(management: &Management, command: Command, json: bool) -> Resul
             if json {
                 output::json(&json!({ "queue": queue, "deleted": id }))?;
             } else {
-                println!("deleted dead letter {id} of {queue}");
+                out!("deleted dead letter {id} of {queue}")?;
             }
         }
         Command::Purge { queue, yes } => {
@@ -226,10 +227,11 @@ async fn execute(management: &Management, command: Command, json: bool) -> Resul
                     &json!({ "queue": queue, "ready": purged.ready, "delayed": purged.delayed }),
                 )?;
             } else {
-                println!(
+                out!(
                     "purged {} ready and {} delayed message(s) of {queue}",
-                    purged.ready, purged.delayed
-                );
+                    purged.ready,
+                    purged.delayed
+                )?;
             }
         }
         Command::Send(args) => {
@@ -245,7 +247,7 @@ async fn execute(management: &Management, command: Command, json: bool) -> Resul
             if json {
                 output::json(&json!({ "queue": args.queue, "id": id.as_str() }))?;
             } else {
-                println!("{id}");
+                out!("{id}")?;
             }
         }
         Command::Unsubscribe { topic, name, force } => {
@@ -280,10 +282,10 @@ async fn execute(management: &Management, command: Command, json: bool) -> Resul
                     "deleted_keys": removed.deleted_keys,
                 }))?;
             } else {
-                println!(
+                out!(
                     "removed subscription {name} of topic {topic} ({} key(s) deleted)",
                     removed.deleted_keys
-                );
+                )?;
             }
         }
         Command::Sagas(args) => match args.command {
@@ -292,7 +294,7 @@ async fn execute(management: &Management, command: Command, json: bool) -> Resul
                 if json {
                     output::json(&sagas)?;
                 } else {
-                    output::sagas(&sagas);
+                    output::sagas(&sagas)?;
                 }
             }
             SagasCommand::Show { partition, id } => {
@@ -304,7 +306,7 @@ async fn execute(management: &Management, command: Command, json: bool) -> Resul
                 if json {
                     output::json(&saga)?;
                 } else {
-                    output::saga(&saga);
+                    output::saga(&saga)?;
                 }
             }
             SagasCommand::Delete { partition, id } => {
@@ -316,7 +318,7 @@ async fn execute(management: &Management, command: Command, json: bool) -> Resul
                 if json {
                     output::json(&json!({ "partition": partition, "deleted": id }))?;
                 } else {
-                    println!("deleted saga {id} of partition {partition}");
+                    out!("deleted saga {id} of partition {partition}")?;
                 }
             }
         },
