@@ -193,13 +193,6 @@ fn to_native(reserved: &Reserved, env: &Envelope) -> Result<Bytes> {
     Ok(bytes.into())
 }
 
-/// `attempts` with the legacy recoveries counted in: the attempts a dead letter shows
-/// when the handler did not run this delivery.
-fn attempts_before(reserved: &Reserved, env: &Envelope) -> i64 {
-    env.attempts()
-        .saturating_add(i64::from(reserved.recoveries()))
-}
-
 impl BabelConsumer {
     /// The bare queue name a dead letter names: `meta.queue`, else this queue.
     fn original_queue(&self, env: &Envelope) -> String {
@@ -230,7 +223,7 @@ impl BabelConsumer {
         let block = DeadLetterBlock::new(
             Reason::Failed,
             &self.original_queue(env),
-            attempts_before(reserved, env),
+            reserved.attempts(),
             Some(error),
             Some("DeliveryLimit".to_owned()),
         );
@@ -240,8 +233,8 @@ impl BabelConsumer {
 
     /// An unknown URN under [`UnknownUrn::Retry`]: a failed attempt, retried until the
     /// limit, then dead-lettered with attempts = the limit. `true`: retried.
-    async fn retry_unknown(&self, reserved: &Reserved, env: &Envelope) -> Result<bool> {
-        let attempts = attempts_before(reserved, env).saturating_add(1);
+    async fn retry_unknown(&self, reserved: &Reserved) -> Result<bool> {
+        let attempts = reserved.attempts().saturating_add(1);
         if attempts >= i64::from(self.options.delivery_limit) {
             return Ok(false);
         }
@@ -298,7 +291,7 @@ impl Consumer for BabelConsumer {
                 match reserved.content() {
                     Content::Poison(poison) => self.bury_poison(&reserved, poison).await?,
                     Content::Envelope(env) => {
-                        let count = reserved.delivery_count().unwrap_or(1);
+                        let count = reserved.delivery_count();
                         if count > self.options.delivery_limit {
                             self.refuse(&reserved, env, count).await?;
                             continue;
@@ -377,7 +370,7 @@ impl Consumer for BabelConsumer {
         };
         // Deliveries past the limit never reach the host (`receive` refuses them), so the
         // handler ran this delivery unless the URN is unknown.
-        let attempts = attempts_before(&reserved, env);
+        let attempts = reserved.attempts();
         let (reason, attempts, exception) = match reason {
             DeadLetterReason::UnknownType => match self.unknown_urn {
                 UnknownUrn::Acknowledge => {
@@ -385,7 +378,7 @@ impl Consumer for BabelConsumer {
                     self.inner.ack(&[reserved.handle().clone()]).await?;
                     return Ok(());
                 }
-                UnknownUrn::Retry if self.retry_unknown(&reserved, env).await? => return Ok(()),
+                UnknownUrn::Retry if self.retry_unknown(&reserved).await? => return Ok(()),
                 UnknownUrn::Retry => (Reason::UnknownUrn, attempts + 1, "UnknownUrnError"),
                 _ => (Reason::UnknownUrn, attempts, "UnknownUrnError"),
             },

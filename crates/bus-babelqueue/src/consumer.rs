@@ -153,15 +153,16 @@ impl Reserved {
     pub fn recoveries(&self) -> u32 {
         self.handle.recoveries()
     }
-    /// The deliveries so far, this one included: `attempts + recoveries + 1`.
-    pub fn delivery_count(&self) -> Option<u32> {
-        let env = self.envelope()?;
-        let count = env
-            .attempts()
-            .saturating_add(i64::from(self.recoveries()))
-            .saturating_add(1)
-            .max(1);
-        Some(u32::try_from(count).unwrap_or(u32::MAX))
+    /// The failed deliveries so far: the envelope's `attempts` plus the recoveries (0 for
+    /// poison, as BabelQueue's poison records say).
+    pub fn attempts(&self) -> i64 {
+        self.envelope().map_or(0, |env| {
+            env.attempts().saturating_add(i64::from(self.recoveries()))
+        })
+    }
+    /// The deliveries so far, this one included: [`Reserved::attempts`] + 1.
+    pub fn delivery_count(&self) -> u32 {
+        u32::try_from(self.attempts().saturating_add(1).max(1)).unwrap_or(u32::MAX)
     }
     /// The envelope, unless poison.
     pub fn envelope(&self) -> Option<&Envelope> {
@@ -407,12 +408,7 @@ impl QueueConsumer {
             ));
         };
         let mut next = envelope.clone();
-        next.set_attempts(
-            envelope
-                .attempts()
-                .saturating_add(i64::from(reserved.recoveries()))
-                .saturating_add(1),
-        );
+        next.set_attempts(reserved.attempts().saturating_add(1));
         let body = next.encode();
         if self.legacy() {
             let stored = frame(&body, reserved.headers());
