@@ -1,11 +1,15 @@
--- KEYS: ready, processing, deadlines
+-- KEYS: ready, processing, deadlines, recoveries
 -- ARGV: now (s), sweep batch, deadline score ('+inf' = never recover), max,
 --       token prefix (24 hex characters, fresh per call)
 -- Sweeps lapsed reservations first, then moves up to `max` heads onto :processing, each
 -- with its own deadline member '<token>:<raw>' (token = prefix .. 8 hex digits).
--- Returns {token1, raw1, token2, raw2, ...}. Run twice (a client re-send), it reserves a
--- second batch; the unanswered one lapses and is swept back, never lost.
-sweep(KEYS[1], KEYS[2], KEYS[3], ARGV[1], tonumber(ARGV[2]))
+-- Returns {token1, raw1, recoveries1, token2, raw2, recoveries2, ...}, where recoveries
+-- is how often a sweep put that element back (0 when none counted). Run twice (a client
+-- re-send), it reserves a second batch; the unanswered one lapses and is swept back,
+-- never lost.
+sweep(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1], tonumber(ARGV[2]))
+-- Nothing to look up while no element has been recovered (the usual case).
+local counted = redis.call('exists', KEYS[4]) == 1
 local out = {}
 for i = 1, tonumber(ARGV[4]) do
     local raw = redis.call('lmove', KEYS[1], KEYS[2], 'LEFT', 'RIGHT')
@@ -14,7 +18,12 @@ for i = 1, tonumber(ARGV[4]) do
     end
     local token = ARGV[5] .. string.format('%08x', i)
     redis.call('zadd', KEYS[3], ARGV[3], token .. ':' .. raw)
+    local recovered = 0
+    if counted then
+        recovered = tonumber(redis.call('hget', KEYS[4], redis.sha1hex(raw))) or 0
+    end
     out[#out + 1] = token
     out[#out + 1] = raw
+    out[#out + 1] = recovered
 end
 return out

@@ -21,7 +21,7 @@ use crate::consumer::{Content, Handle, QueueConsumer, Reserved};
 use crate::dead_letter::{DeadLetterBlock, Reason};
 use crate::frame::Headers;
 use crate::keys::Layout;
-use crate::{BabelQueue, Envelope, Error, Options, Poison, Result};
+use crate::{BabelQueue, Envelope, Error, Options, Poison, Result, UnknownUrn};
 
 /// The bus header that carries BabelQueue's `trace_id` (kept across hops: a message sent
 /// with it keeps that `trace_id`).
@@ -142,6 +142,7 @@ impl Transport for BabelTransport {
         let inner = bq.consumer(queue).await?;
         Ok(Box::new(BabelConsumer {
             laravel: matches!(bq.options().layout_ref(), Layout::Laravel { .. }),
+            unknown_urn: bq.options().unknown_urn(),
             inner,
             options,
             pause_ms: AtomicU64::new(POLL_MIN_MS),
@@ -155,6 +156,7 @@ struct BabelConsumer {
     inner: QueueConsumer,
     options: ConsumerOptions,
     laravel: bool,
+    unknown_urn: UnknownUrn,
     pause_ms: AtomicU64,
 }
 
@@ -191,11 +193,57 @@ fn to_native(reserved: &Reserved, env: &Envelope) -> Result<Bytes> {
     Ok(bytes.into())
 }
 
-fn delivery_count(env: &Envelope) -> u32 {
-    u32::try_from(env.attempts().saturating_add(1).max(1)).unwrap_or(u32::MAX)
-}
-
 impl BabelConsumer {
+    /// The bare queue name a dead letter names: `meta.queue`, else this queue.
+    fn original_queue(&self, env: &Envelope) -> String {
+        env.meta()
+            .queue
+            .clone()
+            .filter(|q| !q.is_empty())
+            .unwrap_or_else(|| self.inner.keys().queue.clone())
+    }
+
+    /// Dead-letters a message whose delivery count is past the limit without running
+    /// it (native queues do this when they recover it), saying where the count came from:
+    /// the `attempts` it arrived with, and on legacy its crash recoveries.
+    async fn refuse(&self, reserved: &Reserved, env: &Envelope, count: u32) -> Result<()> {
+        let limit = self.options.delivery_limit;
+        let (attempts, recoveries) = (env.attempts(), reserved.recoveries());
+        let how = match recoveries {
+            0 => format!("it arrived with attempts {attempts}"),
+            n => format!(
+                "it arrived with attempts {attempts} and was recovered {n} times after its \
+                 consumer stopped mid-message (a crash?)"
+            ),
+        };
+        let error = format!(
+            "delivery {count} is past the limit of {limit}: {how}; dead-lettered without running"
+        );
+        tracing::warn!(queue = %self.inner.keys().queue, id = ?env.meta().id, %error, "dead-lettering a message past its delivery limit");
+        let block = DeadLetterBlock::new(
+            Reason::Failed,
+            &self.original_queue(env),
+            reserved.attempts(),
+            Some(error),
+            Some("DeliveryLimit".to_owned()),
+        );
+        self.inner.dead_letter(reserved, &block).await?;
+        Ok(())
+    }
+
+    /// An unknown URN under [`UnknownUrn::Retry`]: a failed attempt, retried until the
+    /// limit, then dead-lettered with attempts = the limit. `true`: retried.
+    async fn retry_unknown(&self, reserved: &Reserved) -> Result<bool> {
+        let attempts = reserved.attempts().saturating_add(1);
+        if attempts >= i64::from(self.options.delivery_limit) {
+            return Ok(false);
+        }
+        if !self.inner.retry(reserved, Duration::ZERO).await? {
+            tracing::warn!(queue = %self.inner.keys().queue, "the reservation lapsed before the retry; it was recovered and will be delivered again");
+        }
+        Ok(true)
+    }
+
     /// Dead-letters a poison body as BabelQueue does: reason `poison`, attempts 0.
     async fn bury_poison(&self, reserved: &Reserved, poison: &Poison) -> Result<()> {
         tracing::warn!(queue = %self.inner.keys().queue, %poison, "dead-lettering a poison message");
@@ -243,7 +291,11 @@ impl Consumer for BabelConsumer {
                 match reserved.content() {
                     Content::Poison(poison) => self.bury_poison(&reserved, poison).await?,
                     Content::Envelope(env) => {
-                        let count = delivery_count(env);
+                        let count = reserved.delivery_count();
+                        if count > self.options.delivery_limit {
+                            self.refuse(&reserved, env, count).await?;
+                            continue;
+                        }
                         out.push(Delivery {
                             receipt: Receipt {
                                 key: reserved.handle().to_bytes(),
@@ -266,7 +318,7 @@ impl Consumer for BabelConsumer {
                 return Ok(out);
             }
             if had_any {
-                continue; // only poison came: look again at once
+                continue; // only poison or refused messages came: look again at once
             }
             let wait = self.idle_wait(due, remaining);
             tokio::select! {
@@ -316,26 +368,27 @@ impl Consumer for BabelConsumer {
             Content::Poison(poison) => return Ok(self.bury_poison(&reserved, poison).await?),
             Content::Envelope(env) => env,
         };
-        let attempts = env.attempts();
-        let ran = attempts.saturating_add(1) <= i64::from(self.options.delivery_limit);
+        // Deliveries past the limit never reach the host (`receive` refuses them), so the
+        // handler ran this delivery unless the URN is unknown.
+        let attempts = reserved.attempts();
         let (reason, attempts, exception) = match reason {
-            DeadLetterReason::UnknownType => (Reason::UnknownUrn, attempts, "UnknownUrnError"),
-            // The host refuses a message past the limit without running it: not an attempt.
-            DeadLetterReason::DeliveryLimit if !ran => (Reason::Failed, attempts, "DeliveryLimit"),
-            DeadLetterReason::DeliveryLimit => (Reason::Failed, attempts + 1, "HandlerError"),
+            DeadLetterReason::UnknownType => match self.unknown_urn {
+                UnknownUrn::Acknowledge => {
+                    tracing::warn!(queue = %self.inner.keys().queue, urn = env.urn(), id = ?env.meta().id, "acknowledging (dropping) a message of an unknown URN");
+                    self.inner.ack(&[reserved.handle().clone()]).await?;
+                    return Ok(());
+                }
+                UnknownUrn::Retry if self.retry_unknown(&reserved).await? => return Ok(()),
+                UnknownUrn::Retry => (Reason::UnknownUrn, attempts + 1, "UnknownUrnError"),
+                _ => (Reason::UnknownUrn, attempts, "UnknownUrnError"),
+            },
             DeadLetterReason::Rejected => (Reason::Failed, attempts + 1, "Rejected"),
             DeadLetterReason::Undecodable => (Reason::Failed, attempts + 1, "UndecodableData"),
             _ => (Reason::Failed, attempts + 1, "HandlerError"),
         };
-        let original = env
-            .meta()
-            .queue
-            .clone()
-            .filter(|q| !q.is_empty())
-            .unwrap_or_else(|| self.inner.keys().queue.clone());
         let block = DeadLetterBlock::new(
             reason,
-            &original,
+            &self.original_queue(env),
             attempts,
             error.map(|e| e.message.clone()),
             Some(exception.to_owned()),

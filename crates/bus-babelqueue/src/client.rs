@@ -16,12 +16,33 @@ use crate::{scripts, Envelope, Error, Result};
 /// BabelQueue's default reservation window, in seconds.
 pub const DEFAULT_RETRY_AFTER: u64 = 90;
 
-/// How a BabelQueue queue is worked: the layout, the reservation window, the sweep bound.
+/// What the bus adapter does with a message whose URN no processor of its queue handles
+/// (the host hands it over as `unknown_type` when it has no `on_unknown_type` hook).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum UnknownUrn {
+    /// Dead-letter it at once, `reason: "unknown_urn"`, attempts unchanged (the default;
+    /// what BabelQueue.Redis for .NET does, and the Python SDK's `dead_letter` strategy).
+    #[default]
+    DeadLetter,
+    /// Count the delivery as a failed attempt and retry it until `max_attempts` (the
+    /// processor's delivery limit), then dead-letter it `unknown_urn` with attempts = the
+    /// limit: the Python SDK's default (`fail`), for fleets where a newer worker that knows
+    /// the URN may pick it up meanwhile.
+    Retry,
+    /// Acknowledge it (drop it, with a warning in the log): what the host does after its
+    /// `on_unknown_type` hook, without one (the Python SDK's `delete`).
+    Acknowledge,
+}
+
+/// How a BabelQueue queue is worked: the layout, the reservation window, the sweep bound,
+/// the unknown-URN policy.
 #[derive(Debug, Clone)]
 pub struct Options {
     layout: Layout,
     retry_after: Option<u64>,
     sweep_batch: u32,
+    unknown_urn: UnknownUrn,
 }
 
 impl Default for Options {
@@ -30,6 +51,7 @@ impl Default for Options {
             layout: Layout::Legacy,
             retry_after: Some(DEFAULT_RETRY_AFTER),
             sweep_batch: 100,
+            unknown_urn: UnknownUrn::DeadLetter,
         }
     }
 }
@@ -64,6 +86,19 @@ impl Options {
     pub fn sweep_batch(mut self, batch: u32) -> Self {
         self.sweep_batch = batch.max(1);
         self
+    }
+
+    /// What the bus adapter does with an unknown URN ([`UnknownUrn::DeadLetter`]). A
+    /// host's `on_unknown_type` hook comes first: with one, the host runs it and
+    /// acknowledges the message, and this setting is not asked.
+    pub fn on_unknown_urn(mut self, policy: UnknownUrn) -> Self {
+        self.unknown_urn = policy;
+        self
+    }
+
+    /// The unknown-URN policy.
+    pub fn unknown_urn(&self) -> UnknownUrn {
+        self.unknown_urn
     }
 
     /// The configured layout.

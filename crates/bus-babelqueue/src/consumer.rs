@@ -16,17 +16,21 @@ use crate::{scripts, Envelope, Error, Poison, Result};
 const LEGACY: u8 = b'L';
 const LARAVEL: u8 = b'R';
 
-/// Identifies one reservation: legacy, its token and the stored value; Laravel, the
-/// reserved member (exactly as the reserve script wrote it) and the job. Opaque bytes, so
-/// it can travel as a bus receipt.
+/// Identifies one reservation: legacy, its token, the stored value and its recovery
+/// count; Laravel, the reserved member (exactly as the reserve script wrote it) and the
+/// job. Opaque bytes, so it can travel as a bus receipt.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Handle(Bytes);
 
+/// Tag, length of the first part, recoveries.
+const HEAD: usize = 9;
+
 impl Handle {
-    fn new(tag: u8, first: &[u8], second: &[u8]) -> Self {
-        let mut b = BytesMut::with_capacity(5 + first.len() + second.len());
+    fn new(tag: u8, first: &[u8], second: &[u8], recoveries: u32) -> Self {
+        let mut b = BytesMut::with_capacity(HEAD + first.len() + second.len());
         b.put_u8(tag);
         b.put_u32(u32::try_from(first.len()).unwrap_or(u32::MAX));
+        b.put_u32(recoveries);
         b.put_slice(first);
         b.put_slice(second);
         Handle(b.freeze())
@@ -41,12 +45,21 @@ impl Handle {
     pub fn from_bytes(bytes: Bytes) -> Option<Self> {
         let (tag, len) = (*bytes.first()?, bytes.get(1..5)?);
         let len = u32::from_be_bytes(len.try_into().ok()?) as usize;
-        (matches!(tag, LEGACY | LARAVEL) && bytes.len() >= 5 + len).then_some(Handle(bytes))
+        (matches!(tag, LEGACY | LARAVEL) && bytes.len() >= HEAD + len).then_some(Handle(bytes))
     }
 
     fn parts(&self) -> (u8, Bytes, Bytes) {
         let len = u32::from_be_bytes([self.0[1], self.0[2], self.0[3], self.0[4]]) as usize;
-        (self.0[0], self.0.slice(5..5 + len), self.0.slice(5 + len..))
+        (
+            self.0[0],
+            self.0.slice(HEAD..HEAD + len),
+            self.0.slice(HEAD + len..),
+        )
+    }
+
+    /// Legacy: how often a sweep recovered the element (a consumer stopped mid-message).
+    fn recoveries(&self) -> u32 {
+        u32::from_be_bytes([self.0[5], self.0[6], self.0[7], self.0[8]])
     }
 
     /// Legacy: the deadline member `<token>:<raw>`. Laravel: the reserved member.
@@ -134,6 +147,23 @@ impl Reserved {
     pub fn content(&self) -> &Content {
         &self.content
     }
+    /// Legacy: how often our sweeps put this element back after its consumer stopped
+    /// mid-message (a crash), counted out of band since the element's bytes (and so its
+    /// `attempts`) stay unchanged. Laravel: 0, its recoveries count in `attempts`.
+    pub fn recoveries(&self) -> u32 {
+        self.handle.recoveries()
+    }
+    /// The failed deliveries so far: the envelope's `attempts` plus the recoveries (0 for
+    /// poison, as BabelQueue's poison records say).
+    pub fn attempts(&self) -> i64 {
+        self.envelope().map_or(0, |env| {
+            env.attempts().saturating_add(i64::from(self.recoveries()))
+        })
+    }
+    /// The deliveries so far, this one included: [`Reserved::attempts`] + 1.
+    pub fn delivery_count(&self) -> u32 {
+        u32::try_from(self.attempts().saturating_add(1).max(1)).unwrap_or(u32::MAX)
+    }
     /// The envelope, unless poison.
     pub fn envelope(&self) -> Option<&Envelope> {
         match &self.content {
@@ -219,19 +249,30 @@ impl QueueConsumer {
                 Value::from(max),
                 Value::from(prefix),
             ];
-            let keys = vec![k.ready.clone(), k.in_flight.clone(), k.timers.clone()];
-            let reply = scripts::run(&scripts::LEGACY_RESERVE, &self.client, keys, args).await?;
+            let reply = scripts::run(
+                &scripts::LEGACY_RESERVE,
+                &self.client,
+                self.legacy_keys(),
+                args,
+            )
+            .await?;
             let items = into_array(reply);
-            let mut out = Vec::with_capacity(items.len() / 2);
+            let mut out = Vec::with_capacity(items.len() / 3);
             let mut it = items.into_iter();
-            while let (Some(token), Some(raw)) = (it.next(), it.next()) {
-                let (Some(token), Some(raw)) = (bytes_of(token), bytes_of(raw)) else {
+            while let (Some(token), Some(raw), Some(recovered)) = (it.next(), it.next(), it.next())
+            {
+                let recovered = recovered.as_i64().and_then(|n| u32::try_from(n).ok());
+                let (Some(token), Some(raw), Some(recovered)) =
+                    (bytes_of(token), bytes_of(raw), recovered)
+                else {
                     return Err(scripts::unexpected(
                         &scripts::LEGACY_RESERVE,
                         &Value::from("malformed reservation"),
                     ));
                 };
-                out.push(Reserved::from_handle(Handle::new(LEGACY, &token, &raw)));
+                out.push(Reserved::from_handle(Handle::new(
+                    LEGACY, &token, &raw, recovered,
+                )));
             }
             Ok((out, None))
         } else {
@@ -264,7 +305,9 @@ impl QueueConsumer {
                         &Value::from("malformed reservation"),
                     ));
                 };
-                out.push(Reserved::from_handle(Handle::new(LARAVEL, &reserved, &job)));
+                out.push(Reserved::from_handle(Handle::new(
+                    LARAVEL, &reserved, &job, 0,
+                )));
             }
             Ok((out, due))
         }
@@ -318,7 +361,12 @@ impl QueueConsumer {
         }
         let k = &self.keys;
         let target = target.unwrap_or(&k.ready).to_owned();
-        let keys = vec![k.in_flight.clone(), k.timers.clone(), target];
+        let keys = vec![
+            k.in_flight.clone(),
+            k.timers.clone(),
+            target,
+            k.recoveries.clone(),
+        ];
         scripts::run_flags(&scripts::LEGACY_SETTLE, &self.client, keys, args).await
     }
 
@@ -337,7 +385,19 @@ impl QueueConsumer {
         scripts::run_flags(&scripts::RENEW, &self.client, vec![set.clone()], args).await
     }
 
-    /// Hands a failed message back with `attempts + 1`: Laravel into `:delayed` after
+    /// The legacy reserve and recover scripts' KEYS.
+    fn legacy_keys(&self) -> Vec<String> {
+        let k = &self.keys;
+        vec![
+            k.ready.clone(),
+            k.in_flight.clone(),
+            k.timers.clone(),
+            k.recoveries.clone(),
+        ]
+    }
+
+    /// Hands a failed message back with `attempts + 1` (legacy: plus its recoveries, which
+    /// become attempts in the element, as on Laravel): Laravel into `:delayed` after
     /// `delay` (whole seconds); legacy to the end of the list (it has no delayed set, so
     /// the delay is not honoured there, as in BabelQueue). `false`: the reservation was
     /// lost (swept or migrated back), nothing written.
@@ -348,7 +408,7 @@ impl QueueConsumer {
             ));
         };
         let mut next = envelope.clone();
-        next.set_attempts(envelope.attempts().saturating_add(1));
+        next.set_attempts(reserved.attempts().saturating_add(1));
         let body = next.encode();
         if self.legacy() {
             let stored = frame(&body, reserved.headers());
@@ -429,11 +489,10 @@ impl QueueConsumer {
         let batch = Value::from(i64::from(self.options.batch()));
         let k = &self.keys;
         if self.legacy() {
-            let keys = vec![k.ready.clone(), k.in_flight.clone(), k.timers.clone()];
             return scripts::run_int(
                 &scripts::LEGACY_RECOVER,
                 &self.client,
-                keys,
+                self.legacy_keys(),
                 vec![now, batch],
             )
             .await;

@@ -50,6 +50,11 @@ pub struct QueueKeys {
     pub dlq: String,
     /// Laravel: the dead-letter list's wake-up list (empty for legacy).
     pub dlq_notify: String,
+    /// Legacy: ours, not BabelQueue's (SDKs never read it): a hash counting each
+    /// element's crash recoveries, field = the SHA-1 of the element, so that a message
+    /// that kills every consumer still reaches the delivery limit. Empty for Laravel,
+    /// whose recovery counts in `attempts`.
+    pub recoveries: String,
 }
 
 impl QueueKeys {
@@ -64,6 +69,7 @@ impl QueueKeys {
                 notify: String::new(),
                 dlq: format!("{queue}.dlq"),
                 dlq_notify: String::new(),
+                recoveries: format!("{queue}:processing:recoveries"),
             },
             Layout::Laravel { prefix } => {
                 let ready = format!("{prefix}{queue}");
@@ -74,6 +80,7 @@ impl QueueKeys {
                     notify: format!("{ready}:notify"),
                     dlq: format!("{ready}.dlq"),
                     dlq_notify: format!("{ready}.dlq:notify"),
+                    recoveries: String::new(),
                     ready,
                 }
             }
@@ -102,12 +109,19 @@ mod tests {
     fn legacy_keys() {
         let k = QueueKeys::new(&Layout::Legacy, "orders");
         assert_eq!(
-            [&*k.ready, &*k.in_flight, &*k.timers, &*k.dlq],
+            [
+                &*k.ready,
+                &*k.in_flight,
+                &*k.timers,
+                &*k.dlq,
+                &*k.recoveries
+            ],
             [
                 "orders",
                 "orders:processing",
                 "orders:processing:deadlines",
-                "orders.dlq"
+                "orders.dlq",
+                "orders:processing:recoveries"
             ]
         );
     }

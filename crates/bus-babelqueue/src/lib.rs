@@ -9,7 +9,7 @@
 //! | [`frame`], [`unframe`] | the legacy layout's `__bq_frame` header frame |
 //! | [`DeadLetterBlock`], [`Reason`], [`poison_record`] | dead-letter records |
 //! | [`Layout`], [`QueueKeys`] | the two layouts and every key name |
-//! | [`BabelQueue`], [`Options`] | a client: publish, delayed publish, consumers |
+//! | [`BabelQueue`], [`Options`], [`UnknownUrn`] | a client: publish, delayed publish, consumers |
 //! | [`QueueConsumer`], [`Reserved`] | reserve, ack, retry, release, dead-letter, recover |
 //! | [`Admin`], [`Counts`], [`Area`], [`DeadLetter`] | management: find, count, peek, dead letters |
 //! | [`RedriveOptions`], [`RedriveReport`] | redrive a `.dlq`, atomically per record, with a real dry run |
@@ -32,7 +32,7 @@ mod scripts;
 
 pub use adapter::{BabelTransport, TRACE_ID_HEADER};
 pub use admin::{Admin, Area, Counts, DeadLetter, DeadLetterInfo, Peeked, MAX_PEEK};
-pub use client::{BabelQueue, Options};
+pub use client::{BabelQueue, Options, UnknownUrn};
 pub use consumer::{Content, Handle, QueueConsumer, Reserved};
 pub use dead_letter::{poison_record, DeadLetterBlock, Reason};
 pub use discover::FoundQueue;

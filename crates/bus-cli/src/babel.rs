@@ -6,6 +6,7 @@ use fred::prelude::Client;
 use serde_json::{json, Value};
 
 use crate::failure::Failure;
+use crate::output::out;
 
 #[derive(Debug, Args)]
 pub struct BabelArgs {
@@ -85,7 +86,7 @@ pub async fn run(client: Client, args: BabelArgs, json: bool) -> Result<(), Fail
             let found = admin.queues().await?;
             if !json {
                 for q in &found {
-                    println!("{:<8} {}", q.layout.name(), q.queue);
+                    out!("{:<8} {}", q.layout.name(), q.queue)?;
                 }
                 return Ok(());
             }
@@ -103,11 +104,14 @@ pub async fn run(client: Client, args: BabelArgs, json: bool) -> Result<(), Fail
             });
             if !json {
                 let delayed = c.delayed.map_or("-".to_owned(), |d| d.to_string());
-                println!("QUEUE {queue} ({})", layout.name());
-                println!(
+                out!("QUEUE {queue} ({})", layout.name())?;
+                out!(
                     "READY {}  IN FLIGHT {} (lapsed {})  DELAYED {delayed}  DEAD {}",
-                    c.ready, c.in_flight, c.lapsed, c.dead_letters
-                );
+                    c.ready,
+                    c.in_flight,
+                    c.lapsed,
+                    c.dead_letters
+                )?;
                 return Ok(());
             }
             value
@@ -122,7 +126,7 @@ pub async fn run(client: Client, args: BabelArgs, json: bool) -> Result<(), Fail
             let peeked = admin.peek(&layout, &queue, area, 0, count).await?;
             if !json {
                 for p in &peeked {
-                    println!("{}", line(p));
+                    out!("{}", line(p))?;
                 }
                 return Ok(());
             }
@@ -147,12 +151,12 @@ pub async fn run(client: Client, args: BabelArgs, json: bool) -> Result<(), Fail
             if !json {
                 for d in &dead {
                     let block = d.block.as_ref();
-                    println!(
+                    out!(
                         "{}  reason={}  error={}",
                         line(&d.record),
                         block.and_then(|b| b.reason.as_deref()).unwrap_or("-"),
                         block.and_then(|b| b.error.as_deref()).unwrap_or("-")
-                    );
+                    )?;
                 }
                 return Ok(());
             }
@@ -186,16 +190,16 @@ pub async fn run(client: Client, args: BabelArgs, json: bool) -> Result<(), Fail
             });
             if !json {
                 let verb = if dry_run { "would redrive" } else { "redrove" };
-                println!(
+                out!(
                     "{verb} {} of {queue}'s dead letters; {} poison and {} others left, {} taken by another reader",
                     report.redriven, report.poison, report.skipped, report.vanished
-                );
+                )?;
                 return Ok(());
             }
             value
         }
     };
-    println!("{}", serde_json::to_string_pretty(&out)?);
+    out!("{}", serde_json::to_string_pretty(&out)?)?;
     Ok(())
 }
 

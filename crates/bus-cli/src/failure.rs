@@ -22,15 +22,15 @@ pub enum Failure {
     /// The operator did not confirm, or something asked for is not there.
     #[error("{0}")]
     Refused(String),
-    #[error("cannot read standard input")]
+    #[error("cannot read standard input: {0}")]
     Stdin(#[from] std::io::Error),
-    #[error("cannot print JSON")]
+    #[error("cannot print JSON: {0}")]
     Json(#[from] serde_json::Error),
-    #[error("cannot write to standard output")]
+    #[error("cannot write to standard output: {0}")]
     Stdout(#[source] std::io::Error),
     #[error(transparent)]
     Dashboard(#[from] bus_dashboard::Error),
-    #[error("cannot listen on {addr}")]
+    #[error("cannot listen on {addr}: {source}")]
     Listen {
         addr: std::net::SocketAddr,
         #[source]
@@ -44,9 +44,15 @@ impl From<bus_redis::Error> for Failure {
     }
 }
 
-/// Prints the error and its causes to stderr: each level says only what happened there,
-/// so each cause shows once.
+/// Prints the error and its causes to stderr, each cause once.
 pub fn fail(error: &Failure) -> ExitCode {
+    // Whoever reads the output closed it (`bus dead Q | head`): they have what they
+    // wanted, so end quietly, as `cat` would.
+    if let Failure::Stdout(e) = error {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            return ExitCode::SUCCESS;
+        }
+    }
     eprintln!("bus: error: {}", bus_core::ErrorChain(error));
     ExitCode::FAILURE
 }

@@ -18,6 +18,7 @@ use serde_json::json;
 
 use cli::{Cli, Command, SagasCommand};
 use failure::{fail, redact, Failure};
+use output::out;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -93,9 +94,9 @@ async fn execute(management: &Management, command: Command, json: bool) -> Resul
             if json {
                 output::json(&queues)?;
             } else if queues.is_empty() {
-                println!("{}", nothing_under(management, "queues").await?);
+                out!("{}", nothing_under(management, "queues").await?)?;
             } else {
-                output::queues(&queues);
+                output::queues(&queues)?;
             }
         }
         Command::Topics => {
@@ -103,9 +104,9 @@ async fn execute(management: &Management, command: Command, json: bool) -> Resul
             if json {
                 output::json(&topics)?;
             } else if topics.is_empty() {
-                println!("{}", nothing_under(management, "topics").await?);
+                out!("{}", nothing_under(management, "topics").await?)?;
             } else {
-                output::topics(&topics);
+                output::topics(&topics)?;
             }
         }
         Command::Stats(args) => {
@@ -128,12 +129,12 @@ async fn execute(management: &Management, command: Command, json: bool) -> Resul
             if json {
                 output::json(&rows)?;
             } else if rows.is_empty() {
-                println!(
+                out!(
                     "{}",
                     nothing_under(management, "queues or subscriptions").await?
-                );
+                )?;
             } else {
-                output::stats(&rows);
+                output::stats(&rows)?;
             }
         }
         Command::Peek { queue, count } => {
@@ -142,7 +143,7 @@ async fn execute(management: &Management, command: Command, json: bool) -> Resul
             if json {
                 output::json(&messages)?;
             } else {
-                output::peek(&queue, &messages);
+                output::peek(&queue, &messages)?;
             }
         }
         Command::Dead { queue, count, wide } => {
@@ -151,9 +152,9 @@ async fn execute(management: &Management, command: Command, json: bool) -> Resul
             if json {
                 output::json(&letters)?;
             } else if wide {
-                output::dead_letters_wide(&queue, &letters);
+                output::dead_letters_wide(&queue, &letters)?;
             } else {
-                output::dead_letters(&queue, &letters);
+                output::dead_letters(&queue, &letters)?;
             }
         }
         Command::Scheduled { queue, count } => {
@@ -162,7 +163,7 @@ async fn execute(management: &Management, command: Command, json: bool) -> Resul
             if json {
                 output::json(&messages)?;
             } else {
-                output::scheduled(&queue, &messages);
+                output::scheduled(&queue, &messages)?;
             }
         }
         Command::Requeue(args) => {
@@ -177,12 +178,12 @@ async fn execute(management: &Management, command: Command, json: bool) -> Resul
             if json {
                 output::json(&report)?;
             } else {
-                println!(
+                out!(
                     "requeued {} dead letter(s) of {} to {}",
                     report.requeued.len(),
                     args.queue,
                     report.target
-                );
+                )?;
                 if !report.skipped.is_empty() {
                     eprintln!(
                         "left dead (no stored envelope): {}",
@@ -214,7 +215,7 @@ async fn execute(management: &Management, command: Command, json: bool) -> Resul
             if json {
                 output::json(&json!({ "queue": queue, "deleted": id }))?;
             } else {
-                println!("deleted dead letter {id} of {queue}");
+                out!("deleted dead letter {id} of {queue}")?;
             }
         }
         Command::Purge { queue, yes } => {
@@ -228,10 +229,11 @@ async fn execute(management: &Management, command: Command, json: bool) -> Resul
                     &json!({ "queue": queue, "ready": purged.ready, "delayed": purged.delayed }),
                 )?;
             } else {
-                println!(
+                out!(
                     "purged {} ready and {} delayed message(s) of {queue}",
-                    purged.ready, purged.delayed
-                );
+                    purged.ready,
+                    purged.delayed
+                )?;
             }
         }
         Command::Send(args) => {
@@ -247,7 +249,7 @@ async fn execute(management: &Management, command: Command, json: bool) -> Resul
             if json {
                 output::json(&json!({ "queue": args.queue, "id": id.as_str() }))?;
             } else {
-                println!("{id}");
+                out!("{id}")?;
             }
         }
         Command::Unsubscribe { topic, name, force } => {
@@ -282,10 +284,10 @@ async fn execute(management: &Management, command: Command, json: bool) -> Resul
                     "deleted_keys": removed.deleted_keys,
                 }))?;
             } else {
-                println!(
+                out!(
                     "removed subscription {name} of topic {topic} ({} key(s) deleted)",
                     removed.deleted_keys
-                );
+                )?;
             }
         }
         Command::Sagas(args) => match args.command {
@@ -294,7 +296,7 @@ async fn execute(management: &Management, command: Command, json: bool) -> Resul
                 if json {
                     output::json(&sagas)?;
                 } else {
-                    output::sagas(&sagas);
+                    output::sagas(&sagas)?;
                 }
             }
             SagasCommand::Show { partition, id } => {
@@ -306,7 +308,7 @@ async fn execute(management: &Management, command: Command, json: bool) -> Resul
                 if json {
                     output::json(&saga)?;
                 } else {
-                    output::saga(&saga);
+                    output::saga(&saga)?;
                 }
             }
             SagasCommand::Delete { partition, id } => {
@@ -318,7 +320,7 @@ async fn execute(management: &Management, command: Command, json: bool) -> Resul
                 if json {
                     output::json(&json!({ "partition": partition, "deleted": id }))?;
                 } else {
-                    println!("deleted saga {id} of partition {partition}");
+                    out!("deleted saga {id} of partition {partition}")?;
                 }
             }
         },

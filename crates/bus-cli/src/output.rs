@@ -1,5 +1,6 @@
 //! How results print: readable tables (comfy-table), or JSON with `--json`.
 
+use std::io::Write;
 use std::time::{Duration, UNIX_EPOCH};
 
 use bus_core::transport::now_ms;
@@ -10,21 +11,41 @@ use bus_management::{
 use comfy_table::{presets, Cell, CellAlignment, ColumnConstraint, ContentArrangement, Table};
 use serde::Serialize;
 
+use crate::failure::Failure;
+
+/// `println!` for every command's output, except that a failed write is returned, not a
+/// panic: a closed stdout (`bus dead Q | head`) becomes [`Failure::Stdout`], which
+/// [`crate::failure::fail`] ends quietly.
+macro_rules! out {
+    ($($arg:tt)*) => {
+        $crate::output::write_line(format_args!($($arg)*))
+    };
+}
+pub(crate) use out;
+
+/// One line on stdout (see [`out!`]).
+pub fn write_line(args: std::fmt::Arguments<'_>) -> Result<(), Failure> {
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_fmt(args)
+        .and_then(|()| stdout.write_all(b"\n"))
+        .map_err(Failure::Stdout)
+}
+
 /// Longest body (and error) excerpt in a table cell, in characters.
 const PREVIEW: usize = 60;
 
 /// Prints a value as pretty JSON.
-pub fn json<T: Serialize + ?Sized>(value: &T) -> Result<(), serde_json::Error> {
-    println!("{}", serde_json::to_string_pretty(value)?);
-    Ok(())
+pub fn json<T: Serialize + ?Sized>(value: &T) -> Result<(), Failure> {
+    out!("{}", serde_json::to_string_pretty(value)?)
 }
 
 /// Prints a table, or `empty` when it has no rows.
-fn print(table: Table, empty: &str) {
+fn print(table: Table, empty: &str) -> Result<(), Failure> {
     if table.row_count() == 0 {
-        println!("{empty}");
+        out!("{empty}")
     } else {
-        println!("{table}");
+        out!("{table}")
     }
 }
 
@@ -39,20 +60,22 @@ fn number(n: u64) -> Cell {
     Cell::new(n).set_alignment(CellAlignment::Right)
 }
 
-pub fn queues(queues: &[String]) {
+pub fn queues(queues: &[String]) -> Result<(), Failure> {
     let mut t = table(&["QUEUE"]);
     for queue in queues {
         t.add_row(vec![queue]);
     }
-    print(t, "no queues");
+    print(t, "no queues")?;
+    Ok(())
 }
 
-pub fn topics(topics: &[Topic]) {
+pub fn topics(topics: &[Topic]) -> Result<(), Failure> {
     let mut t = table(&["TOPIC", "SUBSCRIPTIONS"]);
     for topic in topics {
         t.add_row(vec![topic.topic.clone(), topic.subscriptions.join("\n")]);
     }
-    print(t, "no topics");
+    print(t, "no topics")?;
+    Ok(())
 }
 
 /// One queue's counts, and its shards' when it is partitioned (in JSON, a `shards` array
@@ -65,7 +88,7 @@ pub struct StatsRow {
     pub shards: Vec<QueueStats>,
 }
 
-pub fn stats(rows: &[StatsRow]) {
+pub fn stats(rows: &[StatsRow]) -> Result<(), Failure> {
     let mut t = table(&[
         "QUEUE",
         "READY",
@@ -94,8 +117,9 @@ pub fn stats(rows: &[StatsRow]) {
             ),
         ]);
     }
-    print(t, "no queues");
-    println!("{STATS_NOTE}");
+    print(t, "no queues")?;
+    out!("{STATS_NOTE}")?;
+    Ok(())
 }
 
 /// One sample of `stats --watch`: a title line and the table.
@@ -149,7 +173,7 @@ IN FLIGHT: every reserved message; LOCK EXPIRED: those among them whose lock is 
 NEXT SENT: when the next ready message was first sent (a retried, recovered or requeued
 message keeps its first send time).";
 
-pub fn peek(queue: &str, messages: &[ReadyMessage]) {
+pub fn peek(queue: &str, messages: &[ReadyMessage]) -> Result<(), Failure> {
     let mut t = table(&[
         "#",
         "MESSAGE ID",
@@ -183,10 +207,11 @@ pub fn peek(queue: &str, messages: &[ReadyMessage]) {
             Cell::new(body),
         ]);
     }
-    print(t, &format!("{queue}: nothing ready"));
+    print(t, &format!("{queue}: nothing ready"))?;
+    Ok(())
 }
 
-pub fn scheduled(queue: &str, messages: &[ScheduledMessage]) {
+pub fn scheduled(queue: &str, messages: &[ScheduledMessage]) -> Result<(), Failure> {
     let mut t = table(&[
         "STORAGE ID",
         "DUE",
@@ -206,7 +231,8 @@ pub fn scheduled(queue: &str, messages: &[ScheduledMessage]) {
             Cell::new(body),
         ]);
     }
-    print(t, &format!("{queue}: nothing scheduled"));
+    print(t, &format!("{queue}: nothing scheduled"))?;
+    Ok(())
 }
 
 /// Widest the default `dead` table gets, in columns.
@@ -217,7 +243,7 @@ const NARROW_TEXT: usize = 32;
 
 /// Dead letters in at most [`NARROW`] columns: the last error only, texts shortened, no
 /// message id (`--wide` and `--json` have everything).
-pub fn dead_letters(queue: &str, letters: &[DeadLetter]) {
+pub fn dead_letters(queue: &str, letters: &[DeadLetter]) -> Result<(), Failure> {
     let mut t = table(&[
         "STORAGE ID",
         "REASON",
@@ -260,14 +286,15 @@ pub fn dead_letters(queue: &str, letters: &[DeadLetter]) {
         ]);
     }
     if t.row_count() == 0 {
-        println!("{queue}: no dead letters");
+        out!("{queue}: no dead letters")?;
     } else {
-        println!("{t}\n(--wide for every column and the full texts, --json for everything)");
+        out!("{t}\n(--wide for every column and the full texts, --json for everything)")?;
     }
+    Ok(())
 }
 
 /// Dead letters with every column, every error kept and the full texts.
-pub fn dead_letters_wide(queue: &str, letters: &[DeadLetter]) {
+pub fn dead_letters_wide(queue: &str, letters: &[DeadLetter]) -> Result<(), Failure> {
     let mut t = table(&[
         "STORAGE ID",
         "REASON",
@@ -322,10 +349,11 @@ pub fn dead_letters_wide(queue: &str, letters: &[DeadLetter]) {
             Cell::new(body),
         ]);
     }
-    print(t, &format!("{queue}: no dead letters"));
+    print(t, &format!("{queue}: no dead letters"))?;
+    Ok(())
 }
 
-pub fn saga(saga: &SagaState) {
+pub fn saga(saga: &SagaState) -> Result<(), Failure> {
     let mut t = table(&["FIELD", "VALUE"]);
     for (field, value) in [
         ("partition", saga.partition.clone()),
@@ -340,10 +368,11 @@ pub fn saga(saga: &SagaState) {
     ] {
         t.add_row(vec![field.to_owned(), value]);
     }
-    println!("{t}");
+    out!("{t}")?;
+    Ok(())
 }
 
-pub fn sagas(sagas: &[SagaEntry]) {
+pub fn sagas(sagas: &[SagaEntry]) -> Result<(), Failure> {
     let mut t = table(&["PARTITION", "ID", "EXPIRES IN", "KEY"]);
     for s in sagas {
         t.add_row(vec![
@@ -353,7 +382,8 @@ pub fn sagas(sagas: &[SagaEntry]) {
             Cell::new(&s.key),
         ]);
     }
-    print(t, "no sagas");
+    print(t, "no sagas")?;
+    Ok(())
 }
 
 /// (message id, type, body excerpt) of a stored message.

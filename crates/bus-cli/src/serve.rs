@@ -10,6 +10,7 @@ use tokio::net::TcpListener;
 
 use crate::cli::DashboardArgs;
 use crate::failure::Failure;
+use crate::output::out;
 
 pub async fn dashboard(transport: RedisTransport, args: DashboardArgs) -> Result<(), Failure> {
     let mut options = DashboardOptions::default().sample_interval(args.sample_interval);
@@ -25,7 +26,7 @@ pub async fn dashboard(transport: RedisTransport, args: DashboardArgs) -> Result
         None => {}
     }
     let listener = bind(args.listen).await?;
-    println!("dashboard on http://{}/", local(&listener));
+    out!("dashboard on http://{}/", local(&listener))?;
     Dashboard::new(transport, options)
         .serve_with_shutdown(listener, shutdown())
         .await?;
@@ -34,7 +35,7 @@ pub async fn dashboard(transport: RedisTransport, args: DashboardArgs) -> Result
 
 pub async fn metrics(transport: RedisTransport, listen: SocketAddr) -> Result<(), Failure> {
     let listener = bind(listen).await?;
-    println!("metrics on http://{}/metrics", local(&listener));
+    out!("metrics on http://{}/metrics", local(&listener))?;
     QueueMetrics::new(transport)
         .serve_with_shutdown(listener, shutdown())
         .await?;

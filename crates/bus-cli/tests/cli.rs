@@ -7,7 +7,7 @@ mod common;
 use std::process::{Command, Output, Stdio};
 
 use bus_core::DeadLetterReason;
-use bus_test_redis::TestRedis;
+use bus_test_redis::{eventually, TestRedis};
 use common::{setup, work, Work};
 use serde_json::Value;
 
@@ -426,4 +426,66 @@ async fn usage_and_refusals_name_the_right_options() {
     assert!(bus(&s.redis, &["unsubscribe", "paid", "mail", "--force"])
         .status
         .success());
+}
+
+/// `bus dead QUEUE | head`: every command ends quietly (exit 0, nothing on stderr) when
+/// whoever reads its output closes it early. A real pipe, closed after a few bytes while
+/// the command still has far more than a pipe buffer to write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_stdout_ends_every_command_quietly() {
+    use std::io::Read;
+
+    let s = setup().await;
+    const LETTERS: u64 = 1000;
+    for n in 0..LETTERS {
+        s.bus.send(&Work { n }).await.unwrap();
+    }
+    s.dead_letter(&work(), LETTERS as usize, DeadLetterReason::Rejected)
+        .await;
+    let count = LETTERS.to_string();
+    for args in [
+        vec!["dead", "work", "-n", &count],
+        vec!["dead", "work", "-n", &count, "--wide"],
+        vec!["--json", "dead", "work", "-n", &count],
+        vec!["stats", "--all", "--watch", "--json", "--interval", "100ms"],
+    ] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_bus"))
+            .env_remove("REDIS_URL")
+            .args(["--url", &s.redis.url(), "--prefix", s.redis.namespace()])
+            .args(&args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("the bus binary runs");
+        let mut stdout = child.stdout.take().expect("piped stdout");
+        let mut first = [0u8; 64];
+        if let Err(e) = stdout.read_exact(&mut first) {
+            let out = child.wait_with_output().expect("the bus binary ends");
+            panic!("bus {args:?} printed too little ({e}): {}", stderr(&out));
+        }
+        drop(stdout);
+        let mut status = None;
+        let ended = eventually(std::time::Duration::from_secs(20), || {
+            status = child.try_wait().expect("the bus binary's status");
+            status.is_some()
+        })
+        .await;
+        if !ended {
+            child.kill().expect("kill");
+        }
+        let status =
+            status.unwrap_or_else(|| panic!("bus {args:?} kept running after its stdout closed"));
+        let mut err = String::new();
+        child
+            .stderr
+            .take()
+            .expect("piped stderr")
+            .read_to_string(&mut err)
+            .expect("stderr");
+        assert!(
+            status.success() && err.is_empty(),
+            "bus {args:?} did not end quietly: {status}\n{err}"
+        );
+    }
 }

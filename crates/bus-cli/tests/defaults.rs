@@ -1,6 +1,7 @@
 //! The `bus` binary with its defaults, against what an application writes with its own:
-//! a handler's transport failure shows each cause once in `bus dead`, and `bus sagas
-//! list` finds the sagas `RedisSagaStore::for_transport` stores.
+//! a handler's transport failure shows each cause once in `bus dead` (and a refused send
+//! shows its cause in its plain `Display`), and `bus sagas list` finds the sagas
+//! `RedisSagaStore::for_transport` stores.
 
 // The management tests' plumbing, shared rather than copied.
 #[path = "../../bus-management/tests/common/mod.rs"]
@@ -111,6 +112,38 @@ async fn a_transport_failure_in_a_handler_shows_each_cause_once() {
             "{level:?} in {message:?}"
         );
         assert_eq!(table.matches(level).count(), 1, "{level:?} in\n{table}");
+    }
+}
+
+/// What most applications do with an error: `{e}`, or `tracing`'s `error = %e` (the same
+/// `Display`). A send refused by a full Redis says why, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_send_refused_by_a_full_redis_says_why_in_its_display() {
+    let server = RedisServer::start().unwrap();
+    let redis = TestRedis::with_url(server.url()).unwrap();
+    let config = RedisConfig::from_url(&redis.url())
+        .unwrap()
+        .prefix(redis.namespace());
+    let transport = RedisTransport::connect(&config).await.unwrap();
+    let bus = bus_core::Bus::new(
+        std::sync::Arc::new(transport),
+        bus_core::BusConfig::default(),
+    );
+    let mut client = server.client();
+    for (name, value) in [("maxmemory-policy", "noeviction"), ("maxmemory", "1")] {
+        client.cmd(&["CONFIG", "SET", name, value]).unwrap();
+    }
+    let error = bus
+        .send(&Work { n: 1 })
+        .await
+        .expect_err("a full Redis refuses the send");
+    const OOM: &str = "OOM command not allowed";
+    for (how, text) in [
+        ("{}", format!("{error}")),
+        ("ErrorChain", bus_core::ErrorChain(&error).to_string()),
+    ] {
+        assert_eq!(text.matches(OOM).count(), 1, "{how}: {text}");
+        assert!(text.starts_with("transport error: "), "{how}: {text}");
     }
 }
 

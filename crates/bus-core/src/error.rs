@@ -5,12 +5,16 @@ use std::time::Duration;
 /// A boxed error, used where a user's code meets the framework.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
-/// Displays an error and its causes as one line, `what: why: root cause`. The bus's errors
-/// each say only what happened at their level (the cause is their `source()`), so each
-/// cause shows once.
+/// Displays an error and its causes as one line, `what: why: root cause`, each cause once.
+///
+/// The bus's errors already show their cause in their own `Display` (so that `{e}` and
+/// `tracing`'s `error = %e` tell what happened), and keep it as their `source()` too, for
+/// code that inspects it. This adds the causes that a `Display` left out (errors of other
+/// crates often do) and skips those already shown.
 ///
 /// ```
 /// let error = bus_core::Error::transport(std::io::Error::other("connection reset"));
+/// assert_eq!(error.to_string(), "transport error: connection reset");
 /// assert_eq!(bus_core::ErrorChain(&error).to_string(), "transport error: connection reset");
 /// ```
 #[derive(Debug, Clone, Copy)]
@@ -18,25 +22,31 @@ pub struct ErrorChain<'a>(pub &'a (dyn std::error::Error + 'static));
 
 impl std::fmt::Display for ErrorChain<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}", self.0)?;
+        let mut shown = self.0.to_string();
         let mut source = self.0.source();
         while let Some(cause) = source {
-            write!(f, ": {cause}")?;
+            let text = cause.to_string();
+            if !shown.contains(&text) {
+                shown.push_str(": ");
+                shown.push_str(&text);
+            }
             source = cause.source();
         }
-        Ok(())
+        f.write_str(&shown)
     }
 }
 
 /// `Result` with [`Error`] as the default error.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// Everything that can go wrong in the bus outside a handler.
+/// Everything that can go wrong in the bus outside a handler. Each message ends with its
+/// cause (`transport error: Redis command failed: OOM command not allowed ...`), which is
+/// also its `source()`; print it with `{}` or [`ErrorChain`], never both.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// A message could not be encoded.
-    #[error("cannot encode message `{message_type}`")]
+    #[error("cannot encode message `{message_type}`: {source}")]
     Encode {
         /// The message's wire name.
         message_type: String,
@@ -77,12 +87,14 @@ pub enum Error {
     #[error("invalid configuration: {0}")]
     Config(String),
     /// The transport failed (connection lost, server error, ...).
-    #[error("transport error")]
+    #[error("transport error: {0}")]
     Transport(#[source] BoxError),
     /// The transport did not answer in time: the operation may or may not have taken
     /// effect (a send may or may not have stored its messages). Sending again is safe
     /// when handlers tolerate a duplicate, as they must under at-least-once delivery.
-    #[error("no answer in time: the outcome is unknown (it may or may not have taken effect)")]
+    #[error(
+        "no answer in time: the outcome is unknown (it may or may not have taken effect): {0}"
+    )]
     OutcomeUnknown(#[source] BoxError),
     /// No saga exists under this key.
     #[error("saga `{key}` not found")]
@@ -130,5 +142,28 @@ impl Error {
             reason: reason.into(),
             source: None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("middle")]
+    struct Middle(#[source] std::io::Error);
+
+    #[test]
+    fn display_shows_the_cause_and_the_chain_shows_each_cause_once() {
+        let error = Error::transport(Middle(std::io::Error::other("root")));
+        // `Middle` leaves its cause out of its `Display`; the chain adds it once.
+        assert_eq!(error.to_string(), "transport error: middle");
+        assert_eq!(
+            ErrorChain(&error).to_string(),
+            "transport error: middle: root"
+        );
+        let error = Error::OutcomeUnknown(Box::new(std::io::Error::other("timed out")));
+        let text = ErrorChain(&error).to_string();
+        assert_eq!(text.matches("timed out").count(), 1, "{text}");
     }
 }

@@ -6,7 +6,8 @@ use std::fmt;
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// What can go wrong in the Redis transport. Each message says what happened at its
-/// level; the cause is its [`source`](std::error::Error::source).
+/// level and ends with its cause (Redis's own words, `OOM command not allowed ...`), which
+/// is also its [`source`](std::error::Error::source).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -14,7 +15,7 @@ pub enum Error {
     #[error("invalid Redis configuration: {0}")]
     Config(String),
     /// The first connection failed.
-    #[error("cannot connect to Redis at {server}")]
+    #[error("cannot connect to Redis at {server}: {source}")]
     Connect {
         /// Where (host:port, or the cluster's or sentinel's nodes); never a password.
         server: String,
@@ -23,7 +24,7 @@ pub enum Error {
         source: RedisError,
     },
     /// Redis refused the credentials.
-    #[error("Redis at {server} refused the credentials (check the user and password)")]
+    #[error("Redis at {server} refused the credentials (check the user and password): {source}")]
     Auth {
         /// Where.
         server: String,
@@ -32,11 +33,11 @@ pub enum Error {
         source: RedisError,
     },
     /// A Redis command failed.
-    #[error("Redis command failed")]
+    #[error("Redis command failed: {0}")]
     Redis(#[source] RedisError),
     /// A call got no reply within the configured command timeout: Redis may or may not
     /// have carried it out.
-    #[error("no reply from Redis within the command timeout")]
+    #[error("no reply from Redis within the command timeout: {0}")]
     Timeout(#[source] RedisError),
     /// A script (or a command) replied with something it never sends: a bug, or a
     /// different script loaded under its SHA.

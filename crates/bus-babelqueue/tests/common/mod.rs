@@ -89,7 +89,16 @@ impl Worker {
 
     /// The Rust worker binary (`src/bin/bq-worker.rs`) with `args`.
     pub fn rust(args: &[&str]) -> Worker {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_bq-worker"));
+        Self::binary(env!("CARGO_BIN_EXE_bq-worker"), args)
+    }
+
+    /// The bus host binary (`src/bin/bq-host.rs`, default settings) with `args`.
+    pub fn host(args: &[&str]) -> Worker {
+        Self::binary(env!("CARGO_BIN_EXE_bq-host"), args)
+    }
+
+    fn binary(path: &str, args: &[&str]) -> Worker {
+        let mut cmd = Command::new(path);
         cmd.args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
