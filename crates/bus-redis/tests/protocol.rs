@@ -638,7 +638,7 @@ fn absolve_returns_only_the_holders_suspects_to_the_ready_list() {
             .collect()
     };
     assert_eq!(list(&mut q, &ready), [id0.clone(), id2.clone()], "in order");
-    assert_eq!(list(&mut q, &suspects), [id1.clone()]);
+    assert_eq!(list(&mut q, &suspects), [id1]);
     // Absolved again: no longer a suspect, nothing moves.
     assert_eq!(q.call("absolve", &[&token, "0"]), Resp::Integer(0));
     assert_eq!(list(&mut q, &ready), [id0, id2]);
