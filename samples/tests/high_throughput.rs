@@ -33,10 +33,15 @@ fn processes_ten_thousand_and_leaves_only_bookkeeping() {
         "noisy run:\n{stderr}"
     );
     let keys = server.client().scan_match("*").unwrap();
-    // Bookkeeping only: the registry of queues, and the queue's id counter.
+    // Bookkeeping only: the protocol record, the registry of queues, and the queue's id
+    // counter.
     assert_eq!(
         keys,
-        ["sample:registry:queues", "sample:{sample-throughput}:seq"],
+        [
+            "sample:protocol",
+            "sample:registry:queues",
+            "sample:{sample-throughput}:seq"
+        ],
         "keys left behind"
     );
 }
