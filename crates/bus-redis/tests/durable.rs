@@ -75,7 +75,11 @@ async fn a_durable_send_returns_only_after_the_replica_has_it() {
 
     // Healthy replication: Ok means the replica has it, at once.
     durable.send(&Work { n: 1 }).await.unwrap();
-    assert_eq!(llen(&mut replica, &ready(prefix)), 1, "on the replica at Ok");
+    assert_eq!(
+        llen(&mut replica, &ready(prefix)),
+        1,
+        "on the replica at Ok"
+    );
 
     // Replication held back: a plain send is acknowledged with the replica lacking it
     // (the window a failover loses), a durable one is not acknowledged.
@@ -130,7 +134,9 @@ async fn durable_writes_fail_typed_within_their_timeout_when_no_replica_confirms
             "{what}: {error:?}"
         );
         assert!(
-            error.to_string().starts_with("stored on the primary but not replicated"),
+            error
+                .to_string()
+                .starts_with("stored on the primary but not replicated"),
             "{error}"
         );
         assert!(
@@ -139,7 +145,11 @@ async fn durable_writes_fail_typed_within_their_timeout_when_no_replica_confirms
         );
     };
     let started = Instant::now();
-    check("send", durable.send(&Work { n: 1 }).await, started.elapsed());
+    check(
+        "send",
+        durable.send(&Work { n: 1 }).await,
+        started.elapsed(),
+    );
     let started = Instant::now();
     let due = SystemTime::now() + Duration::from_secs(60);
     check(

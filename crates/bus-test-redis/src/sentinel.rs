@@ -218,7 +218,8 @@ impl Sentinel {
 
     /// `SENTINEL MASTER bus` as field → value pairs.
     fn master_fields(&self) -> std::io::Result<Vec<(String, String)>> {
-        let reply = SyncClient::connect(self.port)?.cmd(&["SENTINEL", "MASTER", SENTINEL_SERVICE])?;
+        let reply =
+            SyncClient::connect(self.port)?.cmd(&["SENTINEL", "MASTER", SENTINEL_SERVICE])?;
         let items = reply.as_array().unwrap_or_default();
         Ok(items
             .chunks(2)
