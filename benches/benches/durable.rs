@@ -111,7 +111,11 @@ fn row(name: &str, f: Figure) {
 
 fn main() {
     let smoke = !std::env::args().any(|a| a == "--bench");
-    let (single, many) = if smoke { (200, 2_000) } else { (10_000, 100_000) };
+    let (single, many) = if smoke {
+        (200, 2_000)
+    } else {
+        (10_000, 100_000)
+    };
     let rounds: usize = std::env::var("ROUNDS")
         .ok()
         .and_then(|r| r.parse().ok())
@@ -134,9 +138,15 @@ fn main() {
             let durable_one = sends(&env, &durable, single, 1).await;
             row(&format!("durable, one at a time ({single})"), durable_one);
             let plain_many = sends(&env, &plain, many, IN_FLIGHT).await;
-            row(&format!("plain, {IN_FLIGHT} in flight ({many})"), plain_many);
+            row(
+                &format!("plain, {IN_FLIGHT} in flight ({many})"),
+                plain_many,
+            );
             let durable_many = sends(&env, &durable, many, IN_FLIGHT).await;
-            row(&format!("durable, {IN_FLIGHT} in flight ({many})"), durable_many);
+            row(
+                &format!("durable, {IN_FLIGHT} in flight ({many})"),
+                durable_many,
+            );
             println!(
                 "   durable/plain: one at a time {:.0}% of the rate, {:.2}x the client CPU; \
                  {IN_FLIGHT} in flight {:.0}% of the rate, {:.2}x the client CPU",

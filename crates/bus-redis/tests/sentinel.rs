@@ -184,13 +184,39 @@ fn stored(port: u16, prefix: &str) -> HashSet<u64> {
     found
 }
 
-/// Point 5: producers (plain and durable) and a consumer host keep working across a
-/// master SIGKILL and the promotion of its replica, by themselves, with the default
-/// settings. Prints the resume times and how many acknowledged sends were lost.
+/// Sends of one kind (durable or plain) in `sends`, one group per producer.
+fn of_kind(
+    sends: &[Vec<Sent>],
+    durable: bool,
+    plain_producers: usize,
+) -> impl Iterator<Item = &Sent> {
+    sends
+        .iter()
+        .enumerate()
+        .filter(move |(p, _)| (*p >= plain_producers) == durable)
+        .flat_map(|(_, group)| group.iter())
+}
+
+/// Kills the master the sentinels name and waits for the promotion; the old and new
+/// ports, when it was killed, and how long the sentinels took.
+async fn kill_master(ha: &mut RedisSentinel) -> (u16, u16, Instant, Duration) {
+    let old = ha.master_port().unwrap();
+    let killed = Instant::now();
+    ha.node_mut(old).unwrap().kill();
+    let new = ha
+        .wait_for_new_master(old, Duration::from_secs(30))
+        .unwrap();
+    (old, new, killed, killed.elapsed())
+}
+
+/// Point 5: producers (plain and durable) and a consumer host keep working across two
+/// master SIGKILLs and the promotion of the replica each time, by themselves, with the
+/// default settings. Prints the resume times and how many acknowledged sends were lost;
+/// an acknowledged durable send is never lost.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn producers_and_consumers_follow_a_sentinel_failover_under_load() {
-    const PLAIN: u64 = 3;
-    const DURABLE: u64 = 2;
+async fn producers_and_consumers_follow_sentinel_failovers_under_load() {
+    const PLAIN: usize = 3;
+    const DURABLE: usize = 2;
     const BASE: u64 = 1_000_000_000;
     let mut ha = RedisSentinel::start().unwrap();
     let prefix = "failover";
@@ -211,7 +237,7 @@ async fn producers_and_consumers_follow_a_sentinel_failover_under_load() {
         } else {
             Bus::new(Arc::new(durable.clone()), BusConfig::default())
         };
-        let task = produce(bus, p >= PLAIN, p * BASE, Arc::clone(&load));
+        let task = produce(bus, p >= PLAIN, p as u64 * BASE, Arc::clone(&load));
         producers.push(tokio::spawn(task));
     }
     let busy = eventually(Duration::from_secs(20), || {
@@ -219,33 +245,50 @@ async fn producers_and_consumers_follow_a_sentinel_failover_under_load() {
     });
     assert!(busy.await, "the host never got going");
 
-    let old = ha.master_port().unwrap();
-    let killed = Instant::now();
-    ha.node_mut(old).unwrap().kill();
-    let new = ha
-        .wait_for_new_master(old, Duration::from_secs(30))
+    // First failover. The old master comes back empty and is made a replica of the new
+    // one, as an operator would (the sentinels do it too, but only after their 10 s INFO
+    // period and 8 s grace), so durable sends can be confirmed again.
+    let (first, second, killed, switched) = kill_master(&mut ha).await;
+    ha.node_mut(first).unwrap().restart().unwrap();
+    let port = second.to_string();
+    let replicaof = SyncClient::connect(first)
+        .unwrap()
+        .cmd(&["REPLICAOF", "127.0.0.1", &port])
         .unwrap();
-    let switched = killed.elapsed();
-    // The old master comes back empty; the sentinels make it a replica of the new one,
-    // so durable sends can be confirmed again.
-    ha.node_mut(old).unwrap().restart().unwrap();
-    let rejoined = eventually(Duration::from_secs(20), || {
-        let info = SyncClient::connect(old).and_then(|mut c| c.info("replication"));
+    assert!(replicaof.is_ok(), "{replicaof:?}");
+    let rejoined = eventually(Duration::from_secs(30), || {
+        let info = SyncClient::connect(first).and_then(|mut c| c.info("replication"));
         info.is_ok_and(|i| {
             info_field(&i, "master_link_status") == Some("up")
-                && info_field(&i, "master_port") == Some(&new.to_string())
+                && info_field(&i, "master_port") == Some(&second.to_string())
         })
     });
     assert!(rejoined.await, "the old master never rejoined as a replica");
-    let after = killed.elapsed();
-    // Load goes on until both kinds of send have worked for a while on the new pair.
+    let rejoined_after = killed.elapsed();
+    // Both kinds of send work for a while on the new pair.
     let _ = load.since.set(Instant::now());
     let settled = eventually(Duration::from_secs(20), || {
         load.ok_since
             .iter()
             .all(|ok| ok.load(Ordering::SeqCst) >= 300)
     });
-    let settled = settled.await;
+    assert!(
+        settled.await,
+        "sends did not resume after the old master rejoined"
+    );
+
+    // Second failover, back to the first node: it holds what the durable sends of the
+    // last seconds were confirmed by.
+    let (_, last, killed_again, switched_again) = kill_master(&mut ha).await;
+    assert_eq!(last, first);
+    let plain_before = load.ok_since[0].load(Ordering::SeqCst);
+    let resumed = eventually(Duration::from_secs(20), || {
+        load.ok_since[0].load(Ordering::SeqCst) >= plain_before + 300
+    });
+    assert!(
+        resumed.await,
+        "plain sends did not resume after the second failover"
+    );
     load.stop.store(true, Ordering::SeqCst);
     let mut sends = Vec::new();
     for producer in producers {
@@ -253,27 +296,14 @@ async fn producers_and_consumers_follow_a_sentinel_failover_under_load() {
     }
 
     // Every send returned, Ok or an error, within the bound.
-    let slowest = sends.iter().flatten().map(|s| s.took).max().unwrap();
-    assert!(slowest < SEND_BOUND, "a send took {slowest:?}");
+    for durable in [false, true] {
+        let slowest = of_kind(&sends, durable, PLAIN).map(|s| s.took).max();
+        let slowest = slowest.unwrap_or_default();
+        assert!(slowest < SEND_BOUND, "a send took {slowest:?}");
+    }
 
-    // Resume times, from the kill: the first Ok of a send started after it, and the
+    // Resume times after each kill: the first Ok of a send started after it, and the
     // first handler run of a message sent after it.
-    let first_ok = |group: &[Vec<Sent>]| {
-        group
-            .iter()
-            .flatten()
-            .filter(|s| s.ok && s.started > killed)
-            .map(|s| s.started + s.took - killed)
-            .min()
-    };
-    let plain_resumed = first_ok(&sends[..PLAIN as usize]);
-    let durable_resumed = first_ok(&sends[PLAIN as usize..]);
-    let sent_after: HashSet<u64> = sends
-        .iter()
-        .flatten()
-        .filter(|s| s.started > killed)
-        .map(|s| s.n)
-        .collect();
     let acknowledged: Vec<(bool, u64)> = sends
         .iter()
         .enumerate()
@@ -281,7 +311,7 @@ async fn producers_and_consumers_follow_a_sentinel_failover_under_load() {
             group
                 .iter()
                 .filter(|s| s.ok)
-                .map(move |s| (p as u64 >= PLAIN, s.n))
+                .map(move |s| (p >= PLAIN, s.n))
         })
         .collect();
     let all_seen = eventually(Duration::from_secs(30), || {
@@ -289,74 +319,70 @@ async fn producers_and_consumers_follow_a_sentinel_failover_under_load() {
         acknowledged.iter().all(|(_, n)| seen.contains_key(n))
     });
     let all_seen = all_seen.await;
-    let consumers_resumed = {
-        let seen = seen.0.lock().unwrap();
-        sent_after
-            .iter()
-            .filter_map(|n| seen.get(n))
-            .map(|at| *at - killed)
-            .min()
-    };
     running.stop().await;
-
-    // Acknowledged but never processed: still stored on the new master (a delivery
-    // pending, e.g. behind a lock whose ack died with the old master), or lost.
     let seen = seen.0.lock().unwrap();
-    let on_new_master = stored(new, prefix);
+    let resumes = |from: Instant, until: Option<Instant>| {
+        let window = |s: &&Sent| s.started > from && until.is_none_or(|u| s.started < u);
+        let first_ok = |durable| {
+            of_kind(&sends, durable, PLAIN)
+                .filter(window)
+                .filter(|s| s.ok)
+                .map(|s| s.started + s.took - from)
+                .min()
+        };
+        let consumers = sends
+            .iter()
+            .flatten()
+            .filter(window)
+            .filter_map(|s| seen.get(&s.n))
+            .map(|at| *at - from)
+            .min();
+        (first_ok(false), consumers, first_ok(true))
+    };
+    let (plain_1, consumers_1, durable_1) = resumes(killed, Some(killed_again));
+    let (plain_2, consumers_2, _) = resumes(killed_again, None);
+    println!(
+        "failover 1: sentinels switched {switched:?} after the kill; plain sends resumed \
+         {plain_1:?}, consumers {consumers_1:?}; durable sends {durable_1:?} (the old \
+         master rejoined as a replica {rejoined_after:?} after the kill)"
+    );
+    println!(
+        "failover 2: sentinels switched {switched_again:?} after the kill; plain sends \
+         resumed {plain_2:?}, consumers {consumers_2:?}"
+    );
+
+    // Acknowledged but never processed: still stored on the last master (a delivery
+    // pending, e.g. behind a lock whose ack died with a master), or lost.
+    let on_last_master = stored(last, prefix);
     let mut outcome: BTreeMap<(&str, &str), usize> = BTreeMap::new();
     for (is_durable, n) in &acknowledged {
         let kind = if *is_durable { "durable" } else { "plain" };
         let state = if seen.contains_key(n) {
             "processed"
-        } else if on_new_master.contains(n) {
+        } else if on_last_master.contains(n) {
             "stored, pending"
         } else {
             "lost"
         };
         *outcome.entry((kind, state)).or_default() += 1;
     }
-    let count = |kind: &str| {
-        sends[..]
-            .iter()
-            .enumerate()
-            .filter(|(p, _)| (*p as u64 >= PLAIN) == (kind == "durable"))
-            .map(|(_, g)| g.len())
-            .sum::<usize>()
-    };
-    let errors = |kind: &str| {
-        sends
-            .iter()
-            .enumerate()
-            .filter(|(p, _)| (*p as u64 >= PLAIN) == (kind == "durable"))
-            .flat_map(|(_, g)| g.iter())
-            .filter(|s| !s.ok)
-            .count()
-    };
-    println!(
-        "failover: sentinels switched {switched:?} after the kill; plain sends resumed \
-         {plain_resumed:?}, consumers {consumers_resumed:?}, durable sends {durable_resumed:?} \
-         (the old master rejoined as a replica {after:?} after the kill); slowest send {slowest:?}"
-    );
-    println!(
-        "sends: plain {} ({} errors), durable {} ({} errors); acknowledged: {outcome:?}",
-        count("plain"),
-        errors("plain"),
-        count("durable"),
-        errors("durable"),
-    );
-    assert!(
-        settled,
-        "sends did not keep working after the old master rejoined"
-    );
-    assert!(plain_resumed.is_some(), "plain sends never resumed");
-    assert!(durable_resumed.is_some(), "durable sends never resumed");
-    assert!(consumers_resumed.is_some(), "consumers never resumed");
+    for durable in [false, true] {
+        let all = of_kind(&sends, durable, PLAIN).count();
+        let errors = of_kind(&sends, durable, PLAIN).filter(|s| !s.ok).count();
+        let slowest = of_kind(&sends, durable, PLAIN).map(|s| s.took).max();
+        let kind = if durable { "durable" } else { "plain" };
+        println!("{kind} sends: {all}, {errors} errors, slowest {slowest:?}");
+    }
+    println!("acknowledged sends: {outcome:?}");
+    if !all_seen {
+        println!("not every acknowledged send was processed within 30 s");
+    }
+    for resumed in [plain_1, consumers_1, durable_1, plain_2, consumers_2] {
+        assert!(resumed.is_some(), "something never resumed: {resumed:?}");
+    }
     assert_eq!(
         outcome.get(&("durable", "lost")),
         None,
         "an acknowledged durable send was lost: {outcome:?}"
     );
-    if !all_seen {
-        println!("not every acknowledged send was processed within 30 s: {outcome:?}");
-    }
 }
