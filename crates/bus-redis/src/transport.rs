@@ -130,8 +130,12 @@ impl RedisTransport {
             .map(|d| (d.durability.replicas, d.durability.timeout))
     }
 
-    /// Closes the shared connection (consumers close their own when their host stops).
+    /// Closes the shared connection, and a durable handle's own (consumers close their
+    /// own when their host stops).
     pub async fn close(&self) -> Result<()> {
+        if let Some(durable) = &self.durable {
+            durable.sends.client().quit().await?;
+        }
         Ok(self.inner.client.quit().await?)
     }
 
