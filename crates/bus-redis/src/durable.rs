@@ -45,6 +45,9 @@ pub(crate) enum WriteError {
     /// Stored on the primary, but the `WAIT`'s answer was lost (the connection dropped):
     /// whether a replica has it is unknown.
     Unconfirmed(FredError),
+    /// The pipeline got no answer as a whole (the connection dropped or timed out): the
+    /// write may or may not be stored, and no replica confirmed it.
+    Unknown(FredError),
 }
 
 impl Durability {
@@ -153,8 +156,8 @@ impl Durability {
         let mut replies = pipeline.try_all::<Value>().await.into_iter();
         let (write, wait) = match (replies.next(), replies.next()) {
             (Some(write), Some(wait)) => (write, wait),
-            // The pipeline as a whole failed (timed out): nothing is known.
-            (Some(Err(e)), None) => return Err(WriteError::Redis(e)),
+            // The pipeline as a whole failed (dropped, timed out): nothing is known.
+            (Some(Err(e)), None) => return Err(WriteError::Unknown(e)),
             _ => {
                 return Err(WriteError::Redis(FredError::new(
                     fred::error::ErrorKind::Protocol,

@@ -45,6 +45,13 @@ pub enum Error {
          it: it may be lost if the primary failed"
     )]
     ReplicationUnconfirmed(#[source] RedisError),
+    /// A durable send got no answer (the connection dropped, or no reply in time): it may
+    /// or may not be stored on the primary, and no replica confirmed it.
+    #[error(
+        "no answer to a durable send: it may or may not be stored on the primary, and no \
+         replica confirmed it"
+    )]
+    DurableOutcomeUnknown(#[source] RedisError),
     /// A script (or a command) replied with something it never sends: a bug, or a
     /// different script loaded under its SHA.
     #[error("unexpected reply from {script}: {detail}")]
@@ -84,9 +91,9 @@ impl From<fred::error::Error> for Error {
 impl From<Error> for bus_core::Error {
     fn from(error: Error) -> Self {
         match error {
-            Error::Timeout(_) | Error::ReplicationUnconfirmed(_) => {
-                bus_core::Error::OutcomeUnknown(Box::new(error))
-            }
+            Error::Timeout(_)
+            | Error::ReplicationUnconfirmed(_)
+            | Error::DurableOutcomeUnknown(_) => bus_core::Error::OutcomeUnknown(Box::new(error)),
             Error::Bus(error) => error,
             other => bus_core::Error::transport(other),
         }

@@ -236,6 +236,7 @@ impl RedisTransport {
         match error {
             WriteError::Redis(e) => Error::from(e).into(),
             WriteError::Unconfirmed(e) => Error::ReplicationUnconfirmed(RedisError::from(e)).into(),
+            WriteError::Unknown(e) => Error::DurableOutcomeUnknown(RedisError::from(e)).into(),
             WriteError::NotReplicated { confirmed, .. } => {
                 let durability = self.durable.as_ref().map(|d| d.durability);
                 bus_core::Error::NotReplicated {

@@ -200,3 +200,41 @@ async fn a_durable_handle_needs_a_replica_count_and_a_timeout() {
     plain.send(&Work { n: 2 }).await.unwrap();
     assert_eq!(llen(&mut primary.client(), &ready("durable-config")), 2);
 }
+
+/// `WAIT` covers the writes of its own connection: re-sent on a new connection after a
+/// drop it would answer at once and confirm a write it never covered. So a durable send
+/// whose connection drops while it waits says the outcome is unknown, never `Ok`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_durable_send_whose_connection_drops_while_waiting_is_never_ok() {
+    let pair = pair().await;
+    let prefix = "durable-drop";
+    let transport = connect(&pair.primary.url(), prefix).await;
+    let durable = Bus::new(
+        Arc::new(transport.durable(1, Duration::from_secs(5)).await.unwrap()),
+        BusConfig::default(),
+    );
+    let mut primary = pair.primary.client();
+    pair.proxy.blackhole();
+    let waiting = tokio::spawn(async move { durable.send(&Work { n: 1 }).await });
+    let blocked = eventually(Duration::from_secs(5), || {
+        let info = primary.info("clients").unwrap();
+        info_field(&info, "blocked_clients") == Some("1")
+    })
+    .await;
+    assert!(blocked, "the durable send never waited in WAIT");
+    // Every client connection drops (the replica's link is not a normal client).
+    let killed = primary.cmd(&["CLIENT", "KILL", "TYPE", "normal"]).unwrap();
+    assert!(killed.as_int().is_some_and(|n| n >= 1), "{killed:?}");
+    let error = waiting.await.unwrap().unwrap_err();
+    assert!(
+        matches!(error, bus_core::Error::OutcomeUnknown(_)),
+        "{error:?}"
+    );
+    let text = bus_core::ErrorChain(&error).to_string();
+    assert!(text.contains("no replica confirmed it"), "{text}");
+    assert_eq!(
+        llen(&mut primary, &ready(prefix)),
+        1,
+        "stored, not replicated"
+    );
+}
