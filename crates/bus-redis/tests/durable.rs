@@ -238,3 +238,47 @@ async fn a_durable_send_whose_connection_drops_while_waiting_is_never_ok() {
         "stored, not replicated"
     );
 }
+
+/// On a cluster the write and its `WAIT` go to the node of the queue's slot. The local
+/// cluster has no replicas, so every durable write is stored there and reported as not
+/// replicated (not as a routing error), for sends, scheduled sends and publishes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_cluster_durable_writes_go_to_the_slot_of_their_queue() {
+    let cluster = bus_test_redis::RedisCluster::start().unwrap();
+    let prefix = "durable-cluster";
+    let transport = connect(&cluster.url(), prefix).await;
+    let durable = Bus::new(
+        Arc::new(
+            transport
+                .durable(1, Duration::from_millis(100))
+                .await
+                .unwrap(),
+        ),
+        BusConfig::default(),
+    );
+    let due = SystemTime::now() + Duration::from_secs(60);
+    let results = [
+        durable.send(&Work { n: 1 }).await,
+        durable.send_at(&Work { n: 2 }, due).await,
+        durable.publish(&Happened { n: 3 }).await,
+    ];
+    for result in results {
+        let error = result.unwrap_err();
+        assert!(
+            matches!(error, bus_core::Error::NotReplicated { confirmed: 0, .. }),
+            "{error:?}"
+        );
+    }
+    // The other nodes answer MOVED.
+    let lengths: Vec<i64> = cluster
+        .nodes()
+        .iter()
+        .filter_map(|node| {
+            node.client()
+                .cmd(&["LLEN", &ready(prefix)])
+                .unwrap()
+                .as_int()
+        })
+        .collect();
+    assert_eq!(lengths, [1], "the send is stored on its slot's node");
+}
