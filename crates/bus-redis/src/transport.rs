@@ -201,16 +201,15 @@ impl RedisTransport {
     }
 
     /// Runs a script that writes: plainly, or followed by `WAIT` on a durable handle.
-    /// On a durable handle a reply with fewer replicas than asked is `Ok(Err(reply))`,
-    /// so that the caller can tell a script that wrote nothing.
     async fn write(
         &self,
         script: &LuaScript,
         keys: Vec<String>,
         args: Vec<Value>,
-    ) -> bus_core::Result<Result<i64, (i64, bus_core::Error)>> {
+    ) -> bus_core::Result<Written> {
         let Some(durable) = &self.durable else {
-            return Ok(Ok(script.run_int(&self.inner.client, keys, args).await?));
+            let reply = script.run_int(&self.inner.client, keys, args).await?;
+            return Ok(Written::Done(reply));
         };
         let slot_key = keys.first().cloned().unwrap_or_default();
         let client = durable.sends.client();
@@ -219,14 +218,11 @@ impl RedisTransport {
             .script(client, script, &slot_key, keys, args)
             .await
         {
-            Ok(reply) => Ok(Ok(script.int(&reply)?)),
-            Err(WriteError::NotReplicated { written, confirmed }) => {
-                let error = self.write_error(WriteError::NotReplicated {
-                    written: written.clone(),
-                    confirmed,
-                });
-                Ok(Err((script.int(&written)?, error)))
-            }
+            Ok(reply) => Ok(Written::Done(script.int(&reply)?)),
+            Err(WriteError::NotReplicated { written, confirmed }) => Ok(Written::NotReplicated(
+                script.int(&written)?,
+                self.not_replicated(confirmed),
+            )),
             Err(other) => Err(self.write_error(other)),
         }
     }
@@ -237,14 +233,16 @@ impl RedisTransport {
             WriteError::Redis(e) => Error::from(e).into(),
             WriteError::Unconfirmed(e) => Error::ReplicationUnconfirmed(RedisError::from(e)).into(),
             WriteError::Unknown(e) => Error::DurableOutcomeUnknown(RedisError::from(e)).into(),
-            WriteError::NotReplicated { confirmed, .. } => {
-                let durability = self.durable.as_ref().map(|d| d.durability);
-                bus_core::Error::NotReplicated {
-                    wanted: durability.map_or(0, |d| d.replicas),
-                    confirmed,
-                    timeout: durability.map_or(Duration::ZERO, |d| d.timeout),
-                }
-            }
+            WriteError::NotReplicated { confirmed, .. } => self.not_replicated(confirmed),
+        }
+    }
+
+    fn not_replicated(&self, confirmed: u32) -> bus_core::Error {
+        let durability = self.durable.as_ref().map(|d| d.durability);
+        bus_core::Error::NotReplicated {
+            wanted: durability.map_or(0, |d| d.replicas),
+            confirmed,
+            timeout: durability.map_or(Duration::ZERO, |d| d.timeout),
         }
     }
 
@@ -289,10 +287,10 @@ impl RedisTransport {
         }
         args.extend(messages.iter().map(|m| Value::Bytes(m.payload.clone())));
         match self.write(&scripts::PUBLISH, keys, args).await? {
-            Ok(reached) => Ok(reached),
+            Written::Done(reached) => Ok(reached),
             // Nothing was written: the subscriptions changed (no replica needed for that).
-            Err((-1, _)) => Ok(-1),
-            Err((_, not_replicated)) => Err(not_replicated),
+            Written::NotReplicated(-1, _) => Ok(-1),
+            Written::NotReplicated(_, error) => Err(error),
         }
     }
 
@@ -317,6 +315,15 @@ impl RedisTransport {
                 "could not register in Redis; consuming goes on");
         }
     }
+}
+
+/// What a script that writes did.
+enum Written {
+    /// Its reply (replicated as asked, on a durable handle).
+    Done(i64),
+    /// Its reply, on a durable handle that fewer replicas than asked confirmed in time,
+    /// and the error to return when it wrote something.
+    NotReplicated(i64, bus_core::Error),
 }
 
 /// `id, envelope, id, envelope, ...` as script arguments.
@@ -366,8 +373,8 @@ impl Transport for RedisTransport {
         args.extend(message_args(&messages));
         let keys = vec![keys.delayed, keys.msgs, keys.ready];
         match self.write(&scripts::SEND_AT, keys, args).await? {
-            Ok(_) => Ok(()),
-            Err((_, not_replicated)) => Err(not_replicated),
+            Written::Done(_) => Ok(()),
+            Written::NotReplicated(_, error) => Err(error),
         }
     }
 
