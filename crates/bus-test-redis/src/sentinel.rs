@@ -12,7 +12,7 @@ use tempfile::TempDir;
 use crate::client::{info_field, Resp, SyncClient};
 use crate::error::HarnessError;
 use crate::proxy::Proxy;
-use crate::server::{free_port, RedisServer};
+use crate::server::{free_port, RedisServer, ServerBuilder};
 
 /// The service name the sentinels monitor.
 pub const SENTINEL_SERVICE: &str = "bus";
@@ -44,7 +44,7 @@ impl SentinelBuilder {
     /// (quorum 2, down-after 1 s), and waits until each knows the replica and the two
     /// other sentinels.
     pub fn start(self) -> Result<RedisSentinel, HarnessError> {
-        let master = RedisServer::start()?;
+        let master = data_node().start()?;
         let proxy = if self.replication_proxy {
             Some(
                 Proxy::start(master.port())
@@ -54,7 +54,7 @@ impl SentinelBuilder {
             None
         };
         let upstream = proxy.as_ref().map_or(master.port(), Proxy::port);
-        let replica = RedisServer::builder()
+        let replica = data_node()
             .arg("--replicaof")
             .arg("127.0.0.1")
             .arg(upstream.to_string())
@@ -81,7 +81,19 @@ impl SentinelBuilder {
     }
 }
 
-/// A master and a replica (`redis-server`, no persistence) watched by three sentinels
+/// A data node: either may become the master. A full sync starts at once instead of
+/// after Redis's 5 s `repl-diskless-sync-delay`, and an empty replica loads it from the
+/// socket, without a temp file on disk.
+fn data_node() -> ServerBuilder {
+    RedisServer::builder()
+        .arg("--repl-diskless-sync-delay")
+        .arg("0")
+        .arg("--repl-diskless-load")
+        .arg("on-empty-db")
+}
+
+/// A master and a replica (`redis-server`, no persistence; full syncs start at once)
+/// watched by three sentinels
 /// (`redis-server <conf> --sentinel`), all on free 127.0.0.1 ports; everything is killed
 /// and its temp dir removed on Drop.
 ///
