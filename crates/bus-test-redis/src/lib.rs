@@ -43,7 +43,7 @@ pub use cluster::RedisCluster;
 pub use error::HarnessError;
 pub use logs::Logs;
 pub use proxy::Proxy;
-pub use sentinel::{RedisSentinel, SentinelBuilder, DOWN_AFTER, SENTINEL_SERVICE};
+pub use sentinel::{RedisSentinel, SentinelBuilder, DOWN_AFTER};
 pub use server::{RedisServer, ServerBuilder};
 pub use test_redis::{TestRedis, URL_ENV};
 pub use tls::{TlsRedis, TLS_PASSWORD, TLS_USER};

@@ -14,8 +14,6 @@ use crate::error::HarnessError;
 use crate::proxy::Proxy;
 use crate::server::{free_port, RedisServer, ServerBuilder};
 
-/// The service name the sentinels monitor.
-pub const SENTINEL_SERVICE: &str = "bus";
 /// Sentinels that must agree the master is down (of three).
 const QUORUM: u32 = 2;
 /// How long a master may stay silent before a sentinel takes it for down.
@@ -63,8 +61,11 @@ impl SentinelBuilder {
             let info = SyncClient::connect(replica.port())?.info("replication")?;
             Ok(info_field(&info, "master_link_status") == Some("up"))
         })?;
+        // A name of its own: sentinels adopt the master of any sentinel they hear of
+        // under the name they monitor, so two sets must never share one.
+        let service = format!("bus-{}", ulid::Ulid::new().to_string().to_lowercase());
         let sentinels = (0..3)
-            .map(|_| Sentinel::start(master.port()))
+            .map(|_| Sentinel::start(&service, master.port()))
             .collect::<Result<Vec<_>, _>>()?;
         for sentinel in &sentinels {
             wait_until(READY_TIMEOUT, "sentinels to find each other", || {
@@ -74,6 +75,7 @@ impl SentinelBuilder {
             })?;
         }
         Ok(RedisSentinel {
+            service,
             nodes: vec![master, replica],
             proxy,
             sentinels,
@@ -99,7 +101,7 @@ fn data_node() -> ServerBuilder {
 ///
 /// ```no_run
 /// let mut ha = bus_test_redis::RedisSentinel::start()?;
-/// let url = ha.url(); // redis-sentinel://127.0.0.1:P?sentinelServiceName=bus&node=...
+/// let url = ha.url(); // redis-sentinel://127.0.0.1:P?sentinelServiceName=bus-<ulid>&node=...
 /// let old = ha.master_port()?;
 /// ha.node_mut(old).unwrap().kill();
 /// let new = ha.wait_for_new_master(old, std::time::Duration::from_secs(20))?;
@@ -107,6 +109,7 @@ fn data_node() -> ServerBuilder {
 /// ```
 #[derive(Debug)]
 pub struct RedisSentinel {
+    service: String,
     /// The first master, then its replica.
     nodes: Vec<RedisServer>,
     proxy: Option<Proxy>,
@@ -124,18 +127,23 @@ impl RedisSentinel {
         SentinelBuilder::default()
     }
 
-    /// `redis-sentinel://127.0.0.1:S1?sentinelServiceName=bus&node=127.0.0.1:S2&node=127.0.0.1:S3`
+    /// `redis-sentinel://127.0.0.1:S1?sentinelServiceName=NAME&node=127.0.0.1:S2&node=127.0.0.1:S3`
     /// (fred's form: the first sentinel is the host, the others are `node`s).
     pub fn url(&self) -> String {
         let ports = self.sentinel_ports();
         let mut url = format!(
-            "redis-sentinel://127.0.0.1:{}?sentinelServiceName={SENTINEL_SERVICE}",
-            ports[0]
+            "redis-sentinel://127.0.0.1:{}?sentinelServiceName={}",
+            ports[0], self.service
         );
         for port in &ports[1..] {
             url.push_str(&format!("&node=127.0.0.1:{port}"));
         }
         url
+    }
+
+    /// The service name the sentinels monitor: `bus-` and a ULID, unique per instance.
+    pub fn service_name(&self) -> &str {
+        &self.service
     }
 
     /// The sentinels' ports.
@@ -200,13 +208,14 @@ impl RedisSentinel {
 /// One `redis-server --sentinel` child with its config file in a temp dir.
 #[derive(Debug)]
 struct Sentinel {
+    service: String,
     port: u16,
     child: Child,
     _dir: TempDir,
 }
 
 impl Sentinel {
-    fn start(master: u16) -> Result<Sentinel, HarnessError> {
+    fn start(service: &str, master: u16) -> Result<Sentinel, HarnessError> {
         let dir = tempfile::Builder::new()
             .prefix("bus-test-sentinel-")
             .tempdir()
@@ -214,9 +223,10 @@ impl Sentinel {
         let mut last = None;
         for _ in 0..PORT_ATTEMPTS {
             let port = free_port().map_err(|e| HarnessError::io("finding a free port", e))?;
-            match spawn(dir.path(), port, master) {
+            match spawn(dir.path(), port, service, master) {
                 Ok(child) => {
                     return Ok(Sentinel {
+                        service: service.to_owned(),
                         port,
                         child,
                         _dir: dir,
@@ -230,8 +240,7 @@ impl Sentinel {
 
     /// `SENTINEL MASTER bus` as field → value pairs.
     fn master_fields(&self) -> std::io::Result<Vec<(String, String)>> {
-        let reply =
-            SyncClient::connect(self.port)?.cmd(&["SENTINEL", "MASTER", SENTINEL_SERVICE])?;
+        let reply = SyncClient::connect(self.port)?.cmd(&["SENTINEL", "MASTER", &self.service])?;
         let items = reply.as_array().unwrap_or_default();
         Ok(items
             .chunks(2)
@@ -246,7 +255,7 @@ impl Sentinel {
         let reply = SyncClient::connect(self.port)?.cmd(&[
             "SENTINEL",
             "GET-MASTER-ADDR-BY-NAME",
-            SENTINEL_SERVICE,
+            &self.service,
         ])?;
         match reply.as_array() {
             Some([_, port]) => port
@@ -265,15 +274,15 @@ impl Drop for Sentinel {
     }
 }
 
-fn spawn(dir: &Path, port: u16, master: u16) -> Result<Child, HarnessError> {
+fn spawn(dir: &Path, port: u16, service: &str, master: u16) -> Result<Child, HarnessError> {
     let conf = dir.join("sentinel.conf");
     let text = format!(
         "port {port}\nbind 127.0.0.1\nprotected-mode no\ndaemonize no\n\
          dir {dir}\nlogfile {log}\n\
-         sentinel monitor {SENTINEL_SERVICE} 127.0.0.1 {master} {QUORUM}\n\
-         sentinel down-after-milliseconds {SENTINEL_SERVICE} {down}\n\
-         sentinel failover-timeout {SENTINEL_SERVICE} {failover}\n\
-         sentinel parallel-syncs {SENTINEL_SERVICE} 1\n",
+         sentinel monitor {service} 127.0.0.1 {master} {QUORUM}\n\
+         sentinel down-after-milliseconds {service} {down}\n\
+         sentinel failover-timeout {service} {failover}\n\
+         sentinel parallel-syncs {service} 1\n",
         dir = dir.display(),
         log = dir.join("sentinel.log").display(),
         down = DOWN_AFTER.as_millis(),
