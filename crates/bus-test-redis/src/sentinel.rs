@@ -235,7 +235,9 @@ impl Sentinel {
                 Err(e) => last = Some(e),
             }
         }
-        Err(last.unwrap_or_else(|| HarnessError::io("", std::io::Error::other("no attempt"))))
+        Err(last.unwrap_or_else(|| {
+            HarnessError::io("starting a sentinel", std::io::Error::other("no attempt"))
+        }))
     }
 
     /// `SENTINEL MASTER bus` as field → value pairs.
