@@ -16,9 +16,11 @@ use bus_redis::{RedisConfig, RedisTransport};
 use bus_test_redis::{eventually, eventually_async, info_field, RedisSentinel, SyncClient};
 use common::{Running, Work};
 
-/// Every send returns within this: the default command timeout (5 s) plus the durable
-/// sends' `WAIT` timeout (1 s), plus room for a loaded machine.
-const SEND_BOUND: Duration = Duration::from_secs(9);
+/// Every send returns within this: twice the default command timeout (5 s) plus the
+/// durable sends' `WAIT` timeout (1 s), plus room for a loaded machine. Twice, because a
+/// send that arrives while a push to its list is under way waits for that push first
+/// (coalesce.rs).
+const SEND_BOUND: Duration = Duration::from_secs(14);
 const WAIT_TIMEOUT: Duration = Duration::from_secs(1);
 
 async fn connect(url: &str, prefix: &str) -> RedisTransport {
