@@ -96,6 +96,21 @@ pub enum Error {
         "no answer in time: the outcome is unknown (it may or may not have taken effect): {0}"
     )]
     OutcomeUnknown(#[source] BoxError),
+    /// A durable send was stored by the primary, but fewer replicas than asked confirmed
+    /// it in time: it is stored, not replicated, and a failover before it replicates
+    /// loses it. Sending again stores a second copy (a duplicate, never a loss).
+    #[error(
+        "stored on the primary but not replicated: {confirmed} of {wanted} replicas \
+         confirmed it within {timeout:?}; a failover now may lose it"
+    )]
+    NotReplicated {
+        /// The replicas the send asked for.
+        wanted: u32,
+        /// The replicas that confirmed it.
+        confirmed: u32,
+        /// How long the send waited for them.
+        timeout: Duration,
+    },
     /// No saga exists under this key.
     #[error("saga `{key}` not found")]
     SagaNotFound {

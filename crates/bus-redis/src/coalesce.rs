@@ -7,12 +7,17 @@
 //! contiguous inside it, so a send is still stored all or none, and every send gets the
 //! reply of the `RPUSH` that carried it (an error, a timeout, an OOM refusal alike). A
 //! lone send waits for nothing: it is pushed at once.
+//!
+//! A durable coalescer (its own connection) follows each `RPUSH` with one `WAIT`
+//! (`durable.rs`), shared by every send the push carried.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::Bytes;
 use fred::error::{Error as FredError, ErrorKind};
+
+use crate::durable::{Durability, WriteError};
 use fred::prelude::{Client, ListInterface};
 use fred::types::Value;
 use tokio::sync::oneshot;
@@ -22,7 +27,7 @@ use tokio::sync::oneshot;
 const MAX_ELEMENTS: usize = 1_000;
 const MAX_BYTES: usize = 1 << 20;
 
-type Reply = Result<(), FredError>;
+type Reply = Result<(), WriteError>;
 
 /// One waiting send: its envelopes and where its reply goes.
 struct Pending {
@@ -35,6 +40,8 @@ struct Pending {
 #[derive(Debug, Clone)]
 pub(crate) struct Coalescer {
     client: Client,
+    /// Set on a durable transport's coalescer: each push waits for replicas.
+    durability: Option<Durability>,
     lanes: Arc<Mutex<HashMap<String, Vec<Pending>>>>,
 }
 
@@ -48,8 +55,24 @@ impl Coalescer {
     pub(crate) fn new(client: Client) -> Self {
         Coalescer {
             client,
+            durability: None,
             lanes: Arc::default(),
         }
+    }
+
+    /// A coalescer whose pushes return only once `durability` is met; `client` must be
+    /// a connection of its own (a `WAIT` blocks its connection).
+    pub(crate) fn durable(client: Client, durability: Durability) -> Self {
+        Coalescer {
+            client,
+            durability: Some(durability),
+            lanes: Arc::default(),
+        }
+    }
+
+    /// The connection the pushes go through.
+    pub(crate) fn client(&self) -> &Client {
+        &self.client
     }
 
     /// Appends `envelopes` to the list `ready`, in one `RPUSH` with whatever other sends
@@ -79,10 +102,10 @@ impl Coalescer {
             tokio::spawn(self.clone().flush(ready, first));
         }
         replied.await.unwrap_or_else(|_| {
-            Err(FredError::new(
+            Err(WriteError::Redis(FredError::new(
                 ErrorKind::Canceled,
                 "the push carrying this send was dropped",
-            ))
+            )))
         })
     }
 
@@ -94,8 +117,13 @@ impl Coalescer {
                 .iter()
                 .flat_map(|p| p.envelopes.iter().cloned().map(Value::Bytes))
                 .collect();
-            let result: Result<i64, FredError> = self.client.rpush(&ready, envelopes).await;
-            let result = result.map(drop);
+            let result = match &self.durability {
+                None => {
+                    let pushed: Result<i64, FredError> = self.client.rpush(&ready, envelopes).await;
+                    pushed.map(drop).map_err(WriteError::Redis)
+                }
+                Some(durability) => durability.rpush(&self.client, &ready, envelopes).await,
+            };
             for pending in batch {
                 let _ = pending.reply.send(result.clone());
             }

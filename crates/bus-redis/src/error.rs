@@ -39,6 +39,20 @@ pub enum Error {
     /// have carried it out.
     #[error("no reply from Redis within the command timeout: {0}")]
     Timeout(#[source] RedisError),
+    /// A durable send was stored by the primary, but the answer of its `WAIT` was lost
+    /// (the connection dropped): whether any replica has it is unknown.
+    #[error(
+        "stored on the primary, but the connection dropped before the replicas confirmed \
+         it: it may be lost if the primary failed"
+    )]
+    ReplicationUnconfirmed(#[source] RedisError),
+    /// A durable send got no answer (the connection dropped, or no reply in time): it may
+    /// or may not be stored on the primary, and no replica confirmed it.
+    #[error(
+        "no answer to a durable send: it may or may not be stored on the primary, and no \
+         replica confirmed it"
+    )]
+    DurableOutcomeUnknown(#[source] RedisError),
     /// A script (or a command) replied with something it never sends: a bug, or a
     /// different script loaded under its SHA.
     #[error("unexpected reply from {script}: {detail}")]
@@ -93,7 +107,9 @@ impl From<fred::error::Error> for Error {
 impl From<Error> for bus_core::Error {
     fn from(error: Error) -> Self {
         match error {
-            Error::Timeout(_) => bus_core::Error::OutcomeUnknown(Box::new(error)),
+            Error::Timeout(_)
+            | Error::ReplicationUnconfirmed(_)
+            | Error::DurableOutcomeUnknown(_) => bus_core::Error::OutcomeUnknown(Box::new(error)),
             Error::Bus(error) => error,
             other => bus_core::Error::transport(other),
         }

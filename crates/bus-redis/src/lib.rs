@@ -21,6 +21,7 @@ pub mod admin;
 mod coalesce;
 mod config;
 mod consumer;
+mod durable;
 mod error;
 pub mod keys;
 mod liveness;

@@ -34,6 +34,11 @@ impl LuaScript {
         self.name
     }
 
+    /// fred's script (its SHA and source), for a pipeline of its own (durable sends).
+    pub(crate) fn fred(&self) -> &Script {
+        &self.script
+    }
+
     /// Runs the script, loading it first if Redis does not know it.
     pub async fn run(
         &self,

@@ -2,7 +2,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use bus_core::transport::{Consumer, ConsumerOptions, Outgoing};
@@ -12,10 +12,11 @@ use fred::types::Value;
 
 use crate::coalesce::Coalescer;
 use crate::consumer::RedisConsumer;
+use crate::durable::{Durability, WriteError};
 use crate::keys::{self, QueueKeys};
 use crate::partition::{self, PartitionedConsumer, Spread};
-use crate::scripts;
-use crate::{Error, RedisConfig, Result};
+use crate::scripts::{self, LuaScript};
+use crate::{Error, RedisConfig, RedisError, Result};
 
 /// How often a publish re-reads a topic's subscriptions when they change under it.
 const PUBLISH_ATTEMPTS: usize = 5;
@@ -34,6 +35,16 @@ const PUBLISH_ATTEMPTS: usize = 5;
 #[derive(Debug, Clone)]
 pub struct RedisTransport {
     inner: Arc<Inner>,
+    /// Set on a handle made by [`RedisTransport::durable`]: its writes wait for replicas.
+    durable: Option<Arc<Durable>>,
+}
+
+/// A durable handle's settings and its own connection (a `WAIT` blocks its connection).
+#[derive(Debug)]
+struct Durable {
+    durability: Durability,
+    /// Coalesced durable pushes, over the durable connection.
+    sends: Coalescer,
 }
 
 #[derive(Debug)]
@@ -71,11 +82,66 @@ impl RedisTransport {
                 spread: Spread::new(config.partitioned()),
                 sends: Coalescer::new(client),
             }),
+            durable: None,
         })
     }
 
-    /// Closes the shared connection (consumers close their own when their host stops).
+    /// A handle of this transport whose sends, scheduled sends and publishes return `Ok`
+    /// only once at least `replicas` replicas have them (Redis's `WAIT`), waiting up to
+    /// `timeout` for them. Fewer in time is [`bus_core::Error::NotReplicated`]: the
+    /// messages are stored on the primary, not replicated, and a failover before they
+    /// replicate may lose them. Consumers made from it are plain ones.
+    ///
+    /// It opens one connection of its own (a `WAIT` blocks the connection it runs on),
+    /// shared by its clones; the plain handle's sends are unchanged. Make one per
+    /// producer and clone it; docs/operations.md, "Durable sends", has the costs.
+    ///
+    /// ```no_run
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use bus_core::{Bus, BusConfig};
+    /// use bus_redis::{RedisConfig, RedisTransport};
+    ///
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// let url = "redis-sentinel://127.0.0.1:26379?sentinelServiceName=bus";
+    /// let transport = RedisTransport::connect(&RedisConfig::from_url(url)?).await?;
+    /// // One bus for sends that must survive a failover, one for the rest.
+    /// let durable = Bus::new(Arc::new(transport.durable(1, Duration::from_secs(1)).await?), BusConfig::default());
+    /// let plain = Bus::new(Arc::new(transport), BusConfig::default());
+    /// # Ok(()) }
+    /// ```
+    pub async fn durable(&self, replicas: u32, timeout: Duration) -> Result<Self> {
+        if replicas == 0 || timeout.is_zero() {
+            return Err(Error::Config(format!(
+                "durable sends need at least one replica and a timeout above zero \
+                 (got {replicas} replicas, {timeout:?})"
+            )));
+        }
+        let client = self.inner.config.connect_client().await?;
+        let durability = Durability { replicas, timeout };
+        Ok(RedisTransport {
+            inner: Arc::clone(&self.inner),
+            durable: Some(Arc::new(Durable {
+                durability,
+                sends: Coalescer::durable(client, durability),
+            })),
+        })
+    }
+
+    /// `(replicas, timeout)` of a handle made by [`RedisTransport::durable`]; `None` for
+    /// a plain one.
+    pub fn durability(&self) -> Option<(u32, Duration)> {
+        self.durable
+            .as_ref()
+            .map(|d| (d.durability.replicas, d.durability.timeout))
+    }
+
+    /// Closes the shared connection, and a durable handle's own (consumers close their
+    /// own when their host stops).
     pub async fn close(&self) -> Result<()> {
+        if let Some(durable) = &self.durable {
+            durable.sends.client().quit().await?;
+        }
         Ok(self.inner.client.quit().await?)
     }
 
@@ -130,12 +196,60 @@ impl RedisTransport {
         // The plain envelopes go straight onto the ready list; reserve gives them their
         // storage ids (docs/redis-layout.md).
         let envelopes = messages.into_iter().map(|m| m.payload).collect();
-        self.inner
-            .sends
+        let sends = match &self.durable {
+            None => &self.inner.sends,
+            Some(durable) => &durable.sends,
+        };
+        sends
             .push(ready, envelopes)
             .await
-            .map_err(Error::from)?;
-        Ok(())
+            .map_err(|e| self.write_error(e))
+    }
+
+    /// Runs a script that writes: plainly, or followed by `WAIT` on a durable handle.
+    async fn write(
+        &self,
+        script: &LuaScript,
+        keys: Vec<String>,
+        args: Vec<Value>,
+    ) -> bus_core::Result<Written> {
+        let Some(durable) = &self.durable else {
+            let reply = script.run_int(&self.inner.client, keys, args).await?;
+            return Ok(Written::Done(reply));
+        };
+        let slot_key = keys.first().cloned().unwrap_or_default();
+        let client = durable.sends.client();
+        match durable
+            .durability
+            .script(client, script, &slot_key, keys, args)
+            .await
+        {
+            Ok(reply) => Ok(Written::Done(script.int(&reply)?)),
+            Err(WriteError::NotReplicated { written, confirmed }) => Ok(Written::NotReplicated(
+                script.int(&written)?,
+                self.not_replicated(confirmed),
+            )),
+            Err(other) => Err(self.write_error(other)),
+        }
+    }
+
+    /// The error of a write, as the caller sees it.
+    fn write_error(&self, error: WriteError) -> bus_core::Error {
+        match error {
+            WriteError::Redis(e) => Error::from(e).into(),
+            WriteError::Unconfirmed(e) => Error::ReplicationUnconfirmed(RedisError::from(e)).into(),
+            WriteError::Unknown(e) => Error::DurableOutcomeUnknown(RedisError::from(e)).into(),
+            WriteError::NotReplicated { confirmed, .. } => self.not_replicated(confirmed),
+        }
+    }
+
+    fn not_replicated(&self, confirmed: u32) -> bus_core::Error {
+        let durability = self.durable.as_ref().map(|d| d.durability);
+        bus_core::Error::NotReplicated {
+            wanted: durability.map_or(0, |d| d.replicas),
+            confirmed,
+            timeout: durability.map_or(Duration::ZERO, |d| d.timeout),
+        }
     }
 
     fn prefix(&self) -> &str {
@@ -165,7 +279,7 @@ impl RedisTransport {
         topic: &str,
         names: &[String],
         messages: &[Outgoing],
-    ) -> Result<i64> {
+    ) -> bus_core::Result<i64> {
         let mut keys = Vec::with_capacity(1 + names.len());
         keys.push(keys::subscriptions(self.prefix(), topic));
         let mut args = Vec::with_capacity(2 + names.len() + messages.len());
@@ -178,9 +292,12 @@ impl RedisTransport {
             }
         }
         args.extend(messages.iter().map(|m| Value::Bytes(m.payload.clone())));
-        scripts::PUBLISH
-            .run_int(&self.inner.client, keys, args)
-            .await
+        match self.write(&scripts::PUBLISH, keys, args).await? {
+            Written::Done(reached) => Ok(reached),
+            // Nothing was written: the subscriptions changed (no replica needed for that).
+            Written::NotReplicated(-1, _) => Ok(-1),
+            Written::NotReplicated(_, error) => Err(error),
+        }
     }
 
     fn warn_invalid_subscription(&self, topic: &str, name: &str, error: &bus_core::Error) {
@@ -204,6 +321,15 @@ impl RedisTransport {
                 "could not register in Redis; consuming goes on");
         }
     }
+}
+
+/// What a script that writes did.
+enum Written {
+    /// Its reply (replicated as asked, on a durable handle).
+    Done(i64),
+    /// Its reply, on a durable handle that fewer replicas than asked confirmed in time,
+    /// and the error to return when it wrote something.
+    NotReplicated(i64, bus_core::Error),
 }
 
 /// `id, envelope, id, envelope, ...` as script arguments.
@@ -251,14 +377,11 @@ impl Transport for RedisTransport {
         };
         let mut args = vec![Value::from(epoch_ms(due))];
         args.extend(message_args(&messages));
-        scripts::SEND_AT
-            .run_int(
-                &self.inner.client,
-                vec![keys.delayed, keys.msgs, keys.ready],
-                args,
-            )
-            .await?;
-        Ok(())
+        let keys = vec![keys.delayed, keys.msgs, keys.ready];
+        match self.write(&scripts::SEND_AT, keys, args).await? {
+            Written::Done(_) => Ok(()),
+            Written::NotReplicated(_, error) => Err(error),
+        }
     }
 
     async fn publish(&self, topic: &str, messages: Vec<Outgoing>) -> bus_core::Result<usize> {

@@ -9,6 +9,7 @@
 //! | [`SyncClient`], [`Resp`] | a tiny blocking RESP2 client for assertions and cleanup | `client` |
 //! | [`Logs`] | what the code under test logged (`tracing`), captured for assertions | `logs` |
 //! | [`TlsRedis`] | a redis-server speaking TLS with a private CA (made with `openssl`) and an ACL user | `tls` |
+//! | [`RedisSentinel`] | a master, a replica and three sentinels (quorum 2, down-after 1 s), for failover tests | `sentinel` |
 //! | [`Proxy`] | a TCP proxy whose connections can be black-holed (half-open) or stalled for a while | `proxy` |
 //! | [`HarnessError`] | why no Redis could be had (e.g. `NotInstalled`) | `error` |
 //! | [`eventually`], [`eventually_async`] | bounded waiting for a condition | `wait` |
@@ -30,6 +31,7 @@ mod cluster;
 mod error;
 mod logs;
 mod proxy;
+mod sentinel;
 mod server;
 mod test_redis;
 mod tls;
@@ -41,6 +43,7 @@ pub use cluster::RedisCluster;
 pub use error::HarnessError;
 pub use logs::Logs;
 pub use proxy::Proxy;
+pub use sentinel::{RedisSentinel, SentinelBuilder, DOWN_AFTER};
 pub use server::{RedisServer, ServerBuilder};
 pub use test_redis::{TestRedis, URL_ENV};
 pub use tls::{TlsRedis, TLS_PASSWORD, TLS_USER};

@@ -354,6 +354,7 @@ mod enabled {
         match error {
             crate::Error::OutcomeUnknown(_) | crate::Error::Timeout(_) => "timeout",
             crate::Error::Transport(_) => "transport",
+            crate::Error::NotReplicated { .. } => "not_replicated",
             _ => "invalid",
         }
     }
