@@ -9,8 +9,7 @@
 -- leased message: token, index).
 -- Returns the number of messages moved. An index in another spelling than reserve's names
 -- no message (a stale receipt, as everywhere).
-expect('absolve', 2, 0)
-if #ARGV % 2 == 1 then refuse('absolve', string.format('expects id, count pairs, got %d ARGV', #ARGV)) end
+expect_receipts('absolve', 2)
 local moved = 0
 for i = #ARGV - 1, 1, -2 do
   local id = ARGV[i]

@@ -48,6 +48,15 @@ local function expect(script, keys, min, max, integers)
   end
 end
 
+-- The shape of a call that takes nothing but receipts (release, absolve): `keys` KEYS, then
+-- `id, count` pairs (a leased message: `token, index`).
+local function expect_receipts(script, keys)
+  expect(script, keys, 0)
+  if #ARGV % 2 == 1 then
+    refuse(script, string.format('expects id, count pairs, got %d ARGV', #ARGV))
+  end
+end
+
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

@@ -3,8 +3,7 @@
 -- delivery count. A leased envelope goes back as it was sent: fresh, count 0 again.
 -- KEYS: inflight, deliveries, ready, isolated, suspects, leases, leased.
 -- ARGV: id, count, id, count, ... (reservation order; a leased message: token, index)
-expect('release', 7, 0)
-if #ARGV % 2 == 1 then refuse('release', string.format('expects id, count pairs, got %d ARGV', #ARGV)) end
+expect_receipts('release', 7)
 local released = 0
 for i = #ARGV - 1, 1, -2 do
   local id = ARGV[i]
