@@ -43,6 +43,10 @@ pub(crate) struct Coalescer {
     /// Set on a durable transport's coalescer: each push waits for replicas.
     durability: Option<Durability>,
     lanes: Arc<Mutex<HashMap<String, Vec<Pending>>>>,
+    /// The runtime the transport was made on, where flush tasks run: not the runtime of
+    /// whichever caller sends first (a host's handler threads stop with the host, and a
+    /// flush may carry other callers' sends).
+    runtime: Option<tokio::runtime::Handle>,
 }
 
 impl std::fmt::Debug for Pending {
@@ -57,6 +61,7 @@ impl Coalescer {
             client,
             durability: None,
             lanes: Arc::default(),
+            runtime: tokio::runtime::Handle::try_current().ok(),
         }
     }
 
@@ -67,6 +72,7 @@ impl Coalescer {
             client,
             durability: Some(durability),
             lanes: Arc::default(),
+            runtime: tokio::runtime::Handle::try_current().ok(),
         }
     }
 
@@ -99,7 +105,11 @@ impl Coalescer {
         if let Some(first) = idle {
             // A task of its own, so that a caller dropping its future never strands the
             // sends that joined it.
-            tokio::spawn(self.clone().flush(ready, first));
+            let flush = self.clone().flush(ready, first);
+            match &self.runtime {
+                Some(runtime) => drop(runtime.spawn(flush)),
+                None => drop(tokio::spawn(flush)),
+            }
         }
         replied.await.unwrap_or_else(|_| {
             Err(WriteError::Redis(FredError::new(
