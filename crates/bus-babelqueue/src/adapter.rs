@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
-use bus_core::transport::{Consumer, ConsumerOptions, Delivery, Outgoing, Receipt};
+use bus_core::transport::{Consumer, ConsumerOptions, Delivery, Held, Outgoing, Receipt};
 use bus_core::{DeadLetterReason, ErrorRecord, Format, MessageId, Source, Transport};
 use bus_redis::RedisConfig;
 use bytes::Bytes;
@@ -161,7 +161,10 @@ struct BabelConsumer {
 }
 
 fn handle_of(receipt: &Receipt) -> Result<Handle> {
-    Handle::from_bytes(receipt.key.clone()).ok_or(Error::Receipt)
+    match &receipt.held {
+        Held::Stored { key, .. } => Handle::from_bytes(key.clone()).ok_or(Error::Receipt),
+        Held::Leased { .. } => Err(Error::Receipt),
+    }
 }
 
 fn handles(receipts: &[Receipt]) -> Result<Vec<Handle>> {
@@ -297,10 +300,7 @@ impl Consumer for BabelConsumer {
                             continue;
                         }
                         out.push(Delivery {
-                            receipt: Receipt {
-                                key: reserved.handle().to_bytes(),
-                                delivery: count,
-                            },
+                            receipt: Receipt::stored(reserved.handle().to_bytes(), count),
                             delivery_count: count,
                             payload: to_native(&reserved, env)?,
                         });

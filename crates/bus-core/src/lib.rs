@@ -28,6 +28,7 @@ mod context;
 mod depth;
 mod envelope;
 mod error;
+mod fast_hash;
 mod format;
 mod host;
 mod memory;

@@ -30,7 +30,7 @@ async fn a_repeated_id_is_delivered_twice_with_receipts_of_its_own() {
     assert_eq!((first.len(), second.len()), (1, 1));
     assert_eq!(&first[0].payload[..], b"{1}");
     assert_eq!(&second[0].payload[..], b"{2}");
-    assert_ne!(first[0].receipt.key, second[0].receipt.key);
+    assert_ne!(first[0].receipt.key(), second[0].receipt.key());
     assert_eq!(transport.stats(&queue).in_flight, 2);
     consumer.ack(&[second[0].receipt.clone()]).await.unwrap();
     assert_eq!(transport.stats(&queue).in_flight, 1);

@@ -157,13 +157,13 @@ async fn an_expired_lease_is_recovered_once_and_its_receipts_go_stale() {
     let keys = transport.keys(&work());
     let client = transport.client();
     let before: f64 = client
-        .zscore(&keys.leases, held[0].receipt.key.as_ref())
+        .zscore(&keys.leases, held[0].receipt.key().as_ref())
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(20)).await;
     assert_eq!(consumer.renew(&receipts(&held)).await.unwrap(), [true; 5]);
     let after: f64 = client
-        .zscore(&keys.leases, held[0].receipt.key.as_ref())
+        .zscore(&keys.leases, held[0].receipt.key().as_ref())
         .await
         .unwrap();
     assert!(after > before, "{before} -> {after}");
