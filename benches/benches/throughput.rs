@@ -17,7 +17,8 @@ use benches::cpu::{clock_tick, Figure, Meter};
 use benches::layout::unsettled;
 use benches::messages::{envelopes, order, Noop, Order};
 use benches::BenchRedis;
-use bus_core::{Bus, BusConfig, Host, MemoryTransport, Source};
+use bus_core::transport::Source;
+use bus_core::{Bus, BusConfig, Host, MemoryTransport};
 use bus_redis::keys::QueueKeys;
 use bus_redis::{RedisConfig, RedisTransport};
 use bytes::Bytes;
@@ -386,7 +387,7 @@ where
 async fn bus_prefilled(env: &Env) -> Figure {
     let transport = env.transport().await;
     let keys = transport.keys(&Source::queue("bench").unwrap());
-    let bus = Bus::new(Arc::new(transport.clone()), BusConfig::default());
+    let bus = Bus::new(transport.clone(), BusConfig::default());
     let orders: Vec<Order> = (0..count()).map(order).collect();
     for batch in orders.chunks(1_000) {
         bus.send_batch(batch).await.unwrap();
@@ -446,7 +447,7 @@ async fn bus_end_to_end(env: &Env) -> Figure {
 async fn bus_sends(env: &Env) -> Figure {
     let transport = env.transport().await;
     let ready = transport.keys(&Source::queue("bench").unwrap()).ready;
-    let bus = Bus::new(Arc::new(transport.clone()), BusConfig::default());
+    let bus = Bus::new(transport.clone(), BusConfig::default());
     let orders: Vec<Order> = (0..count()).map(order).collect();
     env.reset_stats().await;
     let started = env.meter.start();
@@ -490,7 +491,7 @@ async fn raw_sends(env: &Env) -> Figure {
 async fn memory_prefilled(env: &Env) -> Figure {
     let transport = MemoryTransport::new();
     let source = Source::queue("bench").unwrap();
-    let bus = Bus::new(Arc::new(transport.clone()), BusConfig::default());
+    let bus = Bus::new(transport.clone(), BusConfig::default());
     let orders: Vec<Order> = (0..count()).map(order).collect();
     for batch in orders.chunks(1_000) {
         bus.send_batch(batch).await.unwrap();

@@ -10,8 +10,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
+use bus_core::records::ErrorRecord;
 use bus_core::transport::{Consumer, ConsumerOptions, Delivery, Held, Outgoing, Receipt};
-use bus_core::{DeadLetterReason, ErrorRecord, Format, MessageId, Source, Transport};
+use bus_core::transport::{DeadLetterReason, Source};
+use bus_core::{Format, MessageId, Transport};
 use bus_redis::RedisConfig;
 use bytes::Bytes;
 use serde_json::value::RawValue;

@@ -15,8 +15,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::envelope::now_ms;
 use crate::fast_hash::{FastMap, FastSet};
-use crate::transport::{Consumer, ConsumerOptions, Delivery, Held, Outgoing, Receipt, ERROR_HISTORY};
-use crate::{DeadLetter, DeadLetterReason, ErrorRecord, QueueStats, Result, Source, Transport};
+use crate::records::{DeadLetter, ErrorRecord, QueueStats};
+use crate::transport::{
+    Consumer, ConsumerOptions, Delivery, Held, Outgoing, Receipt, ERROR_HISTORY,
+};
+use crate::transport::{DeadLetterReason, Source};
+use crate::{Result, Transport};
 
 /// Longest an idle `receive` waits before returning empty.
 const IDLE_WAIT: Duration = Duration::from_secs(1);
@@ -26,7 +30,6 @@ const IDLE_WAIT: Duration = Duration::from_secs(1);
 pub struct MemoryTransport {
     state: Arc<Mutex<State>>,
 }
-
 
 #[derive(Debug, Default)]
 struct State {

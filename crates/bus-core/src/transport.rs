@@ -13,9 +13,12 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-pub use crate::envelope::now_ms;
+pub use crate::depth::MAX_NESTING;
+pub use crate::envelope::{now_ms, ENVELOPE_VERSION};
+pub use crate::message::{validate_name, MAX_NAME_LEN};
+use crate::records::ErrorRecord;
 pub use crate::records::ERROR_HISTORY;
-use crate::{validate_name, Envelope, ErrorRecord, MessageId, Result};
+use crate::{Envelope, MessageId, Result};
 
 /// Where a consumer reads: a command queue, or one subscription of a topic.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]

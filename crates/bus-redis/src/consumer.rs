@@ -5,8 +5,10 @@ use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use bus_core::records::ErrorRecord;
+use bus_core::transport::DeadLetterReason;
 use bus_core::transport::{Consumer, ConsumerOptions, Delivery, Held, Receipt};
-use bus_core::{DeadLetterReason, ErrorRecord, Result};
+use bus_core::Result;
 use fred::prelude::{Client, ClientLike};
 use fred::types::{ClusterHash, CustomCommand, Value};
 use fred::util::redis_keyslot;

@@ -9,8 +9,10 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use bus_core::records::ErrorRecord;
+use bus_core::transport::DeadLetterReason;
 use bus_core::transport::{Consumer, ConsumerOptions, Delivery, Receipt};
-use bus_core::{DeadLetterReason, ErrorRecord, Result};
+use bus_core::Result;
 use fred::prelude::{Client, HashesInterface};
 use futures::future::join_all;
 use tokio_util::sync::CancellationToken;

@@ -2,11 +2,10 @@
 //! is its lease token `~L<first>` and its index, a stored message's its storage id and
 //! delivery count; reserve's reply is merged back into the ready list's order.
 
-use std::collections::HashMap;
-
 use bus_core::transport::{Delivery, Held, Receipt};
 use bus_core::Result;
 use fred::types::Value;
+use std::collections::HashMap;
 use tokio_util::bytes::Bytes;
 
 use crate::scripts;
@@ -68,7 +67,6 @@ pub(crate) fn merge(
     while lease(&mut out)? {}
     Ok(out)
 }
-
 
 /// Receipts split for ack.lua and renew.lua: the stored ones as `id, count` pairs, the
 /// leased ones grouped per lease, in first-seen order (a fetched batch is one lease, so a

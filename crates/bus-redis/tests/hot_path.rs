@@ -4,13 +4,13 @@
 
 mod common;
 
-use std::collections::HashMap;
-use std::time::{Duration, SystemTime};
-
+use bus_core::transport::Source;
 use bus_core::transport::{ConsumerOptions, Held, Outgoing, Receipt};
-use bus_core::{Bus, BusConfig, MessageId, Source, Transport};
+use bus_core::{Bus, BusConfig, MessageId, Transport};
 use bus_test_redis::TestRedis;
 use common::{counts, transport, Counts, Work};
+use std::collections::HashMap;
+use std::time::{Duration, SystemTime};
 use tokio_util::sync::CancellationToken;
 
 /// Calls per command since the last `CONFIG RESETSTAT`, scripts' inner calls included.

@@ -4,15 +4,15 @@
 
 mod common;
 
-use std::time::Duration;
-
+use bus_core::records::ErrorRecord;
+use bus_core::transport::Source;
 use bus_core::transport::{Consumer, ConsumerOptions, DeadLetterReason, Receipt};
-use bus_core::ErrorRecord;
-use bus_core::{Bus, BusConfig, Source, Transport};
+use bus_core::{Bus, BusConfig, Transport};
 use bus_redis::RedisTransport;
 use bus_test_redis::TestRedis;
 use common::{counts, eventually, transport, Counts, Work};
 use fred::prelude::{HashesInterface, ListInterface, SortedSetsInterface};
+use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 fn work() -> Source {

@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bus_core::transport::ConsumerOptions;
+use bus_core::transport::Source;
 use bus_core::{
-    Bus, BusConfig, CommandProcessor, Context, Host, ProcessError, ProcessingSettings, Source,
-    Transport,
+    Bus, BusConfig, CommandProcessor, Context, Host, ProcessError, ProcessingSettings, Transport,
 };
 use bus_redis::keys::{self, QueueKeys};
 use bus_redis::{shard_of_key, RedisConfig, RedisTransport};
@@ -29,7 +29,7 @@ async fn partitioned(redis: &TestRedis, shards: u16) -> RedisTransport {
 }
 
 fn bus(transport: &RedisTransport) -> Bus {
-    Bus::new(Arc::new(transport.clone()), BusConfig::default())
+    Bus::new(transport.clone(), BusConfig::default())
 }
 
 /// The `n` of every envelope on a ready list, head first.

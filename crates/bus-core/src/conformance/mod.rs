@@ -13,9 +13,12 @@ use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
 use crate::{
-    Backoff, CommandProcessor, Context, DeadLetter, DeadLetterReason, Host, Message, MessageKind,
-    ProcessError, ProcessingSettings, Source, Transport,
+    Backoff, CommandProcessor, Context, Host, Message, MessageKind, ProcessError,
+    ProcessingSettings, Transport,
 };
+
+use crate::records::DeadLetter;
+use crate::transport::{DeadLetterReason, Source};
 
 /// How a check reads what a transport stored (transports have no such API of their own).
 #[async_trait]
@@ -106,7 +109,7 @@ async fn start_command<C: crate::Command, P: CommandProcessor<C>>(
     processor: P,
 ) -> crate::RunningHost {
     Host::builder()
-        .transport_arc(transport)
+        .transport(transport)
         .command::<C, _>(processor)
         .build()
         .expect("host builds")
@@ -292,7 +295,7 @@ pub async fn blocking_work_in_spawn_blocking_keeps_its_locks(transport: Arc<dyn 
         completed: AtomicU32::new(0),
     });
     let running = Host::builder()
-        .transport_arc(transport)
+        .transport(transport)
         .command::<Blocking, _>(Arc::clone(&work))
         .recovery_interval(Duration::from_millis(50))
         .build()
