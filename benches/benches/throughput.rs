@@ -271,7 +271,10 @@ async fn circular_end_to_end(env: &Env) -> Figure {
 
 async fn layout_consume(env: &Env, keys: &QueueKeys, count: u64) {
     let done = Arc::new(AtomicU64::new(0));
-    let (reserve, ack) = (bus_redis::reserve_script(), bus_redis::ack_script());
+    let (reserve, ack) = (
+        bus_redis::raw::reserve_script(),
+        bus_redis::raw::ack_script(),
+    );
     let script_keys = bus_redis::keys::ScriptKeys::new(keys);
     let (reserve_keys, ack_keys) = (script_keys.reserve, script_keys.ack);
     let mut tasks = Vec::new();

@@ -9,8 +9,7 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use benches::messages::Noop;
 use benches::{rate, BenchRedis, Figures};
-use bus_core::transport::ConsumerOptions;
-use bus_core::transport::Source;
+use bus_core::transport::{ConsumerOptions, Source};
 use bus_core::{
     Bus, BusConfig, CommandProcessor, Context, Host, ProcessError, RedisCommand, Transport,
 };

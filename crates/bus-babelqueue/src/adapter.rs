@@ -11,8 +11,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use bus_core::records::ErrorRecord;
-use bus_core::transport::{Consumer, ConsumerOptions, Delivery, Held, Outgoing, Receipt};
-use bus_core::transport::{DeadLetterReason, Source};
+use bus_core::transport::{
+    Consumer, ConsumerOptions, DeadLetterReason, Delivery, Held, Outgoing, Receipt, Source,
+};
 use bus_core::{Format, MessageId, Transport};
 use bus_redis::RedisConfig;
 use bytes::Bytes;

@@ -5,8 +5,7 @@
 #[path = "../../bus-management/tests/common/mod.rs"]
 mod common;
 
-use bus_core::transport::ConsumerOptions;
-use bus_core::transport::DeadLetterReason;
+use bus_core::transport::{ConsumerOptions, DeadLetterReason};
 use bus_core::Transport;
 use bus_test_redis::{eventually, TestRedis};
 use common::{setup, work, Work};

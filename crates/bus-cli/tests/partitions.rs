@@ -1,8 +1,7 @@
 //! `bus stats` on a partitioned queue, against a real Redis: one row for the queue, its
 //! shards' rows under it; in JSON, a `shards` array beside the counts.
 
-use bus_core::transport::ConsumerOptions;
-use bus_core::transport::Source;
+use bus_core::transport::{ConsumerOptions, Source};
 use bus_core::{Bus, BusConfig, Transport};
 use bus_redis::{RedisConfig, RedisTransport};
 use bus_test_redis::TestRedis;

@@ -8,8 +8,7 @@ use bytes::Bytes;
 
 use crate::envelope::{encode_json_message, now_ms};
 use crate::host::metrics::sent;
-use crate::transport::validate_name;
-use crate::transport::{Destination, Outgoing, WireFormat};
+use crate::transport::{validate_name, Destination, Outgoing, WireFormat};
 use crate::{
     Command, Envelope, Error, Event, Format, Headers, IntoShared, Message, MessageId, Result,
     Transport,

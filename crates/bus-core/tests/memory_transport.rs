@@ -1,8 +1,7 @@
 //! The in-memory transport's own rules, beyond the conformance suite: a repeated id is a
 //! message of its own, as in Redis (an `RPUSH` per send), even while the first is held.
 
-use bus_core::transport::Source;
-use bus_core::transport::{ConsumerOptions, Outgoing};
+use bus_core::transport::{ConsumerOptions, Outgoing, Source};
 use bus_core::{MemoryTransport, MessageId, Transport};
 use bytes::Bytes;
 use std::time::Duration;

@@ -10,8 +10,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use bus_core::transport::ConsumerOptions;
-use bus_core::transport::Source;
+use bus_core::transport::{ConsumerOptions, Source};
 use bus_core::{
     Bus, CommandProcessor, Context, EventProcessor, EventSubscription, Host, MemoryTransport,
     ProcessError, ProcessingSettings, RedisCommand, RedisEvent, Transport,

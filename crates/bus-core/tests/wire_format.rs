@@ -8,8 +8,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
-use bus_core::transport::{Consumer, ConsumerOptions, Destination, Outgoing, WireFormat};
-use bus_core::transport::{DeadLetterReason, Source};
+use bus_core::transport::{
+    Consumer, ConsumerOptions, DeadLetterReason, Destination, Outgoing, Source, WireFormat,
+};
 use bus_core::{
     Command, CommandProcessor, Context, Envelope, Error, Format, Host, MemoryTransport, Message,
     MessageId, MessageKind, ProcessError, Result, Transport,

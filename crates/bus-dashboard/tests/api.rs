@@ -5,8 +5,7 @@
 mod common;
 
 use bus_core::records::ErrorRecord;
-use bus_core::transport::ConsumerOptions;
-use bus_core::transport::Source;
+use bus_core::transport::{ConsumerOptions, Source};
 use bus_core::{SagaStore, Transport};
 use bus_dashboard::DashboardOptions;
 use bus_redis_saga::RedisSagaStore;

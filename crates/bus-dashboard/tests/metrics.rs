@@ -3,8 +3,7 @@
 
 mod common;
 
-use bus_core::transport::ConsumerOptions;
-use bus_core::transport::Source;
+use bus_core::transport::{ConsumerOptions, Source};
 use bus_core::{RedisCommand, RedisEvent, Transport};
 use bus_dashboard::QueueMetrics;
 use common::{eventually, http, setup, Payment, WAIT};

@@ -9,8 +9,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bus_core::records::ErrorRecord;
-use bus_core::transport::ConsumerOptions;
-use bus_core::transport::{DeadLetterReason, Source};
+use bus_core::transport::{ConsumerOptions, DeadLetterReason, Source};
 use bus_core::{CommandProcessor, Context, Host, ProcessError, SagaStore, Transport};
 use bus_management::{Error, Selection};
 use bus_redis_saga::RedisSagaStore;

@@ -4,8 +4,7 @@
 
 mod common;
 
-use bus_core::transport::ConsumerOptions;
-use bus_core::transport::Source;
+use bus_core::transport::{ConsumerOptions, Source};
 use bus_core::Transport;
 use bus_management::Error;
 use common::{setup, Paid};

@@ -6,8 +6,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bus_core::records::ErrorRecord;
-use bus_core::transport::DeadLetterReason;
-use bus_core::transport::{Consumer, ConsumerOptions, Delivery, Held, Receipt};
+use bus_core::transport::{Consumer, ConsumerOptions, DeadLetterReason, Delivery, Held, Receipt};
 use bus_core::Result;
 use fred::prelude::{Client, ClientLike};
 use fred::types::{ClusterHash, CustomCommand, Value};

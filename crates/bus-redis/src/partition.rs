@@ -10,8 +10,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bus_core::records::ErrorRecord;
-use bus_core::transport::DeadLetterReason;
-use bus_core::transport::{Consumer, ConsumerOptions, Delivery, Receipt};
+use bus_core::transport::{Consumer, ConsumerOptions, DeadLetterReason, Delivery, Receipt};
 use bus_core::Result;
 use fred::prelude::{Client, HashesInterface};
 use futures::future::join_all;

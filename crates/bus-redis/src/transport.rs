@@ -5,8 +5,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
-use bus_core::transport::Source;
-use bus_core::transport::{Consumer, ConsumerOptions, Outgoing};
+use bus_core::transport::{Consumer, ConsumerOptions, Outgoing, Source};
 use bus_core::Transport;
 use fred::prelude::{Client, ClientLike, SetsInterface};
 use fred::types::Value;

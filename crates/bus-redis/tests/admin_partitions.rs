@@ -4,8 +4,7 @@
 
 mod common;
 
-use bus_core::transport::ConsumerOptions;
-use bus_core::transport::{DeadLetterReason, Source};
+use bus_core::transport::{ConsumerOptions, DeadLetterReason, Source};
 use bus_core::{Bus, BusConfig, Envelope, Format, Transport};
 use bus_redis::admin::{Admin, Selection};
 use bus_redis::{RedisConfig, RedisTransport};

@@ -10,8 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use bus_core::transport::ConsumerOptions;
-use bus_core::transport::Source;
+use bus_core::transport::{ConsumerOptions, Source};
 use bus_core::{Backoff, CommandProcessor, Context, ProcessError, ProcessingSettings, Transport};
 use bus_test_redis::TestRedis;
 use common::{counts, eventually, transport, Counts, Running, Work};

@@ -9,8 +9,7 @@
 
 mod common;
 
-use bus_core::transport::Source;
-use bus_core::transport::{ConsumerOptions, Outgoing};
+use bus_core::transport::{ConsumerOptions, Outgoing, Source};
 use bus_core::{Bus, BusConfig, Transport};
 use bus_redis::RedisTransport;
 use bus_test_redis::TestRedis;

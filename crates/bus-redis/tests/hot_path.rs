@@ -4,8 +4,7 @@
 
 mod common;
 
-use bus_core::transport::Source;
-use bus_core::transport::{ConsumerOptions, Held, Outgoing, Receipt};
+use bus_core::transport::{ConsumerOptions, Held, Outgoing, Receipt, Source};
 use bus_core::{Bus, BusConfig, MessageId, Transport};
 use bus_test_redis::TestRedis;
 use common::{counts, transport, Counts, Work};

@@ -5,8 +5,7 @@
 mod common;
 
 use bus_core::records::ErrorRecord;
-use bus_core::transport::Source;
-use bus_core::transport::{Consumer, ConsumerOptions, DeadLetterReason, Receipt};
+use bus_core::transport::{Consumer, ConsumerOptions, DeadLetterReason, Receipt, Source};
 use bus_core::{Bus, BusConfig, Transport};
 use bus_redis::RedisTransport;
 use bus_test_redis::TestRedis;

@@ -8,8 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use bus_core::transport::ConsumerOptions;
-use bus_core::transport::Source;
+use bus_core::transport::{ConsumerOptions, Source};
 use bus_core::{
     Bus, BusConfig, CommandProcessor, Context, Host, ProcessError, ProcessingSettings, Transport,
 };

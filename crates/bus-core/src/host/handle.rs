@@ -15,8 +15,7 @@ use super::worker::Worker;
 use crate::envelope::Incoming;
 use crate::middleware::Next;
 use crate::records::ErrorRecord;
-use crate::transport::DeadLetterReason;
-use crate::transport::Delivery;
+use crate::transport::{DeadLetterReason, Delivery};
 use crate::{Context, Disposition, Envelope};
 
 /// What happens to a message after its handler ran (or could not run).

@@ -4,8 +4,7 @@
 #![allow(dead_code)]
 
 use bus_core::records::ErrorRecord;
-use bus_core::transport::ConsumerOptions;
-use bus_core::transport::{DeadLetterReason, Source};
+use bus_core::transport::{ConsumerOptions, DeadLetterReason, Source};
 use bus_core::{Bus, BusConfig, RedisCommand, RedisEvent, Transport};
 use bus_management::Management;
 use bus_redis::keys::QueueKeys;

@@ -1,8 +1,7 @@
 //! Queues: counts, purge, a raw send, removing a subscription.
 
 use bus_core::records::{MessageSummary, QueueStats};
-use bus_core::transport::now_ms;
-use bus_core::transport::Source;
+use bus_core::transport::{now_ms, Source};
 use bus_core::{Envelope, DEFAULT_MAX_MESSAGE_SIZE};
 use bytes::Bytes;
 use fred::prelude::{ListInterface, SortedSetsInterface};
