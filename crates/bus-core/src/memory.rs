@@ -217,6 +217,7 @@ impl Queue {
             },
             delivery_count: count,
             payload,
+            decoded: None,
         }
     }
 

@@ -234,6 +234,7 @@ impl Consumer for RedisConsumer {
             },
             delivery_count: count,
             payload,
+            decoded: None,
         }))
     }
 

@@ -41,6 +41,7 @@ pub(crate) fn merge(
             },
             delivery_count: 1,
             payload,
+            decoded: None,
         });
         Ok(true)
     };
@@ -66,6 +67,7 @@ pub(crate) fn merge(
             },
             delivery_count: count,
             payload,
+            decoded: None,
         });
     }
     while lease(&mut out)? {}
