@@ -1,9 +1,12 @@
 //! A bus host on BabelQueue queues beside the real Python SDK's worker (issue 11): each
 //! drains N messages that the Python SDK published on the same queue of the same Redis,
-//! with a no-op handler, in the same run, on both layouts.
+//! with a no-op handler, in the same run, on both layouts; and the bus host on its own
+//! (native) queues in the same run, N messages of the same shape pre-filled by the bus,
+//! as the yardstick of issue 20 (the BabelQueue host at >= 60% of the native one).
 //!
 //! `cargo bench -p benches --bench babelqueue` (needs the venv of the tests,
-//! `target/bq-venv`, which scripts/test.sh creates, or `BQ_PYTHON`).
+//! `target/bq-venv`, which scripts/test.sh creates, or `BQ_PYTHON`). `ROUNDS=n` repeats
+//! the three host rows n times (the Python worker runs in the first round only).
 //!
 //! The host runs with 100 concurrent calls and 100 prefetched; the SDK's worker as it
 //! ships (one message at a time). The rate is from the first handled message to the
@@ -17,10 +20,10 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use bus_babelqueue::{BabelTransport, Options};
 use bus_core::{
-    Command as BusCommand, CommandProcessor, Context, Host, Message, MessageKind, ProcessError,
-    ProcessingSettings,
+    Bus, BusConfig, Command as BusCommand, CommandProcessor, Context, Host, Message, MessageKind,
+    ProcessError, ProcessingSettings, Transport,
 };
-use bus_redis::RedisConfig;
+use bus_redis::{RedisConfig, RedisTransport};
 use bus_test_redis::RedisServer;
 use serde::{Deserialize, Serialize};
 
@@ -38,18 +41,24 @@ impl Message for Order {
 }
 impl BusCommand for Order {}
 
+/// The same message on a native queue.
+#[derive(Debug, Serialize, Deserialize)]
+struct NativeOrder {
+    i: u64,
+}
+impl Message for NativeOrder {
+    const NAME: &'static str = "bench-native";
+    const TYPE: &'static str = "urn:babel:orders:created";
+    const KIND: MessageKind = MessageKind::Command;
+}
+impl BusCommand for NativeOrder {}
+
 /// First and last handling instants, and the count.
 #[derive(Default)]
 struct Clock(Mutex<(Option<Instant>, Option<Instant>, usize)>);
 
-#[async_trait]
-impl CommandProcessor<Order> for Arc<Clock> {
-    fn settings(&self) -> ProcessingSettings {
-        ProcessingSettings::default()
-            .max_concurrent_calls(100)
-            .prefetch_count(100)
-    }
-    async fn process(&self, _: Order, _: &Context) -> Result<(), ProcessError> {
+impl Clock {
+    fn tick(&self) {
         let now = Instant::now();
         let mut clock = self
             .0
@@ -58,6 +67,33 @@ impl CommandProcessor<Order> for Arc<Clock> {
         clock.0.get_or_insert(now);
         clock.1 = Some(now);
         clock.2 += 1;
+    }
+}
+
+fn settings() -> ProcessingSettings {
+    ProcessingSettings::default()
+        .max_concurrent_calls(100)
+        .prefetch_count(100)
+}
+
+#[async_trait]
+impl CommandProcessor<Order> for Arc<Clock> {
+    fn settings(&self) -> ProcessingSettings {
+        settings()
+    }
+    async fn process(&self, _: Order, _: &Context) -> Result<(), ProcessError> {
+        self.tick();
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl CommandProcessor<NativeOrder> for Arc<Clock> {
+    fn settings(&self) -> ProcessingSettings {
+        settings()
+    }
+    async fn process(&self, _: NativeOrder, _: &Context) -> Result<(), ProcessError> {
+        self.tick();
         Ok(())
     }
 }
@@ -80,12 +116,36 @@ fn bq_py(args: &[&str]) -> Result<String, Box<dyn std::error::Error>> {
     Ok(String::from_utf8(out.stdout)?)
 }
 
-async fn host_rate(url: &str, options: Options) -> Result<f64, Box<dyn std::error::Error>> {
-    let clock = Arc::new(Clock::default());
+type BoxError = Box<dyn std::error::Error>;
+
+/// The bus host on the BabelQueue queue `bench`, drained of its N messages.
+async fn host_rate(url: &str, options: Options) -> Result<f64, BoxError> {
     let transport = BabelTransport::connect(&RedisConfig::from_url(url)?, options).await?;
+    drain::<Order>(transport).await
+}
+
+/// The bus host on a native queue, pre-filled by the bus with N messages of the same
+/// shape (the SDK's `{"i": n}`), drained the same way.
+async fn native_rate(url: &str, round: usize) -> Result<f64, BoxError> {
+    let config = RedisConfig::from_url(url)?.prefix(format!("native{round}"));
+    let transport = RedisTransport::connect(&config).await?;
+    let bus = Bus::new(Arc::new(transport.clone()), BusConfig::default());
+    let orders: Vec<NativeOrder> = (0..N as u64).map(|i| NativeOrder { i }).collect();
+    for batch in orders.chunks(1_000) {
+        bus.send_batch(batch).await?;
+    }
+    drain::<NativeOrder>(transport).await
+}
+
+async fn drain<M>(transport: impl Transport) -> Result<f64, BoxError>
+where
+    M: BusCommand,
+    Arc<Clock>: CommandProcessor<M>,
+{
+    let clock = Arc::new(Clock::default());
     let running = Host::builder()
         .transport(transport)
-        .command::<Order, _>(Arc::clone(&clock))
+        .command::<M, _>(Arc::clone(&clock))
         .build()?
         .start()
         .await?;
@@ -105,33 +165,48 @@ async fn host_rate(url: &str, options: Options) -> Result<f64, Box<dyn std::erro
 }
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> Result<(), BoxError> {
     let server = RedisServer::start()?;
     let url = server.url();
     let count = N.to_string();
+    let rounds: usize = std::env::var("ROUNDS").map_or(Ok(1), |r| r.parse())?;
     println!("{N} messages per side, no-op handler, one redis-server");
-    println!("| layout | bus host msg/s | Python SDK worker msg/s | ratio |");
-    println!("|---|---:|---:|---:|");
-    for (layout, options) in [
-        ("legacy", Options::legacy()),
-        ("laravel", Options::laravel()),
-    ] {
-        let base = [
-            "--url",
-            url.as_str(),
-            "--layout",
-            layout,
-            "--queue",
-            "bench",
-        ];
-        bq_py(&[&["publish", "--count", &count][..], &base[..]].concat())?;
-        let rust = host_rate(&url, options).await?;
-        bq_py(&[&["publish", "--count", &count][..], &base[..]].concat())?;
-        let out = bq_py(&[&["bench", "--count", &count, "--idle", "1"][..], &base[..]].concat())?;
-        let result: serde_json::Value = serde_json::from_str(out.trim())?;
-        let seconds = result["seconds"].as_f64().unwrap_or(f64::NAN);
-        let py = result["count"].as_f64().unwrap_or(0.0) / seconds;
-        println!("| {layout} | {rust:.0} | {py:.0} | {:.1}x |", rust / py);
+    println!(
+        "| round | native host msg/s | layout | bus host msg/s | of native | Python SDK worker msg/s | bus / SDK |"
+    );
+    println!("|---|---:|---|---:|---:|---:|---:|");
+    for round in 1..=rounds {
+        let native = native_rate(&url, round).await?;
+        for (layout, options) in [
+            ("legacy", Options::legacy()),
+            ("laravel", Options::laravel()),
+        ] {
+            let base = [
+                "--url",
+                url.as_str(),
+                "--layout",
+                layout,
+                "--queue",
+                "bench",
+            ];
+            bq_py(&[&["publish", "--count", &count][..], &base[..]].concat())?;
+            let rust = host_rate(&url, options).await?;
+            let (py, ratio) = if round == 1 {
+                bq_py(&[&["publish", "--count", &count][..], &base[..]].concat())?;
+                let args = [&["bench", "--count", &count, "--idle", "1"][..], &base[..]].concat();
+                let out = bq_py(&args)?;
+                let result: serde_json::Value = serde_json::from_str(out.trim())?;
+                let seconds = result["seconds"].as_f64().unwrap_or(f64::NAN);
+                let py = result["count"].as_f64().unwrap_or(0.0) / seconds;
+                (format!("{py:.0}"), format!("{:.1}x", rust / py))
+            } else {
+                ("-".to_owned(), "-".to_owned())
+            };
+            println!(
+                "| {round} | {native:.0} | {layout} | {rust:.0} | {:.0}% | {py} | {ratio} |",
+                100.0 * rust / native
+            );
+        }
     }
     Ok(())
 }
