@@ -26,6 +26,9 @@ use crate::format::BabelFormat;
 use crate::keys::Layout;
 use crate::{BabelQueue, Envelope, Error, Options, Poison, Result, UnknownUrn};
 
+/// What a lease adds to the host's lock timeout: the whole second a deadline's score can
+/// lose to `floor(now)`.
+const LEASE_ROUNDING: Duration = Duration::from_secs(1);
 /// The longest `receive` waits before returning empty.
 const RECEIVE_BOUND: Duration = Duration::from_secs(1);
 /// Idle polling of the legacy layout (it has no wake-up list): from 2 ms up to 250 ms.
@@ -114,7 +117,11 @@ impl Transport for BabelTransport {
         };
         let mut opts = self.bq.options().clone();
         if opts.retry_after_secs().is_some() {
-            opts = opts.retry_after(Some(options.lock_timeout));
+            // A deadline is `floor(now) + retry_after` whole seconds, so a lease lasts
+            // between `retry_after - 1` and `retry_after` seconds: one second more keeps
+            // every lease at least the lock timeout between two renewals (a 300 ms lock
+            // renewed every 100 ms otherwise lapsed at the next whole second).
+            opts = opts.retry_after(Some(options.lock_timeout + LEASE_ROUNDING));
         }
         let bq = BabelQueue::with_client(self.bq.client().clone(), opts);
         let inner = bq.consumer(queue).await?;

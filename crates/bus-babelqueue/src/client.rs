@@ -76,8 +76,8 @@ impl Options {
 
     /// How long a reservation lasts before another consumer recovers it, counted in whole
     /// seconds as BabelQueue does (rounded up, at least 1); `None` never recovers. 90 s by
-    /// default. The bus adapter sets it from the processor's `message_lock_timeout` and
-    /// renews it while the handler runs.
+    /// default. The bus adapter sets it from the processor's `message_lock_timeout` (plus
+    /// a second, for the rounding) and renews it while the handler runs.
     pub fn retry_after(mut self, retry_after: Option<Duration>) -> Self {
         self.retry_after = retry_after.map(whole_seconds);
         self
