@@ -7,6 +7,8 @@
 //! `cargo bench -p benches --bench babelqueue` (needs the venv of the tests,
 //! `target/bq-venv`, which scripts/test.sh creates, or `BQ_PYTHON`). `ROUNDS=n` repeats
 //! the three host rows n times (the Python worker runs in the first round only).
+//! `PROFILE=legacy|laravel|native N=200000` runs one host alone, pre-filled from Rust, for
+//! `perf record` (no Python).
 //!
 //! The host runs with 100 concurrent calls and 100 prefetched; the SDK's worker as it
 //! ships (one message at a time). The rate is from the first handled message to the
@@ -40,6 +42,43 @@ impl Message for Order {
     const KIND: MessageKind = MessageKind::Command;
 }
 impl BusCommand for Order {}
+
+/// What bq.py publishes (`data_for`), for the pre-fills from Rust: the native row and
+/// `PROFILE`. The handlers read `i` only, on every row.
+#[derive(Debug, Serialize, Deserialize)]
+struct Published {
+    i: u64,
+    text: String,
+    big: u64,
+    empty: Vec<u8>,
+    ratio: f64,
+}
+
+fn published(i: u64) -> Published {
+    Published {
+        i,
+        text: "ü / \"q\" \u{2028}".to_owned(),
+        big: 9_007_199_254_740_993,
+        empty: Vec::new(),
+        ratio: 0.1,
+    }
+}
+
+macro_rules! published_to {
+    ($ty:ident, $queue:literal) => {
+        #[derive(Debug, Serialize, Deserialize)]
+        #[serde(transparent)]
+        struct $ty(Published);
+        impl Message for $ty {
+            const NAME: &'static str = $queue;
+            const TYPE: &'static str = "urn:babel:orders:created";
+            const KIND: MessageKind = MessageKind::Command;
+        }
+        impl BusCommand for $ty {}
+    };
+}
+published_to!(ToNative, "bench-native");
+published_to!(ToBabel, "bench");
 
 /// The same message on a native queue.
 #[derive(Debug, Serialize, Deserialize)]
@@ -121,23 +160,50 @@ type BoxError = Box<dyn std::error::Error>;
 /// The bus host on the BabelQueue queue `bench`, drained of its N messages.
 async fn host_rate(url: &str, options: Options) -> Result<f64, BoxError> {
     let transport = BabelTransport::connect(&RedisConfig::from_url(url)?, options).await?;
-    drain::<Order>(transport).await
+    drain::<Order>(transport, N).await
 }
 
 /// The bus host on a native queue, pre-filled by the bus with N messages of the same
 /// shape (the SDK's `{"i": n}`), drained the same way.
-async fn native_rate(url: &str, round: usize) -> Result<f64, BoxError> {
+async fn native_rate(url: &str, round: usize, n: usize) -> Result<f64, BoxError> {
     let config = RedisConfig::from_url(url)?.prefix(format!("native{round}"));
     let transport = RedisTransport::connect(&config).await?;
     let bus = Bus::new(Arc::new(transport.clone()), BusConfig::default());
-    let orders: Vec<NativeOrder> = (0..N as u64).map(|i| NativeOrder { i }).collect();
+    let orders: Vec<ToNative> = (0..n as u64).map(|i| ToNative(published(i))).collect();
     for batch in orders.chunks(1_000) {
         bus.send_batch(batch).await?;
     }
-    drain::<NativeOrder>(transport).await
+    drain::<NativeOrder>(transport, n).await
 }
 
-async fn drain<M>(transport: impl Transport) -> Result<f64, BoxError>
+/// `PROFILE`: one host alone on `n` messages pre-filled from Rust, `REPEAT` times.
+async fn profile(url: &str, which: &str, n: usize) -> Result<(), BoxError> {
+    let repeat: usize = std::env::var("REPEAT").map_or(Ok(3), |r| r.parse())?;
+    for round in 1..=repeat {
+        let rate = match which {
+            "native" => native_rate(url, round, n).await?,
+            layout => {
+                let options = if layout == "laravel" {
+                    Options::laravel()
+                } else {
+                    Options::legacy()
+                };
+                let config = RedisConfig::from_url(url)?;
+                let transport = BabelTransport::connect(&config, options).await?;
+                let bus = Bus::new(Arc::new(transport.clone()), BusConfig::default());
+                let orders: Vec<ToBabel> = (0..n as u64).map(|i| ToBabel(published(i))).collect();
+                for batch in orders.chunks(1_000) {
+                    bus.send_batch(batch).await?;
+                }
+                drain::<Order>(transport, n).await?
+            }
+        };
+        println!("{which}: {rate:.0} msg/s ({n} messages)");
+    }
+    Ok(())
+}
+
+async fn drain<M>(transport: impl Transport, n: usize) -> Result<f64, BoxError>
 where
     M: BusCommand,
     Arc<Clock>: CommandProcessor<M>,
@@ -150,7 +216,7 @@ where
         .start()
         .await?;
     let deadline = Instant::now() + Duration::from_secs(120);
-    while clock.0.lock().map(|c| c.2).unwrap_or(0) < N && Instant::now() < deadline {
+    while clock.0.lock().map(|c| c.2).unwrap_or(0) < n && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     running.shutdown().await?;
@@ -159,8 +225,8 @@ where
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     match (first, last) {
-        (Some(first), Some(last)) if count == N => Ok(N as f64 / (last - first).as_secs_f64()),
-        _ => Err(format!("the host handled {count} of {N}").into()),
+        (Some(first), Some(last)) if count == n => Ok(n as f64 / (last - first).as_secs_f64()),
+        _ => Err(format!("the host handled {count} of {n}").into()),
     }
 }
 
@@ -169,6 +235,10 @@ async fn main() -> Result<(), BoxError> {
     let server = RedisServer::start()?;
     let url = server.url();
     let count = N.to_string();
+    if let Ok(which) = std::env::var("PROFILE") {
+        let n = std::env::var("N").map_or(Ok(200_000), |n| n.parse())?;
+        return profile(&url, &which, n).await;
+    }
     let rounds: usize = std::env::var("ROUNDS").map_or(Ok(1), |r| r.parse())?;
     println!("{N} messages per side, no-op handler, one redis-server");
     println!(
@@ -176,7 +246,7 @@ async fn main() -> Result<(), BoxError> {
     );
     println!("|---|---:|---|---:|---:|---:|---:|");
     for round in 1..=rounds {
-        let native = native_rate(&url, round).await?;
+        let native = native_rate(&url, round, N).await?;
         for (layout, options) in [
             ("legacy", Options::legacy()),
             ("laravel", Options::laravel()),

@@ -200,7 +200,8 @@ fn check_nested(
     if raw.get() == "null" {
         return Ok(());
     }
-    let members = RawMembers::parse(raw.get())
+    // A member of the element `Scan::of` checked for depth.
+    let members = RawMembers::parse_member(raw.get())
         .ok_or_else(|| Poison::BadMember(format!("member '{prefix}' is not an object")))?;
     for (key, value) in &members.0 {
         if let Some((_, kind)) = kinds.iter().find(|(k, _)| *k == key.as_ref()) {
@@ -330,7 +331,9 @@ impl<'a> Scan<'a> {
     /// keeps them).
     pub(crate) fn id_and_created_at(&self) -> (Option<String>, Option<i64>) {
         let (mut id, mut created_at) = (None, None);
-        let members = self.member("meta").and_then(|m| RawMembers::parse(m.get()));
+        let members = self
+            .member("meta")
+            .and_then(|m| RawMembers::parse_member(m.get()));
         for (k, v) in members.iter().flat_map(|m| &m.0) {
             match k.as_ref() {
                 "id" => id = as_string(v).flatten(),

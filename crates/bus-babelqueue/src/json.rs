@@ -119,11 +119,9 @@ impl<'de> Deserialize<'de> for RawMembers<'de> {
 }
 
 impl<'a> RawMembers<'a> {
-    /// Reads `text` as an object; `None` unless it is exactly one JSON object.
-    pub(crate) fn parse(text: &'a str) -> Option<Self> {
-        if too_deep(text.as_bytes()) {
-            return None;
-        }
+    /// Reads `text`, a member of an element whose depth [`too_deep`] already checked, as
+    /// an object (no second scan); `None` unless it is exactly one JSON object.
+    pub(crate) fn parse_member(text: &'a str) -> Option<Self> {
         serde_json::from_str(text).ok()
     }
 
@@ -325,7 +323,7 @@ mod tests {
     #[test]
     fn raw_members_borrow_and_keep_order() {
         let text = r#"{"b":9007199254740993,"a\u0041":[],"b":1e400}"#;
-        let members = RawMembers::parse(text).unwrap();
+        let members = RawMembers::parse_member(text).unwrap();
         let keys: Vec<_> = members.0.iter().map(|(k, _)| k.as_ref()).collect();
         assert_eq!(keys, ["b", "aA", "b"]);
         assert!(matches!(members.0[0].0, Cow::Borrowed(_)));
@@ -333,7 +331,7 @@ mod tests {
         assert!(within.contains(&members.0[1].1.get().as_ptr()));
         let dedup = members.dedup();
         assert_eq!(dedup[0].1.get(), "1e400");
-        assert!(RawMembers::parse("[1]").is_none());
+        assert!(RawMembers::parse_member("[1]").is_none());
     }
 
     #[test]
