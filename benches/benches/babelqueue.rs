@@ -165,7 +165,12 @@ async fn host_rate(url: &str, options: Options) -> Result<f64, BoxError> {
 
 /// The bus host on a native queue, pre-filled by the bus with N messages of the same
 /// shape (the SDK's `{"i": n}`), drained the same way.
-async fn native_rate(url: &str, round: usize, n: usize) -> Result<f64, BoxError> {
+async fn native_rate(
+    url: &str,
+    round: usize,
+    n: usize,
+    cpu_at_start: Option<(u16, &mut (f64, f64))>,
+) -> Result<f64, BoxError> {
     let config = RedisConfig::from_url(url)?.prefix(format!("native{round}"));
     let transport = RedisTransport::connect(&config).await?;
     let bus = Bus::new(Arc::new(transport.clone()), BusConfig::default());
@@ -173,15 +178,43 @@ async fn native_rate(url: &str, round: usize, n: usize) -> Result<f64, BoxError>
     for batch in orders.chunks(1_000) {
         bus.send_batch(batch).await?;
     }
+    if let Some((port, at)) = cpu_at_start {
+        *at = cpu(port)?;
+    }
     drain::<NativeOrder>(transport, n).await
 }
 
-/// `PROFILE`: one host alone on `n` messages pre-filled from Rust, `REPEAT` times.
-async fn profile(url: &str, which: &str, n: usize) -> Result<(), BoxError> {
+/// CPU seconds so far: Redis's (`INFO cpu`) and this process's (`/proc/self/stat`, in
+/// clock ticks of 10 ms).
+fn cpu(port: u16) -> Result<(f64, f64), BoxError> {
+    let info = bus_test_redis::SyncClient::connect(port)?.info("cpu")?;
+    let field = |name: &str| -> f64 {
+        bus_test_redis::info_field(&info, name)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0)
+    };
+    let redis = field("used_cpu_user") + field("used_cpu_sys");
+    let stat = std::fs::read_to_string("/proc/self/stat")?;
+    // After the command name's closing parenthesis: fields 14 and 15 are utime, stime.
+    let rest = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let ticks: Vec<f64> = rest
+        .split_whitespace()
+        .skip(11)
+        .take(2)
+        .filter_map(|t| t.parse().ok())
+        .collect();
+    Ok((redis, ticks.iter().sum::<f64>() / 100.0))
+}
+
+/// `PROFILE`: one host alone on `n` messages pre-filled from Rust, `REPEAT` times, with
+/// the CPU that Redis and this process spent per message while the host drained them
+/// (the fill is not counted; the drain includes host start and stop).
+async fn profile(port: u16, url: &str, which: &str, n: usize) -> Result<(), BoxError> {
     let repeat: usize = std::env::var("REPEAT").map_or(Ok(3), |r| r.parse())?;
     for round in 1..=repeat {
+        let mut before = (0.0, 0.0);
         let rate = match which {
-            "native" => native_rate(url, round, n).await?,
+            "native" => native_rate(url, round, n, Some((port, &mut before))).await?,
             layout => {
                 let options = if layout == "laravel" {
                     Options::laravel()
@@ -195,10 +228,17 @@ async fn profile(url: &str, which: &str, n: usize) -> Result<(), BoxError> {
                 for batch in orders.chunks(1_000) {
                     bus.send_batch(batch).await?;
                 }
+                before = cpu(port)?;
                 drain::<Order>(transport, n).await?
             }
         };
-        println!("{which}: {rate:.0} msg/s ({n} messages)");
+        let after = cpu(port)?;
+        let per = |a: f64, b: f64| (a - b) * 1e6 / n as f64;
+        println!(
+            "{which}: {rate:.0} msg/s ({n} messages); CPU per message while draining: Redis {:.1} µs, host process {:.1} µs",
+            per(after.0, before.0),
+            per(after.1, before.1)
+        );
     }
     Ok(())
 }
@@ -237,7 +277,7 @@ async fn main() -> Result<(), BoxError> {
     let count = N.to_string();
     if let Ok(which) = std::env::var("PROFILE") {
         let n = std::env::var("N").map_or(Ok(200_000), |n| n.parse())?;
-        return profile(&url, &which, n).await;
+        return profile(server.port(), &url, &which, n).await;
     }
     let rounds: usize = std::env::var("ROUNDS").map_or(Ok(1), |r| r.parse())?;
     println!("{N} messages per side, no-op handler, one redis-server");
@@ -246,7 +286,7 @@ async fn main() -> Result<(), BoxError> {
     );
     println!("|---|---:|---|---:|---:|---:|---:|");
     for round in 1..=rounds {
-        let native = native_rate(&url, round, N).await?;
+        let native = native_rate(&url, round, N, None).await?;
         for (layout, options) in [
             ("legacy", Options::legacy()),
             ("laravel", Options::laravel()),
