@@ -429,12 +429,7 @@ async fn bus_end_to_end(env: &Env) -> Figure {
         .build()
         .unwrap();
     let running = host.start().await.unwrap();
-    let mut producer = Producer::spawn(
-        Produce::BusSend,
-        &env.redis.url,
-        &prefix,
-        count(),
-    );
+    let mut producer = Producer::spawn(Produce::BusSend, &env.redis.url, &prefix, count());
     env.reset_stats().await;
     let started = env.meter.start();
     producer.go();

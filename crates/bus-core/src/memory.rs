@@ -170,6 +170,7 @@ impl Queue {
             receipt: Receipt::stored(key, count),
             delivery_count: count,
             payload,
+            decoded: None,
         }
     }
 

@@ -13,7 +13,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-pub use crate::depth::MAX_NESTING;
+pub use crate::depth::{too_deep, MAX_NESTING};
 pub use crate::envelope::{now_ms, ENVELOPE_VERSION};
 pub use crate::message::{validate_name, MAX_NAME_LEN};
 use crate::records::ErrorRecord;
@@ -139,6 +139,12 @@ pub struct Delivery {
     pub delivery_count: u32,
     /// The stored element: normally an encoded envelope; whatever was stored otherwise.
     pub payload: Bytes,
+    /// The element already decoded, when the transport had to parse it anyway (a foreign
+    /// wire format whose attempts or poison it reads on reserve): the host then uses it
+    /// instead of decoding `payload` again. `None` (the native transports): the host
+    /// decodes `payload` with the source's [`WireFormat`]. Boxed, so that a delivery
+    /// without one stays small.
+    pub decoded: Option<Box<Envelope>>,
 }
 
 /// Why a message was dead-lettered.
@@ -236,6 +242,67 @@ impl WireFormat for NativeFormat {
     }
 }
 
+/// What a transport can do, for the conformance suite (feature `conformance`) and for
+/// anyone who must know before trying: a transport that cannot do all of it says so by
+/// overriding [`Transport::capabilities`], and the suite skips or scales exactly what is
+/// declared, naming the capability.
+///
+/// A method on [`Transport`] with a default rather than a value handed to every check:
+/// no check's signature changes, a transport that can do everything declares nothing,
+/// and one that cannot says so once, beside its implementation, where a host can read
+/// it too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Capabilities {
+    /// Topics and subscriptions: [`Transport::publish`] and subscription consumers.
+    pub topics: bool,
+    /// [`Transport::send_at`]: `None` when there are no delayed sends, else the step of
+    /// due times (a due time is rounded to it: `Duration::ZERO` is exact).
+    pub delayed_sends: Option<Duration>,
+    /// [`Consumer::retry`]'s delay: `None` when it is not honoured (the message is ready
+    /// again at once), else the step it is rounded to.
+    pub retry_delays: Option<Duration>,
+    /// Whether a dead letter keeps every error of its deliveries (else only the last).
+    pub error_history: bool,
+}
+
+impl Capabilities {
+    /// Everything, to the millisecond: the in-memory and Redis transports.
+    pub const ALL: Capabilities = Capabilities {
+        topics: true,
+        delayed_sends: Some(Duration::ZERO),
+        retry_delays: Some(Duration::ZERO),
+        error_history: true,
+    };
+
+    /// Whether topics and subscriptions exist.
+    pub fn topics(mut self, topics: bool) -> Self {
+        self.topics = topics;
+        self
+    }
+    /// Delayed sends and their step (`None`: none).
+    pub fn delayed_sends(mut self, step: Option<Duration>) -> Self {
+        self.delayed_sends = step;
+        self
+    }
+    /// Retry delays and their step (`None`: not honoured).
+    pub fn retry_delays(mut self, step: Option<Duration>) -> Self {
+        self.retry_delays = step;
+        self
+    }
+    /// Whether dead letters keep every error.
+    pub fn error_history(mut self, kept: bool) -> Self {
+        self.error_history = kept;
+        self
+    }
+}
+
+impl Default for Capabilities {
+    fn default() -> Self {
+        Capabilities::ALL
+    }
+}
+
 /// Where a message is sent: a command queue, or a topic.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -282,6 +349,10 @@ pub trait Transport: Send + Sync + fmt::Debug + 'static {
     fn outgoing_wire_format(&self, destination: Destination<'_>) -> Option<Arc<dyn WireFormat>> {
         let _ = destination;
         None
+    }
+    /// What this transport can do: everything ([`Capabilities::ALL`]) by default.
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::ALL
     }
 }
 

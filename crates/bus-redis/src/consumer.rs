@@ -232,6 +232,7 @@ impl Consumer for RedisConsumer {
             receipt: Receipt::stored(key, count),
             delivery_count: count,
             payload,
+            decoded: None,
         }))
     }
 

@@ -40,6 +40,7 @@ pub(crate) fn merge(
             ),
             delivery_count: 1,
             payload,
+            decoded: None,
         });
         Ok(true)
     };
@@ -62,6 +63,7 @@ pub(crate) fn merge(
             receipt: Receipt::stored(id, count),
             delivery_count: count,
             payload,
+            decoded: None,
         });
     }
     while lease(&mut out)? {}

@@ -192,7 +192,7 @@ pub async fn settle(
     limit: u32,
     outcome: Result<(), String>,
 ) {
-    let native = bus_core::Envelope::decode(&delivery.payload).expect("a bus envelope");
+    let native = delivery.decoded.as_deref().expect("read by the adapter");
     if !known.contains(&native.message_type.as_str()) {
         let error = ErrorRecord::now(format!("no processor for {}", native.message_type));
         consumer

@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
-use super::{start_command, wait_until, Probe};
+use super::{not_checked, start_command, wait_until, Probe};
 use crate::transport::Source;
 use crate::{
     CommandProcessor, Context, EventProcessor, Host, Message, MessageKind, ProcessError,
@@ -117,6 +117,14 @@ pub async fn an_event_reaches_each_subscription_once(
     transport: Arc<dyn Transport>,
     probe: &dyn Probe,
 ) {
+    if !transport.capabilities().topics {
+        not_checked(
+            "an_event_reaches_each_subscription_once",
+            "everything",
+            "topics: false",
+        );
+        return;
+    }
     let received = Arc::new(Received::default());
     let host = Host::builder()
         .transport(transport)

@@ -56,15 +56,20 @@ impl Worker {
         }
     }
 
-    /// Decodes, checks and runs one message through the middleware and its handler.
-    /// Runs inside the delivery's span.
+    /// Decodes (unless the transport did: `decoded`), checks and runs one message
+    /// through the middleware and its handler. Runs inside the delivery's span.
     pub(super) async fn handle(
         &self,
         delivery: &Delivery,
+        decoded: Option<Box<Envelope>>,
         cancellation: CancellationToken,
     ) -> Outcome {
         let registration = &self.registration;
-        let envelope = match self.decode(&delivery.payload) {
+        let decoding = match decoded {
+            Some(envelope) => Ok(Incoming::from(*envelope)),
+            None => self.decode(&delivery.payload),
+        };
+        let envelope = match decoding {
             Ok(envelope) => envelope,
             Err(e) => return Outcome::undecodable(error_chain(&e)),
         };

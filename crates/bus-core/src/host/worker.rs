@@ -360,10 +360,12 @@ impl Worker {
         let held = &*held;
         let mut handling: FuturesUnordered<_> = chunk
             .into_iter()
-            .map(|(delivery, token)| {
+            .map(|(mut delivery, token)| {
                 let span = delivery_span(this, &delivery);
+                // What the transport already decoded is used once, by the handler's path.
+                let decoded = delivery.decoded.take();
                 async move {
-                    let handled = outcome_of(this.handle(&delivery, token.clone()));
+                    let handled = outcome_of(this.handle(&delivery, decoded, token.clone()));
                     let outcome = this.metrics.process(handled).await;
                     this.observe_failure(&delivery.payload, &outcome);
                     this.settle(delivery.receipt, outcome, &token, held).await
