@@ -13,6 +13,7 @@
 //! | [`Envelope`], [`Format`] | the wire format and serializers |
 //! | [`transport`] | what a transport implements: [`Transport`], [`transport::Consumer`], [`transport::Delivery`], ... |
 //! | [`Source`], [`DeadLetter`], [`ErrorRecord`], [`QueueStats`], [`MessageSummary`] | where messages wait; the records every transport and tool shows (`records`) |
+//! | [`operator`] | the operator's capabilities over a kind of queue ([`operator::Operator`]), one for every tool |
 //! | [`MemoryTransport`] | the embedded transport |
 //! | [`Saga`], [`StartSaga`], [`ContinueSaga`], [`SagaData`], [`SagaStore`], [`MemorySagaStore`] | sagas (`docs/sagas.md`) |
 //!
@@ -33,6 +34,7 @@ mod host;
 mod memory;
 mod message;
 mod middleware;
+pub mod operator;
 #[cfg(feature = "opentelemetry")]
 mod otel;
 mod processor;
