@@ -176,6 +176,10 @@ impl Operator for LayoutAdmin {
         }
     }
 
+    fn system(&self) -> &'static str {
+        "babelqueue"
+    }
+
     /// Everything but pause and resume (BabelQueue has no flow control).
     fn supports(&self, capability: Capability) -> bool {
         !matches!(capability, Capability::Pause | Capability::Resume)

@@ -160,6 +160,12 @@ pub trait Operator: Send + Sync + fmt::Debug {
     /// queue, and how they address a queue of this kind.
     fn kind(&self) -> &'static str;
 
+    /// The messaging system the kind belongs to (OpenTelemetry's `messaging.system`:
+    /// `bus`, `babelqueue`), for metrics; the kind's name unless said otherwise.
+    fn system(&self) -> &'static str {
+        self.kind()
+    }
+
     /// Whether the kind offers `capability`.
     fn supports(&self, capability: Capability) -> bool;
 
