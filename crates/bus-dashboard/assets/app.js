@@ -314,7 +314,8 @@ async function overview(id) {
       ? h("a", { href: `#/dead/${enc(q.name)}`, class: "pill pill-dead", "data-dead-link": q.name }, num(q.dead))
       : "0"),
     h("td", { class: "num" }, age(q.oldest_ready_age_ms)),
-    h("td", { class: "num" }, rate(q.rate)),
+    // Another kind (BabelQueue's) keeps no counter a rate could be derived from.
+    h("td", { class: "num" }, q.kind === "bus" ? rate(q.rate) : "–"),
     h("td", {}, sparkline(q.history, "ready", "var(--ready)", data.now_ms, windowOf(q.history, data.now_ms, span, minWindow)))));
   const table = h("section", { class: "card section" },
     h("div", { class: "section-head" }, h("h2", {}, "Queues and subscriptions"),
@@ -340,7 +341,8 @@ async function overview(id) {
 
   replace(id, h("div", {},
     h("div", { class: "page-head" }, h("div", {}, h("h1", {}, "Overview"),
-      h("div", { class: "sub" }, `Every queue and subscription under prefix “${data.prefix}”`))),
+      h("div", { class: "sub" }, `Every queue and subscription under prefix “${data.prefix}”` +
+        (queues.some((q) => q.kind !== "bus") ? ", and the BabelQueue queues found" : "")))),
     tiles, table, queues.length ? charts : null));
 }
 
