@@ -133,9 +133,7 @@ fn attempts(peeked: &Peeked) -> u64 {
 }
 
 fn dead_letter(position: u64, record: &Peeked, block: Option<&DeadLetterInfo>) -> DeadLetter {
-    let at = block
-        .and_then(|b| b.failed_at)
-        .map(|ms| ms.max(0) as u64);
+    let at = block.and_then(|b| b.failed_at).map(|ms| ms.max(0) as u64);
     let errors = block
         .and_then(|b| {
             let text = match (&b.exception, &b.error) {
@@ -294,7 +292,10 @@ impl Operator for LayoutAdmin {
         let mut targets = BTreeSet::new();
         let mut seen = BTreeSet::new();
         for item in run.items {
-            if wanted.as_ref().is_some_and(|w| !w.contains(&item.record_id)) {
+            if wanted
+                .as_ref()
+                .is_some_and(|w| !w.contains(&item.record_id))
+            {
                 continue;
             }
             seen.insert(item.record_id.clone());
@@ -382,5 +383,44 @@ impl Operator for LayoutAdmin {
             delayed_left = delayed_left.saturating_sub(delayed);
         }
         Ok(purged)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn what_a_layout_cannot_do_is_a_declared_capability_and_a_clear_error() {
+        // No I/O: the refusal comes before any command.
+        let admin = Admin::new(fred::prelude::Client::default());
+        for (layout, kind) in [(Layout::Legacy, "babel"), (Layout::laravel(), "laravel")] {
+            let operator = admin.layout(layout);
+            assert_eq!(operator.kind(), kind);
+            assert_eq!(operator.system(), "babelqueue");
+            assert!(operator.supports(Capability::Purge));
+            assert!(!operator.supports(Capability::Pause));
+            let error = operator.pause("orders").await.unwrap_err();
+            assert!(
+                matches!(
+                    error,
+                    bus_core::Error::Unsupported {
+                        capability: Capability::Pause,
+                        ..
+                    }
+                ),
+                "{error}"
+            );
+            assert_eq!(error.to_string(), format!("{kind} queues cannot be paused"));
+            assert!(operator.resume("orders").await.is_err());
+        }
+    }
+
+    #[test]
+    fn record_ids_are_stable_and_tell_records_apart() {
+        let a = record_id(br#"{"job":"urn:a","attempts":1}"#);
+        assert_eq!(a.len(), 16);
+        assert_eq!(a, record_id(br#"{"job":"urn:a","attempts":1}"#));
+        assert_ne!(a, record_id(br#"{"job":"urn:a","attempts":2}"#));
     }
 }

@@ -59,7 +59,10 @@ fn babelqueue_queues_are_listed_counted_peeked_and_redriven() {
     let queues = json(&url, &["babel", "queues"]);
     assert_eq!(queues, serde_json::json!(["babel:orders"]), "{queues}");
     let stats = json(&url, &["babel", "stats", "orders"]);
-    assert_eq!(stats[0]["queue"], json(&url, &["stats", "babel:orders"])[0]["queue"]);
+    assert_eq!(
+        stats[0]["queue"],
+        json(&url, &["stats", "babel:orders"])[0]["queue"]
+    );
     assert_eq!(
         (stats[0]["ready"].as_u64(), stats[0]["dead"].as_u64()),
         (Some(1), Some(2))

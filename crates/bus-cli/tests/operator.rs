@@ -176,14 +176,23 @@ async fn one_command_table_serves_native_and_babelqueue_queues() {
             .cloned()
             .unwrap_or_else(|| panic!("no {name} row in {all}"))
     };
-    assert_eq!((row("work")["ready"].as_u64(), row("work")["dead"].as_u64()), (Some(1), Some(0)));
     assert_eq!(
-        (row(&babel_q)["ready"].as_u64(), row(&babel_q)["dead"].as_u64()),
+        (row("work")["ready"].as_u64(), row("work")["dead"].as_u64()),
+        (Some(1), Some(0))
+    );
+    assert_eq!(
+        (
+            row(&babel_q)["ready"].as_u64(),
+            row(&babel_q)["dead"].as_u64()
+        ),
         (Some(2), Some(1))
     );
     assert_eq!(row(&laravel_q)["ready"], 2);
     let table = ok(&redis, &["stats", "--all"]);
-    assert!(table.contains(&babel_q) && table.contains("work"), "{table}");
+    assert!(
+        table.contains(&babel_q) && table.contains("work"),
+        "{table}"
+    );
 
     // `bus metrics`: the BabelQueue queues beside the native one.
     let metrics = Metrics::start(&redis);
@@ -241,7 +250,10 @@ async fn one_command_table_serves_native_and_babelqueue_queues() {
     assert_eq!(done["requeued"], json!([id]), "{done}");
     assert_eq!(done["target"], json!(babel_q));
     let stats = json_of(&redis, &["stats", &babel_q]);
-    assert_eq!((stats[0]["ready"].as_u64(), stats[0]["dead"].as_u64()), (Some(3), Some(0)));
+    assert_eq!(
+        (stats[0]["ready"].as_u64(), stats[0]["dead"].as_u64()),
+        (Some(3), Some(0))
+    );
     let last = json_of(&redis, &["peek", &babel_q, "-n", "3"]);
     assert_eq!(last[2]["message"]["body"], json!({ "order": 0 }));
     assert_eq!(last[2]["delivery_count"], 0);
@@ -270,8 +282,10 @@ async fn one_command_table_serves_native_and_babelqueue_queues() {
     assert!(across.contains("different kinds"), "{across}");
     assert!(refused(&redis, &["stats", "nosuch:x"]).contains("unknown kind"));
     let missing = refused(&redis, &["stats", "babel:no-such-queue"]);
-    assert!(missing.contains("no babel queue babel:no-such-queue"), "{missing}");
+    assert!(
+        missing.contains("no babel queue babel:no-such-queue"),
+        "{missing}"
+    );
     let scheduled = refused(&redis, &["scheduled", &babel_q]);
     assert!(scheduled.contains("the bus's own queues"), "{scheduled}");
-
 }

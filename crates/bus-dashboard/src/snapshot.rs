@@ -80,7 +80,10 @@ pub(crate) struct Reader {
 
 impl Reader {
     pub(crate) fn new(transport: RedisTransport, saga_prefix: Option<&str>) -> Self {
-        Self::for_fleet(Fleet::new(Management::from_transport(transport)), saga_prefix)
+        Self::for_fleet(
+            Fleet::new(Management::from_transport(transport)),
+            saga_prefix,
+        )
     }
 
     pub(crate) fn for_fleet(fleet: Fleet, saga_prefix: Option<&str>) -> Self {

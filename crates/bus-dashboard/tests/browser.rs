@@ -567,7 +567,10 @@ async fn babelqueue_queues_show_beside_native_ones_and_a_dead_letter_is_requeued
 
     // Its queue page: the next message, typed by its URN.
     browser
-        .goto(&format!("http://{addr}/#/queue/{}", babel_q.replace(':', "%3A")))
+        .goto(&format!(
+            "http://{addr}/#/queue/{}",
+            babel_q.replace(':', "%3A")
+        ))
         .await
         .unwrap();
     let listed = eventually(WAIT, || async {
@@ -595,13 +598,21 @@ async fn babelqueue_queues_show_beside_native_ones_and_a_dead_letter_is_requeued
         js(&browser, "return document.getElementById('app').innerText;").await
     );
     screenshot(&browser, "babelqueue-dead-letters.png").await;
-    click(&browser, "[data-group] button[data-action=\"requeue-group\"]").await;
+    click(
+        &browser,
+        "[data-group] button[data-action=\"requeue-group\"]",
+    )
+    .await;
     let asked = eventually(WAIT, || async {
         js(&browser, "return document.getElementById('confirm').open;").await == json!(true)
     })
     .await;
     assert!(asked, "no confirmation asked");
-    assert_eq!(s.int("LLEN", &format!("{legacy}.dlq")), 1, "requeued before confirmation");
+    assert_eq!(
+        s.int("LLEN", &format!("{legacy}.dlq")),
+        1,
+        "requeued before confirmation"
+    );
     click(&browser, "#confirm-ok").await;
     let requeued = eventually(WAIT, || async {
         let text = js(
@@ -631,8 +642,15 @@ async fn babelqueue_queues_show_beside_native_ones_and_a_dead_letter_is_requeued
             .to_vec(),
     )
     .unwrap();
-    assert_eq!((back["data"]["order"].as_u64(), back["attempts"].as_u64()), (Some(1), Some(0)));
+    assert_eq!(
+        (back["data"]["order"].as_u64(), back["attempts"].as_u64()),
+        (Some(1), Some(0))
+    );
     assert!(back.get("dead_letter").is_none(), "{back}");
-    assert_eq!(s.int("LLEN", &keys.ready), 2, "the native queue is untouched");
+    assert_eq!(
+        s.int("LLEN", &keys.ready),
+        2,
+        "the native queue is untouched"
+    );
     browser.close().await.unwrap();
 }
