@@ -632,16 +632,8 @@ async fn babelqueue_queues_show_beside_native_ones_and_a_dead_letter_is_requeued
         s.int("LLEN", &legacy)
     );
     // Back on its queue, with attempts reset as BabelQueue's redrive does.
-    let back: Value = serde_json::from_slice(
-        &s.redis
-            .client()
-            .cmd(&["LINDEX", &legacy, "-1"])
-            .unwrap()
-            .as_bytes()
-            .unwrap()
-            .to_vec(),
-    )
-    .unwrap();
+    let reply = s.redis.client().cmd(&["LINDEX", &legacy, "-1"]).unwrap();
+    let back: Value = serde_json::from_slice(reply.as_bytes().unwrap()).unwrap();
     assert_eq!(
         (back["data"]["order"].as_u64(), back["attempts"].as_u64()),
         (Some(1), Some(0))
