@@ -14,7 +14,7 @@
 //! | [`Admin`], [`Counts`], [`Area`], [`DeadLetter`] | management: find, count, peek, dead letters |
 //! | [`RedriveOptions`], [`RedriveReport`] | redrive a `.dlq`, atomically per record, with a real dry run |
 //! | [`LayoutAdmin`], [`record_id`] | one layout's queues behind bus-core's operator surface (`bus`, dashboard, metrics) |
-//! | [`BabelTransport`] | the bus adapter ([`bus_core::Transport`]) |
+//! | [`BabelTransport`], [`BabelFormat`], [`TRACE_ID_HEADER`] | the bus adapter ([`bus_core::Transport`]) and its wire format ([`bus_core::transport::WireFormat`]) |
 //! | [`Error`] | what can go wrong here |
 
 mod adapter;
@@ -25,6 +25,7 @@ mod dead_letter;
 mod discover;
 mod envelope;
 mod error;
+mod format;
 mod frame;
 mod json;
 mod keys;
@@ -32,7 +33,7 @@ mod operator;
 mod redrive;
 mod scripts;
 
-pub use adapter::{BabelTransport, TRACE_ID_HEADER};
+pub use adapter::BabelTransport;
 pub use admin::{record_id, Admin, Area, Counts, DeadLetter, DeadLetterInfo, Peeked, MAX_PEEK};
 pub use client::{BabelQueue, Options, UnknownUrn};
 pub use consumer::{Content, Handle, QueueConsumer, Reserved};
@@ -40,8 +41,8 @@ pub use dead_letter::{poison_record, DeadLetterBlock, Reason};
 pub use discover::FoundQueue;
 pub use envelope::{Envelope, Meta, Poison, LANG, SCHEMA_VERSION};
 pub use error::{Error, Result};
+pub use format::{BabelFormat, TRACE_ID_HEADER};
 pub use frame::{frame, sanitize, unframe, Headers, FRAME_KEY};
-pub use json::MAX_DEPTH;
 pub use keys::{validate_queue, Layout, QueueKeys};
 pub use operator::{LayoutAdmin, FORMAT, LARAVEL_KIND, LEGACY_KIND};
 pub use redrive::{Outcome, RedriveItem, RedriveOptions, RedriveReport};

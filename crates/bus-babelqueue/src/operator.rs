@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 
 use async_trait::async_trait;
 use bus_core::operator::{Capability, Operator, Purged, ReadyMessage, Requeued, Selection};
-use bus_core::{DeadLetter, ErrorRecord, MessageSummary, QueueStats};
+use bus_core::records::{DeadLetter, ErrorRecord, MessageSummary, QueueStats};
 use fred::prelude::{KeysInterface, ListInterface};
 use fred::types::Value;
 

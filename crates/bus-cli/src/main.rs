@@ -387,7 +387,7 @@ async fn existing_native(
     fleet: &Fleet,
     name: &str,
     command: &str,
-) -> Result<bus_core::Source, Failure> {
+) -> Result<bus_core::transport::Source, Failure> {
     let Some(source) = fleet.native_source(name)? else {
         return Err(Failure::Refused(format!(
             "`bus {command}` is for the bus's own queues; {name} is a queue of another kind"

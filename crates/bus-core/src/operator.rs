@@ -12,7 +12,7 @@
 //! depends on bus-redis) for BabelQueue's, while bus-management (which depends on
 //! bus-redis) composes them. bus-core is below all three, already holds the records the
 //! operations return ([`QueueStats`], [`DeadLetter`], [`MessageSummary`],
-//! [`ErrorRecord`](crate::ErrorRecord)), and knows nothing of Redis, so an in-memory
+//! [`ErrorRecord`](crate::records::ErrorRecord)), and knows nothing of Redis, so an in-memory
 //! implementation is possible too (docs/architecture.md, "The operator surface").
 
 use std::fmt;
@@ -20,7 +20,8 @@ use std::fmt;
 use async_trait::async_trait;
 use serde::Serialize;
 
-use crate::{DeadLetter, Error, MessageSummary, QueueStats, Result};
+use crate::records::{DeadLetter, MessageSummary, QueueStats};
+use crate::{Error, Result};
 
 /// One thing an operator may ask of a kind of queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]

@@ -2,7 +2,7 @@
 //! the expired locks and the counters the processing rate is derived from. Every kind of
 //! queue the fleet serves (the bus's own, BabelQueue's layouts) is read the same way.
 
-use bus_core::Source;
+use bus_core::transport::Source;
 use bus_management::{source_name, Fleet, Management, QueueStats};
 use bus_redis::admin::Counters;
 use bus_redis::RedisTransport;

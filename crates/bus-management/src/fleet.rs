@@ -5,7 +5,8 @@
 use std::sync::Arc;
 
 use bus_core::operator::{Operator, Purged, ReadyMessage, Requeued, Selection};
-use bus_core::{DeadLetter, QueueStats, Source};
+use bus_core::records::{DeadLetter, QueueStats};
+use bus_core::transport::Source;
 
 use crate::{parse_source, Error, Management, Result};
 

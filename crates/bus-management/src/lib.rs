@@ -31,7 +31,7 @@ mod management;
 mod sagas;
 
 pub use bus_core::operator::{Capability, Operator};
-pub use bus_core::{DeadLetter, ErrorRecord, MessageSummary, QueueStats};
+pub use bus_core::records::{DeadLetter, ErrorRecord, MessageSummary, QueueStats};
 pub use bus_redis::admin::{
     Purged, ReadyMessage, RemovedSubscription, Requeued, ScheduledMessage, Selection, Topic,
 };

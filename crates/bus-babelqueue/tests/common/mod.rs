@@ -8,8 +8,9 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use bus_babelqueue::{BabelTransport, Options};
-use bus_core::transport::{Consumer, ConsumerOptions, Delivery};
-use bus_core::{DeadLetterReason, ErrorRecord, Source, Transport};
+use bus_core::records::ErrorRecord;
+use bus_core::transport::{Consumer, ConsumerOptions, DeadLetterReason, Delivery, Source};
+use bus_core::Transport;
 use bus_redis::RedisConfig;
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -191,7 +192,7 @@ pub async fn settle(
     limit: u32,
     outcome: Result<(), String>,
 ) {
-    let native = bus_core::Envelope::decode(&delivery.payload).expect("a bus envelope");
+    let native = delivery.decoded.as_deref().expect("read by the adapter");
     if !known.contains(&native.message_type.as_str()) {
         let error = ErrorRecord::now(format!("no processor for {}", native.message_type));
         consumer

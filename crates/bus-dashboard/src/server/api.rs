@@ -292,7 +292,7 @@ pub(crate) async fn saga(
     State(shared): State<AppState>,
     Query(query): Query<SagaQuery>,
 ) -> ApiResult<SagaView> {
-    bus_core::validate_name("saga partition", &query.partition)
+    bus_core::transport::validate_name("saga partition", &query.partition)
         .map_err(|e| ApiError::bad_request(e.to_string()))?;
     let management = shared.reader.management();
     let key = management.saga_store().key(&query.partition, &query.id);

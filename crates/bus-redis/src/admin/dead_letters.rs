@@ -1,8 +1,9 @@
 //! Dead letters: read them, requeue them (to their queue or another), delete them.
 
+use bus_core::records::{source_name, DeadLetter};
 use std::collections::HashSet;
 
-use bus_core::{source_name, DeadLetter, Source};
+use bus_core::transport::Source;
 use bytes::Bytes;
 use fred::prelude::{HashesInterface, ListInterface};
 use fred::types::Value;

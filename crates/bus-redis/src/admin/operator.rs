@@ -4,7 +4,8 @@
 
 use async_trait::async_trait;
 use bus_core::operator::{Capability, Operator, Purged, ReadyMessage, Requeued, Selection};
-use bus_core::{source_name, DeadLetter, QueueStats, Source};
+use bus_core::records::{source_name, DeadLetter, QueueStats};
+use bus_core::transport::Source;
 
 use super::Admin;
 
