@@ -4,7 +4,7 @@
 //! operation acts on every shard; the storage ids it shows carry their shard
 //! (`<shard>:~<n>`), since `~<n>` repeats across shards. That text is the operator's (what
 //! `bus` prints and takes back); it is written by [`Shard::shown_id`] and read by
-//! `shard_and_id` here only. Consumers' receipts carry the shard as a field.
+//! `locate` here only. Consumers' receipts carry the shard as a field.
 
 use bus_core::records::QueueStats;
 use bus_core::transport::Source;
