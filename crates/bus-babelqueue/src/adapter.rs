@@ -13,10 +13,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
+use bus_core::records::ErrorRecord;
 use bus_core::transport::{
-    Capabilities, Consumer, ConsumerOptions, Delivery, Destination, Outgoing, Receipt, WireFormat,
+    Capabilities, Consumer, ConsumerOptions, DeadLetterReason, Delivery, Destination, Held,
+    Outgoing, Receipt, Source, WireFormat,
 };
-use bus_core::{DeadLetterReason, ErrorRecord, Source, Transport};
+use bus_core::Transport;
 use bus_redis::RedisConfig;
 use tokio_util::sync::CancellationToken;
 
@@ -177,7 +179,10 @@ struct BabelConsumer {
 }
 
 fn handle_of(receipt: &Receipt) -> Result<Handle> {
-    Handle::from_bytes(receipt.key.clone()).ok_or(Error::Receipt)
+    match &receipt.held {
+        Held::Stored { key, .. } => Handle::from_bytes(key.clone()).ok_or(Error::Receipt),
+        Held::Leased { .. } => Err(Error::Receipt),
+    }
 }
 
 fn handles(receipts: &[Receipt]) -> Result<Vec<Handle>> {
@@ -195,10 +200,7 @@ impl BabelConsumer {
             let count = delivery_count(attempts);
             if !handle.uncountable() && count <= self.options.delivery_limit {
                 return Ok(Some(Delivery {
-                    receipt: Receipt {
-                        key: handle.to_bytes(),
-                        delivery: count,
-                    },
+                    receipt: Receipt::stored(handle.to_bytes(), count),
                     delivery_count: count,
                     payload: element,
                     decoded: Some(Box::new(read.envelope)),

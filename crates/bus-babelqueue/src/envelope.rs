@@ -41,7 +41,7 @@ fn is_blank(text: &str) -> bool {
 pub enum Poison {
     /// The bytes are not valid UTF-8.
     InvalidUtf8,
-    /// Arrays or objects nest deeper than [`bus_core::MAX_NESTING`].
+    /// Arrays or objects nest deeper than [`bus_core::transport::MAX_NESTING`].
     TooDeep,
     /// Not exactly one JSON value.
     NotJson(String),
@@ -63,7 +63,7 @@ impl fmt::Display for Poison {
             Poison::TooDeep => write!(
                 f,
                 "the body nests deeper than {} levels",
-                bus_core::MAX_NESTING
+                bus_core::transport::MAX_NESTING
             ),
             Poison::NotJson(e) => write!(f, "invalid JSON: {e}"),
             Poison::NotAnObject => f.write_str("the JSON root is not an object"),

@@ -3,7 +3,7 @@
 use bus_babelqueue::{
     frame, poison_record, unframe, DeadLetterBlock, Envelope, Headers, Poison, Reason,
 };
-use bus_core::MAX_NESTING as MAX_DEPTH;
+use bus_core::transport::MAX_NESTING as MAX_DEPTH;
 use proptest::prelude::*;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};

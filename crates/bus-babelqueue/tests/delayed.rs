@@ -6,8 +6,9 @@ mod common;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bus_babelqueue::{BabelQueue, Envelope, Options};
+use bus_core::records::ErrorRecord;
 use bus_core::transport::{Outgoing, WireFormat};
-use bus_core::{ErrorRecord, Format, MessageId, Transport};
+use bus_core::{Format, MessageId, Transport};
 use bus_test_redis::TestRedis;
 use common::{consumer, receive, run_py, transport, URN};
 use serde_json::{json, Value};

@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use bus_babelqueue::Options;
-use bus_core::ErrorRecord;
+use bus_core::records::ErrorRecord;
 use bus_test_redis::TestRedis;
 use common::{consumer, receive, run_py, settle, size, transport, Worker, URN};
 use serde_json::Value;
@@ -223,9 +223,13 @@ async fn rust_killed(layout: &str) {
     dead.retry(&stale.receipt, Duration::ZERO, &ErrorRecord::now("late"))
         .await
         .expect("late retry");
-    dead.dead_letter(&stale.receipt, bus_core::DeadLetterReason::Rejected, None)
-        .await
-        .expect("late dead-letter");
+    dead.dead_letter(
+        &stale.receipt,
+        bus_core::transport::DeadLetterReason::Rejected,
+        None,
+    )
+    .await
+    .expect("late dead-letter");
     let after = (
         size(&redis, &keys.ready),
         size(&redis, &keys.in_flight),

@@ -7,11 +7,10 @@
 //! The W3C format is written and parsed here (it is one line), so no OpenTelemetry SDK
 //! or global propagator needs to be configured for it.
 
+use crate::transport::{Delivery, Source};
+use crate::{Envelope, Headers, MessageId};
 use opentelemetry::trace::{SpanContext, SpanId, TraceContextExt, TraceFlags, TraceId, TraceState};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
-
-use crate::transport::Delivery;
-use crate::{Envelope, Headers, MessageId, Source};
 
 /// The `messaging.system` of every span.
 const SYSTEM: &str = "bus";

@@ -13,10 +13,12 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-pub use crate::depth::too_deep;
-pub use crate::envelope::now_ms;
+pub use crate::depth::{too_deep, MAX_NESTING};
+pub use crate::envelope::{now_ms, ENVELOPE_VERSION};
+pub use crate::message::{validate_name, MAX_NAME_LEN};
+use crate::records::ErrorRecord;
 pub use crate::records::ERROR_HISTORY;
-use crate::{validate_name, Envelope, ErrorRecord, MessageId, Result};
+use crate::{Envelope, MessageId, Result};
 
 /// Where a consumer reads: a command queue, or one subscription of a topic.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -68,16 +70,64 @@ pub struct Outgoing {
     pub payload: Bytes,
 }
 
-/// Identifies one reservation of one message. Transitions with a stale receipt (the
-/// message was recovered or reserved again since) are ignored.
+/// Identifies one reservation of one message, as the transport that handed it out made
+/// it: which partition of the queue, and what the message is stored as. Transitions with a
+/// stale receipt (the message was recovered or reserved again since) are ignored.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Receipt {
-    /// The message's storage key (Redis: a stored message's id, or a lease's token).
-    pub key: Bytes,
-    /// The reservation's token, the transport's choice: the delivery count at
-    /// reservation (the memory transport; Redis for a stored message), or the message's
-    /// index in its lease (Redis for a leased message). Not a count to show.
-    pub delivery: u32,
+    /// The partition of its queue that handed it out (0 on a queue of one partition).
+    pub shard: u16,
+    /// What the message is held as.
+    pub held: Held,
+}
+
+/// What a reserved message is stored as, in its transport's terms.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Held {
+    /// A message stored under a key of its own (the memory transport's; Redis's stored
+    /// messages; a BabelQueue element), reserved at delivery count `delivery`: a later
+    /// reservation has a higher count, so an older receipt is recognised as stale.
+    Stored {
+        /// Its storage key.
+        key: Bytes,
+        /// The delivery count at reservation.
+        delivery: u32,
+    },
+    /// Message `index` of several stored together under one key (Redis: the lease of the
+    /// messages of one send).
+    Leased {
+        /// The lease's key (its token).
+        lease: Bytes,
+        /// The message's position in the lease.
+        index: u32,
+    },
+}
+
+impl Receipt {
+    /// The receipt of a message stored under `key`, reserved at delivery count `delivery`,
+    /// on an unpartitioned queue.
+    pub fn stored(key: Bytes, delivery: u32) -> Self {
+        Receipt {
+            shard: 0,
+            held: Held::Stored { key, delivery },
+        }
+    }
+
+    /// The receipt of message `index` of the lease `lease`, on an unpartitioned queue.
+    pub fn leased(lease: Bytes, index: u32) -> Self {
+        Receipt {
+            shard: 0,
+            held: Held::Leased { lease, index },
+        }
+    }
+
+    /// The storage key: the message's own, or its lease's.
+    pub fn key(&self) -> &Bytes {
+        match &self.held {
+            Held::Stored { key, .. } => key,
+            Held::Leased { lease, .. } => lease,
+        }
+    }
 }
 
 /// A reserved message.

@@ -9,8 +9,9 @@
 use std::time::Duration;
 
 use bus_babelqueue::{BabelTransport, Options};
-use bus_core::transport::ConsumerOptions;
-use bus_core::{DeadLetterReason, ErrorRecord, Source, Transport};
+use bus_core::records::ErrorRecord;
+use bus_core::transport::{ConsumerOptions, DeadLetterReason, Source};
+use bus_core::Transport;
 use bus_redis::RedisConfig;
 use tokio_util::sync::CancellationToken;
 

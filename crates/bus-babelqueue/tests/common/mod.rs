@@ -8,8 +8,9 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use bus_babelqueue::{BabelTransport, Options};
-use bus_core::transport::{Consumer, ConsumerOptions, Delivery};
-use bus_core::{DeadLetterReason, ErrorRecord, Source, Transport};
+use bus_core::records::ErrorRecord;
+use bus_core::transport::{Consumer, ConsumerOptions, DeadLetterReason, Delivery, Source};
+use bus_core::Transport;
 use bus_redis::RedisConfig;
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, BufReader};

@@ -17,9 +17,12 @@ use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
 use crate::{
-    Backoff, CommandProcessor, Context, DeadLetter, DeadLetterReason, Host, Message, MessageKind,
-    ProcessError, ProcessingSettings, Source, Transport,
+    Backoff, CommandProcessor, Context, Host, Message, MessageKind, ProcessError,
+    ProcessingSettings, Transport,
 };
+
+use crate::records::DeadLetter;
+use crate::transport::{DeadLetterReason, Source};
 
 /// How a check reads what a transport stored (transports have no such API of their own).
 #[async_trait]
@@ -110,7 +113,7 @@ async fn start_command<C: crate::Command, P: CommandProcessor<C>>(
     processor: P,
 ) -> crate::RunningHost {
     Host::builder()
-        .transport_arc(transport)
+        .transport(transport)
         .command::<C, _>(processor)
         .build()
         .expect("host builds")
@@ -332,7 +335,7 @@ pub async fn blocking_work_in_spawn_blocking_keeps_its_locks(transport: Arc<dyn 
         completed: AtomicU32::new(0),
     });
     let running = Host::builder()
-        .transport_arc(transport)
+        .transport(transport)
         .command::<Blocking, _>(Arc::clone(&work))
         .recovery_interval(Duration::from_millis(50))
         .build()

@@ -61,7 +61,10 @@ pub struct Counts {
 
 pub fn counts(redis: &TestRedis, queue: &str) -> Counts {
     let mut c = redis.client();
-    let keys = QueueKeys::new(redis.namespace(), &bus_core::Source::queue(queue).unwrap());
+    let keys = QueueKeys::new(
+        redis.namespace(),
+        &bus_core::transport::Source::queue(queue).unwrap(),
+    );
     let mut n = |cmd: &str, key: &str| {
         let reply = c.cmd(&[cmd, key]).unwrap();
         // GET of a counter: a bulk string, or nil (0).
