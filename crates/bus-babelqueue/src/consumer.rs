@@ -250,15 +250,15 @@ impl QueueConsumer {
         max: usize,
     ) -> Result<(Vec<Reserved>, Option<i64>)> {
         let (handles, due) = self.reserve_handles(max).await?;
-        Ok((handles.into_iter().map(Reserved::from_handle).collect(), due))
+        Ok((
+            handles.into_iter().map(Reserved::from_handle).collect(),
+            due,
+        ))
     }
 
     /// Like [`QueueConsumer::reserve_with_hint`], the reservations unread: the bus
     /// adapter reads each element once, with its wire format.
-    pub(crate) async fn reserve_handles(
-        &self,
-        max: usize,
-    ) -> Result<(Vec<Handle>, Option<i64>)> {
+    pub(crate) async fn reserve_handles(&self, max: usize) -> Result<(Vec<Handle>, Option<i64>)> {
         let max = i64::try_from(max.max(1)).unwrap_or(i64::MAX);
         let now = Value::from(now_secs());
         let batch = Value::from(i64::from(self.options.batch()));

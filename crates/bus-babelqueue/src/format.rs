@@ -166,14 +166,22 @@ mod tests {
         assert_eq!(env.message_type, "urn:a");
         assert_eq!(env.id.as_str(), "m-2", "the last of a repeated member");
         assert_eq!(env.sent_at_ms, 42);
-        assert_eq!(env.headers.get(TRACE_ID_HEADER).map(String::as_str), Some("t-1"));
+        assert_eq!(
+            env.headers.get(TRACE_ID_HEADER).map(String::as_str),
+            Some("t-1")
+        );
         assert_eq!(&env.body[..], br#"{"x":[1, 2]}"#);
         assert!(element.as_ptr_range().contains(&env.body.as_ptr()));
     }
 
     #[test]
     fn poison_is_a_decode_error() {
-        for bad in [&b"[1]"[..], b"{\"job\":5}", b"\xff", b"{\"job\":\"urn:a\",\"data\":[]}"] {
+        for bad in [
+            &b"[1]"[..],
+            b"{\"job\":5}",
+            b"\xff",
+            b"{\"job\":\"urn:a\",\"data\":[]}",
+        ] {
             let err = legacy().decode(&Bytes::copy_from_slice(bad)).unwrap_err();
             assert!(matches!(err, bus_core::Error::Decode { .. }), "{err}");
         }
@@ -186,7 +194,8 @@ mod tests {
             let mut env =
                 bus_core::Envelope::new("urn:a", Format::Json, &br#"{"n":1,"s":"\u00fc"}"#[..]);
             env.headers.insert(TRACE_ID_HEADER.into(), "trace-7".into());
-            env.headers.insert("traceparent".into(), "00-ab-cd-01".into());
+            env.headers
+                .insert("traceparent".into(), "00-ab-cd-01".into());
             let element = Bytes::from(format.encode(&env).unwrap());
             let back = format.decode(&element).unwrap();
             assert_eq!(back.id, env.id);

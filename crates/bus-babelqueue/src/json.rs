@@ -183,10 +183,7 @@ pub(crate) fn numbers_are_finite(text: &str) -> bool {
             Ok(Finite)
         }
         fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Finite, A::Error> {
-            while map
-                .next_entry::<serde::de::IgnoredAny, Finite>()?
-                .is_some()
-            {}
+            while map.next_entry::<serde::de::IgnoredAny, Finite>()?.is_some() {}
             Ok(Finite)
         }
     }
@@ -337,7 +334,9 @@ mod tests {
 
     #[test]
     fn finite_numbers() {
-        assert!(numbers_are_finite(r#"{"a":[1,-2.5e10,9007199254740993,{"b":null}],"c":"1e400"}"#));
+        assert!(numbers_are_finite(
+            r#"{"a":[1,-2.5e10,9007199254740993,{"b":null}],"c":"1e400"}"#
+        ));
         assert!(!numbers_are_finite(r#"{"a":[1e400]}"#));
         assert!(!numbers_are_finite(r#"{"a":{"b":-1e999}}"#));
     }

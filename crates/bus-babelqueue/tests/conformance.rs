@@ -54,7 +54,11 @@ impl Probe for Babel {
                 let block = &record["dead_letter"];
                 SeenDeadLetter {
                     reason: bus_reason(block),
-                    errors: block["error"].as_str().map(str::to_owned).into_iter().collect(),
+                    errors: block["error"]
+                        .as_str()
+                        .map(str::to_owned)
+                        .into_iter()
+                        .collect(),
                 }
             })
             .collect()

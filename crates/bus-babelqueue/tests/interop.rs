@@ -127,7 +127,11 @@ async fn rust_to_python(layout: &str) {
         sent.insert(native.id.to_string(), (data, native.sent_at_ms, i));
         batch.push(Outgoing {
             id: native.id.clone(),
-            payload: transport.format(queue).encode(&native).expect("encode").into(),
+            payload: transport
+                .format(queue)
+                .encode(&native)
+                .expect("encode")
+                .into(),
         });
         if batch.len() == 100 {
             transport

@@ -126,7 +126,12 @@ async fn start_command<C: crate::Command, P: CommandProcessor<C>>(
 /// capability is why.
 fn not_checked(check: &str, what: &str, capability: &str) {
     eprintln!("conformance: {check}: {what} not checked: the transport declares {capability}");
-    tracing::warn!(check, what, capability, "conformance: not checked, by a declared capability");
+    tracing::warn!(
+        check,
+        what,
+        capability,
+        "conformance: not checked, by a declared capability"
+    );
 }
 
 async fn wait_until(deadline: Duration, mut done: impl FnMut() -> bool) -> bool {
@@ -454,7 +459,10 @@ pub async fn oversized_messages_are_refused_at_send(
 ) {
     // Room for a foreign envelope's overhead (BabelQueue's `meta` and trace id) around
     // the small message, none for the big one.
-    let bus = crate::Bus::new(transport, crate::BusConfig::default().max_message_size(1000));
+    let bus = crate::Bus::new(
+        transport,
+        crate::BusConfig::default().max_message_size(1000),
+    );
     #[derive(Serialize, Deserialize)]
     struct Big {
         text: String,
