@@ -3,7 +3,8 @@
 //!
 //! `cargo bench -p benches --bench throughput` (`ROUNDS=n` repeats the whole set; `ONLY=<parts of
 //! phases' function names, comma-separated>` runs only those phases;
-//! `COMMANDSTATS=1` prints Redis's `INFO commandstats` of each Redis phase).
+//! `COMMANDSTATS=1` prints Redis's `INFO commandstats` of each Redis phase; `MESSAGES=n`
+//! changes the number of messages per phase).
 //!
 //! Every phase moves 100,000 messages with a ~100-byte JSON body, and reports msg/s and
 //! the CPU that the redis-server and this process spent per message over the timed phase
@@ -428,12 +429,7 @@ async fn bus_end_to_end(env: &Env) -> Figure {
         .build()
         .unwrap();
     let running = host.start().await.unwrap();
-    let mut producer = Producer::spawn(
-        Produce::BusSend,
-        &env.redis.url,
-        &prefix,
-        count(),
-    );
+    let mut producer = Producer::spawn(Produce::BusSend, &env.redis.url, &prefix, count());
     env.reset_stats().await;
     let started = env.meter.start();
     producer.go();
@@ -539,9 +535,9 @@ fn main() {
         .build()
         .unwrap();
     let smoke = !std::env::args().any(|a| a == "--bench");
-    if smoke {
-        let _ = COUNT_SET.set(2_000);
-    }
+    // MESSAGES=n changes the phases' size (a longer phase for `perf record`).
+    let messages = std::env::var("MESSAGES").ok().and_then(|n| n.parse().ok());
+    let _ = COUNT_SET.set(messages.unwrap_or(if smoke { 2_000 } else { 100_000 }));
     // BACKLOG=10000000 for issue 9's backlog scaling (about 2 GB of Redis memory).
     let backlog_size: u64 = std::env::var("BACKLOG")
         .ok()

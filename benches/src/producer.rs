@@ -53,7 +53,9 @@ impl Producer {
         let stdin = child.stdin.take().expect("piped stdin");
         let mut stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
         let mut line = String::new();
-        stdout.read_line(&mut line).expect("the producer says ready");
+        stdout
+            .read_line(&mut line)
+            .expect("the producer says ready");
         assert_eq!(line.trim(), "ready", "the producer could not start");
         Producer {
             child,
@@ -125,7 +127,9 @@ async fn produce(kind: &str, url: &str, target: &str, count: u64) {
             (started, cpu_seconds(std::process::id(), tick))
         }
         "bus" => {
-            let config = RedisConfig::from_url(url).expect("a Redis URL").prefix(target);
+            let config = RedisConfig::from_url(url)
+                .expect("a Redis URL")
+                .prefix(target);
             let transport = RedisTransport::connect(&config).await.expect("connect");
             let bus = Bus::new(transport, BusConfig::default());
             let orders: Vec<Order> = (0..count).map(order).collect();
