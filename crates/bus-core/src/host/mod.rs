@@ -4,6 +4,7 @@ mod handle;
 mod handler_runtime;
 mod held;
 pub mod metrics;
+mod outcome;
 mod registration;
 mod routes;
 mod worker;
@@ -391,12 +392,16 @@ impl Host {
             let wire = self.bus.transport().wire_format(&registration.source);
             let worker = worker::Worker {
                 metrics: metrics::WorkerMetrics::new(&routes),
-                wire,
+                dispatch: handle::Dispatch {
+                    source: registration.source.clone(),
+                    settings: registration.settings.clone(),
+                    routes,
+                    middleware: Arc::clone(&self.middleware),
+                    bus: self.bus.clone(),
+                    wire,
+                },
                 registration,
-                routes,
                 consumer: consumer.into(),
-                middleware: Arc::clone(&self.middleware),
-                bus: self.bus.clone(),
                 recovery_interval: self.recovery_interval,
                 shutdown_grace: self.shutdown_grace,
                 handler_runtime: Arc::clone(&handler_runtime),
