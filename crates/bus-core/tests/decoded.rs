@@ -54,7 +54,9 @@ impl Consumer for ReadingConsumer {
         for delivery in &mut deliveries {
             // What a foreign transport does on reserve; an element it cannot read is
             // left to the host's decode (and dead letter).
-            delivery.decoded = Envelope::decode_shared(&delivery.payload).ok().map(Box::new);
+            delivery.decoded = Envelope::decode_shared(&delivery.payload)
+                .ok()
+                .map(Box::new);
         }
         Ok(deliveries)
     }
