@@ -9,6 +9,7 @@
 //! | [`CommandProcessor`], [`EventProcessor`], [`ProcessError`], [`Context`] | handlers |
 //! | [`ProcessingSettings`], [`Backoff`] | per-processor consumption settings |
 //! | [`Middleware`], [`Next`] | the pipeline around handlers |
+//! | [`SendOptions`], [`Sent`], [`SendMiddleware`] | one send with options, what it stored, the layers on every send |
 //! | [`Host`], [`HostBuilder`], [`RunningHost`], [`Bus`] | registration, running, sending |
 //! | [`Envelope`], [`Format`] | the wire format and serializers |
 //! | [`Transport`] | what a host and a bus are given (`bus-redis`, [`MemoryTransport`], ...) |
@@ -42,6 +43,7 @@ mod otel;
 mod processor;
 pub mod records;
 mod saga;
+mod send;
 mod settings;
 mod shared;
 pub mod transport;
@@ -65,6 +67,7 @@ pub use processor::{CommandProcessor, Disposition, EventProcessor, ProcessError}
 #[cfg(feature = "conformance")]
 pub use saga::conformance as saga_conformance;
 pub use saga::{ContinueSaga, MemorySagaStore, Saga, SagaData, SagaStore, Stamp, StartSaga};
+pub use send::{OutgoingMessage, SendMiddleware, SendOptions, Sent, TRACE_ID_HEADER};
 pub use settings::{Backoff, ProcessingSettings};
 pub use shared::IntoShared;
 // The transport an application hands its host and its bus; the rest of the contract

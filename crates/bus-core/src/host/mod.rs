@@ -96,6 +96,13 @@ impl HostBuilder {
         self
     }
 
+    /// Adds a layer that runs on every send and publish of this host's bus, the
+    /// handlers' included ([`SendMiddleware`](crate::SendMiddleware)).
+    pub fn send_middleware(mut self, middleware: impl crate::SendMiddleware) -> Self {
+        self.bus_config = self.bus_config.send_middleware(middleware);
+        self
+    }
+
     /// Registers a command processor for `C` on `C`'s queue.
     pub fn command<C: Command, P: CommandProcessor<C>>(self, processor: P) -> Self {
         self.register(Registration::command::<C, P>(processor))
