@@ -190,10 +190,7 @@ async fn list_count_peek(layout_name: &str) {
             .await
             .expect("peek");
         assert_eq!(delayed.len(), 1);
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .expect("clock")
-            .as_secs_f64();
+        let now = bus_core::transport::now_ms() as f64 / 1000.0;
         let due = delayed[0].score.expect("a score");
         assert!(due > now + 50.0 && due < now + 62.0, "due {due}, now {now}");
     } else {
