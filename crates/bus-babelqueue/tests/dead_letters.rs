@@ -154,12 +154,4 @@ async fn dead_letters(layout: &str) {
     assert_eq!(size(&redis, &keys.dlq), expected);
 }
 
-#[tokio::test]
-async fn failures_unknown_urns_and_garbage_dead_letter_like_the_sdk_legacy() {
-    dead_letters("legacy").await;
-}
-
-#[tokio::test]
-async fn failures_unknown_urns_and_garbage_dead_letter_like_the_sdk_laravel() {
-    dead_letters("laravel").await;
-}
+bus_test_redis::per_layout!(dead_letters => failures_unknown_urns_and_garbage_dead_letter_like_the_sdk);

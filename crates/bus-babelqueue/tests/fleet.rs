@@ -9,19 +9,14 @@ use std::time::{Duration, Instant};
 use bus_babelqueue::Options;
 use bus_core::ErrorRecord;
 use bus_test_redis::TestRedis;
-use common::{consumer, receive, run_py, settle, size, transport, Worker, URN};
+use common::{bq, consumer, receive, run_py, rust_worker, settle, size, transport, URN};
 use serde_json::Value;
 
 const FLEET: usize = 2000;
 const WAIT: Duration = Duration::from_secs(20);
 
 fn options(layout: &str) -> Options {
-    let options = if layout == "laravel" {
-        Options::laravel()
-    } else {
-        Options::legacy()
-    };
-    options.retry_after(Some(Duration::from_secs(2)))
+    common::options(layout).retry_after(Some(Duration::from_secs(2)))
 }
 
 fn id_of(native_payload: &[u8]) -> String {
@@ -42,7 +37,7 @@ async fn mixed_fleet(layout: &str) {
         "--queue",
         "orders",
     ];
-    let mut worker = Worker::spawn(&[&["worker"][..], &base[..]].concat());
+    let mut worker = bq().spawn(&[&["worker"][..], &base[..]].concat());
     assert_eq!(
         worker.next(WAIT).await.expect("worker starts")["ready"],
         true
@@ -103,15 +98,7 @@ async fn mixed_fleet(layout: &str) {
     assert_eq!(size(&redis, &keys.dlq), 0);
 }
 
-#[tokio::test]
-async fn python_worker_and_rust_consumer_share_a_queue_legacy() {
-    mixed_fleet("legacy").await;
-}
-
-#[tokio::test]
-async fn python_worker_and_rust_consumer_share_a_queue_laravel() {
-    mixed_fleet("laravel").await;
-}
+bus_test_redis::per_layout!(mixed_fleet => python_worker_and_rust_consumer_share_a_queue);
 
 /// A Python worker SIGKILLed mid-message: the Rust consumer recovers the message after
 /// `retry_after` (2 s, whole seconds: 1-2 s).
@@ -128,7 +115,7 @@ async fn python_killed(layout: &str) {
         "--retry-after",
         "2",
     ];
-    let mut worker = Worker::spawn(&[&["worker", "--hang-at", "1"][..], &base[..]].concat());
+    let mut worker = bq().spawn(&[&["worker", "--hang-at", "1"][..], &base[..]].concat());
     assert_eq!(
         worker.next(WAIT).await.expect("worker starts")["ready"],
         true
@@ -168,15 +155,7 @@ async fn python_killed(layout: &str) {
     }
 }
 
-#[tokio::test]
-async fn python_worker_killed_mid_message_is_recovered_by_rust_legacy() {
-    python_killed("legacy").await;
-}
-
-#[tokio::test]
-async fn python_worker_killed_mid_message_is_recovered_by_rust_laravel() {
-    python_killed("laravel").await;
-}
+bus_test_redis::per_layout!(python_killed => python_worker_killed_mid_message_is_recovered_by_rust);
 
 /// The Rust side dies mid-message (its reservation is abandoned: no ack, no renewal); a
 /// Python worker recovers it after `retry_after`. The dead side's late ack, retry and
@@ -203,7 +182,7 @@ async fn rust_killed(layout: &str) {
         .pop()
         .expect("the Rust side takes the message");
 
-    let mut worker = Worker::spawn(&[&["worker", "--hang-at", "1"][..], &base[..]].concat());
+    let mut worker = bq().spawn(&[&["worker", "--hang-at", "1"][..], &base[..]].concat());
     assert_eq!(
         worker.next(WAIT).await.expect("worker starts")["ready"],
         true
@@ -258,15 +237,7 @@ async fn rust_killed(layout: &str) {
     }
 }
 
-#[tokio::test]
-async fn abandoned_rust_reservation_recovered_by_python_late_settles_change_nothing_legacy() {
-    rust_killed("legacy").await;
-}
-
-#[tokio::test]
-async fn abandoned_rust_reservation_recovered_by_python_late_settles_change_nothing_laravel() {
-    rust_killed("laravel").await;
-}
+bus_test_redis::per_layout!(rust_killed => abandoned_rust_reservation_recovered_by_python_late_settles_change_nothing);
 
 /// A Rust worker process SIGKILLed mid-message: a Python worker recovers the message
 /// after `retry_after`.
@@ -284,7 +255,7 @@ async fn rust_process_killed(layout: &str) {
         "2",
     ];
     let (published, _) = run_py(&[&["publish"][..], &base[..]].concat()).await;
-    let mut rust = Worker::rust(&[&["--hang-at", "1"][..], &base[..]].concat());
+    let mut rust = rust_worker(&[&["--hang-at", "1"][..], &base[..]].concat());
     assert_eq!(rust.next(WAIT).await.expect("worker starts")["ready"], true);
     let hung = rust
         .next(WAIT)
@@ -293,7 +264,7 @@ async fn rust_process_killed(layout: &str) {
     assert_eq!(hung["hang"], published[0]["id"]);
     rust.kill().await;
 
-    let mut python = Worker::spawn(&[&["worker"][..], &base[..]].concat());
+    let mut python = bq().spawn(&[&["worker"][..], &base[..]].concat());
     assert_eq!(
         python.next(WAIT).await.expect("worker starts")["ready"],
         true
@@ -317,12 +288,4 @@ async fn rust_process_killed(layout: &str) {
     }
 }
 
-#[tokio::test]
-async fn rust_worker_process_killed_mid_message_is_recovered_by_python_legacy() {
-    rust_process_killed("legacy").await;
-}
-
-#[tokio::test]
-async fn rust_worker_process_killed_mid_message_is_recovered_by_python_laravel() {
-    rust_process_killed("laravel").await;
-}
+bus_test_redis::per_layout!(rust_process_killed => rust_worker_process_killed_mid_message_is_recovered_by_python);

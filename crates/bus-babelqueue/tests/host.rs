@@ -136,12 +136,7 @@ async fn host_routes_by_urn(layout: &str) {
     assert_eq!(record["dead_letter"]["reason"], "unknown_urn");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_host_routes_a_legacy_queue_by_urn() {
-    host_routes_by_urn("legacy").await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_host_routes_a_laravel_queue_by_urn() {
-    host_routes_by_urn("laravel").await;
-}
+bus_test_redis::per_layout!(
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    host_routes_by_urn => a_host_routes_a_queue_by_urn
+);
