@@ -5,7 +5,6 @@
 //! (`ROUNDS=n` repeats; without `--bench`, as under `cargo test`, a small smoke run).
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use benches::cpu::{clock_tick, Figure, Meter};
@@ -81,8 +80,8 @@ impl Env {
         let transport = RedisTransport::connect(&config).await.unwrap();
         let durable = transport.durable(1, WAIT_TIMEOUT).await.unwrap();
         (
-            Bus::new(Arc::new(transport), BusConfig::default()),
-            Bus::new(Arc::new(durable), BusConfig::default()),
+            Bus::new(transport, BusConfig::default()),
+            Bus::new(durable, BusConfig::default()),
         )
     }
 }

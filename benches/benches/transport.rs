@@ -3,15 +3,15 @@
 //! the end.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use benches::messages::Noop;
 use benches::{rate, BenchRedis, Figures};
-use bus_core::transport::ConsumerOptions;
+use bus_core::transport::{ConsumerOptions, Source};
 use bus_core::{
-    Bus, BusConfig, CommandProcessor, Context, Host, ProcessError, RedisCommand, Source, Transport,
+    Bus, BusConfig, CommandProcessor, Context, Host, ProcessError, RedisCommand, Transport,
 };
 use bus_redis::{RedisConfig, RedisTransport};
 use bytes::Bytes;
@@ -206,7 +206,7 @@ fn in_flight_scaling(c: &mut Criterion, env: &Env) {
                 for _ in 0..iters {
                     let transport = env.transport();
                     let holder = env.rt.block_on(async {
-                        let bus = Bus::new(Arc::new(transport.clone()), BusConfig::default());
+                        let bus = Bus::new(transport.clone(), BusConfig::default());
                         for batch in smalls(stuck).chunks(BATCH) {
                             bus.send_batch(batch).await.unwrap();
                         }
@@ -248,7 +248,7 @@ fn batch_send(c: &mut Criterion, env: &Env) {
             let mut total = Duration::ZERO;
             for _ in 0..iters {
                 let transport = env.transport();
-                let bus = Bus::new(Arc::new(transport), BusConfig::default());
+                let bus = Bus::new(transport, BusConfig::default());
                 let elapsed = env.rt.block_on(async {
                     let started = Instant::now();
                     futures::future::try_join_all(
@@ -374,7 +374,7 @@ fn memory(env: &Env) -> (f64, usize, usize) {
                 .await
                 .unwrap(),
         );
-        let bus = Bus::new(Arc::new(transport.clone()), BusConfig::default());
+        let bus = Bus::new(transport.clone(), BusConfig::default());
         let messages: Vec<Hundred> = (0..COUNT)
             .map(|_| Hundred {
                 text: "x".repeat(89),

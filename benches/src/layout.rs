@@ -1,5 +1,5 @@
 //! Our own layout without the host: what the raw-layout baseline reads. Its scripts and
-//! their KEYS come from bus-redis (`reserve_script`, `ack_script`, `keys::ScriptKeys`).
+//! their KEYS come from bus-redis (`raw::reserve_script`, `raw::ack_script`, `keys::ScriptKeys`).
 
 use bus_redis::keys::QueueKeys;
 use fred::prelude::{Client, HashesInterface, KeysInterface};

@@ -4,6 +4,7 @@
 pub mod cpu;
 pub mod layout;
 pub mod messages;
+pub mod producer;
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;

@@ -1,32 +1,36 @@
 //! The bus adapter: a [`bus_core::Transport`] over BabelQueue queues, so a bus host can
 //! work a queue that BabelQueue SDK workers also work.
 //!
-//! `receive` turns each BabelQueue envelope into a native bus envelope (type = the URN,
-//! id = `meta.id`, body = `data`, sent = `meta.created_at`, headers = the frame's plus
-//! [`TRACE_ID_HEADER`]); `send` does the reverse. Poison never reaches the host: it is
-//! dead-lettered as BabelQueue writes it on its first delivery.
+//! Its elements are BabelQueue's, read and written by [`BabelFormat`] (the host's wire
+//! format for these queues): `send` stores what the format wrote; `receive` reads each
+//! element once, for its attempts and to catch poison, and hands the host that reading
+//! with the element ([`Delivery::decoded`]), so the host decodes nothing again. Poison
+//! never reaches the host: it is dead-lettered as BabelQueue writes it on its first
+//! delivery.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
-use bus_core::transport::{Consumer, ConsumerOptions, Delivery, Outgoing, Receipt};
-use bus_core::{DeadLetterReason, ErrorRecord, Format, MessageId, Source, Transport};
+use bus_core::records::ErrorRecord;
+use bus_core::transport::{
+    Capabilities, Consumer, ConsumerOptions, DeadLetterReason, Delivery, Destination, Held,
+    Outgoing, Receipt, Source, WireFormat,
+};
+use bus_core::Transport;
 use bus_redis::RedisConfig;
-use bytes::Bytes;
-use serde_json::value::RawValue;
 use tokio_util::sync::CancellationToken;
 
-use crate::consumer::{Content, Handle, QueueConsumer, Reserved};
+use crate::consumer::{delivery_count, Content, Handle, QueueConsumer, Reserved};
 use crate::dead_letter::{DeadLetterBlock, Reason};
-use crate::frame::Headers;
+use crate::format::BabelFormat;
 use crate::keys::Layout;
 use crate::{BabelQueue, Envelope, Error, Options, Poison, Result, UnknownUrn};
 
-/// The bus header that carries BabelQueue's `trace_id` (kept across hops: a message sent
-/// with it keeps that `trace_id`).
-pub const TRACE_ID_HEADER: &str = "bq-trace-id";
-
+/// What a lease adds to the host's lock timeout: the whole second a deadline's score can
+/// lose to `floor(now)`.
+const LEASE_ROUNDING: Duration = Duration::from_secs(1);
 /// The longest `receive` waits before returning empty.
 const RECEIVE_BOUND: Duration = Duration::from_secs(1);
 /// Idle polling of the legacy layout (it has no wake-up list): from 2 ms up to 250 ms.
@@ -34,7 +38,7 @@ const POLL_MIN_MS: u64 = 2;
 const POLL_MAX_MS: u64 = 250;
 
 /// A [`bus_core::Transport`] over BabelQueue's Redis layouts (commands only: BabelQueue
-/// has no topics, so `publish` is refused).
+/// has no topics, so `publish` is refused; see [`Transport::capabilities`]).
 #[derive(Debug, Clone)]
 pub struct BabelTransport {
     bq: BabelQueue,
@@ -58,41 +62,23 @@ impl BabelTransport {
         &self.bq
     }
 
-    fn to_babel(&self, queue: &str, outgoing: &Outgoing) -> Result<(Vec<u8>, Headers)> {
-        let native = bus_core::Envelope::decode(&outgoing.payload)
-            .map_err(|e| Error::Envelope(format!("not a bus envelope: {e}")))?;
-        if native.format != Format::Json {
-            return Err(Error::Envelope(format!(
-                "{}: BabelQueue carries JSON bodies only, not {:?}",
-                native.message_type, native.format
-            )));
-        }
-        let text = std::str::from_utf8(&native.body)
-            .map_err(|_| Error::Envelope("the body is not UTF-8".into()))?;
-        let data: &RawValue = serde_json::from_str(text)
-            .map_err(|e| Error::Envelope(format!("the body is not JSON: {e}")))?;
-        let mut headers = native.headers;
-        let trace_id = headers.remove(TRACE_ID_HEADER);
-        let envelope = Envelope::build(
-            &native.message_type,
-            data,
-            queue,
-            Some(native.id.to_string()),
-            trace_id,
-            i64::try_from(native.sent_at_ms).ok(),
-        )?;
-        Ok((envelope.encode(), headers))
+    /// The wire format of `queue`'s elements.
+    pub fn format(&self, queue: &str) -> BabelFormat {
+        BabelFormat::new(self.bq.options().layout_ref(), queue)
+    }
+
+    fn legacy(&self) -> bool {
+        matches!(self.bq.options().layout_ref(), Layout::Legacy)
     }
 }
 
 #[async_trait]
 impl Transport for BabelTransport {
+    /// Stores the elements as [`BabelFormat`] wrote them (see
+    /// [`Transport::outgoing_wire_format`]).
     async fn send(&self, queue: &str, messages: Vec<Outgoing>) -> bus_core::Result<()> {
-        let items = messages
-            .iter()
-            .map(|m| self.to_babel(queue, m))
-            .collect::<Result<Vec<_>>>()?;
-        Ok(self.bq.publish_encoded(queue, items).await?)
+        let elements = messages.into_iter().map(|m| m.payload).collect();
+        Ok(self.bq.push(queue, elements).await?)
     }
 
     async fn send_at(
@@ -101,16 +87,13 @@ impl Transport for BabelTransport {
         messages: Vec<Outgoing>,
         due: SystemTime,
     ) -> bus_core::Result<()> {
-        let bodies = messages
-            .iter()
-            .map(|m| self.to_babel(queue, m).map(|(body, _headers)| body))
-            .collect::<Result<Vec<_>>>()?;
+        let elements = messages.into_iter().map(|m| m.payload).collect();
         let due = due.duration_since(UNIX_EPOCH).unwrap_or_default();
         // Whole seconds, rounded up: never before the due time.
         let secs = due.as_secs() + u64::from(due.subsec_nanos() > 0);
         Ok(self
             .bq
-            .publish_encoded_at(queue, bodies, i64::try_from(secs).unwrap_or(i64::MAX))
+            .push_at(queue, elements, i64::try_from(secs).unwrap_or(i64::MAX))
             .await?)
     }
 
@@ -136,11 +119,16 @@ impl Transport for BabelTransport {
         };
         let mut opts = self.bq.options().clone();
         if opts.retry_after_secs().is_some() {
-            opts = opts.retry_after(Some(options.lock_timeout));
+            // A deadline is `floor(now) + retry_after` whole seconds, so a lease lasts
+            // between `retry_after - 1` and `retry_after` seconds: one second more keeps
+            // every lease at least the lock timeout between two renewals (a 300 ms lock
+            // renewed every 100 ms otherwise lapsed at the next whole second).
+            opts = opts.retry_after(Some(options.lock_timeout + LEASE_ROUNDING));
         }
         let bq = BabelQueue::with_client(self.bq.client().clone(), opts);
         let inner = bq.consumer(queue).await?;
         Ok(Box::new(BabelConsumer {
+            format: self.format(queue),
             laravel: matches!(bq.options().layout_ref(), Layout::Laravel { .. }),
             unknown_urn: bq.options().unknown_urn(),
             inner,
@@ -148,12 +136,42 @@ impl Transport for BabelTransport {
             pause_ms: AtomicU64::new(POLL_MIN_MS),
         }))
     }
+
+    fn wire_format(&self, source: &Source) -> Option<Arc<dyn WireFormat>> {
+        match source {
+            Source::Queue(queue) => Some(Arc::new(self.format(queue))),
+            // Refused by `consumer`.
+            Source::Subscription { .. } => None,
+        }
+    }
+
+    fn outgoing_wire_format(&self, destination: Destination<'_>) -> Option<Arc<dyn WireFormat>> {
+        match destination {
+            Destination::Queue(queue) => Some(Arc::new(self.format(queue))),
+            // Refused by `publish`.
+            _ => None,
+        }
+    }
+
+    /// No topics; no error history in a dead letter (BabelQueue's `dead_letter` block
+    /// holds the last error); delays in whole seconds on Laravel, and none on the legacy
+    /// layout (no delayed set: a delayed send is refused, a retry is ready at once, as in
+    /// BabelQueue).
+    fn capabilities(&self) -> Capabilities {
+        let seconds = (!self.legacy()).then_some(Duration::from_secs(1));
+        Capabilities::ALL
+            .topics(false)
+            .delayed_sends(seconds)
+            .retry_delays(seconds)
+            .error_history(false)
+    }
 }
 
 /// The bus consumer of one BabelQueue queue.
 #[derive(Debug)]
 struct BabelConsumer {
     inner: QueueConsumer,
+    format: BabelFormat,
     options: ConsumerOptions,
     laravel: bool,
     unknown_urn: UnknownUrn,
@@ -161,39 +179,45 @@ struct BabelConsumer {
 }
 
 fn handle_of(receipt: &Receipt) -> Result<Handle> {
-    Handle::from_bytes(receipt.key.clone()).ok_or(Error::Receipt)
+    match &receipt.held {
+        Held::Stored { key, .. } => Handle::from_bytes(key.clone()).ok_or(Error::Receipt),
+        Held::Leased { .. } => Err(Error::Receipt),
+    }
 }
 
 fn handles(receipts: &[Receipt]) -> Result<Vec<Handle>> {
     receipts.iter().map(handle_of).collect()
 }
 
-/// The native bus envelope of a BabelQueue envelope.
-fn to_native(reserved: &Reserved, env: &Envelope) -> Result<Bytes> {
-    let data = env.data().get().as_bytes().to_vec();
-    let mut native = bus_core::Envelope::new(env.urn(), Format::Json, data);
-    native.id = match env.meta().id.as_deref() {
-        Some(id) if !id.is_empty() => MessageId::from(id.to_owned()),
-        _ => MessageId::generate(),
-    };
-    native.sent_at_ms = env
-        .meta()
-        .created_at
-        .and_then(|ms| u64::try_from(ms).ok())
-        .unwrap_or(0);
-    native.headers = reserved.headers().clone();
-    if let Some(trace_id) = env.trace_id() {
-        native
-            .headers
-            .insert(TRACE_ID_HEADER.to_owned(), trace_id.to_owned());
-    }
-    let bytes = native
-        .encode()
-        .map_err(|e| Error::Envelope(format!("cannot build the bus envelope: {e}")))?;
-    Ok(bytes.into())
-}
-
 impl BabelConsumer {
+    /// A reserved element as the host gets it: read once, the reading handed over with
+    /// it. Poison, and a delivery past the limit, are dead-lettered here instead (both
+    /// rare: the element is then read again, the owned way, to write the record).
+    async fn deliver(&self, handle: Handle) -> Result<Option<Delivery>> {
+        let element = handle.stored();
+        if let Ok(read) = self.format.read(&element) {
+            let attempts = read.attempts.saturating_add(i64::from(handle.recoveries()));
+            let count = delivery_count(attempts);
+            if !handle.uncountable() && count <= self.options.delivery_limit {
+                return Ok(Some(Delivery {
+                    receipt: Receipt::stored(handle.to_bytes(), count),
+                    delivery_count: count,
+                    payload: element,
+                    decoded: Some(Box::new(read.envelope)),
+                }));
+            }
+        }
+        let reserved = Reserved::from_handle(handle);
+        match reserved.content() {
+            Content::Poison(poison) => self.bury_poison(&reserved, poison).await?,
+            Content::Envelope(env) => {
+                self.refuse(&reserved, env, reserved.delivery_count())
+                    .await?;
+            }
+        }
+        Ok(None)
+    }
+
     /// The bare queue name a dead letter names: `meta.queue`, else this queue.
     fn original_queue(&self, env: &Envelope) -> String {
         env.meta()
@@ -284,27 +308,12 @@ impl Consumer for BabelConsumer {
     ) -> bus_core::Result<Vec<Delivery>> {
         let started = Instant::now();
         loop {
-            let (batch, due) = self.inner.reserve_with_hint(max).await?;
+            let (batch, due) = self.inner.reserve_handles(max).await?;
             let had_any = !batch.is_empty();
             let mut out = Vec::with_capacity(batch.len());
-            for reserved in batch {
-                match reserved.content() {
-                    Content::Poison(poison) => self.bury_poison(&reserved, poison).await?,
-                    Content::Envelope(env) => {
-                        let count = reserved.delivery_count();
-                        if count > self.options.delivery_limit {
-                            self.refuse(&reserved, env, count).await?;
-                            continue;
-                        }
-                        out.push(Delivery {
-                            receipt: Receipt {
-                                key: reserved.handle().to_bytes(),
-                                delivery: count,
-                            },
-                            delivery_count: count,
-                            payload: to_native(&reserved, env)?,
-                        });
-                    }
+            for handle in batch {
+                if let Some(delivery) = self.deliver(handle).await? {
+                    out.push(delivery);
                 }
             }
             if had_any {

@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bus_redis::RedisConfig;
+use bytes::Bytes;
 use fred::prelude::{Client, ClientLike, ListInterface, SortedSetsInterface};
 use fred::types::Value;
 use serde::Serialize;
@@ -75,8 +76,8 @@ impl Options {
 
     /// How long a reservation lasts before another consumer recovers it, counted in whole
     /// seconds as BabelQueue does (rounded up, at least 1); `None` never recovers. 90 s by
-    /// default. The bus adapter sets it from the processor's `message_lock_timeout` and
-    /// renews it while the handler runs.
+    /// default. The bus adapter sets it from the processor's `message_lock_timeout` (plus
+    /// a second, for the rounding) and renews it while the handler runs.
     pub fn retry_after(mut self, retry_after: Option<Duration>) -> Self {
         self.retry_after = retry_after.map(whole_seconds);
         self
@@ -207,24 +208,34 @@ impl BabelQueue {
 
     /// Appends encoded envelopes (each with its headers) to a queue, all or none.
     pub async fn publish_encoded(&self, queue: &str, items: Vec<(Vec<u8>, Headers)>) -> Result<()> {
+        let legacy = matches!(self.options.layout, Layout::Legacy);
+        let elements = items
+            .into_iter()
+            .map(|(body, headers)| {
+                if legacy {
+                    Bytes::from(frame(&body, &headers))
+                } else {
+                    Bytes::from(body)
+                }
+            })
+            .collect();
+        self.push(queue, elements).await
+    }
+
+    /// Appends elements exactly as given (framed already where they carry headers) to a
+    /// queue, all or none: what the bus adapter sends, its wire format having written them.
+    pub(crate) async fn push(&self, queue: &str, elements: Vec<Bytes>) -> Result<()> {
         validate_queue(queue)?;
-        if items.is_empty() {
+        if elements.is_empty() {
             return Ok(());
         }
         let keys = self.keys(queue);
+        let values: Vec<Value> = elements.into_iter().map(Value::Bytes).collect();
         match &self.options.layout {
             Layout::Legacy => {
-                let values: Vec<Value> = items
-                    .iter()
-                    .map(|(body, headers)| Value::Bytes(frame(body, headers).into()))
-                    .collect();
                 let _: i64 = self.client.rpush(&keys.ready, values).await?;
             }
             Layout::Laravel { .. } => {
-                let values: Vec<Value> = items
-                    .into_iter()
-                    .map(|(body, _headers)| Value::Bytes(body.into()))
-                    .collect();
                 scripts::run_int(
                     &scripts::LARAVEL_PUSH,
                     &self.client,
@@ -262,6 +273,17 @@ impl BabelQueue {
         bodies: Vec<Vec<u8>>,
         due_secs: i64,
     ) -> Result<()> {
+        let elements = bodies.into_iter().map(Bytes::from).collect();
+        self.push_at(queue, elements, due_secs).await
+    }
+
+    /// Adds elements exactly as given to the delayed set, due at `due_secs`.
+    pub(crate) async fn push_at(
+        &self,
+        queue: &str,
+        bodies: Vec<Bytes>,
+        due_secs: i64,
+    ) -> Result<()> {
         validate_queue(queue)?;
         if matches!(self.options.layout, Layout::Legacy) {
             return Err(Error::Unsupported {
@@ -274,7 +296,7 @@ impl BabelQueue {
         }
         let members: Vec<(f64, Value)> = bodies
             .into_iter()
-            .map(|b| (due_secs as f64, Value::Bytes(b.into())))
+            .map(|b| (due_secs as f64, Value::Bytes(b)))
             .collect();
         let _: i64 = self
             .client

@@ -58,7 +58,7 @@ impl Handle {
     }
 
     /// Legacy: how often a sweep recovered the element (a consumer stopped mid-message).
-    fn recoveries(&self) -> u32 {
+    pub(crate) fn recoveries(&self) -> u32 {
         u32::from_be_bytes([self.0[5], self.0[6], self.0[7], self.0[8]])
     }
 
@@ -76,10 +76,23 @@ impl Handle {
         }
     }
 
-    /// Legacy: the stored value. Laravel: the job as it was popped.
-    fn stored(&self) -> Bytes {
+    /// Legacy: the stored value. Laravel: the job as it was popped. A view of the
+    /// handle's buffer, not a copy: the element the bus delivers.
+    pub(crate) fn stored(&self) -> Bytes {
         self.parts().2
     }
+
+    /// Laravel: the reserve script could not count the attempt (it reserved the job
+    /// unchanged: `attempts` missing, null or not a number), so the job is poison there.
+    pub(crate) fn uncountable(&self) -> bool {
+        let (tag, first, second) = self.parts();
+        tag == LARAVEL && first == second
+    }
+}
+
+/// The deliveries so far, this one included, from the failed ones (`attempts`).
+pub(crate) fn delivery_count(attempts: i64) -> u32 {
+    u32::try_from(attempts.saturating_add(1).max(1)).unwrap_or(u32::MAX)
 }
 
 /// What a reserved body turned out to be: there is no third case.
@@ -162,7 +175,7 @@ impl Reserved {
     }
     /// The deliveries so far, this one included: [`Reserved::attempts`] + 1.
     pub fn delivery_count(&self) -> u32 {
-        u32::try_from(self.attempts().saturating_add(1).max(1)).unwrap_or(u32::MAX)
+        delivery_count(self.attempts())
     }
     /// The envelope, unless poison.
     pub fn envelope(&self) -> Option<&Envelope> {
@@ -236,6 +249,16 @@ impl QueueConsumer {
         &self,
         max: usize,
     ) -> Result<(Vec<Reserved>, Option<i64>)> {
+        let (handles, due) = self.reserve_handles(max).await?;
+        Ok((
+            handles.into_iter().map(Reserved::from_handle).collect(),
+            due,
+        ))
+    }
+
+    /// Like [`QueueConsumer::reserve_with_hint`], the reservations unread: the bus
+    /// adapter reads each element once, with its wire format.
+    pub(crate) async fn reserve_handles(&self, max: usize) -> Result<(Vec<Handle>, Option<i64>)> {
         let max = i64::try_from(max.max(1)).unwrap_or(i64::MAX);
         let now = Value::from(now_secs());
         let batch = Value::from(i64::from(self.options.batch()));
@@ -270,9 +293,7 @@ impl QueueConsumer {
                         &Value::from("malformed reservation"),
                     ));
                 };
-                out.push(Reserved::from_handle(Handle::new(
-                    LEGACY, &token, &raw, recovered,
-                )));
+                out.push(Handle::new(LEGACY, &token, &raw, recovered));
             }
             Ok((out, None))
         } else {
@@ -305,9 +326,7 @@ impl QueueConsumer {
                         &Value::from("malformed reservation"),
                     ));
                 };
-                out.push(Reserved::from_handle(Handle::new(
-                    LARAVEL, &reserved, &job, 0,
-                )));
+                out.push(Handle::new(LARAVEL, &reserved, &job, 0));
             }
             Ok((out, due))
         }

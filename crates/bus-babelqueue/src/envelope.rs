@@ -6,11 +6,12 @@
 //! retry or dead-letter hop unchanged. The non-canonical members are dropped on decode and
 //! never written; an inbound `urn` folds into `job`.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use serde_json::value::RawValue;
 
-use crate::json::{self, Pairs};
+use crate::json::{self, Pairs, RawMembers};
 use crate::{Error, Result};
 
 /// The envelope schema version this crate writes and accepts.
@@ -39,7 +40,7 @@ fn is_blank(text: &str) -> bool {
 pub enum Poison {
     /// The bytes are not valid UTF-8.
     InvalidUtf8,
-    /// Arrays or objects nest deeper than [`crate::MAX_DEPTH`].
+    /// Arrays or objects nest deeper than [`bus_core::transport::MAX_NESTING`].
     TooDeep,
     /// Not exactly one JSON value.
     NotJson(String),
@@ -58,7 +59,11 @@ impl fmt::Display for Poison {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Poison::InvalidUtf8 => f.write_str("the body is not valid UTF-8"),
-            Poison::TooDeep => write!(f, "the body nests deeper than {} levels", json::MAX_DEPTH),
+            Poison::TooDeep => write!(
+                f,
+                "the body nests deeper than {} levels",
+                bus_core::transport::MAX_NESTING
+            ),
             Poison::NotJson(e) => write!(f, "invalid JSON: {e}"),
             Poison::NotAnObject => f.write_str("the JSON root is not an object"),
             Poison::BadMember(e) => f.write_str(e),
@@ -69,6 +74,8 @@ impl fmt::Display for Poison {
         }
     }
 }
+
+impl std::error::Error for Poison {}
 
 /// The `meta` block's core members, as read (each may be absent or null).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -190,10 +197,11 @@ fn check_nested(
     if raw.get() == "null" {
         return Ok(());
     }
-    let pairs = Pairs::parse(raw.get())
+    // A member of the element `Scan::of` checked for depth.
+    let members = RawMembers::parse_member(raw.get())
         .ok_or_else(|| Poison::BadMember(format!("member '{prefix}' is not an object")))?;
-    for (key, value) in &pairs.0 {
-        if let Some((_, kind)) = kinds.iter().find(|(k, _)| k == key) {
+    for (key, value) in &members.0 {
+        if let Some((_, kind)) = kinds.iter().find(|(k, _)| *k == key.as_ref()) {
             check_kind(*kind, &format!("{prefix}.{key}"), value)?;
         }
     }
@@ -201,18 +209,17 @@ fn check_nested(
 }
 
 /// The type checks of BabelQueue's strict decode (`_envelope_shape.py`).
-fn check_shape(pairs: &Pairs) -> std::result::Result<(), Poison> {
-    for (key, value) in &pairs.0 {
-        match key.as_str() {
+fn check_shape(members: &[(Cow<'_, str>, &RawValue)]) -> std::result::Result<(), Poison> {
+    for (key, value) in members {
+        match key.as_ref() {
             "trace_id" => check_kind(Kind::Str, key, value)?,
             "attempts" => check_kind(Kind::Int, key, value)?,
             "data" => {
                 if !is_object_or_null(value) {
                     return Err(Poison::BadMember("member 'data' is not an object".into()));
                 }
-                // serde_json refuses numbers outside f64 (1e400), as BabelQueue requires
-                // every number in `data` to be a finite double.
-                if serde_json::from_str::<serde_json::Value>(value.get()).is_err() {
+                // BabelQueue requires every number in `data` to be a finite double.
+                if !json::numbers_are_finite(value.get()) {
                     return Err(Poison::BadMember(
                         "member 'data' holds a number that is not a finite double".into(),
                     ));
@@ -236,6 +243,168 @@ fn check_shape(pairs: &Pairs) -> std::result::Result<(), Poison> {
         }
     }
     Ok(())
+}
+
+/// A stored body classified and read once, borrowing from the body: the members that
+/// BabelQueue's strict decode keeps (deduplicated, the non-canonical ones dropped, `urn`
+/// folded into the identity) and the identity. Both readers start here, so both classify
+/// poison alike: [`Envelope::decode`] (owned, for retries and dead letters) and the bus's
+/// wire format ([`crate::BabelFormat`], the receive path, which copies nothing).
+pub(crate) struct Scan<'a> {
+    members: Vec<(Cow<'a, str>, &'a RawValue)>,
+    job: String,
+    /// The identity came from an `urn` alias: the `job` member is written anew.
+    aliased: bool,
+}
+
+impl<'a> Scan<'a> {
+    /// Classifies a stored body; poison comes back as the reason.
+    pub(crate) fn of(body: &'a [u8]) -> std::result::Result<Self, Poison> {
+        let text = std::str::from_utf8(body).map_err(|_| Poison::InvalidUtf8)?;
+        if json::too_deep(body) {
+            return Err(Poison::TooDeep);
+        }
+        let first = text.bytes().find(|b| !json::is_json_space(*b));
+        if first != Some(b'{') {
+            // Valid JSON of another type, or not JSON at all.
+            return Err(match serde_json::from_str::<&RawValue>(text) {
+                Ok(_) => Poison::NotAnObject,
+                Err(e) => Poison::NotJson(e.to_string()),
+            });
+        }
+        let members: RawMembers<'a> =
+            serde_json::from_str(text).map_err(|e| Poison::NotJson(e.to_string()))?;
+        check_shape(&members.0)?;
+        let mut members = members.dedup();
+        members.retain(|(k, _)| {
+            let forbidden = FORBIDDEN_TOP.contains(&k.as_ref());
+            if forbidden {
+                tracing::warn!(key = %k, "dropped a non-canonical envelope member");
+            }
+            !forbidden
+        });
+        // The identity: a valid `job` wins; else a valid `urn` becomes `job`.
+        let job = valid_urn(find(&members, "job"));
+        let urn_alias = valid_urn(find(&members, "urn"));
+        members.retain(|(k, _)| k != "urn");
+        let (job, aliased) = match (job, urn_alias) {
+            (Some(job), _) => (job, false),
+            (None, Some(alias)) => (alias, true),
+            (None, None) => return Err(Poison::NoIdentity),
+        };
+        Ok(Scan {
+            members,
+            job,
+            aliased,
+        })
+    }
+
+    /// The message URN (`job`).
+    pub(crate) fn urn(&self) -> &str {
+        &self.job
+    }
+
+    /// A top-level member, as written in the body.
+    pub(crate) fn member(&self, name: &str) -> Option<&'a RawValue> {
+        self.members
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| *v)
+    }
+
+    /// `trace_id`, when a string.
+    pub(crate) fn trace_id(&self) -> Option<String> {
+        self.member("trace_id").and_then(|v| as_string(v).flatten())
+    }
+
+    /// The top-level attempts counter (absent or null reads as 0).
+    pub(crate) fn attempts(&self) -> i64 {
+        self.member("attempts")
+            .and_then(|v| as_int(v).flatten())
+            .unwrap_or(0)
+    }
+
+    /// `meta.id` and `meta.created_at`, the last occurrence of each (as a decoded `meta`
+    /// keeps them).
+    pub(crate) fn id_and_created_at(&self) -> (Option<String>, Option<i64>) {
+        let (mut id, mut created_at) = (None, None);
+        let members = self
+            .member("meta")
+            .and_then(|m| RawMembers::parse_member(m.get()));
+        for (k, v) in members.iter().flat_map(|m| &m.0) {
+            match k.as_ref() {
+                "id" => id = as_string(v).flatten(),
+                "created_at" => created_at = as_int(v).flatten(),
+                _ => {}
+            }
+        }
+        (id, created_at)
+    }
+
+    /// `data` as written, unless absent or null.
+    pub(crate) fn data(&self) -> Option<&'a RawValue> {
+        self.member("data").filter(|v| v.get() != "null")
+    }
+
+    /// The owned envelope: every member compacted, `meta` without its non-canonical
+    /// members, the identity in `job`.
+    fn into_envelope(self) -> Envelope {
+        let Scan {
+            members,
+            job,
+            aliased,
+        } = self;
+        let mut members: Vec<(String, Box<RawValue>)> = members
+            .into_iter()
+            .map(|(k, v)| (k.into_owned(), v.to_owned()))
+            .collect();
+        if aliased {
+            let value = string_raw(&job);
+            match members.iter_mut().find(|(k, _)| k == "job") {
+                Some(slot) => slot.1 = value,
+                None => members.push(("job".to_owned(), value)),
+            }
+        }
+        let mut meta = Meta::default();
+        for (key, value) in members.iter_mut() {
+            *value = json::compact(std::mem::replace(value, json::null()));
+            if key == "meta" && value.get() != "null" {
+                let pairs = Pairs::parse(value.get())
+                    .map(Pairs::dedup)
+                    .unwrap_or_default();
+                let kept: Vec<_> = pairs
+                    .into_iter()
+                    .filter(|(k, _)| !FORBIDDEN_META.contains(&k.as_str()))
+                    .collect();
+                for (k, v) in &kept {
+                    match k.as_str() {
+                        "id" => meta.id = as_string(v).flatten(),
+                        "queue" => meta.queue = as_string(v).flatten(),
+                        "lang" => meta.lang = as_string(v).flatten(),
+                        "schema_version" => meta.schema_version = as_int(v).flatten(),
+                        "created_at" => meta.created_at = as_int(v).flatten(),
+                        _ => {}
+                    }
+                }
+                let mut text = Vec::new();
+                json::write_object(&mut text, &kept);
+                *value = json::raw(String::from_utf8(text).unwrap_or_default());
+            }
+        }
+        let trace_id = member(&members, "trace_id").and_then(|v| as_string(v).flatten());
+        let attempts = member(&members, "attempts").and_then(|v| as_int(v).flatten());
+        Envelope {
+            members,
+            job,
+            trace_id,
+            attempts,
+            meta,
+        }
+    }
+}
+
+fn find<'m>(members: &[(Cow<'m, str>, &'m RawValue)], name: &str) -> Option<&'m RawValue> {
+    members.iter().find(|(k, _)| k == name).map(|(_, v)| *v)
 }
 
 fn valid_urn(raw: Option<&RawValue>) -> Option<String> {
@@ -312,80 +481,7 @@ impl Envelope {
 
     /// Classifies and decodes a stored body. A poison body comes back as the reason.
     pub fn decode(body: &[u8]) -> std::result::Result<Self, Poison> {
-        let text = std::str::from_utf8(body).map_err(|_| Poison::InvalidUtf8)?;
-        if json::too_deep(body) {
-            return Err(Poison::TooDeep);
-        }
-        let first = text.bytes().find(|b| !json::is_json_space(*b));
-        if first != Some(b'{') {
-            // Valid JSON of another type, or not JSON at all.
-            return Err(match serde_json::from_str::<&RawValue>(text) {
-                Ok(_) => Poison::NotAnObject,
-                Err(e) => Poison::NotJson(e.to_string()),
-            });
-        }
-        let pairs: Pairs =
-            serde_json::from_str(text).map_err(|e| Poison::NotJson(e.to_string()))?;
-        check_shape(&pairs)?;
-        let mut members = pairs.dedup();
-        members.retain(|(k, _)| {
-            let forbidden = FORBIDDEN_TOP.contains(&k.as_str());
-            if forbidden {
-                tracing::warn!(key = %k, "dropped a non-canonical envelope member");
-            }
-            !forbidden
-        });
-        // The identity: a valid `job` wins; else a valid `urn` becomes `job`.
-        let job = valid_urn(member(&members, "job"));
-        let urn_alias = valid_urn(member(&members, "urn"));
-        members.retain(|(k, _)| k != "urn");
-        let job = match (job, urn_alias) {
-            (Some(job), _) => job,
-            (None, Some(alias)) => {
-                let value = string_raw(&alias);
-                match members.iter_mut().find(|(k, _)| k == "job") {
-                    Some(slot) => slot.1 = value,
-                    None => members.push(("job".to_owned(), value)),
-                }
-                alias
-            }
-            (None, None) => return Err(Poison::NoIdentity),
-        };
-        let mut meta = Meta::default();
-        for (key, value) in members.iter_mut() {
-            *value = json::compact(std::mem::replace(value, json::null()));
-            if key == "meta" && value.get() != "null" {
-                let pairs = Pairs::parse(value.get())
-                    .map(Pairs::dedup)
-                    .unwrap_or_default();
-                let kept: Vec<_> = pairs
-                    .into_iter()
-                    .filter(|(k, _)| !FORBIDDEN_META.contains(&k.as_str()))
-                    .collect();
-                for (k, v) in &kept {
-                    match k.as_str() {
-                        "id" => meta.id = as_string(v).flatten(),
-                        "queue" => meta.queue = as_string(v).flatten(),
-                        "lang" => meta.lang = as_string(v).flatten(),
-                        "schema_version" => meta.schema_version = as_int(v).flatten(),
-                        "created_at" => meta.created_at = as_int(v).flatten(),
-                        _ => {}
-                    }
-                }
-                let mut text = Vec::new();
-                json::write_object(&mut text, &kept);
-                *value = json::raw(String::from_utf8(text).unwrap_or_default());
-            }
-        }
-        let trace_id = member(&members, "trace_id").and_then(|v| as_string(v).flatten());
-        let attempts = member(&members, "attempts").and_then(|v| as_int(v).flatten());
-        Ok(Envelope {
-            members,
-            job,
-            trace_id,
-            attempts,
-            meta,
-        })
+        Scan::of(body).map(Scan::into_envelope)
     }
 
     /// Compact UTF-8 JSON, members in their order.

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use bytes::Bytes;
 use serde::Serialize;
 
 use crate::json::Pairs;
@@ -49,17 +50,30 @@ pub fn frame(body: &[u8], headers: &Headers) -> Vec<u8> {
     .unwrap_or_else(|_| body.to_vec())
 }
 
+/// Whether a stored value may be a frame: the cheap test before any parse (the common
+/// case is a bare envelope).
+fn may_be_framed(stored: &[u8]) -> Option<&str> {
+    let text = std::str::from_utf8(stored).ok()?;
+    (text.starts_with('{') && text.contains("\"__bq_frame\"")).then_some(text)
+}
+
+/// [`unframe`] of a value held as `Bytes`: a bare envelope (the common case) comes back
+/// as the same buffer, not a copy.
+pub(crate) fn unframe_shared(stored: &Bytes) -> (Bytes, Headers) {
+    if may_be_framed(stored).is_none() {
+        return (stored.clone(), Headers::new());
+    }
+    let (body, headers) = unframe(stored);
+    (Bytes::from(body), headers)
+}
+
 /// Reads a stored legacy value: `(body, headers)`. Anything that is not a frame (a bare
 /// envelope, garbage) is returned verbatim with no headers.
 pub fn unframe(stored: &[u8]) -> (Vec<u8>, Headers) {
     let bare = || (stored.to_vec(), Headers::new());
-    let Ok(text) = std::str::from_utf8(stored) else {
+    let Some(text) = may_be_framed(stored) else {
         return bare();
     };
-    // Cheap reject before any parse: the common case is a bare envelope.
-    if !text.starts_with('{') || !text.contains("\"__bq_frame\"") {
-        return bare();
-    }
     let Some(pairs) = Pairs::parse(text) else {
         return bare();
     };

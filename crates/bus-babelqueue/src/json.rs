@@ -1,49 +1,24 @@
-//! Byte-level JSON helpers: a nesting-depth guard, an order-preserving object reader
-//! that keeps every value as raw text (numbers, `{}` and unknown members survive a hop
-//! exactly as written), a minifier and the unpaired-surrogate check of poison records.
+//! Byte-level JSON helpers: the nesting-depth guard (bus-core's), order-preserving object
+//! readers that keep every value as raw text (numbers, `{}` and unknown members survive a
+//! hop exactly as written; one owns its values, one borrows them from the text), a check
+//! that every number is a finite double, a minifier and the unpaired-surrogate check of
+//! poison records.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
-
-/// The deepest nesting of arrays and objects accepted. Deeper input is poison (Python's
-/// decoder gives up near 1,000 levels with a `RecursionError`; serde_json at 128).
-pub const MAX_DEPTH: usize = 128;
 
 /// The JSON whitespace set (RFC 8259).
 pub(crate) fn is_json_space(b: u8) -> bool {
     matches!(b, b' ' | b'\t' | b'\r' | b'\n')
 }
 
-/// Whether `text` nests arrays or objects deeper than [`MAX_DEPTH`]. A linear scan that
-/// skips string literals; it does not validate.
+/// Whether `text` nests arrays or objects deeper than [`bus_core::transport::MAX_NESTING`] (the
+/// bus's one depth guard; Python's decoder gives up near 1,000 levels, serde_json at 128).
 pub(crate) fn too_deep(text: &[u8]) -> bool {
-    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
-    for &b in text {
-        if in_string {
-            if escaped {
-                escaped = false;
-            } else if b == b'\\' {
-                escaped = true;
-            } else if b == b'"' {
-                in_string = false;
-            }
-            continue;
-        }
-        match b {
-            b'"' => in_string = true,
-            b'[' | b'{' => {
-                depth += 1;
-                if depth > MAX_DEPTH {
-                    return true;
-                }
-            }
-            b']' | b'}' => depth = depth.saturating_sub(1),
-            _ => {}
-        }
-    }
-    false
+    bus_core::transport::too_deep(bus_core::Format::Json, text)
 }
 
 /// The members of a JSON object in document order, duplicates included, each value as
@@ -91,6 +66,127 @@ impl Pairs {
         }
         out
     }
+}
+
+/// A member name: borrowed from the text unless it holds an escape.
+struct Name<'a>(Cow<'a, str>);
+
+impl<'de> Deserialize<'de> for Name<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct NameVisitor;
+        impl<'de> Visitor<'de> for NameVisitor {
+            type Value = Name<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a member name")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Name<'de>, E> {
+                Ok(Name(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Name<'de>, E> {
+                Ok(Name(Cow::Owned(v.to_owned())))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Name<'de>, E> {
+                Ok(Name(Cow::Owned(v)))
+            }
+        }
+        deserializer.deserialize_str(NameVisitor)
+    }
+}
+
+/// [`Pairs`] borrowed from the text: the members of a JSON object in document order,
+/// duplicates included, each value the raw text inside the element (no copy). What the
+/// receive path reads an element with.
+pub(crate) struct RawMembers<'a>(pub Vec<(Cow<'a, str>, &'a RawValue)>);
+
+impl<'de> Deserialize<'de> for RawMembers<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct MembersVisitor;
+        impl<'de> Visitor<'de> for MembersVisitor {
+            type Value = RawMembers<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawMembers<'de>, A::Error> {
+                let mut members = Vec::with_capacity(8);
+                while let Some((name, value)) = map.next_entry::<Name<'de>, &'de RawValue>()? {
+                    members.push((name.0, value));
+                }
+                Ok(RawMembers(members))
+            }
+        }
+        deserializer.deserialize_map(MembersVisitor)
+    }
+}
+
+impl<'a> RawMembers<'a> {
+    /// Reads `text`, a member of an element whose depth [`too_deep`] already checked, as
+    /// an object (no second scan); `None` unless it is exactly one JSON object.
+    pub(crate) fn parse_member(text: &'a str) -> Option<Self> {
+        serde_json::from_str(text).ok()
+    }
+
+    /// Keeps the last value of a repeated name at the place of its first occurrence (what
+    /// Python's `json.loads` does).
+    pub(crate) fn dedup(self) -> Vec<(Cow<'a, str>, &'a RawValue)> {
+        let mut out: Vec<(Cow<'a, str>, &'a RawValue)> = Vec::with_capacity(self.0.len());
+        for (key, value) in self.0 {
+            match out.iter_mut().find(|(k, _)| *k == key) {
+                Some(slot) => slot.1 = value,
+                None => out.push((key, value)),
+            }
+        }
+        out
+    }
+}
+
+/// Whether every number in the (valid) JSON `text` is a finite double, as BabelQueue
+/// requires of `data`: serde_json refuses the others (`1e400`) when it reads a number's
+/// value. Reads every value without building anything.
+pub(crate) fn numbers_are_finite(text: &str) -> bool {
+    struct Finite;
+    impl<'de> Deserialize<'de> for Finite {
+        fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+            deserializer.deserialize_any(FiniteVisitor)
+        }
+    }
+    struct FiniteVisitor;
+    impl<'de> Visitor<'de> for FiniteVisitor {
+        type Value = Finite;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("any JSON value")
+        }
+        fn visit_bool<E>(self, _: bool) -> Result<Finite, E> {
+            Ok(Finite)
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<Finite, E> {
+            Ok(Finite)
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<Finite, E> {
+            Ok(Finite)
+        }
+        fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Finite, E> {
+            if v.is_finite() {
+                Ok(Finite)
+            } else {
+                Err(E::custom("not a finite double"))
+            }
+        }
+        fn visit_str<E>(self, _: &str) -> Result<Finite, E> {
+            Ok(Finite)
+        }
+        fn visit_unit<E>(self) -> Result<Finite, E> {
+            Ok(Finite)
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Finite, A::Error> {
+            while seq.next_element::<Finite>()?.is_some() {}
+            Ok(Finite)
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Finite, A::Error> {
+            while map.next_entry::<serde::de::IgnoredAny, Finite>()?.is_some() {}
+            Ok(Finite)
+        }
+    }
+    serde_json::from_str::<Finite>(text).is_ok()
 }
 
 /// Writes `{"k":v,...}` from raw members.
@@ -212,12 +308,36 @@ mod tests {
 
     #[test]
     fn depth_guard_counts_only_outside_strings() {
-        let deep = "[".repeat(MAX_DEPTH + 1);
+        let max = bus_core::transport::MAX_NESTING;
+        let deep = "[".repeat(max + 1);
         assert!(too_deep(deep.as_bytes()));
-        let ok = format!("{}{}", "[".repeat(MAX_DEPTH), "]".repeat(MAX_DEPTH));
+        let ok = format!("{}{}", "[".repeat(max), "]".repeat(max));
         assert!(!too_deep(ok.as_bytes()));
         let quoted = format!("\"{}\"", "[".repeat(1000));
         assert!(!too_deep(quoted.as_bytes()));
+    }
+
+    #[test]
+    fn raw_members_borrow_and_keep_order() {
+        let text = r#"{"b":9007199254740993,"a\u0041":[],"b":1e400}"#;
+        let members = RawMembers::parse_member(text).unwrap();
+        let keys: Vec<_> = members.0.iter().map(|(k, _)| k.as_ref()).collect();
+        assert_eq!(keys, ["b", "aA", "b"]);
+        assert!(matches!(members.0[0].0, Cow::Borrowed(_)));
+        let within = text.as_bytes().as_ptr_range();
+        assert!(within.contains(&members.0[1].1.get().as_ptr()));
+        let dedup = members.dedup();
+        assert_eq!(dedup[0].1.get(), "1e400");
+        assert!(RawMembers::parse_member("[1]").is_none());
+    }
+
+    #[test]
+    fn finite_numbers() {
+        assert!(numbers_are_finite(
+            r#"{"a":[1,-2.5e10,9007199254740993,{"b":null}],"c":"1e400"}"#
+        ));
+        assert!(!numbers_are_finite(r#"{"a":[1e400]}"#));
+        assert!(!numbers_are_finite(r#"{"a":{"b":-1e999}}"#));
     }
 
     #[test]

@@ -13,7 +13,7 @@
 //! | [`QueueConsumer`], [`Reserved`] | reserve, ack, retry, release, dead-letter, recover |
 //! | [`Admin`], [`Counts`], [`Area`], [`DeadLetter`] | management: find, count, peek, dead letters |
 //! | [`RedriveOptions`], [`RedriveReport`] | redrive a `.dlq`, atomically per record, with a real dry run |
-//! | [`BabelTransport`] | the bus adapter ([`bus_core::Transport`]) |
+//! | [`BabelTransport`], [`BabelFormat`], [`TRACE_ID_HEADER`] | the bus adapter ([`bus_core::Transport`]) and its wire format ([`bus_core::transport::WireFormat`]) |
 //! | [`Error`] | what can go wrong here |
 
 mod adapter;
@@ -24,13 +24,14 @@ mod dead_letter;
 mod discover;
 mod envelope;
 mod error;
+mod format;
 mod frame;
 mod json;
 mod keys;
 mod redrive;
 mod scripts;
 
-pub use adapter::{BabelTransport, TRACE_ID_HEADER};
+pub use adapter::BabelTransport;
 pub use admin::{Admin, Area, Counts, DeadLetter, DeadLetterInfo, Peeked, MAX_PEEK};
 pub use client::{BabelQueue, Options, UnknownUrn};
 pub use consumer::{Content, Handle, QueueConsumer, Reserved};
@@ -38,8 +39,8 @@ pub use dead_letter::{poison_record, DeadLetterBlock, Reason};
 pub use discover::FoundQueue;
 pub use envelope::{Envelope, Meta, Poison, LANG, SCHEMA_VERSION};
 pub use error::{Error, Result};
+pub use format::{BabelFormat, TRACE_ID_HEADER};
 pub use frame::{frame, sanitize, unframe, Headers, FRAME_KEY};
-pub use json::MAX_DEPTH;
 pub use keys::{validate_queue, Layout, QueueKeys};
 pub use redrive::{Outcome, RedriveItem, RedriveOptions, RedriveReport};
 

@@ -1,8 +1,9 @@
 //! The canonical envelope, decoded as BabelQueue's Python codec does.
 
 use bus_babelqueue::{
-    frame, poison_record, unframe, DeadLetterBlock, Envelope, Headers, Poison, Reason, MAX_DEPTH,
+    frame, poison_record, unframe, DeadLetterBlock, Envelope, Headers, Poison, Reason,
 };
+use bus_core::transport::MAX_NESTING as MAX_DEPTH;
 use proptest::prelude::*;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};

@@ -32,8 +32,8 @@ async fn a_message_that_aborts_every_host_is_dead_lettered_after_the_limit_legac
     let id = published[0]["id"].clone();
     let defaults = ProcessingSettings::default();
     let (limit, lock) = (
-        defaults.get_dead_letter_delivery_limit(),
-        defaults.get_message_lock_timeout(),
+        defaults.dead_letter_delivery_limit,
+        defaults.message_lock_timeout,
     );
     // A recovery comes once the lock lapses (whole seconds: up to a second later).
     let recovered_within = lock + Duration::from_secs(20);

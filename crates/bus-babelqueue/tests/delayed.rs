@@ -6,8 +6,9 @@ mod common;
 use std::time::{Duration, Instant};
 
 use bus_babelqueue::{BabelQueue, Envelope, Options};
-use bus_core::transport::Outgoing;
-use bus_core::{ErrorRecord, Format, MessageId, Transport};
+use bus_core::records::ErrorRecord;
+use bus_core::transport::{Outgoing, WireFormat};
+use bus_core::{Format, MessageId, Transport};
 use bus_test_redis::TestRedis;
 use common::{consumer, receive, run_py, transport, URN};
 use serde_json::{json, Value};
@@ -54,7 +55,7 @@ async fn a_delayed_publish_from_python_arrives_after_its_due_time() {
             break d;
         }
     };
-    let native = bus_core::Envelope::decode(&delivery.payload).expect("envelope");
+    let native = delivery.decoded.as_deref().expect("read by the adapter");
     assert_eq!(Value::from(native.id.to_string()), out[0]["id"]);
     consumer.ack(&[delivery.receipt]).await.expect("ack");
 }
@@ -67,7 +68,11 @@ async fn a_rust_retry_with_a_delay_lands_in_delayed() {
     native.id = MessageId::generate();
     let outgoing = Outgoing {
         id: native.id.clone(),
-        payload: native.encode().expect("encode").into(),
+        payload: transport
+            .format("orders")
+            .encode(&native)
+            .expect("encode")
+            .into(),
     };
     transport
         .send("orders", vec![outgoing])

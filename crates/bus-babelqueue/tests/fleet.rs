@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use bus_babelqueue::Options;
-use bus_core::ErrorRecord;
+use bus_core::records::ErrorRecord;
 use bus_test_redis::TestRedis;
 use common::{bq, consumer, receive, run_py, rust_worker, settle, size, transport, URN};
 use serde_json::Value;
@@ -19,11 +19,9 @@ fn options(layout: &str) -> Options {
     common::options(layout).retry_after(Some(Duration::from_secs(2)))
 }
 
-fn id_of(native_payload: &[u8]) -> String {
-    bus_core::Envelope::decode(native_payload)
-        .expect("bus envelope")
-        .id
-        .to_string()
+fn id_of(delivery: &bus_core::transport::Delivery) -> String {
+    let envelope = delivery.decoded.as_deref().expect("read by the adapter");
+    envelope.id.to_string()
 }
 
 async fn mixed_fleet(layout: &str) {
@@ -67,7 +65,7 @@ async fn mixed_fleet(layout: &str) {
         );
         // One at a time, so the Python worker gets its share.
         for delivery in receive(&*consumer, 1).await {
-            ours.push(id_of(&delivery.payload));
+            ours.push(id_of(&delivery));
             settle(&*consumer, &delivery, &[URN], 3, Ok(())).await;
         }
     }
@@ -137,7 +135,7 @@ async fn python_killed(layout: &str) {
             break d;
         }
     };
-    assert_eq!(Value::from(id_of(&delivery.payload)), published[0]["id"]);
+    assert_eq!(Value::from(id_of(&delivery)), published[0]["id"]);
     // The crash counts as a delivery: Laravel's recovery writes it into the reserved
     // member; on legacy our sweep counts it out of band (the element is unchanged).
     assert_eq!(delivery.delivery_count, 2);
@@ -204,9 +202,13 @@ async fn rust_killed(layout: &str) {
     dead.retry(&stale.receipt, Duration::ZERO, &ErrorRecord::now("late"))
         .await
         .expect("late retry");
-    dead.dead_letter(&stale.receipt, bus_core::DeadLetterReason::Rejected, None)
-        .await
-        .expect("late dead-letter");
+    dead.dead_letter(
+        &stale.receipt,
+        bus_core::transport::DeadLetterReason::Rejected,
+        None,
+    )
+    .await
+    .expect("late dead-letter");
     let after = (
         size(&redis, &keys.ready),
         size(&redis, &keys.in_flight),
@@ -230,7 +232,7 @@ async fn rust_killed(layout: &str) {
             break d;
         }
     };
-    assert_eq!(Value::from(id_of(&delivery.payload)), published[0]["id"]);
+    assert_eq!(Value::from(id_of(&delivery)), published[0]["id"]);
     settle(&*live, &delivery, &[URN], 5, Ok(())).await;
     for key in [&keys.ready, &keys.in_flight, &keys.timers, &keys.dlq] {
         assert_eq!(size(&redis, key), 0, "{key} is not empty");

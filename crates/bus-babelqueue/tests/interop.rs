@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use bus_babelqueue::TRACE_ID_HEADER;
-use bus_core::transport::Outgoing;
+use bus_core::transport::{Outgoing, WireFormat};
 use bus_core::{Format, Headers, MessageId, Transport};
 use bus_test_redis::TestRedis;
 use common::{consumer, options, receive, run_py, size, transport, URN};
@@ -43,7 +43,7 @@ async fn python_to_rust(layout: &str, headers: bool) {
         let batch = receive(&*consumer, 100).await;
         assert!(!batch.is_empty(), "stalled after {} messages", seen.len());
         for delivery in &batch {
-            let native = bus_core::Envelope::decode(&delivery.payload).expect("bus envelope");
+            let native = delivery.decoded.as_deref().expect("read by the adapter");
             assert_eq!(native.message_type, URN);
             assert_eq!(delivery.delivery_count, 1);
             let want = &expected[native.id.as_str()];
@@ -103,7 +103,11 @@ async fn rust_to_python(layout: &str) {
         sent.insert(native.id.to_string(), (data, native.sent_at_ms, i));
         batch.push(Outgoing {
             id: native.id.clone(),
-            payload: native.encode().expect("encode").into(),
+            payload: transport
+                .format(queue)
+                .encode(&native)
+                .expect("encode")
+                .into(),
         });
         if batch.len() == 100 {
             transport

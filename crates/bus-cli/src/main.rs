@@ -7,14 +7,13 @@ mod output;
 mod serve;
 mod watch;
 
-use std::io::{BufRead, IsTerminal, Write};
-use std::process::ExitCode;
-
-use bus_core::Source;
+use bus_core::transport::Source;
 use bus_management::{parse_source, source_name, Management, Selection};
 use bus_redis::{RedisConfig, RedisTransport};
 use clap::Parser;
 use serde_json::json;
+use std::io::{BufRead, IsTerminal, Write};
+use std::process::ExitCode;
 
 use cli::{Cli, Command, SagasCommand};
 use failure::{fail, redact, Failure};

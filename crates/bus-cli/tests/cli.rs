@@ -4,12 +4,11 @@
 #[path = "../../bus-management/tests/common/mod.rs"]
 mod common;
 
-use std::process::{Command, Output, Stdio};
-
-use bus_core::DeadLetterReason;
+use bus_core::transport::DeadLetterReason;
 use bus_test_redis::{eventually, TestRedis};
 use common::{setup, work, Work};
 use serde_json::Value;
+use std::process::{Command, Output, Stdio};
 
 /// Runs `bus --url <url> --prefix <namespace> args...` with stdin closed.
 fn bus(redis: &TestRedis, args: &[&str]) -> Output {
@@ -407,7 +406,7 @@ async fn usage_and_refusals_name_the_right_options() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("work"));
 
     // Unsubscribing a subscription that holds messages names --force.
-    let mail = bus_core::Source::subscription("paid", "mail").unwrap();
+    let mail = bus_core::transport::Source::subscription("paid", "mail").unwrap();
     s.redis
         .client()
         .cmd(&[

@@ -11,9 +11,8 @@ use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use bus_core::{
-    CommandProcessor, Context, Host, ProcessError, ProcessingSettings, SagaStore, Source,
-};
+use bus_core::transport::Source;
+use bus_core::{CommandProcessor, Context, Host, ProcessError, ProcessingSettings, SagaStore};
 use bus_redis::{RedisConfig, RedisTransport};
 use bus_redis_saga::RedisSagaStore;
 use bus_test_redis::{eventually, RedisServer, TestRedis};

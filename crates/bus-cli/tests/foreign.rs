@@ -7,7 +7,8 @@ mod common;
 
 use std::process::{Command, Stdio};
 
-use bus_core::{DeadLetterReason, Envelope, Format};
+use bus_core::transport::DeadLetterReason;
+use bus_core::{Envelope, Format};
 use common::{setup, work};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -5,17 +5,16 @@
 #[path = "../../bus-management/tests/common/mod.rs"]
 mod common;
 
+use bus_core::transport::{ConsumerOptions, DeadLetterReason};
+use bus_core::Transport;
+use bus_test_redis::{eventually, TestRedis};
+use common::{setup, work, Work};
+use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{channel, Receiver};
 use std::time::Duration;
-
-use bus_core::transport::ConsumerOptions;
-use bus_core::{DeadLetterReason, Transport};
-use bus_test_redis::{eventually, TestRedis};
-use common::{setup, work, Work};
-use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 /// Every wait here: generous for a loaded 2-core machine, still bounded.

@@ -1,16 +1,14 @@
 //! `bus stats` on a partitioned queue, against a real Redis: one row for the queue, its
 //! shards' rows under it; in JSON, a `shards` array beside the counts.
 
-use std::process::{Command, Output, Stdio};
-use std::sync::Arc;
-use std::time::Duration;
-
-use bus_core::transport::ConsumerOptions;
-use bus_core::{Bus, BusConfig, Source, Transport};
+use bus_core::transport::{ConsumerOptions, Source};
+use bus_core::{Bus, BusConfig, Transport};
 use bus_redis::{RedisConfig, RedisTransport};
 use bus_test_redis::TestRedis;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
 
 #[derive(Debug, Serialize, Deserialize, bus_core::RedisCommand)]
 #[bus(queue = "work")]
@@ -51,7 +49,7 @@ async fn stats_show_a_partitioned_queue_with_its_shards() {
         .await
         .unwrap();
     consumer.close().await.unwrap();
-    let bus_handle = Bus::new(Arc::new(transport), BusConfig::default());
+    let bus_handle = Bus::new(transport, BusConfig::default());
     for n in 0..7 {
         bus_handle.send(&Work { n }).await.unwrap();
     }

@@ -8,10 +8,9 @@ use bytes::Bytes;
 
 use crate::envelope::{encode_json_message, now_ms};
 use crate::host::metrics::sent;
-
-use crate::transport::{Destination, Outgoing, WireFormat};
+use crate::transport::{validate_name, Destination, Outgoing, WireFormat};
 use crate::{
-    validate_name, Command, Envelope, Error, Event, Format, Headers, Message, MessageId, Result,
+    Command, Envelope, Error, Event, Format, Headers, IntoShared, Message, MessageId, Result,
     Transport,
 };
 
@@ -77,11 +76,11 @@ impl BusConfig {
 }
 
 impl Bus {
-    /// A bus over a transport.
-    pub fn new(transport: Arc<dyn Transport>, config: BusConfig) -> Self {
+    /// A bus over a transport (by value, or shared: `Arc<dyn Transport>`).
+    pub fn new(transport: impl IntoShared<dyn Transport>, config: BusConfig) -> Self {
         Bus {
             shared: Arc::new(Shared {
-                transport,
+                transport: transport.into_shared(),
                 config,
                 unrouted: AtomicU64::new(0),
             }),

@@ -11,6 +11,14 @@ use crate::Format;
 /// the smallest stack survives in a debug build, far above what real messages use.
 pub const MAX_NESTING: usize = 128;
 
+/// Whether `bytes` nests arrays and objects (maps) deeper than [`MAX_NESTING`]: the one
+/// depth guard of the bus, for wire formats and transports that decode foreign elements
+/// (BabelQueue's envelope) as well as for the native one. A linear scan, no recursion;
+/// malformed input is not refused here (the decoder that runs next reports it).
+pub fn too_deep(format: Format, bytes: &[u8]) -> bool {
+    check(format, bytes).is_err()
+}
+
 /// `Err` with a reason when `bytes` nests deeper than [`MAX_NESTING`]. Malformed input
 /// passes: the decoder that runs next reports it.
 pub(crate) fn check(format: Format, bytes: &[u8]) -> Result<(), String> {

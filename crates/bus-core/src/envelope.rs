@@ -475,7 +475,7 @@ mod tests {
         assert!(Envelope::decode(element.as_bytes()).is_err());
     }
 
-    const MAX: usize = crate::MAX_NESTING - 1;
+    const MAX: usize = crate::transport::MAX_NESTING - 1;
 
     #[test]
     fn json_envelope_is_plain_json_with_embedded_body() {

@@ -38,7 +38,7 @@ impl Format {
 
     /// Decodes the body of an envelope that [`crate::Envelope::decode`] (or a wire format)
     /// returned, on the host's path. A JSON body needs no separate nesting scan: serde_json
-    /// refuses more than 128 levels ([`crate::MAX_NESTING`]) itself; rmp-serde only stops
+    /// refuses more than 128 levels ([`crate::transport::MAX_NESTING`]) itself; rmp-serde only stops
     /// at 1,024, so a MessagePack body is checked first.
     pub(crate) fn decode_body<T: DeserializeOwned>(
         self,

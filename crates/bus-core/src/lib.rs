@@ -11,8 +11,9 @@
 //! | [`Middleware`], [`Next`] | the pipeline around handlers |
 //! | [`Host`], [`HostBuilder`], [`RunningHost`], [`Bus`] | registration, running, sending |
 //! | [`Envelope`], [`Format`] | the wire format and serializers |
-//! | [`transport`] | what a transport implements: [`Transport`], [`transport::Consumer`], [`transport::Delivery`], ... |
-//! | [`Source`], [`DeadLetter`], [`ErrorRecord`], [`QueueStats`], [`MessageSummary`] | where messages wait; the records every transport and tool shows (`records`) |
+//! | [`Transport`] | what a host and a bus are given (`bus-redis`, [`MemoryTransport`], ...) |
+//! | [`transport`] | what a transport implements: [`transport::Consumer`], [`transport::Source`], [`transport::Receipt`], limits and names |
+//! | [`records`] | what every transport and tool shows of stored messages: [`records::DeadLetter`], [`records::ErrorRecord`], [`records::QueueStats`], ... |
 //! | [`MemoryTransport`] | the embedded transport |
 //! | [`Saga`], [`StartSaga`], [`ContinueSaga`], [`SagaData`], [`SagaStore`], [`MemorySagaStore`] | sagas (`docs/sagas.md`) |
 //!
@@ -28,6 +29,7 @@ mod context;
 mod depth;
 mod envelope;
 mod error;
+mod fast_hash;
 mod format;
 mod host;
 mod memory;
@@ -36,15 +38,15 @@ mod middleware;
 #[cfg(feature = "opentelemetry")]
 mod otel;
 mod processor;
-mod records;
+pub mod records;
 mod saga;
 mod settings;
+mod shared;
 pub mod transport;
 
 pub use bus::{Bus, BusConfig, DEFAULT_MAX_MESSAGE_SIZE};
 pub use context::Context;
-pub use depth::MAX_NESTING;
-pub use envelope::{Envelope, Headers, MessageId, ENVELOPE_VERSION};
+pub use envelope::{Envelope, Headers, MessageId};
 pub use error::{BoxError, Error, ErrorChain, Result};
 pub use format::Format;
 /// Host and client metrics: their names, and a Prometheus endpoint (features `metrics`,
@@ -53,10 +55,7 @@ pub use format::Format;
 pub use host::metrics;
 pub use host::{shutdown_signal, FailedMessage, Host, HostBuilder, RunningHost, UnknownMessage};
 pub use memory::MemoryTransport;
-pub use message::{
-    validate_name, Command, Event, Message, MessageDescriptor, MessageKind, Subscription,
-    MAX_NAME_LEN,
-};
+pub use message::{Command, Event, Message, MessageDescriptor, MessageKind, Subscription};
 pub use middleware::{Middleware, Next};
 pub use processor::{CommandProcessor, Disposition, EventProcessor, ProcessError};
 /// The saga store conformance suite (feature `conformance`), for store implementations'
@@ -65,10 +64,10 @@ pub use processor::{CommandProcessor, Disposition, EventProcessor, ProcessError}
 pub use saga::conformance as saga_conformance;
 pub use saga::{ContinueSaga, MemorySagaStore, Saga, SagaData, SagaStore, Stamp, StartSaga};
 pub use settings::{Backoff, ProcessingSettings};
-// What a user of the bus meets: where messages wait, the transport a host is given, and
-// the records of failed messages. The rest of the contract is in [`transport`].
-pub use records::{source_name, DeadLetter, ErrorRecord, MessageSummary, QueueStats};
-pub use transport::{DeadLetterReason, Source, Transport};
+pub use shared::IntoShared;
+// The transport an application hands its host and its bus; the rest of the contract
+// (consumers, sources, limits) is in [`transport`], for those who implement one.
+pub use transport::Transport;
 
 #[cfg(feature = "derive")]
 pub use bus_derive::{EventSubscription, RedisCommand, RedisEvent};

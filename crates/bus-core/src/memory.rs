@@ -3,7 +3,6 @@
 //! tests and for running without Redis.
 
 use std::collections::{hash_map, BTreeMap, BTreeSet, VecDeque};
-use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime};
@@ -15,8 +14,13 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::envelope::now_ms;
-use crate::transport::{Consumer, ConsumerOptions, Delivery, Outgoing, Receipt, ERROR_HISTORY};
-use crate::{DeadLetter, DeadLetterReason, ErrorRecord, QueueStats, Result, Source, Transport};
+use crate::fast_hash::{FastMap, FastSet};
+use crate::records::{DeadLetter, ErrorRecord, QueueStats};
+use crate::transport::{
+    Consumer, ConsumerOptions, Delivery, Held, Outgoing, Receipt, ERROR_HISTORY,
+};
+use crate::transport::{DeadLetterReason, Source};
+use crate::{Result, Transport};
 
 /// Longest an idle `receive` waits before returning empty.
 const IDLE_WAIT: Duration = Duration::from_secs(1);
@@ -26,64 +30,6 @@ const IDLE_WAIT: Duration = Duration::from_secs(1);
 pub struct MemoryTransport {
     state: Arc<Mutex<State>>,
 }
-
-/// A fast hasher for maps keyed by ids the process makes itself (message and storage
-/// ids, receipts), where SipHash's flood resistance buys nothing: FxHash's mixing, a
-/// multiply and a rotate per 8 bytes, and a final rotate. It was 6% of the in-memory transport's profile.
-#[derive(Debug, Default, Clone, Copy)]
-pub(crate) struct FastHasher(u64);
-
-impl FastHasher {
-    const K: u64 = 0x517c_c1b7_2722_0a95;
-
-    fn add(&mut self, word: u64) {
-        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(Self::K);
-    }
-}
-
-impl Hasher for FastHasher {
-    // Inlined: called once per key and receipt on the hot path (5% of a profile as a call).
-    #[inline]
-    fn write(&mut self, bytes: &[u8]) {
-        let mut chunks = bytes.chunks_exact(8);
-        for chunk in &mut chunks {
-            let mut word = [0u8; 8];
-            word.copy_from_slice(chunk);
-            self.add(u64::from_le_bytes(word));
-        }
-        let rest = chunks.remainder();
-        if !rest.is_empty() {
-            let mut word = [0u8; 8];
-            word[..rest.len()].copy_from_slice(rest);
-            self.add(u64::from_le_bytes(word));
-        }
-    }
-
-    fn write_u8(&mut self, n: u8) {
-        self.add(u64::from(n));
-    }
-
-    fn write_u32(&mut self, n: u32) {
-        self.add(u64::from(n));
-    }
-
-    fn write_u64(&mut self, n: u64) {
-        self.add(n);
-    }
-
-    fn write_usize(&mut self, n: usize) {
-        self.add(n as u64);
-    }
-
-    fn finish(&self) -> u64 {
-        // The multiply mixes upward; hashbrown picks buckets with the low bits, so the
-        // well-mixed high bits are rotated down (as rustc-hash 2 does).
-        self.0.rotate_left(26)
-    }
-}
-
-pub(crate) type FastMap<K, V> = std::collections::HashMap<K, V, BuildHasherDefault<FastHasher>>;
-type FastSet<K> = std::collections::HashSet<K, BuildHasherDefault<FastHasher>>;
 
 #[derive(Debug, Default)]
 struct State {
@@ -159,6 +105,15 @@ fn entries(messages: Vec<Outgoing>) -> impl Iterator<Item = Entry> {
     })
 }
 
+/// The key and delivery count of a receipt this transport made (every message here is
+/// stored alone); `None` for any other, which is then stale.
+fn stored(receipt: &Receipt) -> Option<(&Bytes, u32)> {
+    match &receipt.held {
+        Held::Stored { key, delivery } => Some((key, *delivery)),
+        Held::Leased { .. } => None,
+    }
+}
+
 impl Queue {
     fn delay(&mut self, entry: Entry, due: Instant) {
         self.sequence += 1;
@@ -176,9 +131,10 @@ impl Queue {
 
     /// The reservation if `receipt` is the message's current one.
     fn reserved(&mut self, receipt: &Receipt) -> Option<&mut Locked> {
+        let (key, delivery) = stored(receipt)?;
         self.in_flight
-            .get_mut(&receipt.key)
-            .filter(|m| m.stored.deliveries == receipt.delivery)
+            .get_mut(key)
+            .filter(|m| m.stored.deliveries == delivery)
     }
 
     /// Reserves a message now: counts the delivery and locks it. A message whose id is
@@ -211,12 +167,10 @@ impl Queue {
             }
         };
         Delivery {
-            receipt: Receipt {
-                key,
-                delivery: count,
-            },
+            receipt: Receipt::stored(key, count),
             delivery_count: count,
             payload,
+            decoded: None,
         }
     }
 
@@ -224,8 +178,9 @@ impl Queue {
     /// whether it was held alone.
     fn unlock(&mut self, receipt: &Receipt) -> Option<(Entry, bool)> {
         // One hash in the common case; a stale receipt puts the reservation back.
-        let (key, locked) = self.in_flight.remove_entry(&receipt.key)?;
-        if locked.stored.deliveries != receipt.delivery {
+        let (key, delivery) = stored(receipt)?;
+        let (key, locked) = self.in_flight.remove_entry(key)?;
+        if locked.stored.deliveries != delivery {
             self.in_flight.insert(key, locked);
             return None;
         }
@@ -452,7 +407,7 @@ impl Consumer for MemoryConsumer {
         Ok(self.with_queue(|q| {
             let entry = q.suspects.pop_front()?;
             let delivery = q.reserve(entry, lock);
-            q.isolated.insert(delivery.receipt.key.clone());
+            q.isolated.insert(delivery.receipt.key().clone());
             Some(delivery)
         }))
     }
@@ -538,10 +493,7 @@ impl Consumer for MemoryConsumer {
                 .in_flight
                 .iter()
                 .filter(|(_, locked)| locked.until <= now)
-                .map(|(key, locked)| Receipt {
-                    key: key.clone(),
-                    delivery: locked.stored.deliveries,
-                })
+                .map(|(key, locked)| Receipt::stored(key.clone(), locked.stored.deliveries))
                 .collect();
             let error =
                 ErrorRecord::now("lock expired: the consumer stopped or lost its connection");

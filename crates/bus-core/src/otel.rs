@@ -7,11 +7,10 @@
 //! The W3C format is written and parsed here (it is one line), so no OpenTelemetry SDK
 //! or global propagator needs to be configured for it.
 
+use crate::transport::{Delivery, Source};
+use crate::{Envelope, Headers, MessageId};
 use opentelemetry::trace::{SpanContext, SpanId, TraceContextExt, TraceFlags, TraceId, TraceState};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
-
-use crate::transport::Delivery;
-use crate::{Envelope, Headers, MessageId, Source};
 
 /// The `messaging.system` of every span.
 const SYSTEM: &str = "bus";
@@ -69,7 +68,8 @@ pub(crate) fn inject_current(headers: &mut Headers) -> bool {
 /// The consumer's `bus.handle` span of a delivery, a child of the (producer) span the
 /// message's `traceparent` names. The parent must be set before the span is first entered
 /// (tracing-opentelemetry starts the span then), which is before the worker decodes the
-/// message: so the envelope is decoded here once more, only with this feature.
+/// message: so the envelope is decoded here once more, only with this feature (unless the
+/// transport decoded it already).
 pub(crate) fn consumer_span(source: &Source, delivery: &Delivery) -> tracing::Span {
     let span = tracing::info_span!(
         "bus.handle",
@@ -80,9 +80,12 @@ pub(crate) fn consumer_span(source: &Source, delivery: &Delivery) -> tracing::Sp
         traceparent = tracing::field::Empty,
         "otel.kind" = "consumer",
     );
-    let parent = Envelope::decode(&delivery.payload)
-        .ok()
-        .and_then(|envelope| parse(&envelope.headers));
+    let parent = match &delivery.decoded {
+        Some(envelope) => parse(&envelope.headers),
+        None => Envelope::decode(&delivery.payload)
+            .ok()
+            .and_then(|envelope| parse(&envelope.headers)),
+    };
     if let Some(parent) = parent {
         // Fails only when no OpenTelemetry layer is installed: nothing to continue then.
         let _ = span.set_parent(opentelemetry::Context::new().with_remote_span_context(parent));

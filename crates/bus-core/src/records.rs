@@ -7,7 +7,8 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use crate::{DeadLetterReason, Envelope, Format, Headers, Source};
+use crate::transport::{DeadLetterReason, Source};
+use crate::{Envelope, Format, Headers};
 
 /// How many error records a message keeps (the most recent ones).
 pub const ERROR_HISTORY: usize = 10;

@@ -5,7 +5,9 @@ use std::time::Duration;
 use rand::Rng;
 
 /// How a processor consumes its queue. Build from [`ProcessingSettings::default`] (or a
-/// shared `fn`/`static` of your own) with the by-value setters.
+/// shared `fn`/`static` of your own) with the by-value setters, which keep each value in
+/// range; read the fields. (A value assigned to a field directly is brought into the same
+/// range when the host registers the processor.)
 ///
 /// ```
 /// use std::time::Duration;
@@ -17,15 +19,21 @@ use rand::Rng;
 ///     .message_lock_timeout(Duration::from_secs(30))
 ///     .dead_letter_delivery_limit(3)
 ///     .retry(Backoff::fixed(Duration::from_millis(50)));
-/// assert_eq!(high_throughput.get_max_concurrent_calls(), 1_000);
+/// assert_eq!(high_throughput.max_concurrent_calls, 1_000);
 /// ```
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct ProcessingSettings {
-    max_concurrent_calls: usize,
-    prefetch_count: usize,
-    message_lock_timeout: Duration,
-    dead_letter_delivery_limit: u32,
-    retry: Backoff,
+    /// See [`ProcessingSettings::max_concurrent_calls()`].
+    pub max_concurrent_calls: usize,
+    /// See [`ProcessingSettings::prefetch_count()`].
+    pub prefetch_count: usize,
+    /// See [`ProcessingSettings::message_lock_timeout()`].
+    pub message_lock_timeout: Duration,
+    /// See [`ProcessingSettings::dead_letter_delivery_limit()`].
+    pub dead_letter_delivery_limit: u32,
+    /// See [`ProcessingSettings::retry()`].
+    pub retry: Backoff,
 }
 
 impl Default for ProcessingSettings {
@@ -71,28 +79,16 @@ impl ProcessingSettings {
         self
     }
 
-    // The getters use the setters' names (KnightBus's) with `get_`, as a by-value setter
-    // already holds each name.
-
-    /// See [`ProcessingSettings::max_concurrent_calls`].
-    pub fn get_max_concurrent_calls(&self) -> usize {
-        self.max_concurrent_calls
-    }
-    /// See [`ProcessingSettings::prefetch_count`].
-    pub fn get_prefetch_count(&self) -> usize {
-        self.prefetch_count
-    }
-    /// See [`ProcessingSettings::message_lock_timeout`].
-    pub fn get_message_lock_timeout(&self) -> Duration {
-        self.message_lock_timeout
-    }
-    /// See [`ProcessingSettings::dead_letter_delivery_limit`].
-    pub fn get_dead_letter_delivery_limit(&self) -> u32 {
-        self.dead_letter_delivery_limit
-    }
-    /// See [`ProcessingSettings::retry`].
-    pub fn get_retry(&self) -> &Backoff {
-        &self.retry
+    /// The same settings with each value in the range its setter keeps.
+    pub(crate) fn in_range(self) -> Self {
+        let (calls, lock, limit) = (
+            self.max_concurrent_calls,
+            self.message_lock_timeout,
+            self.dead_letter_delivery_limit,
+        );
+        self.max_concurrent_calls(calls)
+            .message_lock_timeout(lock)
+            .dead_letter_delivery_limit(limit)
     }
 }
 
@@ -200,10 +196,7 @@ mod tests {
             .max_concurrent_calls(0)
             .dead_letter_delivery_limit(0);
         assert_eq!(
-            (
-                s.get_max_concurrent_calls(),
-                s.get_dead_letter_delivery_limit()
-            ),
+            (s.max_concurrent_calls, s.dead_letter_delivery_limit),
             (1, 1)
         );
     }

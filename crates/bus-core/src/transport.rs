@@ -13,9 +13,12 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-pub use crate::envelope::now_ms;
+pub use crate::depth::{too_deep, MAX_NESTING};
+pub use crate::envelope::{now_ms, ENVELOPE_VERSION};
+pub use crate::message::{validate_name, MAX_NAME_LEN};
+use crate::records::ErrorRecord;
 pub use crate::records::ERROR_HISTORY;
-use crate::{validate_name, Envelope, ErrorRecord, MessageId, Result};
+use crate::{Envelope, MessageId, Result};
 
 /// Where a consumer reads: a command queue, or one subscription of a topic.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -67,16 +70,64 @@ pub struct Outgoing {
     pub payload: Bytes,
 }
 
-/// Identifies one reservation of one message. Transitions with a stale receipt (the
-/// message was recovered or reserved again since) are ignored.
+/// Identifies one reservation of one message, as the transport that handed it out made
+/// it: which partition of the queue, and what the message is stored as. Transitions with a
+/// stale receipt (the message was recovered or reserved again since) are ignored.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Receipt {
-    /// The message's storage key (Redis: a stored message's id, or a lease's token).
-    pub key: Bytes,
-    /// The reservation's token, the transport's choice: the delivery count at
-    /// reservation (the memory transport; Redis for a stored message), or the message's
-    /// index in its lease (Redis for a leased message). Not a count to show.
-    pub delivery: u32,
+    /// The partition of its queue that handed it out (0 on a queue of one partition).
+    pub shard: u16,
+    /// What the message is held as.
+    pub held: Held,
+}
+
+/// What a reserved message is stored as, in its transport's terms.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Held {
+    /// A message stored under a key of its own (the memory transport's; Redis's stored
+    /// messages; a BabelQueue element), reserved at delivery count `delivery`: a later
+    /// reservation has a higher count, so an older receipt is recognised as stale.
+    Stored {
+        /// Its storage key.
+        key: Bytes,
+        /// The delivery count at reservation.
+        delivery: u32,
+    },
+    /// Message `index` of several stored together under one key (Redis: the lease of the
+    /// messages of one send).
+    Leased {
+        /// The lease's key (its token).
+        lease: Bytes,
+        /// The message's position in the lease.
+        index: u32,
+    },
+}
+
+impl Receipt {
+    /// The receipt of a message stored under `key`, reserved at delivery count `delivery`,
+    /// on an unpartitioned queue.
+    pub fn stored(key: Bytes, delivery: u32) -> Self {
+        Receipt {
+            shard: 0,
+            held: Held::Stored { key, delivery },
+        }
+    }
+
+    /// The receipt of message `index` of the lease `lease`, on an unpartitioned queue.
+    pub fn leased(lease: Bytes, index: u32) -> Self {
+        Receipt {
+            shard: 0,
+            held: Held::Leased { lease, index },
+        }
+    }
+
+    /// The storage key: the message's own, or its lease's.
+    pub fn key(&self) -> &Bytes {
+        match &self.held {
+            Held::Stored { key, .. } => key,
+            Held::Leased { lease, .. } => lease,
+        }
+    }
 }
 
 /// A reserved message.
@@ -88,6 +139,12 @@ pub struct Delivery {
     pub delivery_count: u32,
     /// The stored element: normally an encoded envelope; whatever was stored otherwise.
     pub payload: Bytes,
+    /// The element already decoded, when the transport had to parse it anyway (a foreign
+    /// wire format whose attempts or poison it reads on reserve): the host then uses it
+    /// instead of decoding `payload` again. `None` (the native transports): the host
+    /// decodes `payload` with the source's [`WireFormat`]. Boxed, so that a delivery
+    /// without one stays small.
+    pub decoded: Option<Box<Envelope>>,
 }
 
 /// Why a message was dead-lettered.
@@ -185,6 +242,67 @@ impl WireFormat for NativeFormat {
     }
 }
 
+/// What a transport can do, for the conformance suite (feature `conformance`) and for
+/// anyone who must know before trying: a transport that cannot do all of it says so by
+/// overriding [`Transport::capabilities`], and the suite skips or scales exactly what is
+/// declared, naming the capability.
+///
+/// A method on [`Transport`] with a default rather than a value handed to every check:
+/// no check's signature changes, a transport that can do everything declares nothing,
+/// and one that cannot says so once, beside its implementation, where a host can read
+/// it too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Capabilities {
+    /// Topics and subscriptions: [`Transport::publish`] and subscription consumers.
+    pub topics: bool,
+    /// [`Transport::send_at`]: `None` when there are no delayed sends, else the step of
+    /// due times (a due time is rounded to it: `Duration::ZERO` is exact).
+    pub delayed_sends: Option<Duration>,
+    /// [`Consumer::retry`]'s delay: `None` when it is not honoured (the message is ready
+    /// again at once), else the step it is rounded to.
+    pub retry_delays: Option<Duration>,
+    /// Whether a dead letter keeps every error of its deliveries (else only the last).
+    pub error_history: bool,
+}
+
+impl Capabilities {
+    /// Everything, to the millisecond: the in-memory and Redis transports.
+    pub const ALL: Capabilities = Capabilities {
+        topics: true,
+        delayed_sends: Some(Duration::ZERO),
+        retry_delays: Some(Duration::ZERO),
+        error_history: true,
+    };
+
+    /// Whether topics and subscriptions exist.
+    pub fn topics(mut self, topics: bool) -> Self {
+        self.topics = topics;
+        self
+    }
+    /// Delayed sends and their step (`None`: none).
+    pub fn delayed_sends(mut self, step: Option<Duration>) -> Self {
+        self.delayed_sends = step;
+        self
+    }
+    /// Retry delays and their step (`None`: not honoured).
+    pub fn retry_delays(mut self, step: Option<Duration>) -> Self {
+        self.retry_delays = step;
+        self
+    }
+    /// Whether dead letters keep every error.
+    pub fn error_history(mut self, kept: bool) -> Self {
+        self.error_history = kept;
+        self
+    }
+}
+
+impl Default for Capabilities {
+    fn default() -> Self {
+        Capabilities::ALL
+    }
+}
+
 /// Where a message is sent: a command queue, or a topic.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -231,6 +349,10 @@ pub trait Transport: Send + Sync + fmt::Debug + 'static {
     fn outgoing_wire_format(&self, destination: Destination<'_>) -> Option<Arc<dyn WireFormat>> {
         let _ = destination;
         None
+    }
+    /// What this transport can do: everything ([`Capabilities::ALL`]) by default.
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::ALL
     }
 }
 

@@ -8,9 +8,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use bus_core::transport::Source;
 use bus_core::{
     Backoff, CommandProcessor, Context, Host, MemoryTransport, ProcessError, ProcessingSettings,
-    RedisCommand, Source,
+    RedisCommand,
 };
 use bus_test_redis::eventually;
 use serde::{Deserialize, Serialize};

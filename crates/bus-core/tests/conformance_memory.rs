@@ -4,7 +4,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use bus_core::conformance::{self, Probe, SeenDeadLetter};
-use bus_core::{MemoryTransport, Source};
+use bus_core::transport::Source;
+use bus_core::MemoryTransport;
 
 struct Memory(MemoryTransport);
 

@@ -6,11 +6,8 @@ use bus_test_redis::eventually;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use bus_core::transport::Outgoing;
-use bus_core::{
-    Bus, CommandProcessor, Context, DeadLetterReason, Host, MemoryTransport, ProcessError,
-    RedisCommand, Source,
-};
+use bus_core::transport::{DeadLetterReason, Outgoing, Source};
+use bus_core::{Bus, CommandProcessor, Context, Host, MemoryTransport, ProcessError, RedisCommand};
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 

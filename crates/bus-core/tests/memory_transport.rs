@@ -1,11 +1,10 @@
 //! The in-memory transport's own rules, beyond the conformance suite: a repeated id is a
 //! message of its own, as in Redis (an `RPUSH` per send), even while the first is held.
 
-use std::time::Duration;
-
-use bus_core::transport::{ConsumerOptions, Outgoing};
-use bus_core::{MemoryTransport, MessageId, Source, Transport};
+use bus_core::transport::{ConsumerOptions, Outgoing, Source};
+use bus_core::{MemoryTransport, MessageId, Transport};
 use bytes::Bytes;
+use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 fn element(id: &str, n: u8) -> Outgoing {
@@ -30,7 +29,7 @@ async fn a_repeated_id_is_delivered_twice_with_receipts_of_its_own() {
     assert_eq!((first.len(), second.len()), (1, 1));
     assert_eq!(&first[0].payload[..], b"{1}");
     assert_eq!(&second[0].payload[..], b"{2}");
-    assert_ne!(first[0].receipt.key, second[0].receipt.key);
+    assert_ne!(first[0].receipt.key(), second[0].receipt.key());
     assert_eq!(transport.stats(&queue).in_flight, 2);
     consumer.ack(&[second[0].receipt.clone()]).await.unwrap();
     assert_eq!(transport.stats(&queue).in_flight, 1);

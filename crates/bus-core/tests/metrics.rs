@@ -10,10 +10,10 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use bus_core::transport::ConsumerOptions;
+use bus_core::transport::{ConsumerOptions, Source};
 use bus_core::{
     Bus, CommandProcessor, Context, EventProcessor, EventSubscription, Host, MemoryTransport,
-    ProcessError, ProcessingSettings, RedisCommand, RedisEvent, Source, Transport,
+    ProcessError, ProcessingSettings, RedisCommand, RedisEvent, Transport,
 };
 use bus_test_redis::eventually;
 use serde::{Deserialize, Serialize};
@@ -297,7 +297,7 @@ impl CommandProcessor<Slow> for Arc<Sleeper> {
 async fn lock_renewals_and_recoveries_are_counted() {
     let addr = endpoint();
     let transport = MemoryTransport::new();
-    let bus = Bus::new(Arc::new(transport.clone()), bus_core::BusConfig::default());
+    let bus = Bus::new(transport.clone(), bus_core::BusConfig::default());
     bus.send_batch(&[Slow { n: 1 }, Slow { n: 2 }])
         .await
         .unwrap();

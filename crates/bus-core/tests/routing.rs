@@ -6,9 +6,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use bus_core::transport::{DeadLetterReason, Source};
 use bus_core::{
-    Command, CommandProcessor, Context, DeadLetterReason, Host, MemoryTransport, Message,
-    MessageKind, ProcessError, ProcessingSettings, Source,
+    Command, CommandProcessor, Context, Host, MemoryTransport, Message, MessageKind, ProcessError,
+    ProcessingSettings,
 };
 use bus_test_redis::eventually;
 use serde::{Deserialize, Serialize};

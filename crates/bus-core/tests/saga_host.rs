@@ -6,10 +6,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use bus_core::transport::{DeadLetterReason, Source};
 use bus_core::{
-    Backoff, Bus, Context, ContinueSaga, DeadLetterReason, Error, Host, MemorySagaStore,
-    MemoryTransport, ProcessError, ProcessingSettings, RedisCommand, Saga, SagaData, SagaStore,
-    Source, StartSaga,
+    Backoff, Bus, Context, ContinueSaga, Error, Host, MemorySagaStore, MemoryTransport,
+    ProcessError, ProcessingSettings, RedisCommand, Saga, SagaData, SagaStore, StartSaga,
 };
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;

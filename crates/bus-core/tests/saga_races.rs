@@ -174,7 +174,7 @@ async fn two_hosts_stepping_one_saga_lose_no_update() {
         "the saga did not complete"
     );
     assert!(store.is_empty());
-    let queue = bus_core::Source::queue("race-step").unwrap();
+    let queue = bus_core::transport::Source::queue("race-step").unwrap();
     let stats = transport.stats(&queue);
     assert_eq!(
         (

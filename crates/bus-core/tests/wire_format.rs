@@ -8,10 +8,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
-use bus_core::transport::{Consumer, ConsumerOptions, Destination, Outgoing, WireFormat};
+use bus_core::transport::{
+    Consumer, ConsumerOptions, DeadLetterReason, Destination, Outgoing, Source, WireFormat,
+};
 use bus_core::{
-    Command, CommandProcessor, Context, DeadLetterReason, Envelope, Error, Format, Host,
-    MemoryTransport, Message, MessageId, MessageKind, ProcessError, Result, Source, Transport,
+    Command, CommandProcessor, Context, Envelope, Error, Format, Host, MemoryTransport, Message,
+    MessageId, MessageKind, ProcessError, Result, Transport,
 };
 use bus_test_redis::eventually;
 use bytes::Bytes;
@@ -301,7 +303,7 @@ async fn other_queues_of_the_transport_keep_the_native_envelope() {
     }
     impl Command for Audit {}
     let transport = Foreign::default();
-    let bus = bus_core::Bus::new(Arc::new(transport.clone()), bus_core::BusConfig::default());
+    let bus = bus_core::Bus::new(transport.clone(), bus_core::BusConfig::default());
     bus.send(&Audit { n: 3 }).await.unwrap();
     let consumer = transport
         .consumer(

@@ -1,7 +1,7 @@
 //! Reading a queue's state from Redis at bounded cost: the counts management gives, plus
 //! the expired locks and the counters the processing rate is derived from.
 
-use bus_core::Source;
+use bus_core::transport::Source;
 use bus_management::{source_name, Management, QueueStats};
 use bus_redis::admin::Counters;
 use bus_redis::RedisTransport;

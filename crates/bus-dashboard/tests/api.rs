@@ -4,13 +4,13 @@
 
 mod common;
 
-use std::time::Duration;
-
-use bus_core::transport::ConsumerOptions;
-use bus_core::{ErrorRecord, SagaStore, Source, Transport};
+use bus_core::records::ErrorRecord;
+use bus_core::transport::{ConsumerOptions, Source};
+use bus_core::{SagaStore, Transport};
 use bus_dashboard::DashboardOptions;
 use bus_redis_saga::RedisSagaStore;
 use common::{csrf_of, eventually, http, setup, start_dashboard, Payment, Setup, WAIT};
+use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 fn payments() -> Source {

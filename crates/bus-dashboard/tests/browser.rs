@@ -7,19 +7,18 @@
 
 mod common;
 
-use std::net::SocketAddr;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
-use std::time::Duration;
-
+use bus_core::transport::Source;
 use bus_core::SagaStore;
-use bus_core::Source;
 use bus_dashboard::DashboardOptions;
 use bus_redis_saga::RedisSagaStore;
 use common::{eventually, setup, start_dashboard, Payment, Seen, WAIT};
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{json, Value};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
 
 /// chromedriver on a free loopback port, killed on drop.
 struct Driver {

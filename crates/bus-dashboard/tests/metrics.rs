@@ -3,14 +3,13 @@
 
 mod common;
 
-use std::collections::HashMap;
-use std::time::Duration;
-
-use bus_core::transport::ConsumerOptions;
-use bus_core::{RedisCommand, RedisEvent, Source, Transport};
+use bus_core::transport::{ConsumerOptions, Source};
+use bus_core::{RedisCommand, RedisEvent, Transport};
 use bus_dashboard::QueueMetrics;
 use common::{eventually, http, setup, Payment, WAIT};
 use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 

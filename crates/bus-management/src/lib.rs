@@ -28,7 +28,7 @@ mod error;
 mod management;
 mod sagas;
 
-pub use bus_core::{DeadLetter, ErrorRecord, MessageSummary, QueueStats};
+pub use bus_core::records::{DeadLetter, ErrorRecord, MessageSummary, QueueStats};
 pub use bus_redis::admin::{
     Purged, ReadyMessage, RemovedSubscription, Requeued, ScheduledMessage, Selection, Topic,
 };

@@ -3,7 +3,10 @@
 
 use std::collections::BTreeMap;
 
-use bus_core::{DeadLetter, Envelope, Format, Headers, MessageId, QueueStats, Source};
+use bus_core::records::{DeadLetter, QueueStats};
+use bus_core::{Envelope, Format, Headers, MessageId};
+
+use bus_core::transport::Source;
 use bus_redis::admin::{
     Admin, Purged, ReadyMessage, RemovedSubscription, Requeued, ScheduledMessage, Selection, Topic,
     Unsubscribe,
@@ -202,7 +205,7 @@ impl Management {
         headers: BTreeMap<String, String>,
     ) -> Result<MessageId> {
         let message_type = message_type.unwrap_or_else(|| wire_name(source));
-        bus_core::validate_name("message type", message_type)?;
+        bus_core::transport::validate_name("message type", message_type)?;
         let body: &RawValue = serde_json::from_str(json_body).map_err(Error::InvalidBody)?;
         let mut envelope = Envelope::new(
             message_type,
@@ -245,7 +248,7 @@ impl Management {
 /// are checked as the bus checks them.
 ///
 /// ```
-/// use bus_core::Source;
+/// use bus_core::transport::Source;
 ///
 /// let source = bus_management::parse_source("payments/mail")?;
 /// assert_eq!(source, Source::subscription("payments", "mail")?);
@@ -269,7 +272,7 @@ pub fn parse_source(text: &str) -> Result<Source> {
 
 /// The name [`parse_source`] reads: `queue` or `topic/subscription`.
 pub fn source_name(source: &Source) -> String {
-    bus_core::source_name(source)
+    bus_core::records::source_name(source)
 }
 
 /// The wire name of the messages a source normally holds: the queue, or the topic.

@@ -52,7 +52,7 @@ impl Management {
     /// and [`Management::delete_saga`] would refuse it.
     pub async fn sagas(&self, partition: Option<&str>) -> Result<Vec<SagaEntry>> {
         if let Some(partition) = partition {
-            bus_core::validate_name("saga partition", partition)?;
+            bus_core::transport::validate_name("saga partition", partition)?;
         }
         let found = self.saga_store().list(partition).await?;
         Ok(found
@@ -70,7 +70,7 @@ impl Management {
     /// clear error when the key holds something that is not a saga); `None` if there is
     /// no saga at its key.
     pub async fn saga(&self, partition: &str, id: &str) -> Result<Option<SagaState>> {
-        bus_core::validate_name("saga partition", partition)?;
+        bus_core::transport::validate_name("saga partition", partition)?;
         let store = self.saga_store();
         let key = store.key(partition, id);
         let (data, stamp) = match store.get(partition, id).await {
@@ -96,7 +96,7 @@ impl Management {
     /// Deletes a saga whatever its state (the store's `delete`: one script that refuses a
     /// key that is not a saga hash). Returns whether it existed.
     pub async fn delete_saga(&self, partition: &str, id: &str) -> Result<bool> {
-        bus_core::validate_name("saga partition", partition)?;
+        bus_core::transport::validate_name("saga partition", partition)?;
         let store = self.saga_store();
         let existed = store.exists(partition, id).await?;
         store.delete(partition, id).await?;

@@ -8,11 +8,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use bus_core::transport::ConsumerOptions;
-use bus_core::{
-    CommandProcessor, Context, DeadLetterReason, ErrorRecord, Host, ProcessError, SagaStore,
-    Source, Transport,
-};
+use bus_core::records::ErrorRecord;
+use bus_core::transport::{ConsumerOptions, DeadLetterReason, Source};
+use bus_core::{CommandProcessor, Context, Host, ProcessError, SagaStore, Transport};
 use bus_management::{Error, Selection};
 use bus_redis_saga::RedisSagaStore;
 use common::{eventually, setup, work, Paid, Setup, Work};

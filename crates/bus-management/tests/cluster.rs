@@ -1,7 +1,7 @@
 //! Management on a real three-master Redis Cluster: queues spread over the masters are
 //! all found (SCAN on every master), and each queue's scripts touch one slot.
 
-use bus_core::Source;
+use bus_core::transport::Source;
 use bus_management::{Error, Management};
 use bus_redis::RedisConfig;
 use bus_test_redis::RedisCluster;

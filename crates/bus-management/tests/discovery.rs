@@ -3,7 +3,8 @@
 
 mod common;
 
-use bus_core::{Envelope, Format, Source};
+use bus_core::transport::Source;
+use bus_core::{Envelope, Format};
 use bus_management::{Error, Management};
 use bus_redis::{keys, RedisConfig};
 use common::{setup, work, Work};

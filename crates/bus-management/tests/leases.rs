@@ -4,12 +4,11 @@
 
 mod common;
 
-use std::time::Duration;
-
-use bus_core::transport::ConsumerOptions;
-use bus_core::{Source, Transport};
+use bus_core::transport::{ConsumerOptions, Source};
+use bus_core::Transport;
 use bus_management::Error;
 use common::{setup, Paid};
+use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

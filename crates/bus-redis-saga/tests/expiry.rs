@@ -102,7 +102,7 @@ async fn a_poke_after_expiry_finds_no_saga(store: Arc<dyn SagaStore>) {
     let saga = Arc::new(LeaseSaga::default());
     let running = Host::builder()
         .transport(MemoryTransport::new())
-        .saga_store_arc(Arc::clone(&store))
+        .saga_store(Arc::clone(&store))
         .saga_start::<StartLease, _>(Arc::clone(&saga))
         .saga_continue::<Poke, _>(Arc::clone(&saga))
         .build()

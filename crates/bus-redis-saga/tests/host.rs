@@ -9,9 +9,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use bus_core::transport::Source;
 use bus_core::{
     Backoff, Context, ContinueSaga, Host, MemoryTransport, ProcessError, ProcessingSettings,
-    RedisCommand, Saga, SagaData, SagaStore, Source, StartSaga,
+    RedisCommand, Saga, SagaData, SagaStore, StartSaga,
 };
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;

@@ -208,7 +208,7 @@ impl RedisConfig {
             )));
         }
         for (queue, &shards) in &self.partitions {
-            bus_core::validate_name("queue", queue)
+            bus_core::transport::validate_name("queue", queue)
                 .map_err(|e| Error::Config(format!("partitions: {e}")))?;
             if !(1..=crate::MAX_PARTITIONS).contains(&shards) {
                 return Err(Error::Config(format!(

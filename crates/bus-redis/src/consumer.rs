@@ -5,8 +5,9 @@ use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use bus_core::transport::{Consumer, ConsumerOptions, Delivery, Receipt};
-use bus_core::{DeadLetterReason, ErrorRecord, Result};
+use bus_core::records::ErrorRecord;
+use bus_core::transport::{Consumer, ConsumerOptions, DeadLetterReason, Delivery, Held, Receipt};
+use bus_core::Result;
 use fred::prelude::{Client, ClientLike};
 use fred::types::{ClusterHash, CustomCommand, Value};
 use fred::util::redis_keyslot;
@@ -14,7 +15,7 @@ use tokio_util::bytes::Bytes;
 use tokio_util::sync::CancellationToken;
 
 use crate::keys::{QueueKeys, ScriptKeys};
-use crate::receipts::{is_leased, merge, receipt_args, receipt_pair, Split};
+use crate::receipts::{merge, receipt_args, receipt_pair, Split};
 use crate::scripts;
 use crate::Error;
 
@@ -228,12 +229,10 @@ impl Consumer for RedisConsumer {
         };
         let count = u32::try_from(count).unwrap_or(u32::MAX);
         Ok(Some(Delivery {
-            receipt: Receipt {
-                key,
-                delivery: count,
-            },
+            receipt: Receipt::stored(key, count),
             delivery_count: count,
             payload,
+            decoded: None,
         }))
     }
 
@@ -290,12 +289,9 @@ impl Consumer for RedisConsumer {
         let mut stored = stored.iter();
         Ok(receipts
             .iter()
-            .map(|r| {
-                if is_leased(r) {
-                    kept.get(&r.key).copied().unwrap_or(false)
-                } else {
-                    stored.next().copied().unwrap_or(false)
-                }
+            .map(|r| match &r.held {
+                Held::Leased { lease, .. } => kept.get(lease).copied().unwrap_or(false),
+                Held::Stored { .. } => stored.next().copied().unwrap_or(false),
             })
             .collect())
     }

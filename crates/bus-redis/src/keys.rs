@@ -1,6 +1,6 @@
 //! Every Redis key name of the transport, built in one place (see docs/redis-layout.md).
 
-use bus_core::Source;
+use bus_core::transport::Source;
 use fred::types::Key;
 
 /// The element a delayed message pushes onto an empty ready list to wake idle
@@ -202,7 +202,7 @@ pub fn shard_of_key(key: &str) -> Option<(String, String, u16)> {
     if number.to_string() != shard {
         return None;
     }
-    bus_core::validate_name("queue", queue).ok()?;
+    bus_core::transport::validate_name("queue", queue).ok()?;
     QueueKeys::shard(prefix, queue, number)
         .all()
         .contains(&key)
@@ -212,7 +212,7 @@ pub fn shard_of_key(key: &str) -> Option<(String, String, u16)> {
 /// The prefix and the topic whose subscription set ([`subscriptions`]) this key is.
 pub fn topic_of_key(key: &str) -> Option<(String, String)> {
     let (prefix, tag, _) = split_tagged(key)?;
-    (bus_core::validate_name("topic", tag).is_ok() && subscriptions(prefix, tag) == key)
+    (bus_core::transport::validate_name("topic", tag).is_ok() && subscriptions(prefix, tag) == key)
         .then(|| (prefix.to_owned(), tag.to_owned()))
 }
 

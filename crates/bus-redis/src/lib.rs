@@ -16,6 +16,7 @@
 //! | [`admin`] | every operation on the layout outside the hot path: stats, peek, dead letters, requeue, purge, discovery (under `bus-management`) |
 //! | [`LuaScript`] | a named script run by SHA with a `NOSCRIPT` fallback, and its reply readers (every crate's scripts run through it) |
 //! | [`Error`] | what can go wrong here |
+//! | [`fred`] | the Redis client underneath, re-exported for the types the API shows |
 
 pub mod admin;
 mod coalesce;
@@ -39,17 +40,29 @@ pub use partition::{shard_of_key, MAX_PARTITIONS};
 pub use protocol::PROTOCOL;
 pub use scripts::LuaScript;
 
-/// `lua/reserve.lua` as the consumer runs it, for tools that drive the layout directly
-/// (the raw-layout benchmark); its KEYS: [`keys::ScriptKeys::reserve`].
-pub fn reserve_script() -> &'static LuaScript {
-    &scripts::RESERVE
-}
-
-/// `lua/ack.lua` as the consumer runs it; its KEYS: [`keys::ScriptKeys::ack`].
-pub fn ack_script() -> &'static LuaScript {
-    &scripts::ACK
-}
+/// The Redis client this crate is built on, whose types appear in its API
+/// ([`RedisTransport::client`], [`Error::fred`]): use it through this path, so the
+/// versions always agree.
+pub use fred;
 pub use transport::RedisTransport;
+
+/// The hot path's scripts, for the raw-layout benchmark (`benches/`), which drives the
+/// layout without the host to measure what the host costs. Not an API: hidden, and free
+/// to change with the scripts.
+#[doc(hidden)]
+pub mod raw {
+    use crate::{scripts, LuaScript};
+
+    /// `lua/reserve.lua` as the consumer runs it; its KEYS: `keys::ScriptKeys::reserve`.
+    pub fn reserve_script() -> &'static LuaScript {
+        &scripts::RESERVE
+    }
+
+    /// `lua/ack.lua` as the consumer runs it; its KEYS: `keys::ScriptKeys::ack`.
+    pub fn ack_script() -> &'static LuaScript {
+        &scripts::ACK
+    }
+}
 
 // The README's and the guides' examples compile as doc-tests of this crate.
 #[cfg(doctest)]

@@ -9,9 +9,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use bus_core::transport::{Consumer, ConsumerOptions, Delivery, Receipt};
-use bus_core::{DeadLetterReason, ErrorRecord, Result};
-use bytes::{BufMut, BytesMut};
+use bus_core::records::ErrorRecord;
+use bus_core::transport::{Consumer, ConsumerOptions, DeadLetterReason, Delivery, Receipt};
+use bus_core::Result;
 use fred::prelude::{Client, HashesInterface};
 use futures::future::join_all;
 use tokio_util::sync::CancellationToken;
@@ -228,21 +228,17 @@ impl PartitionedConsumer {
 
     /// The shard and the shard's own receipt of a receipt this consumer handed out.
     fn split(&self, receipt: &Receipt) -> Result<(usize, Receipt)> {
-        let key = &receipt.key;
-        let shard = key.iter().position(|&b| b == b':').and_then(|colon| {
-            let shard: usize = std::str::from_utf8(&key[..colon]).ok()?.parse().ok()?;
-            (shard < self.shards.len()).then_some((shard, colon))
-        });
-        let Some((shard, colon)) = shard else {
+        let shard = usize::from(receipt.shard);
+        if shard >= self.shards.len() {
             return Err(Error::Protocol {
                 script: "partition",
-                detail: format!("a receipt that no shard of this queue handed out: {key:?}"),
+                detail: format!("a receipt that no shard of this queue handed out: {receipt:?}"),
             }
             .into());
-        };
+        }
         let own = Receipt {
-            key: key.slice(colon + 1..),
-            delivery: receipt.delivery,
+            shard: 0,
+            held: receipt.held.clone(),
         };
         Ok((shard, own))
     }
@@ -294,15 +290,10 @@ pub(crate) async fn record(client: &Client, prefix: &str, queue: &str, shards: u
     }
 }
 
-/// A delivery of shard `shard`, its receipt's key prefixed with `<shard>:`.
+/// A delivery of shard `shard`, its receipt marked with the shard.
 fn tagged(shard: usize, mut delivery: Delivery) -> Delivery {
-    let prefix = shard.to_string();
-    let own = &delivery.receipt.key;
-    let mut key = BytesMut::with_capacity(prefix.len() + 1 + own.len());
-    key.put_slice(prefix.as_bytes());
-    key.put_u8(b':');
-    key.put_slice(own);
-    delivery.receipt.key = key.freeze();
+    // Shards are fewer than MAX_PARTITIONS (a u16).
+    delivery.receipt.shard = u16::try_from(shard).unwrap_or(u16::MAX);
     delivery
 }
 

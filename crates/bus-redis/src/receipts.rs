@@ -2,11 +2,10 @@
 //! is its lease token `~L<first>` and its index, a stored message's its storage id and
 //! delivery count; reserve's reply is merged back into the ready list's order.
 
-use std::collections::HashMap;
-
-use bus_core::transport::{Delivery, Receipt};
+use bus_core::transport::{Delivery, Held, Receipt};
 use bus_core::Result;
 use fred::types::Value;
+use std::collections::HashMap;
 use tokio_util::bytes::Bytes;
 
 use crate::scripts;
@@ -35,12 +34,13 @@ pub(crate) fn merge(
             return Err(malformed());
         };
         out.push(Delivery {
-            receipt: Receipt {
-                key: token.clone(),
-                delivery: u32::try_from(index).map_err(|_| malformed())?,
-            },
+            receipt: Receipt::leased(
+                token.clone(),
+                u32::try_from(index).map_err(|_| malformed())?,
+            ),
             delivery_count: 1,
             payload,
+            decoded: None,
         });
         Ok(true)
     };
@@ -60,22 +60,14 @@ pub(crate) fn merge(
         }
         let count = u32::try_from(count).unwrap_or(u32::MAX);
         out.push(Delivery {
-            receipt: Receipt {
-                key: id,
-                delivery: count,
-            },
+            receipt: Receipt::stored(id, count),
             delivery_count: count,
             payload,
+            decoded: None,
         });
     }
     while lease(&mut out)? {}
     Ok(out)
-}
-
-/// Whether a receipt names a leased message (key: the lease token `~L<n>`; delivery: its
-/// index) rather than a stored one (key: the storage id; delivery: its count).
-pub(crate) fn is_leased(receipt: &Receipt) -> bool {
-    receipt.key.starts_with(b"~L")
 }
 
 /// Receipts split for ack.lua and renew.lua: the stored ones as `id, count` pairs, the
@@ -94,18 +86,18 @@ impl<'a> Split<'a> {
         };
         let mut groups: HashMap<&Bytes, usize> = HashMap::new();
         for receipt in receipts {
-            if !is_leased(receipt) {
+            let Held::Leased { lease, index } = &receipt.held else {
                 split.stored.push(receipt);
                 continue;
-            }
+            };
             let group = match split.leases.last() {
-                Some((token, _)) if **token == receipt.key => split.leases.len() - 1,
-                _ => *groups.entry(&receipt.key).or_insert_with(|| {
-                    split.leases.push((&receipt.key, Vec::new()));
+                Some((token, _)) if *token == lease => split.leases.len() - 1,
+                _ => *groups.entry(lease).or_insert_with(|| {
+                    split.leases.push((lease, Vec::new()));
                     split.leases.len() - 1
                 }),
             };
-            split.leases[group].1.push(receipt.delivery);
+            split.leases[group].1.push(*index);
         }
         split
     }
@@ -117,11 +109,13 @@ impl<'a> Split<'a> {
     }
 }
 
+/// `id, count` (a leased message: `token, index`), as the scripts take a receipt.
 pub(crate) fn receipt_pair(receipt: &Receipt) -> [Value; 2] {
-    [
-        Value::Bytes(receipt.key.clone()),
-        Value::from(i64::from(receipt.delivery)),
-    ]
+    let (key, number) = match &receipt.held {
+        Held::Stored { key, delivery } => (key, delivery),
+        Held::Leased { lease, index } => (lease, index),
+    };
+    [Value::Bytes(key.clone()), Value::from(i64::from(*number))]
 }
 
 /// `id, count, id, count, ...` as script arguments (a leased message: token, index).
@@ -133,10 +127,12 @@ pub(crate) fn receipt_args(receipts: &[Receipt]) -> impl Iterator<Item = Value> 
 mod tests {
     use super::*;
 
-    fn receipt(key: &'static str, delivery: u32) -> Receipt {
-        Receipt {
-            key: Bytes::from_static(key.as_bytes()),
-            delivery,
+    fn receipt(key: &'static str, number: u32) -> Receipt {
+        let key = Bytes::from_static(key.as_bytes());
+        if key.starts_with(b"~L") {
+            Receipt::leased(key, number)
+        } else {
+            Receipt::stored(key, number)
         }
     }
 
@@ -158,23 +154,16 @@ mod tests {
             stored.into_iter(),
         )
         .unwrap();
-        let seen: Vec<(&[u8], u32, u32, &[u8])> = out
+        let seen: Vec<(&Receipt, u32, &[u8])> = out
             .iter()
-            .map(|d| {
-                (
-                    &d.receipt.key[..],
-                    d.receipt.delivery,
-                    d.delivery_count,
-                    &d.payload[..],
-                )
-            })
+            .map(|d| (&d.receipt, d.delivery_count, &d.payload[..]))
             .collect();
         assert_eq!(
             seen,
             [
-                (&b"~L5"[..], 0, 1, &b"a"[..]),
-                (b"~7", 3, 3, b"s"),
-                (b"~L5", 1, 1, b"b"),
+                (&receipt("~L5", 0), 1, &b"a"[..]),
+                (&receipt("~7", 3), 3, b"s"),
+                (&receipt("~L5", 1), 1, b"b"),
             ]
         );
         // A position past the leased envelopes is a malformed reply, not a panic.

@@ -5,8 +5,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
-use bus_core::transport::{Consumer, ConsumerOptions, Outgoing};
-use bus_core::{Source, Transport};
+use bus_core::transport::{Consumer, ConsumerOptions, Outgoing, Source};
+use bus_core::Transport;
 use fred::prelude::{Client, ClientLike, SetsInterface};
 use fred::types::Value;
 
@@ -106,8 +106,8 @@ impl RedisTransport {
     /// let url = "redis-sentinel://127.0.0.1:26379?sentinelServiceName=bus";
     /// let transport = RedisTransport::connect(&RedisConfig::from_url(url)?).await?;
     /// // One bus for sends that must survive a failover, one for the rest.
-    /// let durable = Bus::new(Arc::new(transport.durable(1, Duration::from_secs(1)).await?), BusConfig::default());
-    /// let plain = Bus::new(Arc::new(transport), BusConfig::default());
+    /// let durable = Bus::new(transport.durable(1, Duration::from_secs(1)).await?, BusConfig::default());
+    /// let plain = Bus::new(transport, BusConfig::default());
     /// # Ok(()) }
     /// ```
     pub async fn durable(&self, replicas: u32, timeout: Duration) -> Result<Self> {
@@ -385,7 +385,7 @@ impl Transport for RedisTransport {
     }
 
     async fn publish(&self, topic: &str, messages: Vec<Outgoing>) -> bus_core::Result<usize> {
-        bus_core::validate_name("topic", topic)?;
+        bus_core::transport::validate_name("topic", topic)?;
         let cached = self
             .inner
             .subscriptions

@@ -4,19 +4,17 @@
 
 mod common;
 
-use std::collections::BTreeSet;
-use std::sync::Arc;
-use std::time::Duration;
-
-use bus_core::transport::ConsumerOptions;
-use bus_core::{Bus, BusConfig, DeadLetterReason, Envelope, Format, Source, Transport};
+use bus_core::transport::{ConsumerOptions, DeadLetterReason, Source};
+use bus_core::{Bus, BusConfig, Envelope, Format, Transport};
 use bus_redis::admin::{Admin, Selection};
 use bus_redis::{RedisConfig, RedisTransport};
 use bus_test_redis::TestRedis;
 use common::Work;
+use std::collections::BTreeSet;
+use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
-fn counts(stats: &bus_core::QueueStats) -> [u64; 4] {
+fn counts(stats: &bus_core::records::QueueStats) -> [u64; 4] {
     [
         stats.ready,
         stats.in_flight,
@@ -33,7 +31,7 @@ async fn a_partitioned_queue_is_one_queue_with_a_breakdown_per_shard() {
         .prefix(redis.namespace())
         .partitions("work", 3);
     let transport = RedisTransport::connect(&config).await.unwrap();
-    let bus = Bus::new(Arc::new(transport.clone()), BusConfig::default());
+    let bus = Bus::new(transport.clone(), BusConfig::default());
     for n in 0..6 {
         bus.send(&Work { n }).await.unwrap();
     }
@@ -60,7 +58,7 @@ async fn a_partitioned_queue_is_one_queue_with_a_breakdown_per_shard() {
     let counters = admin.counters(&work).await.unwrap();
     assert_eq!((counters.taken_total, counters.stored), (3, 3));
     for delivery in &held {
-        let failure = bus_core::ErrorRecord::now("boom");
+        let failure = bus_core::records::ErrorRecord::now("boom");
         consumer
             .dead_letter(
                 &delivery.receipt,

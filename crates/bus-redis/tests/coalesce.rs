@@ -4,9 +4,9 @@
 mod common;
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
-use bus_core::{Bus, BusConfig, Envelope, Source};
+use bus_core::transport::Source;
+use bus_core::{Bus, BusConfig, Envelope};
 use bus_test_redis::TestRedis;
 use bytes::Bytes;
 use common::{transport, Work};
@@ -25,7 +25,7 @@ fn rpush_calls(redis: &TestRedis) -> i64 {
 async fn concurrent_sends_share_pushes_and_each_stays_whole_and_in_order() {
     let redis = TestRedis::start().unwrap();
     let transport = transport(&redis).await;
-    let bus = Bus::new(Arc::new(transport.clone()), BusConfig::default());
+    let bus = Bus::new(transport.clone(), BusConfig::default());
     assert!(redis
         .client()
         .cmd(&["CONFIG", "RESETSTAT"])
@@ -87,7 +87,7 @@ async fn concurrent_sends_share_pushes_and_each_stays_whole_and_in_order() {
 async fn every_coalesced_send_gets_the_refusal_of_a_full_redis() {
     let redis = TestRedis::start().unwrap();
     let transport = transport(&redis).await;
-    let bus = Bus::new(Arc::new(transport.clone()), BusConfig::default());
+    let bus = Bus::new(transport.clone(), BusConfig::default());
     let mut admin = redis.client();
     for command in [
         &["CONFIG", "SET", "maxmemory-policy", "noeviction"][..],

@@ -10,10 +10,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use bus_core::transport::ConsumerOptions;
-use bus_core::{
-    Backoff, CommandProcessor, Context, ProcessError, ProcessingSettings, Source, Transport,
-};
+use bus_core::transport::{ConsumerOptions, Source};
+use bus_core::{Backoff, CommandProcessor, Context, ProcessError, ProcessingSettings, Transport};
 use bus_test_redis::TestRedis;
 use common::{eventually, transport, Counts, Running, Work};
 use fred::prelude::{HashesInterface, ListInterface};
@@ -214,7 +212,7 @@ async fn a_handler_running_three_lock_timeouts_runs_once() {
 async fn four_consumers_recovering_the_same_expired_locks_requeue_each_once() {
     let redis = TestRedis::start().unwrap();
     let transport = transport(&redis).await;
-    let bus = bus_core::Bus::new(Arc::new(transport.clone()), Default::default());
+    let bus = bus_core::Bus::new(transport.clone(), Default::default());
     let batch: Vec<Work> = (0..1000).map(|n| Work { n }).collect();
     bus.send_batch(&batch).await.unwrap();
     let source = Source::queue("work").unwrap();
@@ -450,7 +448,7 @@ async fn an_idle_consumer_costs_redis_a_few_commands_a_second() {
 async fn a_storage_id_twice_in_one_reserve_is_delivered_once() {
     let redis = TestRedis::start().unwrap();
     let transport = transport(&redis).await;
-    let bus = bus_core::Bus::new(Arc::new(transport.clone()), Default::default());
+    let bus = bus_core::Bus::new(transport.clone(), Default::default());
     bus.send(&Work { n: 1 }).await.unwrap();
     let source = Source::queue("work").unwrap();
     let consumer = transport
@@ -460,7 +458,7 @@ async fn a_storage_id_twice_in_one_reserve_is_delivered_once() {
     let stop = tokio_util::sync::CancellationToken::new();
     let first = consumer.receive(10, &stop).await.unwrap();
     let receipt = first[0].receipt.clone();
-    let error = bus_core::ErrorRecord::now("again");
+    let error = bus_core::records::ErrorRecord::now("again");
     consumer
         .retry(&receipt, Duration::ZERO, &error)
         .await

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use bus_core::conformance::{self, Probe, SeenDeadLetter};
-use bus_core::Source;
+use bus_core::transport::Source;
 use bus_redis::admin::Admin;
 use bus_redis::RedisTransport;
 use bus_test_redis::TestRedis;

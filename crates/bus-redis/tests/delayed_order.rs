@@ -9,14 +9,13 @@
 
 mod common;
 
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
-use bus_core::transport::{ConsumerOptions, Outgoing};
-use bus_core::{Bus, BusConfig, Source, Transport};
+use bus_core::transport::{ConsumerOptions, Outgoing, Source};
+use bus_core::{Bus, BusConfig, Transport};
 use bus_redis::RedisTransport;
 use bus_test_redis::TestRedis;
 use common::Work;
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio_util::sync::CancellationToken;
 
 const MESSAGES: u64 = 50;
@@ -57,7 +56,7 @@ async fn received_order(transport: &RedisTransport) -> Vec<u64> {
 async fn sends_for_one_due_time_arrive_in_the_order_sent() {
     let redis = TestRedis::start().unwrap();
     let transport = common::transport(&redis).await;
-    let bus = Bus::new(Arc::new(transport.clone()), BusConfig::default());
+    let bus = Bus::new(transport.clone(), BusConfig::default());
     let due = due_soon();
     for n in 0..MESSAGES {
         bus.send_at(&Work { n }, due).await.unwrap();

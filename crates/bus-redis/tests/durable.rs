@@ -4,10 +4,10 @@
 
 mod common;
 
-use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use bus_core::{Bus, BusConfig, RedisEvent, Source};
+use bus_core::transport::Source;
+use bus_core::{Bus, BusConfig, RedisEvent};
 use bus_redis::keys::{self, QueueKeys};
 use bus_redis::{RedisConfig, RedisTransport};
 use bus_test_redis::{eventually, info_field, Proxy, RedisServer, SyncClient};
@@ -69,8 +69,8 @@ async fn a_durable_send_returns_only_after_the_replica_has_it() {
     let transport = connect(&pair.primary.url(), prefix).await;
     let durable = transport.durable(1, Duration::from_secs(5)).await.unwrap();
     assert_eq!(durable.durability(), Some((1, Duration::from_secs(5))));
-    let plain = Bus::new(Arc::new(transport), BusConfig::default());
-    let durable = Bus::new(Arc::new(durable), BusConfig::default());
+    let plain = Bus::new(transport, BusConfig::default());
+    let durable = Bus::new(durable, BusConfig::default());
     let mut replica = pair.replica.client();
 
     // Healthy replication: Ok means the replica has it, at once.
@@ -110,7 +110,7 @@ async fn durable_writes_fail_typed_within_their_timeout_when_no_replica_confirms
     let prefix = "durable-fails";
     let transport = connect(&pair.primary.url(), prefix).await;
     let durable = Bus::new(
-        Arc::new(transport.durable(1, TIMEOUT).await.unwrap()),
+        transport.durable(1, TIMEOUT).await.unwrap(),
         BusConfig::default(),
     );
     let mut primary = pair.primary.client();
@@ -189,14 +189,14 @@ async fn a_durable_handle_needs_a_replica_count_and_a_timeout() {
         .durable(1, Duration::from_millis(100))
         .await
         .unwrap();
-    let bus = Bus::new(Arc::new(durable), BusConfig::default());
+    let bus = Bus::new(durable, BusConfig::default());
     let error = bus.send(&Work { n: 1 }).await.unwrap_err();
     assert!(
         matches!(error, bus_core::Error::NotReplicated { confirmed: 0, .. }),
         "{error:?}"
     );
     // The plain handle is untouched.
-    let plain = Bus::new(Arc::new(transport), BusConfig::default());
+    let plain = Bus::new(transport, BusConfig::default());
     plain.send(&Work { n: 2 }).await.unwrap();
     assert_eq!(llen(&mut primary.client(), &ready("durable-config")), 2);
 }
@@ -210,7 +210,7 @@ async fn a_durable_send_whose_connection_drops_while_waiting_is_never_ok() {
     let prefix = "durable-drop";
     let transport = connect(&pair.primary.url(), prefix).await;
     let durable = Bus::new(
-        Arc::new(transport.durable(1, Duration::from_secs(5)).await.unwrap()),
+        transport.durable(1, Duration::from_secs(5)).await.unwrap(),
         BusConfig::default(),
     );
     let mut primary = pair.primary.client();
@@ -248,12 +248,10 @@ async fn on_a_cluster_durable_writes_go_to_the_slot_of_their_queue() {
     let prefix = "durable-cluster";
     let transport = connect(&cluster.url(), prefix).await;
     let durable = Bus::new(
-        Arc::new(
-            transport
-                .durable(1, Duration::from_millis(100))
-                .await
-                .unwrap(),
-        ),
+        transport
+            .durable(1, Duration::from_millis(100))
+            .await
+            .unwrap(),
         BusConfig::default(),
     );
     let due = SystemTime::now() + Duration::from_secs(60);

@@ -4,13 +4,12 @@
 
 mod common;
 
-use std::collections::HashMap;
-use std::time::{Duration, SystemTime};
-
-use bus_core::transport::{ConsumerOptions, Outgoing, Receipt};
-use bus_core::{Bus, BusConfig, MessageId, Source, Transport};
+use bus_core::transport::{ConsumerOptions, Held, Outgoing, Receipt, Source};
+use bus_core::{Bus, BusConfig, MessageId, Transport};
 use bus_test_redis::TestRedis;
 use common::{transport, Counts, Work};
+use std::collections::HashMap;
+use std::time::{Duration, SystemTime};
 use tokio_util::sync::CancellationToken;
 
 /// Calls per command since the last `CONFIG RESETSTAT`, scripts' inner calls included.
@@ -128,21 +127,18 @@ async fn a_bulk_ack_removes_only_the_current_reservations() {
         receipts[2].clone(),
         receipts[3].clone(),
     ];
-    some.push(Receipt {
-        key: bytes::Bytes::from_static(b"~L999"),
-        delivery: 0,
-    });
-    some.push(Receipt {
-        key: bytes::Bytes::from_static(b"~999"),
-        delivery: 1,
-    });
+    some.push(Receipt::leased(bytes::Bytes::from_static(b"~L999"), 0));
+    some.push(Receipt::stored(bytes::Bytes::from_static(b"~999"), 1));
     consumer.ack(&some).await.unwrap();
     let c = redis.counts("work");
     assert_eq!((c.inflight, c.msgs), (1, 0), "{c:?}");
     assert_eq!(leases(&redis), 1);
     // An index past the lease's end is a stale receipt: alone, it changes nothing.
     let mut past = receipts[1].clone();
-    past.delivery = 4;
+    let Held::Leased { index, .. } = &mut past.held else {
+        panic!("a sent message is leased: {past:?}");
+    };
+    *index = 4;
     consumer.ack(std::slice::from_ref(&past)).await.unwrap();
     assert_eq!(redis.counts("work").inflight, 1);
     // Beside the right receipt it is skipped, and the lease is gone with its last message.

@@ -45,7 +45,7 @@ async fn python_lines(script: &str, args: &[&str]) -> Vec<String> {
 fn queue_keys(redis: &TestRedis, queue: &str) -> Vec<String> {
     let keys = bus_redis::keys::QueueKeys::new(
         redis.namespace(),
-        &bus_core::Source::queue(queue).unwrap(),
+        &bus_core::transport::Source::queue(queue).unwrap(),
     );
     let all = keys.all();
     let base = keys.ready.trim_end_matches("ready");
@@ -222,7 +222,7 @@ struct Job {
 async fn rust_client_python_consumer() {
     const N: u64 = 200;
     let redis = TestRedis::start().unwrap();
-    let bus = Bus::new(Arc::new(transport(&redis).await), BusConfig::default());
+    let bus = Bus::new(transport(&redis).await, BusConfig::default());
     let jobs: Vec<Job> = (0..N)
         .map(|n| Job {
             n,
@@ -319,7 +319,7 @@ async fn python_reads_dead_letters() {
     .await;
     let ready = bus_redis::keys::QueueKeys::ready_of(
         redis.namespace(),
-        &bus_core::Source::queue("interop-dead").unwrap(),
+        &bus_core::transport::Source::queue("interop-dead").unwrap(),
     );
     let garbage = "this is not an envelope";
     let stranger = r#"{"v":1,"id":"py-stranger","type":"someone-else","sent":1,"body":{}}"#;

@@ -4,15 +4,14 @@
 
 mod common;
 
-use std::time::Duration;
-
-use bus_core::transport::{Consumer, ConsumerOptions, DeadLetterReason, Receipt};
-use bus_core::ErrorRecord;
-use bus_core::{Bus, BusConfig, Source, Transport};
+use bus_core::records::ErrorRecord;
+use bus_core::transport::{Consumer, ConsumerOptions, DeadLetterReason, Receipt, Source};
+use bus_core::{Bus, BusConfig, Transport};
 use bus_redis::RedisTransport;
 use bus_test_redis::TestRedis;
 use common::{eventually, transport, Counts, Work};
 use fred::prelude::{HashesInterface, ListInterface, SortedSetsInterface};
+use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 fn work() -> Source {
@@ -157,13 +156,13 @@ async fn an_expired_lease_is_recovered_once_and_its_receipts_go_stale() {
     let keys = transport.keys(&work());
     let client = transport.client();
     let before: f64 = client
-        .zscore(&keys.leases, held[0].receipt.key.as_ref())
+        .zscore(&keys.leases, held[0].receipt.key().as_ref())
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(20)).await;
     assert_eq!(consumer.renew(&receipts(&held)).await.unwrap(), [true; 5]);
     let after: f64 = client
-        .zscore(&keys.leases, held[0].receipt.key.as_ref())
+        .zscore(&keys.leases, held[0].receipt.key().as_ref())
         .await
         .unwrap();
     assert!(after > before, "{before} -> {after}");

@@ -8,9 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use bus_core::{
-    Backoff, CommandProcessor, Context, Host, ProcessError, ProcessingSettings, Source,
-};
+use bus_core::transport::Source;
+use bus_core::{Backoff, CommandProcessor, Context, Host, ProcessError, ProcessingSettings};
 use bus_test_redis::{eventually, eventually_async, Logs, RedisServer, TestRedis};
 use common::Work;
 use fred::prelude::SortedSetsInterface;

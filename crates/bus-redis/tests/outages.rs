@@ -21,8 +21,10 @@ async fn connect(url: &str, prefix: &str) -> RedisTransport {
 }
 
 fn ready(server: &RedisServer, prefix: &str) -> i64 {
-    let key =
-        bus_redis::keys::QueueKeys::ready_of(prefix, &bus_core::Source::queue("work").unwrap());
+    let key = bus_redis::keys::QueueKeys::ready_of(
+        prefix,
+        &bus_core::transport::Source::queue("work").unwrap(),
+    );
     server
         .client()
         .cmd(&["LLEN", &key])
@@ -35,7 +37,7 @@ fn ready(server: &RedisServer, prefix: &str) -> i64 {
 async fn a_send_while_redis_is_down_fails_in_time_saying_the_outcome_is_unknown() {
     let mut server = RedisServer::builder().appendonly(true).start().unwrap();
     let transport = connect(&server.url(), "outage").await;
-    let bus = Bus::new(Arc::new(transport), BusConfig::default());
+    let bus = Bus::new(transport, BusConfig::default());
     bus.send(&Work { n: 1 }).await.unwrap();
     server.kill();
     let started = Instant::now();
@@ -91,7 +93,7 @@ async fn consumers_start_renew_and_drain_a_full_redis() {
         .start()
         .unwrap();
     let transport = connect(&server.url(), "full").await;
-    let bus = Bus::new(Arc::new(transport.clone()), BusConfig::default());
+    let bus = Bus::new(transport.clone(), BusConfig::default());
     let batch: Vec<Work> = (0..300).map(|n| Work { n }).collect();
     bus.send_batch(&batch).await.unwrap();
     // Fill Redis to its limit with other data, until a send is refused.

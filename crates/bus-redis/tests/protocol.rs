@@ -4,12 +4,11 @@
 //! client of another protocol version) is refused before any write. And the protocol
 //! version recorded in Redis, checked on connect.
 
-use std::collections::BTreeMap;
-
-use bus_core::Source;
+use bus_core::transport::Source;
 use bus_redis::keys::{self, QueueKeys};
 use bus_redis::{Error, RedisConfig, RedisTransport, PROTOCOL};
 use bus_test_redis::{RedisServer, Resp, SyncClient, TestRedis};
+use std::collections::BTreeMap;
 
 const COMMON: &str = include_str!("../lua/common.lua");
 const ADMIN_COMMON: &str = include_str!("../lua/admin_common.lua");

@@ -10,7 +10,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use bus_core::{Bus, BusConfig, CommandProcessor, Context, Host, ProcessError, Source};
+use bus_core::transport::Source;
+use bus_core::{Bus, BusConfig, CommandProcessor, Context, Host, ProcessError};
 use bus_redis::keys::QueueKeys;
 use bus_redis::{RedisConfig, RedisTransport};
 use bus_test_redis::{eventually, eventually_async, info_field, RedisSentinel, SyncClient};
@@ -49,10 +50,10 @@ async fn a_failover_loses_an_acknowledged_plain_send_never_an_acknowledged_durab
     let prefix = "loss-window";
     let transport = connect(&ha.url(), prefix).await;
     let durable = Bus::new(
-        Arc::new(transport.durable(1, WAIT_TIMEOUT).await.unwrap()),
+        transport.durable(1, WAIT_TIMEOUT).await.unwrap(),
         BusConfig::default(),
     );
-    let plain = Bus::new(Arc::new(transport), BusConfig::default());
+    let plain = Bus::new(transport, BusConfig::default());
     let ready = QueueKeys::ready_of(prefix, &Source::queue("work").unwrap());
     let old = ha.master_port().unwrap();
     let replica = ha.nodes()[1].port();
@@ -236,9 +237,9 @@ async fn producers_and_consumers_follow_sentinel_failovers_under_load() {
     let mut producers = Vec::new();
     for p in 0..PLAIN + DURABLE {
         let bus = if p < PLAIN {
-            Bus::new(Arc::new(transport.clone()), BusConfig::default())
+            Bus::new(transport.clone(), BusConfig::default())
         } else {
-            Bus::new(Arc::new(durable.clone()), BusConfig::default())
+            Bus::new(durable.clone(), BusConfig::default())
         };
         let task = produce(bus, p >= PLAIN, p as u64 * BASE, Arc::clone(&load));
         producers.push(tokio::spawn(task));

@@ -2,7 +2,7 @@
 //! namespace and what a queue holds, read with the harness's own client (the test's
 //! view of Redis, independent of the code under test).
 
-use bus_core::Source;
+use bus_core::transport::Source;
 use bus_redis::keys::QueueKeys;
 use bus_redis::{RedisConfig, RedisTransport};
 

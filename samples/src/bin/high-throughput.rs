@@ -56,7 +56,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let counter = Counter::default();
     let host = Host::builder()
-        .transport_arc(Arc::clone(&backend.transport))
+        .transport(Arc::clone(&backend.transport))
         .command::<Ping, _>(counter.clone())
         .build()?;
     let running = host.start().await?;

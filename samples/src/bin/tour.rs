@@ -166,8 +166,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let done = Done::default();
     let orders = Arc::new(OrderSaga(done.clone()));
     let host = Host::builder()
-        .transport_arc(Arc::clone(&backend.transport))
-        .saga_store_arc(saga_store)
+        .transport(Arc::clone(&backend.transport))
+        .saga_store(saga_store)
         .middleware(PerformanceLogger)
         .command::<ThumbnailRequested, _>(Thumbnails(done.clone()))
         .event::<WebCache, _>(Caches(done.clone()))

@@ -9,8 +9,9 @@
 use std::time::Duration;
 
 use bus_babelqueue::{BabelTransport, Options};
-use bus_core::transport::ConsumerOptions;
-use bus_core::{DeadLetterReason, ErrorRecord, Source, Transport};
+use bus_core::records::ErrorRecord;
+use bus_core::transport::{ConsumerOptions, DeadLetterReason, Source};
+use bus_core::Transport;
 use bus_redis::RedisConfig;
 use tokio_util::sync::CancellationToken;
 
@@ -41,7 +42,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (stop, mut seen) = (CancellationToken::new(), 0usize);
     loop {
         for delivery in consumer.receive(1, &stop).await? {
-            let envelope = bus_core::Envelope::decode(&delivery.payload)?;
+            // The adapter reads each element once and hands the reading over.
+            let envelope = delivery.decoded.ok_or("the adapter reads every delivery")?;
             let id = envelope.id.to_string();
             if envelope.message_type != urn {
                 let error = ErrorRecord::now(format!("no handler for {}", envelope.message_type));

@@ -8,8 +8,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use bus_babelqueue::{BabelTransport, Options};
-use bus_core::transport::{Consumer, ConsumerOptions, Delivery};
-use bus_core::{DeadLetterReason, ErrorRecord, Source, Transport};
+use bus_core::records::ErrorRecord;
+use bus_core::transport::{Consumer, ConsumerOptions, DeadLetterReason, Delivery, Source};
+use bus_core::Transport;
 use bus_redis::RedisConfig;
 use bus_test_redis::python::Python;
 pub use bus_test_redis::python::Worker;
@@ -91,7 +92,7 @@ pub async fn settle(
     limit: u32,
     outcome: Result<(), String>,
 ) {
-    let native = bus_core::Envelope::decode(&delivery.payload).expect("a bus envelope");
+    let native = delivery.decoded.as_deref().expect("read by the adapter");
     if !known.contains(&native.message_type.as_str()) {
         let error = ErrorRecord::now(format!("no processor for {}", native.message_type));
         consumer

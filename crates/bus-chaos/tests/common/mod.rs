@@ -3,10 +3,10 @@
 #![allow(dead_code)]
 
 use std::process::{Child, Command};
-use std::sync::Arc;
 
 use bus_chaos::Job;
-use bus_core::{Bus, BusConfig, Message, Source};
+use bus_core::transport::Source;
+use bus_core::{Bus, BusConfig, Message};
 use bus_redis::keys::QueueKeys;
 use bus_redis::{RedisConfig, RedisTransport};
 use bus_test_redis::SyncClient;
@@ -34,7 +34,7 @@ pub fn consumer(url: &str, prefix: &str, mode: &str, lock_ms: u64, limit: u32) -
 pub async fn bus(url: &str, prefix: &str) -> Bus {
     let config = RedisConfig::from_url(url).unwrap().prefix(prefix);
     Bus::new(
-        Arc::new(RedisTransport::connect(&config).await.unwrap()),
+        RedisTransport::connect(&config).await.unwrap(),
         BusConfig::default(),
     )
 }

@@ -14,8 +14,9 @@ use super::routes::{FailedMessage, UnknownMessage};
 use super::worker::Worker;
 use crate::envelope::Incoming;
 use crate::middleware::Next;
-use crate::transport::Delivery;
-use crate::{Context, DeadLetterReason, Disposition, Envelope, ErrorRecord};
+use crate::records::ErrorRecord;
+use crate::transport::{DeadLetterReason, Delivery};
+use crate::{Context, Disposition, Envelope};
 
 /// What happens to a message after its handler ran (or could not run).
 #[derive(Debug)]
@@ -55,15 +56,20 @@ impl Worker {
         }
     }
 
-    /// Decodes, checks and runs one message through the middleware and its handler.
-    /// Runs inside the delivery's span.
+    /// Decodes (unless the transport did: `decoded`), checks and runs one message
+    /// through the middleware and its handler. Runs inside the delivery's span.
     pub(super) async fn handle(
         &self,
         delivery: &Delivery,
+        decoded: Option<Box<Envelope>>,
         cancellation: CancellationToken,
     ) -> Outcome {
         let registration = &self.registration;
-        let envelope = match self.decode(&delivery.payload) {
+        let decoding = match decoded {
+            Some(envelope) => Ok(Incoming::from(*envelope)),
+            None => self.decode(&delivery.payload),
+        };
+        let envelope = match decoding {
             Ok(envelope) => envelope,
             Err(e) => return Outcome::undecodable(error_chain(&e)),
         };
@@ -93,7 +99,7 @@ impl Worker {
             );
             return Outcome::DeadLetter(DeadLetterReason::UnknownType, ErrorRecord::now(error));
         };
-        let limit = registration.settings.get_dead_letter_delivery_limit();
+        let limit = registration.settings.dead_letter_delivery_limit;
         if delivery.delivery_count > limit {
             let error = format!(
                 "delivered {} times; the limit is {limit}",
@@ -147,10 +153,7 @@ impl Worker {
                 return Outcome::DeadLetter(DeadLetterReason::Rejected, error)
             }
             Disposition::RetryAfter(delay) => delay,
-            _ => registration
-                .settings
-                .get_retry()
-                .delay(delivery.delivery_count),
+            _ => registration.settings.retry.delay(delivery.delivery_count),
         };
         if delivery.delivery_count >= limit {
             Outcome::DeadLetter(DeadLetterReason::DeliveryLimit, error)

@@ -5,7 +5,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::memory::FastMap;
+use crate::fast_hash::FastMap;
 use crate::transport::Receipt;
 
 /// Each held message with the token that cancels its handler (shutdown, lost lock). A

@@ -17,7 +17,7 @@ use std::future::Future;
 
 use super::handle::Outcome;
 use super::Routes;
-use crate::Source;
+use crate::transport::Source;
 
 /// Messages the host received from the transport (counter, `{message}`).
 pub const CONSUMED_MESSAGES: &str = "messaging.client.consumed.messages";

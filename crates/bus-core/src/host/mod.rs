@@ -21,6 +21,7 @@ use routes::{Hooks, Routes};
 
 use crate::saga::PendingSaga;
 use crate::transport::ConsumerOptions;
+use crate::IntoShared;
 use crate::{
     Bus, BusConfig, Command, CommandProcessor, ContinueSaga, Error, EventProcessor, Format,
     MessageDescriptor, Middleware, Result, SagaStore, StartSaga, Subscription, Transport,
@@ -75,14 +76,10 @@ impl Default for HostBuilder {
 }
 
 impl HostBuilder {
-    /// The transport (Redis, or [`MemoryTransport`](crate::MemoryTransport)).
-    pub fn transport(self, transport: impl Transport) -> Self {
-        self.transport_arc(Arc::new(transport))
-    }
-
-    /// A shared transport.
-    pub fn transport_arc(mut self, transport: Arc<dyn Transport>) -> Self {
-        self.transport = Some(transport);
+    /// The transport (Redis, or [`MemoryTransport`](crate::MemoryTransport)), or a shared
+    /// one (`Arc<dyn Transport>`).
+    pub fn transport(mut self, transport: impl IntoShared<dyn Transport>) -> Self {
+        self.transport = Some(transport.into_shared());
         self
     }
 
@@ -112,13 +109,9 @@ impl HostBuilder {
     /// [`MemorySagaStore`](crate::MemorySagaStore) for tests. Required when a saga is
     /// registered; there is no implicit default, so that a production host never keeps
     /// its sagas in memory by accident.
-    pub fn saga_store(self, store: impl SagaStore) -> Self {
-        self.saga_store_arc(Arc::new(store))
-    }
-
-    /// A shared saga store.
-    pub fn saga_store_arc(mut self, store: Arc<dyn SagaStore>) -> Self {
-        self.saga_store = Some(store);
+    /// A shared one (`Arc<dyn SagaStore>`) is taken as it is.
+    pub fn saga_store(mut self, store: impl IntoShared<dyn SagaStore>) -> Self {
+        self.saga_store = Some(store.into_shared());
         self
     }
 
@@ -380,8 +373,8 @@ impl Host {
         for routes in self.routes {
             let registration = routes.registrations[0].clone();
             let options = ConsumerOptions::new(
-                registration.settings.get_message_lock_timeout(),
-                registration.settings.get_dead_letter_delivery_limit(),
+                registration.settings.message_lock_timeout,
+                registration.settings.dead_letter_delivery_limit,
             );
             let consumer = match self
                 .bus

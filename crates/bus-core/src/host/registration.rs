@@ -9,8 +9,10 @@ use futures::future::BoxFuture;
 
 use crate::{
     Command, CommandProcessor, Context, EventProcessor, Format, Message, MessageDescriptor,
-    ProcessError, ProcessingSettings, Result, Source, Subscription,
+    ProcessError, ProcessingSettings, Result, Subscription,
 };
+
+use crate::transport::Source;
 
 /// The future of one handler call, borrowing the message's context (the host keeps the
 /// context for the whole call: no copy per message).
@@ -98,7 +100,7 @@ impl Registration {
         Registration {
             source,
             message,
-            settings,
+            settings: settings.in_range(),
             invoke,
         }
     }
@@ -110,12 +112,12 @@ impl Registration {
             processor,
             _command: PhantomData,
         });
-        Ok(Registration {
+        Ok(Registration::from_parts(
             source,
-            message: C::descriptor(),
+            C::descriptor(),
             settings,
             invoke,
-        })
+        ))
     }
 
     pub(crate) fn event<S: Subscription, P: EventProcessor<S>>(processor: P) -> Result<Self> {
@@ -125,11 +127,11 @@ impl Registration {
             processor,
             _subscription: PhantomData,
         });
-        Ok(Registration {
+        Ok(Registration::from_parts(
             source,
-            message: S::Event::descriptor(),
+            S::Event::descriptor(),
             settings,
             invoke,
-        })
+        ))
     }
 }

@@ -5,7 +5,8 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::Registration;
-use crate::{MessageId, Source};
+use crate::transport::Source;
+use crate::MessageId;
 
 /// A delivery whose type no processor of its queue handles, as the unknown-type hook
 /// sees it. After the hook returns, the message is acknowledged.

@@ -31,8 +31,9 @@ use super::handle::{delivery_span, error_chain, panic_message, Outcome};
 use super::held::Held;
 use super::metrics::{Op, WorkerMetrics};
 use super::Registration;
+use crate::records::ErrorRecord;
 use crate::transport::{Consumer, Delivery, Receipt, WireFormat};
-use crate::{Bus, ErrorRecord, Middleware};
+use crate::{Bus, Middleware};
 
 /// Pauses after failed fetches: doubling from the first to the last, so an outage is
 /// neither a busy loop nor a long silence after Redis returns.
@@ -77,7 +78,7 @@ impl Worker {
     pub(super) async fn run(self, stop: CancellationToken) {
         let this = Arc::new(self);
         let settings = &this.registration.settings;
-        let capacity = settings.get_max_concurrent_calls() + settings.get_prefetch_count();
+        let capacity = settings.max_concurrent_calls + settings.prefetch_count;
         let held = Arc::new(Held::default());
         let background = CancellationToken::new();
         let (buffer_tx, buffer_rx) = mpsc::unbounded_channel();
@@ -257,7 +258,7 @@ impl Worker {
         fetcher: JoinHandle<()>,
     ) -> JoinSet<()> {
         let running = Arc::new(Semaphore::new(
-            self.registration.settings.get_max_concurrent_calls(),
+            self.registration.settings.max_concurrent_calls,
         ));
         let mut handlers = JoinSet::new();
         let mut unstarted = Vec::new();
@@ -359,10 +360,12 @@ impl Worker {
         let held = &*held;
         let mut handling: FuturesUnordered<_> = chunk
             .into_iter()
-            .map(|(delivery, token)| {
+            .map(|(mut delivery, token)| {
                 let span = delivery_span(this, &delivery);
+                // What the transport already decoded is used once, by the handler's path.
+                let decoded = delivery.decoded.take();
                 async move {
-                    let handled = outcome_of(this.handle(&delivery, token.clone()));
+                    let handled = outcome_of(this.handle(&delivery, decoded, token.clone()));
                     let outcome = this.metrics.process(handled).await;
                     this.observe_failure(&delivery.payload, &outcome);
                     this.settle(delivery.receipt, outcome, &token, held).await
@@ -502,7 +505,7 @@ impl Worker {
 
     /// Extends the locks of everything held, three times per lock timeout.
     async fn renew_loop(self: Arc<Self>, held: Arc<Held>, done: CancellationToken) {
-        let period = self.registration.settings.get_message_lock_timeout() / 3;
+        let period = self.registration.settings.message_lock_timeout / 3;
         let mut starved_warned = false;
         loop {
             let due = Instant::now() + period;

@@ -15,7 +15,8 @@ use super::cache::StateCache;
 use super::store::saga_key;
 use super::{ContinueSaga, SagaData, SagaStore, Stamp, StartSaga};
 use crate::host::{invoke, Registration};
-use crate::{validate_name, Command, Context, Error, ProcessError, Result, Source};
+use crate::transport::{validate_name, Source};
+use crate::{Command, Context, Error, ProcessError, Result};
 
 type Bind = Box<dyn FnOnce(Sagas) -> Registration + Send + Sync>;
 

@@ -4,7 +4,7 @@ use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use bus_core::Source;
+use bus_core::transport::Source;
 use bus_management::parse_source;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -268,7 +268,7 @@ pub(crate) async fn saga(
     State(shared): State<AppState>,
     Query(query): Query<SagaQuery>,
 ) -> ApiResult<SagaView> {
-    bus_core::validate_name("saga partition", &query.partition)
+    bus_core::transport::validate_name("saga partition", &query.partition)
         .map_err(|e| ApiError::bad_request(e.to_string()))?;
     let management = shared.reader.management();
     let key = management.saga_store().key(&query.partition, &query.id);

@@ -45,7 +45,7 @@ pub async fn setup() -> Setup {
         .unwrap()
         .prefix(redis.namespace());
     let transport = RedisTransport::connect(&config).await.unwrap();
-    let bus = Bus::new(Arc::new(transport.clone()), BusConfig::default());
+    let bus = Bus::new(transport.clone(), BusConfig::default());
     Setup {
         redis,
         config,

@@ -3,18 +3,15 @@
 
 #![allow(dead_code)]
 
-use std::sync::Arc;
-use std::time::{Duration, Instant};
-
-use bus_core::transport::ConsumerOptions;
-use bus_core::{
-    Bus, BusConfig, DeadLetterReason, ErrorRecord, RedisCommand, RedisEvent, Source, Transport,
-};
+use bus_core::records::ErrorRecord;
+use bus_core::transport::{ConsumerOptions, DeadLetterReason, Source};
+use bus_core::{Bus, BusConfig, RedisCommand, RedisEvent, Transport};
 use bus_management::Management;
 use bus_redis::keys::QueueKeys;
 use bus_redis::RedisTransport;
 use bus_test_redis::TestRedis;
 use serde::{Deserialize, Serialize};
+use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, RedisCommand)]
@@ -48,7 +45,7 @@ pub async fn setup() -> Setup {
     let config = bus_test_redis::bus::config(&redis);
     let transport = bus_test_redis::bus::transport(&redis).await;
     let management = Management::connect(&config).await.unwrap();
-    let bus = Bus::new(Arc::new(transport.clone()), BusConfig::default());
+    let bus = Bus::new(transport.clone(), BusConfig::default());
     Setup {
         redis,
         transport,

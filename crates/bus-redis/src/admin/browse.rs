@@ -1,6 +1,7 @@
 //! Looking at waiting messages without taking them: the next ready ones, the scheduled ones.
 
-use bus_core::{MessageSummary, Source};
+use bus_core::records::MessageSummary;
+use bus_core::transport::Source;
 use bytes::Bytes;
 use fred::prelude::{HashesInterface, ListInterface, SortedSetsInterface};
 use fred::types::Value;

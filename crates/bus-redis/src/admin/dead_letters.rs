@@ -1,8 +1,9 @@
 //! Dead letters: read them, requeue them (to their queue or another), delete them.
 
+use bus_core::records::{source_name, DeadLetter};
 use std::collections::HashSet;
 
-use bus_core::{source_name, DeadLetter, Source};
+use bus_core::transport::Source;
 use bytes::Bytes;
 use fred::prelude::{HashesInterface, ListInterface};
 use fred::types::Value;
@@ -24,7 +25,7 @@ const BATCH: usize = 100;
 pub enum Selection {
     /// Every dead letter of the queue (at most as many as it had when the call started).
     All,
-    /// These storage ids (see [`DeadLetter::storage_id`](bus_core::DeadLetter::storage_id)).
+    /// These storage ids (see [`DeadLetter::storage_id`](bus_core::records::DeadLetter::storage_id)).
     Ids(Vec<String>),
 }
 

@@ -2,13 +2,12 @@
 //! start, merged with a `SCAN` of the key layout, so a queue is listed from its first send
 //! even if no consumer ever started (the send path writes no registry).
 
-use std::collections::{BTreeMap, BTreeSet};
-
-use bus_core::Source;
+use bus_core::transport::Source;
 use fred::prelude::{Client, ClientLike, KeysInterface, SetsInterface};
 use fred::types::scan::{ScanResult, Scanner};
 use futures::{Stream, TryStreamExt};
 use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::Admin;
 use crate::keys::{self, QueueKeys};

@@ -1,7 +1,8 @@
 //! What the dashboard shows beyond the counts: the messages in flight, the error
 //! histories of stored messages, the counters behind a queue's throughput, Redis's clock.
 
-use bus_core::{ErrorRecord, MessageSummary, Source};
+use bus_core::records::{ErrorRecord, MessageSummary};
+use bus_core::transport::Source;
 use bytes::Bytes;
 use fred::prelude::{ClientLike, HashesInterface, KeysInterface};
 use fred::types::{ClusterHash, CustomCommand, Value};

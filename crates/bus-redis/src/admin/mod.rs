@@ -23,7 +23,7 @@ mod partitions;
 mod queues;
 mod records;
 
-use bus_core::Source;
+use bus_core::transport::Source;
 use fred::prelude::Client;
 
 use crate::keys::QueueKeys;
@@ -45,7 +45,7 @@ pub use queues::{Held, Purged, RemovedSubscription, Unsubscribe};
 /// # async fn demo() -> bus_redis::Result<()> {
 /// let transport = RedisTransport::connect(&RedisConfig::from_url("redis://127.0.0.1")?).await?;
 /// let admin = Admin::new(transport);
-/// let stats = admin.stats(&bus_core::Source::queue("orders")?).await?;
+/// let stats = admin.stats(&bus_core::transport::Source::queue("orders")?).await?;
 /// println!("{} ready, {} dead", stats.ready, stats.dead_letters);
 /// # Ok(()) }
 /// ```

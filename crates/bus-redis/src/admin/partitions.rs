@@ -4,7 +4,8 @@
 //! operation acts on every shard; the storage ids it shows carry their shard
 //! (`<shard>:~<n>`, as the consumer's receipts do), since `~<n>` repeats across shards.
 
-use bus_core::{QueueStats, Source};
+use bus_core::records::QueueStats;
+use bus_core::transport::Source;
 use fred::prelude::HashesInterface;
 
 use super::Admin;

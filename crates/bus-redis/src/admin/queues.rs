@@ -1,7 +1,8 @@
 //! Queues: counts, purge, a raw send, removing a subscription.
 
-use bus_core::transport::now_ms;
-use bus_core::{Envelope, MessageSummary, QueueStats, Source, DEFAULT_MAX_MESSAGE_SIZE};
+use bus_core::records::{MessageSummary, QueueStats};
+use bus_core::transport::{now_ms, Source};
+use bus_core::{Envelope, DEFAULT_MAX_MESSAGE_SIZE};
 use bytes::Bytes;
 use fred::prelude::{ListInterface, SortedSetsInterface};
 use fred::types::Value;

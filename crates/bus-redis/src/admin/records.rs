@@ -2,7 +2,7 @@
 //! `append_error`), read back: written by Redis's cjson, or by a foreign consumer in any
 //! shape, so read lossily and never failing.
 
-use bus_core::ErrorRecord;
+use bus_core::records::ErrorRecord;
 use serde::Deserialize;
 
 /// The `dead-info` document: `{"reason":…,"at_ms":…}` written by Redis's cjson.
