@@ -137,6 +137,16 @@ impl DeadLetterInfo {
     }
 }
 
+/// The id of a stored record (a dead letter, say): the first 16 hex digits of the SHA-1
+/// of its bytes (read lossily as UTF-8). BabelQueue records carry no storage id of their
+/// own, so this is what the operator surface shows and takes to requeue or delete one:
+/// stable while the record is unchanged, the same for identical copies (either may go).
+pub fn record_id(stored: &[u8]) -> String {
+    let mut id = fred::util::sha1_hash(&String::from_utf8_lossy(stored));
+    id.truncate(16);
+    id
+}
+
 /// Decodes a stored element of `layout` as a consumer of that layout would classify it.
 pub(crate) fn decode_stored(layout: &Layout, stored: Bytes) -> (Bytes, Headers, Content) {
     let (body, headers) = match layout {

@@ -13,6 +13,7 @@
 //! | [`QueueConsumer`], [`Reserved`] | reserve, ack, retry, release, dead-letter, recover |
 //! | [`Admin`], [`Counts`], [`Area`], [`DeadLetter`] | management: find, count, peek, dead letters |
 //! | [`RedriveOptions`], [`RedriveReport`] | redrive a `.dlq`, atomically per record, with a real dry run |
+//! | [`LayoutAdmin`], [`record_id`] | one layout's queues behind bus-core's operator surface (`bus`, dashboard, metrics) |
 //! | [`BabelTransport`], [`BabelFormat`], [`TRACE_ID_HEADER`] | the bus adapter ([`bus_core::Transport`]) and its wire format ([`bus_core::transport::WireFormat`]) |
 //! | [`Error`] | what can go wrong here |
 
@@ -28,11 +29,12 @@ mod format;
 mod frame;
 mod json;
 mod keys;
+mod operator;
 mod redrive;
 mod scripts;
 
 pub use adapter::BabelTransport;
-pub use admin::{Admin, Area, Counts, DeadLetter, DeadLetterInfo, Peeked, MAX_PEEK};
+pub use admin::{record_id, Admin, Area, Counts, DeadLetter, DeadLetterInfo, Peeked, MAX_PEEK};
 pub use client::{BabelQueue, Options, UnknownUrn};
 pub use consumer::{Content, Handle, QueueConsumer, Reserved};
 pub use dead_letter::{poison_record, DeadLetterBlock, Reason};
@@ -42,6 +44,7 @@ pub use error::{Error, Result};
 pub use format::{BabelFormat, TRACE_ID_HEADER};
 pub use frame::{frame, sanitize, unframe, Headers, FRAME_KEY};
 pub use keys::{validate_queue, Layout, QueueKeys};
+pub use operator::{LayoutAdmin, FORMAT, LARAVEL_KIND, LEGACY_KIND};
 pub use redrive::{Outcome, RedriveItem, RedriveOptions, RedriveReport};
 
 // The guide's examples compile as doc-tests.

@@ -3,13 +3,13 @@
 //! `dead_letter.original_queue`, else `meta.queue`; poison stays in the DLQ), but one
 //! atomic step per record (`lua/redrive.lua`) and a dry run that writes nothing.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use bytes::Bytes;
 use fred::prelude::ListInterface;
 use fred::types::Value;
 
-use crate::admin::{decode_stored, Admin, DeadLetterInfo};
+use crate::admin::{decode_stored, record_id, Admin, DeadLetterInfo};
 use crate::keys::{validate_queue, Layout, QueueKeys};
 use crate::{scripts, Content, Result};
 
@@ -23,6 +23,7 @@ pub struct RedriveOptions {
     max: Option<usize>,
     dry_run: bool,
     reason: Option<String>,
+    records: Option<BTreeSet<String>>,
 }
 
 impl RedriveOptions {
@@ -56,6 +57,13 @@ impl RedriveOptions {
         self.reason = Some(reason.into());
         self
     }
+
+    /// Only these records, by their ids ([`record_id`](crate::record_id): what the
+    /// operator surface shows as a dead letter's storage id).
+    pub fn records(mut self, ids: impl IntoIterator<Item = String>) -> Self {
+        self.records = Some(ids.into_iter().collect());
+        self
+    }
 }
 
 /// What happened to one record.
@@ -80,6 +88,8 @@ pub enum Outcome {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct RedriveItem {
+    /// The record's id ([`record_id`](crate::record_id)).
+    pub record_id: String,
     /// `meta.id`, when the record is an envelope.
     pub message_id: Option<String>,
     /// `trace_id`.
@@ -238,6 +248,7 @@ fn plan(
     let (body, _headers, content) = decode_stored(layout, stored.clone());
     let block = DeadLetterInfo::of(&body);
     let mut item = RedriveItem {
+        record_id: record_id(stored),
         message_id: None,
         trace_id: None,
         urn: None,
@@ -252,6 +263,10 @@ fn plan(
     item.trace_id = envelope.trace_id().map(str::to_owned);
     item.urn = Some(envelope.urn().to_owned());
     if (options.reason.is_some() && options.reason != item.reason)
+        || options
+            .records
+            .as_ref()
+            .is_some_and(|ids| !ids.contains(&item.record_id))
         || options.max.is_some_and(|max| planned >= max)
     {
         item.outcome = Outcome::NotSelected;

@@ -25,6 +25,10 @@ pub(crate) static LARAVEL_RETURN: LazyLock<LuaScript> = LazyLock::new(|| lua!("l
 pub(crate) static LARAVEL_DEAD_LETTER: LazyLock<LuaScript> =
     LazyLock::new(|| lua!("laravel_dead_letter"));
 pub(crate) static REDRIVE: LazyLock<LuaScript> = LazyLock::new(|| lua!("redrive"));
+// The operator surface (`operator.rs`).
+pub(crate) static ADMIN_DELETE_DEAD: LazyLock<LuaScript> =
+    LazyLock::new(|| lua!("admin_delete_dead"));
+pub(crate) static ADMIN_PURGE: LazyLock<LuaScript> = LazyLock::new(|| lua!("admin_purge"));
 
 // The runner, its reply readers and its errors are bus-redis's, as for every script of
 // the bus: a Redis failure or an unexpected reply is a `bus_redis::Error`.

@@ -1,10 +1,18 @@
-//! `bus babel ...`: BabelQueue queues of either layout (bus_babelqueue::Admin).
+//! `bus babel ...`: BabelQueue queues of one layout. `stats`, `peek` (ready or dead) and
+//! `dead` are aliases of the command table's `stats`, `peek` and `dead` on
+//! `babel:<queue>` / `laravel:<queue>` (the one operator surface); `queues` lists the
+//! BabelQueue queues only; `peek --area in-flight|delayed` and `redrive` (dry run, reason
+//! filter, max) are BabelQueue's own, over `bus_babelqueue::Admin`.
+
+use std::time::Duration;
 
 use bus_babelqueue::{Admin, Area, Content, Layout, Outcome, Peeked, RedriveOptions};
+use bus_babelqueue::{LARAVEL_KIND, LEGACY_KIND};
+use bus_management::Fleet;
 use clap::{Args, Subcommand, ValueEnum};
-use fred::prelude::Client;
 use serde_json::{json, Value};
 
+use crate::cli::{Command, StatsArgs};
 use crate::failure::Failure;
 use crate::output::out;
 
@@ -75,46 +83,77 @@ enum AreaArg {
     Dead,
 }
 
-pub async fn run(client: Client, args: BabelArgs, json: bool) -> Result<(), Failure> {
-    let admin = Admin::new(client);
+/// The command-table command a `bus babel ...` spelling stands for, or the arguments
+/// back when it is BabelQueue's own (`queues`, `peek --area in-flight|delayed`,
+/// `redrive`).
+pub fn alias(args: BabelArgs) -> Result<Command, BabelArgs> {
+    let kind = match args.layout {
+        LayoutArg::Legacy => LEGACY_KIND,
+        LayoutArg::Laravel => LARAVEL_KIND,
+    };
+    let address = |queue: &str| format!("{kind}:{queue}");
+    match &args.command {
+        BabelCommand::Stats { queue } => Ok(Command::Stats(StatsArgs {
+            queue: Some(address(queue)),
+            all: false,
+            watch: false,
+            interval: Duration::from_secs(2),
+        })),
+        BabelCommand::Peek {
+            queue,
+            area: AreaArg::Ready,
+            count,
+        } => Ok(Command::Peek {
+            queue: address(queue),
+            count: *count as u64,
+        }),
+        BabelCommand::Peek {
+            queue,
+            area: AreaArg::Dead,
+            count,
+        }
+        | BabelCommand::Dead { queue, count } => Ok(Command::Dead {
+            queue: address(queue),
+            count: *count as u64,
+            wide: false,
+        }),
+        _ => Err(args),
+    }
+}
+
+pub async fn run(
+    fleet: &Fleet,
+    laravel_prefix: &str,
+    args: BabelArgs,
+    json: bool,
+) -> Result<(), Failure> {
+    let client = fleet.management().admin().transport().client().clone();
+    let admin = Admin::new(client).laravel_prefix(laravel_prefix);
     let layout = match args.layout {
         LayoutArg::Legacy => Layout::Legacy,
-        LayoutArg::Laravel => Layout::laravel(),
+        LayoutArg::Laravel => Layout::Laravel {
+            prefix: laravel_prefix.to_owned(),
+        },
     };
     let out: Value = match args.command {
         BabelCommand::Queues => {
-            let found = admin.queues().await?;
+            // The command table's `queues`, BabelQueue's kinds only.
+            let found: Vec<String> = fleet
+                .queues()
+                .await?
+                .into_iter()
+                .filter(|q| q.starts_with("babel:") || q.starts_with("laravel:"))
+                .collect();
             if !json {
                 for q in &found {
-                    out!("{:<8} {}", q.layout.name(), q.queue)?;
+                    out!("{q}")?;
                 }
                 return Ok(());
             }
-            found
-                .iter()
-                .map(|q| json!({ "layout": q.layout.name(), "queue": q.queue }))
-                .collect()
+            found.into()
         }
-        BabelCommand::Stats { queue } => {
-            let c = admin.counts(&layout, &queue).await?;
-            let value = json!({
-                "queue": queue, "layout": layout.name(), "ready": c.ready,
-                "in_flight": c.in_flight, "lapsed": c.lapsed, "delayed": c.delayed,
-                "due": c.due, "dead_letters": c.dead_letters,
-            });
-            if !json {
-                let delayed = c.delayed.map_or("-".to_owned(), |d| d.to_string());
-                out!("QUEUE {queue} ({})", layout.name())?;
-                out!(
-                    "READY {}  IN FLIGHT {} (lapsed {})  DELAYED {delayed}  DEAD {}",
-                    c.ready,
-                    c.in_flight,
-                    c.lapsed,
-                    c.dead_letters
-                )?;
-                return Ok(());
-            }
-            value
+        BabelCommand::Stats { .. } | BabelCommand::Dead { .. } => {
+            unreachable!("aliases of the command table (`alias`)")
         }
         BabelCommand::Peek { queue, area, count } => {
             let area = match area {
@@ -131,36 +170,6 @@ pub async fn run(client: Client, args: BabelArgs, json: bool) -> Result<(), Fail
                 return Ok(());
             }
             peeked.iter().map(peeked_json).collect()
-        }
-        BabelCommand::Dead { queue, count } => {
-            let dead = admin.dead_letters(&layout, &queue, 0, count).await?;
-            let rows: Vec<Value> = dead
-                .iter()
-                .map(|d| {
-                    let mut row = peeked_json(&d.record);
-                    if let Some(b) = &d.block {
-                        row["dead_letter"] = json!({
-                            "reason": b.reason, "error": b.error, "exception": b.exception,
-                            "failed_at": b.failed_at, "original_queue": b.original_queue,
-                            "attempts": b.attempts, "lang": b.lang,
-                        });
-                    }
-                    row
-                })
-                .collect();
-            if !json {
-                for d in &dead {
-                    let block = d.block.as_ref();
-                    out!(
-                        "{}  reason={}  error={}",
-                        line(&d.record),
-                        block.and_then(|b| b.reason.as_deref()).unwrap_or("-"),
-                        block.and_then(|b| b.error.as_deref()).unwrap_or("-")
-                    )?;
-                }
-                return Ok(());
-            }
-            rows.into()
         }
         BabelCommand::Redrive {
             queue,

@@ -5,10 +5,12 @@ use std::time::Duration;
 
 use clap::{ArgGroup, Args, Parser, Subcommand};
 
-/// Manage the bus's queues, dead letters and sagas in Redis.
+/// Manage the bus's queues, dead letters and sagas in Redis, and BabelQueue's queues beside
+/// them.
 ///
-/// Queues are named `queue`, subscriptions `topic/subscription`. Prints tables, or JSON
-/// with --json. Exits 0 on success, 1 on an error (message on stderr), 2 on a usage error.
+/// Queues are named `queue`, subscriptions `topic/subscription`; a BabelQueue queue
+/// `babel:<queue>` (legacy layout) or `laravel:<queue>` (Laravel layout). Prints tables,
+/// or JSON with --json. Exits 0 on success, 1 on an error (message on stderr), 2 on a usage error.
 #[derive(Debug, Parser)]
 #[command(name = "bus", version)]
 pub struct Cli {
@@ -35,13 +37,19 @@ pub struct Cli {
     #[arg(long, global = true)]
     pub json: bool,
 
+    /// Key prefix of BabelQueue's Laravel-layout queues (`laravel:<queue>` is the list
+    /// `<prefix><queue>`).
+    #[arg(long, value_name = "PREFIX", default_value = "queues:", global = true)]
+    pub laravel_prefix: String,
+
     #[command(subcommand)]
     pub command: Command,
 }
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// List the command queues consumers have registered.
+    /// List the queues: the bus's command queues and subscriptions, then the BabelQueue
+    /// queues found (`babel:<queue>`, `laravel:<queue>`).
     Queues,
     /// List the topics and their subscriptions.
     Topics,
@@ -113,10 +121,13 @@ pub enum Command {
     /// Serve the web dashboard: live counts and plots, messages, dead letters grouped by
     /// error with requeue and delete, sagas. Prints its address; runs until Ctrl-C.
     Dashboard(DashboardArgs),
-    /// BabelQueue queues (docs/babelqueue.md): list, count, peek, dead letters, redrive.
+    /// BabelQueue queues by layout (docs/babelqueue.md): `queues`, `stats`, `peek` and
+    /// `dead` are the commands above on `babel:<queue>` / `laravel:<queue>`; `peek --area`
+    /// and `redrive` (dry run, reason, max) are BabelQueue's own.
     Babel(crate::babel::BabelArgs),
     /// Serve GET /metrics (Prometheus text format) of every queue's and subscription's
-    /// counts, read from Redis on each scrape. Prints its address; runs until Ctrl-C.
+    /// counts, BabelQueue's included, read from Redis on each scrape. Prints its address;
+    /// runs until Ctrl-C.
     Metrics {
         /// Address to listen on (port 0: any free port).
         #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9464")]

@@ -7,13 +7,15 @@ mod output;
 mod serve;
 mod watch;
 
-use bus_core::transport::Source;
-use bus_management::{parse_source, source_name, Management, Selection};
+use std::io::{BufRead, IsTerminal, Write};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use bus_babelqueue::Layout;
+use bus_management::{parse_source, Fleet, Management, Selection};
 use bus_redis::{RedisConfig, RedisTransport};
 use clap::Parser;
 use serde_json::json;
-use std::io::{BufRead, IsTerminal, Write};
-use std::process::ExitCode;
 
 use cli::{Cli, Command, SagasCommand};
 use failure::{fail, redact, Failure};
@@ -68,28 +70,52 @@ async fn run(cli: Cli) -> Result<(), Failure> {
     if let Some(prefix) = saga_prefix {
         management = management.saga_prefix(prefix);
     }
-    let result = match cli.command {
-        Command::Dashboard(args) => serve::dashboard(transport, args).await,
-        Command::Babel(args) => babel::run(transport.client().clone(), args, cli.json).await,
-        Command::Metrics { listen } => serve::metrics(transport, listen).await,
+    let fleet = fleet(&management, &transport, &cli.laravel_prefix);
+    let command = match cli.command {
+        // `bus babel stats|peek|dead Q` are the table's commands on `babel:Q`.
+        Command::Babel(args) => match babel::alias(args) {
+            Ok(command) => command,
+            Err(args) => {
+                let result = babel::run(&fleet, &cli.laravel_prefix, args, cli.json).await;
+                let _ = management.close().await;
+                return result;
+            }
+        },
+        command => command,
+    };
+    let result = match command {
+        Command::Dashboard(args) => serve::dashboard(fleet.clone(), args).await,
+        Command::Metrics { listen } => serve::metrics(fleet.clone(), listen).await,
         Command::Stats(args) if args.watch => {
             let only = match &args.queue {
-                Some(queue) => Some(source_name(&existing(&management, queue).await?)),
+                Some(queue) => Some(existing(&fleet, queue).await?),
                 None => None,
             };
-            watch::watch(&transport, only.as_deref(), args.interval, cli.json).await
+            watch::watch(&fleet, only.as_deref(), args.interval, cli.json).await
         }
-        command => execute(&management, command, cli.json).await,
+        command => execute(&fleet, command, cli.json).await,
     };
     // Best effort: the process ends anyway.
     let _ = management.close().await;
     result
 }
 
-async fn execute(management: &Management, command: Command, json: bool) -> Result<(), Failure> {
+/// The bus's own queues and BabelQueue's (both layouts) in this Redis, behind one
+/// operator surface: `queue`, `topic/subscription`, `babel:<queue>`, `laravel:<queue>`.
+fn fleet(management: &Management, transport: &RedisTransport, laravel_prefix: &str) -> Fleet {
+    let babel = bus_babelqueue::Admin::new(transport.client().clone());
+    Fleet::new(management.clone())
+        .with(Arc::new(babel.layout(Layout::Legacy)))
+        .with(Arc::new(babel.layout(Layout::Laravel {
+            prefix: laravel_prefix.to_owned(),
+        })))
+}
+
+async fn execute(fleet: &Fleet, command: Command, json: bool) -> Result<(), Failure> {
+    let management = fleet.management();
     match command {
         Command::Queues => {
-            let queues = management.queues().await?;
+            let queues = fleet.queues().await?;
             if json {
                 output::json(&queues)?;
             } else if queues.is_empty() {
@@ -110,19 +136,16 @@ async fn execute(management: &Management, command: Command, json: bool) -> Resul
         }
         Command::Stats(args) => {
             let stats = match args.queue {
-                Some(queue) => vec![
-                    management
-                        .stats(&existing(management, &queue).await?)
-                        .await?,
-                ],
-                None => management.stats_all().await?,
+                Some(queue) => vec![fleet.stats(&existing(fleet, &queue).await?).await?],
+                None => fleet.stats_all().await?,
             };
             // A partitioned queue is one row, with its shards' rows under it.
             let mut rows = Vec::with_capacity(stats.len());
             for total in stats {
-                let shards = management
-                    .shard_stats(&bus_management::parse_source(&total.queue)?)
-                    .await?;
+                let shards = match fleet.native_source(&total.queue)? {
+                    Some(source) => management.shard_stats(&source).await?,
+                    None => Vec::new(),
+                };
                 rows.push(output::StatsRow { total, shards });
             }
             if json {
@@ -137,8 +160,7 @@ async fn execute(management: &Management, command: Command, json: bool) -> Resul
             }
         }
         Command::Peek { queue, count } => {
-            let source = existing(management, &queue).await?;
-            let messages = management.peek(&source, count).await?;
+            let messages = fleet.peek(&existing(fleet, &queue).await?, count).await?;
             if json {
                 output::json(&messages)?;
             } else {
@@ -146,8 +168,9 @@ async fn execute(management: &Management, command: Command, json: bool) -> Resul
             }
         }
         Command::Dead { queue, count, wide } => {
-            let source = existing(management, &queue).await?;
-            let letters = management.dead_letters(&source, count).await?;
+            let letters = fleet
+                .dead_letters(&existing(fleet, &queue).await?, count)
+                .await?;
             if json {
                 output::json(&letters)?;
             } else if wide {
@@ -157,7 +180,7 @@ async fn execute(management: &Management, command: Command, json: bool) -> Resul
             }
         }
         Command::Scheduled { queue, count } => {
-            let source = existing(management, &queue).await?;
+            let source = existing_native(fleet, &queue, "scheduled").await?;
             let messages = management.scheduled(&source, count).await?;
             if json {
                 output::json(&messages)?;
@@ -166,14 +189,20 @@ async fn execute(management: &Management, command: Command, json: bool) -> Resul
             }
         }
         Command::Requeue(args) => {
-            let source = existing(management, &args.queue).await?;
-            let to = args.to.as_deref().map(parse_source).transpose()?;
+            let queue = existing(fleet, &args.queue).await?;
+            if let Some(to) = &args.to {
+                // A name of the bus's own must be valid; a new one is fine (a send
+                // creates a queue).
+                fleet.native_source(to)?;
+            }
             let selection = if args.all {
                 Selection::All
             } else {
                 Selection::Ids(args.ids)
             };
-            let report = management.requeue(&source, &selection, to.as_ref()).await?;
+            let report = fleet
+                .requeue(&queue, &selection, args.to.as_deref())
+                .await?;
             if json {
                 output::json(&report)?;
             } else {
@@ -205,8 +234,8 @@ async fn execute(management: &Management, command: Command, json: bool) -> Resul
             }
         }
         Command::DeleteDead { queue, id } => {
-            let source = existing(management, &queue).await?;
-            if !management.delete_dead_letter(&source, &id).await? {
+            let address = existing(fleet, &queue).await?;
+            if !fleet.delete_dead_letter(&address, &id).await? {
                 return Err(Failure::Refused(format!(
                     "{id} is not a dead letter of {queue}"
                 )));
@@ -218,11 +247,11 @@ async fn execute(management: &Management, command: Command, json: bool) -> Resul
             }
         }
         Command::Purge { queue, yes } => {
-            let source = existing(management, &queue).await?;
+            let address = existing(fleet, &queue).await?;
             if !yes {
-                confirm_purge(management, &source).await?;
+                confirm_purge(fleet, &address).await?;
             }
-            let purged = management.purge(&source).await?;
+            let purged = fleet.purge(&address).await?;
             if json {
                 output::json(
                     &json!({ "queue": queue, "ready": purged.ready, "delayed": purged.delayed }),
@@ -345,11 +374,26 @@ fn with_tls_ca(_: RedisConfig, _: &std::path::Path) -> Result<RedisConfig, Failu
     ))
 }
 
-/// A queue or subscription name that exists under the prefix in use (a typo is an error
-/// that says what does exist).
-async fn existing(management: &Management, name: &str) -> Result<Source, Failure> {
-    let source = parse_source(name)?;
-    management.ensure_exists(&source).await?;
+/// A queue (of any kind) or subscription that exists, by its address (a typo is an
+/// error that says what does exist).
+async fn existing(fleet: &Fleet, name: &str) -> Result<String, Failure> {
+    fleet.ensure_exists(name).await?;
+    Ok(name.to_owned())
+}
+
+/// One of the bus's own queues or subscriptions that exists, for the commands only they
+/// have (`scheduled`): another kind's queue is refused, saying so.
+async fn existing_native(
+    fleet: &Fleet,
+    name: &str,
+    command: &str,
+) -> Result<bus_core::transport::Source, Failure> {
+    let Some(source) = fleet.native_source(name)? else {
+        return Err(Failure::Refused(format!(
+            "`bus {command}` is for the bus's own queues; {name} is a queue of another kind"
+        )));
+    };
+    fleet.management().ensure_exists(&source).await?;
     Ok(source)
 }
 
@@ -368,8 +412,7 @@ async fn nothing_under(management: &Management, what: &str) -> Result<String, Fa
 }
 
 /// Asks the operator to type the queue's name; refuses without a terminal to ask on.
-async fn confirm_purge(management: &Management, source: &Source) -> Result<(), Failure> {
-    let name = source_name(source);
+async fn confirm_purge(fleet: &Fleet, name: &str) -> Result<(), Failure> {
     let stdin = std::io::stdin();
     if !stdin.is_terminal() {
         return Err(Failure::Refused(format!(
@@ -377,7 +420,7 @@ async fn confirm_purge(management: &Management, source: &Source) -> Result<(), F
              (pass --yes to purge without asking)"
         )));
     }
-    let stats = management.stats(source).await?;
+    let stats = fleet.stats(name).await?;
     eprint!(
         "This deletes {} ready and {} delayed message(s) of {name}; in-flight messages and \
          dead letters stay.\nType the queue name to confirm: ",

@@ -5,14 +5,14 @@
 use std::net::SocketAddr;
 
 use bus_dashboard::{Dashboard, DashboardOptions, QueueMetrics};
-use bus_redis::RedisTransport;
+use bus_management::Fleet;
 use tokio::net::TcpListener;
 
 use crate::cli::DashboardArgs;
 use crate::failure::Failure;
 use crate::output::out;
 
-pub async fn dashboard(transport: RedisTransport, args: DashboardArgs) -> Result<(), Failure> {
+pub async fn dashboard(fleet: Fleet, args: DashboardArgs) -> Result<(), Failure> {
     let mut options = DashboardOptions::default().sample_interval(args.sample_interval);
     if let Some(prefix) = args.saga_prefix {
         options = options.saga_prefix(prefix);
@@ -27,16 +27,16 @@ pub async fn dashboard(transport: RedisTransport, args: DashboardArgs) -> Result
     }
     let listener = bind(args.listen).await?;
     out!("dashboard on http://{}/", local(&listener))?;
-    Dashboard::new(transport, options)
+    Dashboard::for_fleet(fleet, options)
         .serve_with_shutdown(listener, shutdown())
         .await?;
     Ok(())
 }
 
-pub async fn metrics(transport: RedisTransport, listen: SocketAddr) -> Result<(), Failure> {
+pub async fn metrics(fleet: Fleet, listen: SocketAddr) -> Result<(), Failure> {
     let listener = bind(listen).await?;
     out!("metrics on http://{}/metrics", local(&listener))?;
-    QueueMetrics::new(transport)
+    QueueMetrics::for_fleet(fleet)
         .serve_with_shutdown(listener, shutdown())
         .await?;
     Ok(())

@@ -8,7 +8,7 @@ use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
 use bus_dashboard::QueueSnapshot;
-use bus_redis::RedisTransport;
+use bus_management::Fleet;
 use serde::Serialize;
 use tokio::time::MissedTickBehavior;
 
@@ -59,7 +59,7 @@ impl Row {
 /// Samples until Ctrl-C. `only` keeps one queue (already checked to exist). A failed
 /// read is reported and the next sample tried: a live view outlasts a Redis restart.
 pub async fn watch(
-    transport: &RedisTransport,
+    fleet: &Fleet,
     only: Option<&str>,
     interval: Duration,
     json: bool,
@@ -75,7 +75,7 @@ pub async fn watch(
             () = &mut stop => return Ok(()),
             _ = ticker.tick() => {}
         }
-        let mut snapshots = match QueueSnapshot::read_all(transport).await {
+        let mut snapshots = match QueueSnapshot::read_fleet(fleet).await {
             Ok(snapshots) => snapshots,
             Err(e) => {
                 eprintln!("bus: cannot read the queues (trying again): {e}");

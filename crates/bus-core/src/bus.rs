@@ -8,6 +8,7 @@ use bytes::Bytes;
 
 use crate::envelope::{encode_json_message, now_ms};
 use crate::host::metrics::sent;
+use crate::send::{OutgoingMessage, SendMiddleware, SendOptions, Sent, TRACE_ID_HEADER};
 use crate::transport::{validate_name, Destination, Outgoing, WireFormat};
 use crate::{
     Command, Envelope, Error, Event, Format, Headers, IntoShared, Message, MessageId, Result,
@@ -20,7 +21,7 @@ pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 1024 * 1024;
 /// Headers that follow-up messages inherit from the message being handled: W3C trace
 /// context, and BabelQueue's `trace_id` (as bus-babelqueue carries it), so a Rust hop in
 /// a BabelQueue fleet keeps the trace.
-const PROPAGATED: [&str; 3] = ["traceparent", "tracestate", "bq-trace-id"];
+const PROPAGATED: [&str; 3] = ["traceparent", "tracestate", TRACE_ID_HEADER];
 
 /// A cheap-to-clone handle for sending messages over one shared transport.
 ///
@@ -51,6 +52,7 @@ struct Shared {
 pub struct BusConfig {
     format: Format,
     max_message_size: usize,
+    send_middleware: Vec<Arc<dyn SendMiddleware>>,
 }
 
 impl Default for BusConfig {
@@ -58,6 +60,7 @@ impl Default for BusConfig {
         BusConfig {
             format: Format::Json,
             max_message_size: DEFAULT_MAX_MESSAGE_SIZE,
+            send_middleware: Vec::new(),
         }
     }
 }
@@ -71,6 +74,12 @@ impl BusConfig {
     /// The largest encoded envelope accepted at send.
     pub fn max_message_size(mut self, bytes: usize) -> Self {
         self.max_message_size = bytes;
+        self
+    }
+
+    /// Adds a layer that runs on every send and publish, after those added before.
+    pub fn send_middleware(mut self, middleware: impl SendMiddleware) -> Self {
+        self.send_middleware.push(Arc::new(middleware));
         self
     }
 }
@@ -102,22 +111,55 @@ impl Bus {
     /// Sends a command to its queue.
     pub async fn send<C: Command>(&self, command: &C) -> Result<MessageId> {
         let one = std::slice::from_ref(command);
-        let (ids, _) = self
-            .produce("send", one, |name, batch| {
+        let produced = self
+            .produce("send", one, None, |name, batch| {
                 self.shared.transport.send(name, batch)
             })
             .await?;
-        Ok(ids[0].clone())
+        Ok(produced.first_id())
+    }
+
+    /// Sends a command with options (headers, trace id, due time, partition key), and
+    /// says what was stored.
+    pub async fn send_with<C: Command>(&self, command: &C, options: &SendOptions) -> Result<Sent> {
+        let one = std::slice::from_ref(command);
+        let transport = &self.shared.transport;
+        let produced = match (options.key.as_deref(), options.due) {
+            (Some(_), Some(_)) => {
+                return Err(Error::Config(
+                    "a send with both a partition key and a due time is not supported".into(),
+                ))
+            }
+            (Some(key), None) => {
+                self.produce("send", one, Some(options), |name, batch| {
+                    transport.send_keyed(name, key, batch)
+                })
+                .await?
+            }
+            (None, Some(due)) => {
+                self.produce("send", one, Some(options), |name, batch| {
+                    transport.send_at(name, batch, due)
+                })
+                .await?
+            }
+            (None, None) => {
+                self.produce("send", one, Some(options), |name, batch| {
+                    transport.send(name, batch)
+                })
+                .await?
+            }
+        };
+        Ok(produced.sent())
     }
 
     /// Sends many commands in one atomic round trip.
     pub async fn send_batch<C: Command>(&self, commands: &[C]) -> Result<Vec<MessageId>> {
-        let (ids, _) = self
-            .produce("send", commands, |name, batch| {
+        let produced = self
+            .produce("send", commands, None, |name, batch| {
                 self.shared.transport.send(name, batch)
             })
             .await?;
-        Ok(ids)
+        Ok(produced.ids)
     }
 
     /// Sends a command with a partition key: on a queue partitioned over several shards
@@ -138,12 +180,12 @@ impl Bus {
         commands: &[C],
         key: &str,
     ) -> Result<Vec<MessageId>> {
-        let (ids, _) = self
-            .produce("send", commands, |name, batch| {
+        let produced = self
+            .produce("send", commands, None, |name, batch| {
                 self.shared.transport.send_keyed(name, key, batch)
             })
             .await?;
-        Ok(ids)
+        Ok(produced.ids)
     }
 
     /// Sends a command that becomes ready after `delay`.
@@ -158,12 +200,12 @@ impl Bus {
     /// Sends a command that becomes ready at `at`.
     pub async fn send_at<C: Command>(&self, command: &C, at: SystemTime) -> Result<MessageId> {
         let one = std::slice::from_ref(command);
-        let (ids, _) = self
-            .produce("send", one, |name, batch| {
+        let produced = self
+            .produce("send", one, None, |name, batch| {
                 self.shared.transport.send_at(name, batch, at)
             })
             .await?;
-        Ok(ids[0].clone())
+        Ok(produced.first_id())
     }
 
     /// Publishes an event: every subscription of its topic gets a copy.
@@ -172,15 +214,40 @@ impl Bus {
         Ok(ids[0].clone())
     }
 
-    /// Publishes many events in one atomic round trip.
-    pub async fn publish_batch<E: Event>(&self, events: &[E]) -> Result<Vec<MessageId>> {
-        let (ids, reached) = self
-            .produce("publish", events, |name, batch| {
+    /// Publishes an event with options (headers, trace id), and says what was stored. A
+    /// due time or a partition key is refused: events are neither delayed nor partitioned.
+    pub async fn publish_with<E: Event>(&self, event: &E, options: &SendOptions) -> Result<Sent> {
+        if options.due.is_some() || options.key.is_some() {
+            return Err(Error::Config(format!(
+                "publishing {}: events take headers and a trace id, not a due time or a partition key",
+                E::NAME
+            )));
+        }
+        let one = std::slice::from_ref(event);
+        let produced = self
+            .produce("publish", one, Some(options), |name, batch| {
                 self.shared.transport.publish(name, batch)
             })
             .await?;
-        if reached == Some(0) {
-            let count = ids.len() as u64;
+        self.count_unrouted::<E>(&produced);
+        Ok(produced.sent())
+    }
+
+    /// Publishes many events in one atomic round trip.
+    pub async fn publish_batch<E: Event>(&self, events: &[E]) -> Result<Vec<MessageId>> {
+        let produced = self
+            .produce("publish", events, None, |name, batch| {
+                self.shared.transport.publish(name, batch)
+            })
+            .await?;
+        self.count_unrouted::<E>(&produced);
+        Ok(produced.ids)
+    }
+
+    /// Counts and logs events that reached no subscription.
+    fn count_unrouted<E: Event>(&self, produced: &Produced<usize>) {
+        if produced.out == Some(0) {
+            let count = produced.ids.len() as u64;
             let total = self.shared.unrouted.fetch_add(count, Ordering::Relaxed) + count;
             tracing::info!(
                 topic = E::NAME,
@@ -190,18 +257,20 @@ impl Bus {
                  (a subscription receives the events published after its consumer first started)"
             );
         }
-        Ok(ids)
     }
 
     /// Encodes `messages` and hands them to `call` (one transport call), inside the
     /// producer span (feature `opentelemetry`) whose context the messages carry, and
     /// recorded as a send or publish (feature `metrics`). An empty batch makes no call.
+    /// With options or send middleware each message gets headers of its own; without,
+    /// they share this handle's.
     async fn produce<M: Message, T, F>(
         &self,
         operation: &'static str,
         messages: &[M],
+        options: Option<&SendOptions>,
         call: impl FnOnce(&'static str, Vec<Outgoing>) -> F,
-    ) -> Result<(Vec<MessageId>, Option<T>)>
+    ) -> Result<Produced<T>>
     where
         F: std::future::Future<Output = Result<T>>,
     {
@@ -211,17 +280,72 @@ impl Bus {
             _ => Destination::Queue(M::NAME),
         };
         let wire = self.shared.transport.outgoing_wire_format(destination);
-        let batch = span.in_scope(|| self.encode(messages, wire.as_deref()))?;
+        let ids = monotonic_ids(messages.len());
+        let own = if options.is_some() || !self.shared.config.send_middleware.is_empty() {
+            let own = self.own_headers::<M>(&ids, destination, options, wire.is_some());
+            Some(tracing::Instrument::instrument(own, span.clone()).await?)
+        } else {
+            None
+        };
+        let batch =
+            span.in_scope(|| self.encode(messages, ids, own.as_deref(), wire.as_deref()))?;
+        // Only the calls with options report it, and they always have headers of their own.
+        let trace_id = own
+            .as_ref()
+            .and_then(|own| own.first()?.get(TRACE_ID_HEADER).cloned());
         let ids: Vec<MessageId> = batch.iter().map(|m| m.id.clone()).collect();
         if batch.is_empty() {
-            return Ok((ids, None));
+            return Ok(Produced {
+                ids,
+                out: None,
+                trace_id,
+            });
         }
         let name = checked::<M>()?;
         #[cfg(feature = "opentelemetry")]
         crate::otel::record_ids(&span, &ids);
         let sending = sent(operation, name, ids.len(), call(name, batch));
         let out = tracing::Instrument::instrument(sending, span).await?;
-        Ok((ids, Some(out)))
+        Ok(Produced {
+            ids,
+            out: Some(out),
+            trace_id,
+        })
+    }
+
+    /// Each message's headers: this handle's, then the options', then what the send
+    /// middleware makes of them. A destination in a foreign wire format gets a trace id
+    /// here when none is set, so that the sender learns the one stored.
+    async fn own_headers<M: Message>(
+        &self,
+        ids: &[String],
+        destination: Destination<'_>,
+        options: Option<&SendOptions>,
+        foreign: bool,
+    ) -> Result<Vec<Headers>> {
+        let base = self.outgoing_headers();
+        let mut all = Vec::with_capacity(ids.len());
+        for id in ids {
+            let mut headers = base.clone().into_owned();
+            if let Some(options) = options {
+                headers.extend(options.headers.clone());
+            }
+            if foreign && !headers.contains_key(TRACE_ID_HEADER) {
+                headers.insert(TRACE_ID_HEADER.to_owned(), ulid::Ulid::new().to_string());
+            }
+            let id = MessageId::from(id.clone());
+            for layer in &self.shared.config.send_middleware {
+                let mut message = OutgoingMessage {
+                    destination,
+                    message_type: M::TYPE,
+                    id: &id,
+                    headers: &mut headers,
+                };
+                layer.before_send(&mut message).await?;
+            }
+            all.push(headers);
+        }
+        Ok(all)
     }
 
     /// The headers of this handle's messages: the trace context of the current span
@@ -256,22 +380,24 @@ impl Bus {
     }
 
     /// Encodes messages in the native envelope, or in `wire` when the destination has
-    /// another wire format.
+    /// another wire format; each with its own headers when given (`own`), else this
+    /// handle's.
     fn encode<M: Message>(
         &self,
         messages: &[M],
+        ids: Vec<String>,
+        own: Option<&[Headers]>,
         wire: Option<&dyn WireFormat>,
     ) -> Result<Vec<Outgoing>> {
         let config = &self.shared.config;
         let format = M::FORMAT.unwrap_or(config.format);
-        let headers = self.outgoing_headers();
-        let headers = &*headers;
+        let shared = self.outgoing_headers();
         // One clock read per batch; ids come from one process-wide monotonic generator,
         // so they sort in the order sent, across calls too.
         let sent_at_ms = now_ms();
-        let ids = monotonic_ids(messages.len());
         let mut batch = Vec::with_capacity(messages.len());
-        for (message, id) in messages.iter().zip(ids) {
+        for (n, (message, id)) in messages.iter().zip(ids).enumerate() {
+            let headers = own.map_or(&*shared, |own| &own[n]);
             let payload = match (format, wire) {
                 (Format::Json, None) => {
                     encode_json_message(&id, M::TYPE, headers, sent_at_ms, message)?
@@ -300,6 +426,27 @@ impl Bus {
             });
         }
         Ok(batch)
+    }
+}
+
+/// What one transport call stored: the ids, the call's answer (`None`: no call, the batch
+/// was empty), and the first message's trace id.
+struct Produced<T> {
+    ids: Vec<MessageId>,
+    out: Option<T>,
+    trace_id: Option<String>,
+}
+
+impl<T> Produced<T> {
+    fn first_id(&self) -> MessageId {
+        self.ids[0].clone()
+    }
+
+    fn sent(self) -> Sent {
+        Sent {
+            id: self.first_id(),
+            trace_id: self.trace_id,
+        }
     }
 }
 

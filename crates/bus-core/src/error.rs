@@ -143,6 +143,16 @@ pub enum Error {
     /// The operation did not complete in time.
     #[error("timed out after {0:?}")]
     Timeout(Duration),
+    // --- the operator surface (`operator.rs`) ---
+    /// An operator's request that this kind of queue does not offer (a declared
+    /// [`Capability`](crate::operator::Capability) it lacks); nothing was changed.
+    #[error("{kind} queues cannot {capability}")]
+    Unsupported {
+        /// The kind of queue (`bus`, `babel`, `laravel`).
+        kind: &'static str,
+        /// What was asked.
+        capability: crate::operator::Capability,
+    },
 }
 
 impl Error {

@@ -9,11 +9,13 @@
 //! | [`CommandProcessor`], [`EventProcessor`], [`ProcessError`], [`Context`] | handlers |
 //! | [`ProcessingSettings`], [`Backoff`] | per-processor consumption settings |
 //! | [`Middleware`], [`Next`] | the pipeline around handlers |
+//! | [`SendOptions`], [`Sent`], [`SendMiddleware`] | one send with options, what it stored, the layers on every send |
 //! | [`Host`], [`HostBuilder`], [`RunningHost`], [`Bus`] | registration, running, sending |
 //! | [`Envelope`], [`Format`] | the wire format and serializers |
 //! | [`Transport`] | what a host and a bus are given (`bus-redis`, [`MemoryTransport`], ...) |
 //! | [`transport`] | what a transport implements: [`transport::Consumer`], [`transport::Source`], [`transport::Receipt`], limits and names |
 //! | [`records`] | what every transport and tool shows of stored messages: [`records::DeadLetter`], [`records::ErrorRecord`], [`records::QueueStats`], ... |
+//! | [`operator`] | the operator's capabilities over a kind of queue ([`operator::Operator`]), one for every tool |
 //! | [`MemoryTransport`] | the embedded transport |
 //! | [`Saga`], [`StartSaga`], [`ContinueSaga`], [`SagaData`], [`SagaStore`], [`MemorySagaStore`] | sagas (`docs/sagas.md`) |
 //!
@@ -35,11 +37,13 @@ mod host;
 mod memory;
 mod message;
 mod middleware;
+pub mod operator;
 #[cfg(feature = "opentelemetry")]
 mod otel;
 mod processor;
 pub mod records;
 mod saga;
+mod send;
 mod settings;
 mod shared;
 pub mod transport;
@@ -63,6 +67,7 @@ pub use processor::{CommandProcessor, Disposition, EventProcessor, ProcessError}
 #[cfg(feature = "conformance")]
 pub use saga::conformance as saga_conformance;
 pub use saga::{ContinueSaga, MemorySagaStore, Saga, SagaData, SagaStore, Stamp, StartSaga};
+pub use send::{OutgoingMessage, SendMiddleware, SendOptions, Sent, TRACE_ID_HEADER};
 pub use settings::{Backoff, ProcessingSettings};
 pub use shared::IntoShared;
 // The transport an application hands its host and its bus; the rest of the contract

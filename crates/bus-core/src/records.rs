@@ -176,6 +176,26 @@ pub struct MessageSummary {
 }
 
 impl MessageSummary {
+    /// A message of another wire format (BabelQueue's, say), described for reading: its
+    /// id, type (URN, wire name), send time, headers, `format` name and JSON body.
+    pub fn new(
+        id: impl Into<String>,
+        message_type: impl Into<String>,
+        sent_at_ms: u64,
+        headers: Headers,
+        format: &'static str,
+        body: Box<RawValue>,
+    ) -> Self {
+        MessageSummary {
+            id: id.into(),
+            message_type: message_type.into(),
+            sent_at_ms,
+            headers,
+            format,
+            body,
+        }
+    }
+
     /// Decodes an element as stored: `Err` says why it is not a readable envelope.
     pub fn decode(element: &[u8]) -> Result<Self, String> {
         let envelope = Envelope::decode(element).map_err(|e| e.to_string())?;

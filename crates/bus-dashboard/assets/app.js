@@ -119,7 +119,15 @@ function setLive(ok, text) {
   document.getElementById("live-text").textContent = text;
 }
 
+/** What the overview says a queue of another kind is (`<kind>:<queue>` names). */
+const KINDS = { babel: "BabelQueue", laravel: "BabelQueue · Laravel" };
+
 function queueTitle(name) {
+  const colon = name.indexOf(":");
+  if (colon > 0) {
+    const kind = name.slice(0, colon);
+    return [h("span", { class: "qname" }, name.slice(colon + 1)), h("span", { class: "kind", "data-kind": kind }, KINDS[kind] || kind)];
+  }
   const slash = name.indexOf("/");
   if (slash < 0) return [h("span", { class: "qname" }, name), h("span", { class: "kind" }, "queue")];
   return [
@@ -306,13 +314,14 @@ async function overview(id) {
       ? h("a", { href: `#/dead/${enc(q.name)}`, class: "pill pill-dead", "data-dead-link": q.name }, num(q.dead))
       : "0"),
     h("td", { class: "num" }, age(q.oldest_ready_age_ms)),
-    h("td", { class: "num" }, rate(q.rate)),
+    // Another kind (BabelQueue's) keeps no counter a rate could be derived from.
+    h("td", { class: "num" }, q.kind === "bus" ? rate(q.rate) : "–"),
     h("td", {}, sparkline(q.history, "ready", "var(--ready)", data.now_ms, windowOf(q.history, data.now_ms, span, minWindow)))));
   const table = h("section", { class: "card section" },
     h("div", { class: "section-head" }, h("h2", {}, "Queues and subscriptions"),
-      h("span", { class: "hint" }, `${queues.length} registered · counts read from Redis every ${REFRESH_MS / 1000} s`)),
+      h("span", { class: "hint" }, `${queues.length} found · counts read from Redis every ${REFRESH_MS / 1000} s`)),
     queues.length === 0
-      ? h("div", { class: "empty" }, "No queue or subscription is registered under this prefix yet (consumers register theirs when they start).")
+      ? h("div", { class: "empty" }, "No queue or subscription is registered under this prefix yet (consumers register theirs when they start), and no BabelQueue queue was found.")
       : h("table", { id: "queues" },
         h("thead", {}, h("tr", {}, h("th", {}, "Name"), h("th", { class: "num" }, "Ready"), h("th", { class: "num" }, "In flight"),
           h("th", { class: "num" }, "Expired locks"), h("th", { class: "num" }, "Delayed"), h("th", { class: "num" }, "Dead"),
@@ -332,7 +341,8 @@ async function overview(id) {
 
   replace(id, h("div", {},
     h("div", { class: "page-head" }, h("div", {}, h("h1", {}, "Overview"),
-      h("div", { class: "sub" }, `Every queue and subscription under prefix “${data.prefix}”`))),
+      h("div", { class: "sub" }, `Every queue and subscription under prefix “${data.prefix}”` +
+        (queues.some((q) => q.kind !== "bus") ? ", and the BabelQueue queues found" : "")))),
     tiles, table, queues.length ? charts : null));
 }
 
@@ -398,8 +408,10 @@ async function queuePage(id, name) {
         : `${when(m.lock_deadline_ms)} (${relative(m.lock_deadline_ms, now)})`) },
       { label: "Deliveries", value: (m) => num(m.delivery_count) }, { label: "Errors", value: errCell }] },
   };
-  lists.in_flight.columns.extra = (m) => [h("dt", {}, "Lock deadline"), h("dd", {}, when(m.lock_deadline_ms))];
-  lists.scheduled.columns.extra = (m) => [h("dt", {}, "Due"), h("dd", {}, when(m.due_at_ms))];
+  // Another kind's queue (BabelQueue's) shows its next messages only.
+  if (q.snapshot.kind !== "bus") { delete lists.scheduled; delete lists.in_flight; }
+  else lists.in_flight.columns.extra = (m) => [h("dt", {}, "Lock deadline"), h("dd", {}, when(m.lock_deadline_ms))];
+  if (lists.scheduled) lists.scheduled.columns.extra = (m) => [h("dt", {}, "Due"), h("dd", {}, when(m.due_at_ms))];
   const current = lists[queueTabs.current] ? queueTabs.current : "ready";
   const list = lists[current];
   const body = messageList(list.items, list.columns, now);

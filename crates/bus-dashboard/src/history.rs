@@ -161,6 +161,8 @@ mod tests {
     fn snapshot(name: &str, at_ms: u64, taken: u64, stored: u64) -> QueueSnapshot {
         QueueSnapshot {
             name: name.to_owned(),
+            kind: "bus".to_owned(),
+            system: "bus".to_owned(),
             destination: name.to_owned(),
             subscription: None,
             ready: 1,

@@ -23,7 +23,7 @@ use crate::{Error, Result};
 /// The OpenMetrics text format's content type, as Prometheus asks for it.
 pub(crate) const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
-/// The `messaging.system` label value of every series.
+/// The `messaging.system` label value of the bus's own queues (and their kind).
 const SYSTEM: &str = "bus";
 
 type Labels = Vec<(&'static str, String)>;
@@ -62,6 +62,12 @@ impl QueueMetrics {
     /// Metrics of the queues under the transport's key prefix, read through its connection.
     pub fn new(transport: RedisTransport) -> Self {
         Self::from_reader(Reader::new(transport, None))
+    }
+
+    /// Metrics of every queue of every kind the fleet serves (the bus's own and, say,
+    /// BabelQueue's layouts), through its connection.
+    pub fn for_fleet(fleet: bus_management::Fleet) -> Self {
+        Self::from_reader(Reader::for_fleet(fleet, None))
     }
 
     pub(crate) fn from_reader(reader: Reader) -> Self {
@@ -136,7 +142,7 @@ async fn scrape(State(metrics): State<QueueMetrics>) -> Response {
 
 fn labels(snapshot: &QueueSnapshot) -> Labels {
     let mut labels = vec![
-        ("messaging_system", SYSTEM.to_owned()),
+        ("messaging_system", snapshot.system.clone()),
         ("messaging_destination_name", snapshot.destination.clone()),
     ];
     if let Some(subscription) = &snapshot.subscription {
@@ -144,6 +150,11 @@ fn labels(snapshot: &QueueSnapshot) -> Labels {
             "messaging_destination_subscription_name",
             subscription.clone(),
         ));
+    }
+    // Another kind's queue (`babel`, `laravel`): its kind tells two layouts' queues of
+    // one name apart.
+    if snapshot.kind != SYSTEM {
+        labels.push(("queue_kind", snapshot.kind.clone()));
     }
     labels
 }
@@ -220,6 +231,8 @@ mod tests {
     fn snapshot(name: &str, subscription: Option<&str>) -> QueueSnapshot {
         QueueSnapshot {
             name: name.to_owned(),
+            kind: "bus".to_owned(),
+            system: "bus".to_owned(),
             destination: name.split('/').next().unwrap().to_owned(),
             subscription: subscription.map(str::to_owned),
             ready: 3,

@@ -469,3 +469,179 @@ async fn the_overview_shows_redis_and_a_dead_letter_group_is_requeued_and_proces
     browser.close().await.unwrap();
     assert!(overview_png.exists() && dead_png.exists());
 }
+
+/// BabelQueue queues of both layouts, written by the crate's own client (a dead letter by
+/// its consumer), appear on the overview and in `/metrics` beside a native queue; the
+/// BabelQueue dead letter is requeued from the dashboard.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn babelqueue_queues_show_beside_native_ones_and_a_dead_letter_is_requeued() {
+    use bus_babelqueue::{BabelQueue, DeadLetterBlock, Headers, Layout, Options, Reason};
+    use bus_management::{Fleet, Management};
+
+    let s = setup().await;
+    let payments = Source::queue("payments").unwrap();
+    let keys = s.transport.keys(&payments);
+    for n in 1..=2 {
+        s.bus.send(&Payment { n }).await.unwrap();
+    }
+    // BabelQueue keys carry no namespace of ours: names of the test's own.
+    let ns = s.redis.namespace().to_owned();
+    let (legacy, laravel) = (format!("{ns}-orders"), format!("{ns}-jobs"));
+    let urn = "urn:babel:orders:created";
+    let bq = BabelQueue::with_client(s.transport.client().clone(), Options::legacy());
+    for order in 1..=2 {
+        bq.publish(&legacy, urn, &json!({ "order": order }), &Headers::new())
+            .await
+            .unwrap();
+    }
+    let consumer = bq.consumer(&legacy).await.unwrap();
+    let taken = consumer.reserve(1).await.unwrap();
+    let block = DeadLetterBlock::new(
+        Reason::Failed,
+        &legacy,
+        i64::from(taken[0].delivery_count()),
+        Some("card declined for order 1".into()),
+        Some("RuntimeError".into()),
+    );
+    assert!(consumer.dead_letter(&taken[0], &block).await.unwrap());
+    let lq = BabelQueue::with_client(s.transport.client().clone(), Options::laravel());
+    for job in 1..=3 {
+        lq.publish(&laravel, urn, &json!({ "job": job }), &Headers::new())
+            .await
+            .unwrap();
+    }
+
+    let admin = bus_babelqueue::Admin::new(s.transport.client().clone());
+    let fleet = Fleet::new(Management::from_transport(s.transport.clone()))
+        .with(Arc::new(admin.layout(Layout::Legacy)))
+        .with(Arc::new(admin.layout(Layout::laravel())));
+    let options = DashboardOptions::default()
+        .sample_interval(Duration::from_millis(250))
+        .refresh_interval(Duration::from_millis(300));
+    let addr = common::start_fleet_dashboard(fleet, options).await;
+    let (babel_q, laravel_q) = (format!("babel:{legacy}"), format!("laravel:{laravel}"));
+
+    // `/metrics` of the same server: the BabelQueue queues beside the native one.
+    let metrics = common::http(addr, "GET", "/metrics", &[], "").await;
+    assert_eq!(metrics.status, 200, "{}", metrics.body);
+    for series in [
+        "bus_queue_ready_messages{messaging_system=\"bus\",messaging_destination_name=\"payments\"} 2".to_owned(),
+        format!("bus_queue_ready_messages{{messaging_system=\"babelqueue\",messaging_destination_name=\"{legacy}\",queue_kind=\"babel\"}} 1"),
+        format!("bus_queue_dead_letter_messages{{messaging_system=\"babelqueue\",messaging_destination_name=\"{legacy}\",queue_kind=\"babel\"}} 1"),
+        format!("bus_queue_ready_messages{{messaging_system=\"babelqueue\",messaging_destination_name=\"{laravel}\",queue_kind=\"laravel\"}} 3"),
+    ] {
+        assert!(metrics.body.contains(&series), "no {series} in {}", metrics.body);
+    }
+
+    let driver = Driver::start().await;
+    let browser = driver.browser().await;
+    browser.goto(&format!("http://{addr}/")).await.unwrap();
+    // Overview rows: name, ready, in flight, expired, delayed, dead (as Redis holds them).
+    let shown = eventually(WAIT, || async {
+        let native = row(&browser, "payments").await;
+        let babel = row(&browser, &babel_q).await;
+        let lara = row(&browser, &laravel_q).await;
+        native.len() == 9
+            && native[1..6] == ["2", "0", "0", "0", "0"]
+            && babel.len() == 9
+            && babel[1..6] == ["1", "0", "0", "0", "1"]
+            && lara.len() == 9
+            && lara[1] == "3"
+    })
+    .await;
+    assert!(
+        shown,
+        "overview rows {:?} {:?} {:?}",
+        row(&browser, "payments").await,
+        row(&browser, &babel_q).await,
+        row(&browser, &laravel_q).await
+    );
+    let kind = js(
+        &browser,
+        &format!("return document.querySelector('tr[data-queue=\"{babel_q}\"] [data-kind]').textContent;"),
+    )
+    .await;
+    assert_eq!(kind, json!("BabelQueue"));
+    screenshot(&browser, "babelqueue-overview.png").await;
+
+    // Its queue page: the next message, typed by its URN.
+    browser
+        .goto(&format!(
+            "http://{addr}/#/queue/{}",
+            babel_q.replace(':', "%3A")
+        ))
+        .await
+        .unwrap();
+    let listed = eventually(WAIT, || async {
+        js(&browser, "const m = document.querySelectorAll('details.msg'); return m.length === 1 && m[0].textContent.includes('urn:babel:orders:created');").await
+            == json!(true)
+    })
+    .await;
+    assert!(
+        listed,
+        "queue page: {}",
+        js(&browser, "return document.getElementById('app').innerText;").await
+    );
+
+    // Its dead letter: grouped with its error, requeued after confirming.
+    browser.goto(&format!("http://{addr}/#/")).await.unwrap();
+    click(&browser, &format!("a[data-dead-link=\"{babel_q}\"]")).await;
+    let grouped = eventually(WAIT, || async {
+        js(&browser, "return [...document.querySelectorAll('[data-group]')].map(g => g.querySelector('.group-error').textContent);").await
+            == json!(["RuntimeError: card declined for order 1"])
+    })
+    .await;
+    assert!(
+        grouped,
+        "groups shown: {}",
+        js(&browser, "return document.getElementById('app').innerText;").await
+    );
+    screenshot(&browser, "babelqueue-dead-letters.png").await;
+    click(
+        &browser,
+        "[data-group] button[data-action=\"requeue-group\"]",
+    )
+    .await;
+    let asked = eventually(WAIT, || async {
+        js(&browser, "return document.getElementById('confirm').open;").await == json!(true)
+    })
+    .await;
+    assert!(asked, "no confirmation asked");
+    assert_eq!(
+        s.int("LLEN", &format!("{legacy}.dlq")),
+        1,
+        "requeued before confirmation"
+    );
+    click(&browser, "#confirm-ok").await;
+    let requeued = eventually(WAIT, || async {
+        let text = js(
+            &browser,
+            "const t = document.getElementById('dead-total'); return t ? t.textContent : '';",
+        )
+        .await;
+        text.as_str().unwrap_or("").starts_with("0 dead letters")
+            && s.int("LLEN", &format!("{legacy}.dlq")) == 0
+            && s.int("LLEN", &legacy) == 2
+    })
+    .await;
+    assert!(
+        requeued,
+        "dead {} ready {}",
+        s.int("LLEN", &format!("{legacy}.dlq")),
+        s.int("LLEN", &legacy)
+    );
+    // Back on its queue, with attempts reset as BabelQueue's redrive does.
+    let reply = s.redis.client().cmd(&["LINDEX", &legacy, "-1"]).unwrap();
+    let back: Value = serde_json::from_slice(reply.as_bytes().unwrap()).unwrap();
+    assert_eq!(
+        (back["data"]["order"].as_u64(), back["attempts"].as_u64()),
+        (Some(1), Some(0))
+    );
+    assert!(back.get("dead_letter").is_none(), "{back}");
+    assert_eq!(
+        s.int("LLEN", &keys.ready),
+        2,
+        "the native queue is untouched"
+    );
+    browser.close().await.unwrap();
+}

@@ -60,6 +60,40 @@ pub enum Error {
         /// When none does: the other prefixes under which the bus has keys.
         other_prefixes: Vec<String>,
     },
+    /// `<kind>:<queue>` with a kind the fleet does not serve.
+    #[error("{}", unknown_kind(kind, known))]
+    UnknownKind {
+        /// The kind given.
+        kind: String,
+        /// The kinds served.
+        known: Vec<String>,
+    },
+    /// A queue of another kind (a BabelQueue queue) that holds no key in this Redis.
+    #[error("there is no {kind} queue {name} in this Redis (no key of it exists)")]
+    UnknownQueue {
+        /// The queue's address.
+        name: String,
+        /// Its kind.
+        kind: &'static str,
+    },
+    /// A requeue from a queue of one kind to a queue of another: the wire formats
+    /// differ, so it is refused and nothing moves.
+    #[error("cannot requeue from {from} to {to}: they are queues of different kinds")]
+    AcrossKinds {
+        /// The source queue's address.
+        from: String,
+        /// The target's address.
+        to: String,
+    },
+}
+
+// --- the fleet (`fleet.rs`) ---
+
+fn unknown_kind(kind: &str, known: &[String]) -> String {
+    format!(
+        "unknown kind of queue {kind:?} (in `{kind}:<queue>`); this tool knows: {}",
+        known.join(", ")
+    )
 }
 
 fn unknown_source(name: &str, prefix: &str, known: &[String], other: &[String]) -> String {

@@ -3,43 +3,43 @@
 //! handler) becomes an outcome, so every message is settled.
 
 use std::panic::AssertUnwindSafe;
-use std::time::Duration;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::FutureExt;
 use tokio_util::sync::CancellationToken;
 use tracing::Span;
 
-use super::routes::{FailedMessage, UnknownMessage};
-use super::worker::Worker;
+use super::outcome::{error_chain, panic_message, Outcome};
+use super::routes::{FailedMessage, Routes, UnknownMessage};
 use crate::envelope::Incoming;
 use crate::middleware::Next;
 use crate::records::ErrorRecord;
-use crate::transport::{DeadLetterReason, Delivery};
-use crate::{Context, Disposition, Envelope};
+use crate::transport::{DeadLetterReason, Delivery, Source, WireFormat};
+use crate::{Bus, Context, Disposition, Envelope, Middleware, ProcessingSettings};
 
-/// What happens to a message after its handler ran (or could not run).
-#[derive(Debug)]
-pub(super) enum Outcome {
-    Ack,
-    Retry(Duration, ErrorRecord),
-    DeadLetter(DeadLetterReason, ErrorRecord),
-}
-
-impl Outcome {
-    fn undecodable(error: impl Into<String>) -> Self {
-        Outcome::DeadLetter(DeadLetterReason::Undecodable, ErrorRecord::now(error))
-    }
+/// What one message's path needs, and nothing of the worker's loop: the source, its
+/// settings, its processors by type, the middleware, the bus handlers send with, and the
+/// wire format.
+pub(super) struct Dispatch {
+    pub(super) source: Source,
+    pub(super) settings: ProcessingSettings,
+    /// Every processor of the source, by message type, and the hooks.
+    pub(super) routes: Routes,
+    pub(super) middleware: Arc<[Arc<dyn Middleware>]>,
+    pub(super) bus: Bus,
+    /// The source's wire format; `None` is the native envelope, decoded inline.
+    pub(super) wire: Option<Arc<dyn WireFormat>>,
 }
 
 /// The span of one delivery; the message's id and type are filled in once decoded.
-pub(super) fn delivery_span(worker: &Worker, delivery: &Delivery) -> Span {
+pub(super) fn delivery_span(source: &Source, delivery: &Delivery) -> Span {
     #[cfg(feature = "opentelemetry")]
-    return crate::otel::consumer_span(&worker.registration.source, delivery);
+    return crate::otel::consumer_span(source, delivery);
     #[cfg(not(feature = "opentelemetry"))]
     tracing::info_span!(
         "bus.handle",
-        source = %worker.registration.source,
+        source = %source,
         message_id = tracing::field::Empty,
         message_type = tracing::field::Empty,
         delivery_count = delivery.delivery_count,
@@ -47,7 +47,7 @@ pub(super) fn delivery_span(worker: &Worker, delivery: &Delivery) -> Span {
     )
 }
 
-impl Worker {
+impl Dispatch {
     /// Reads a stored element with the source's wire format (the native envelope inline).
     pub(super) fn decode<'a>(&self, element: &'a Bytes) -> crate::Result<Incoming<'a>> {
         match &self.wire {
@@ -64,7 +64,6 @@ impl Worker {
         decoded: Option<Box<Envelope>>,
         cancellation: CancellationToken,
     ) -> Outcome {
-        let registration = &self.registration;
         let decoding = match decoded {
             Some(envelope) => Ok(Incoming::from(*envelope)),
             None => self.decode(&delivery.payload),
@@ -82,11 +81,11 @@ impl Worker {
             }
         }
         #[cfg(feature = "opentelemetry")]
-        crate::otel::consumer_attributes(&span, &registration.source, &envelope.id);
+        crate::otel::consumer_attributes(&span, &self.source, &envelope.id);
         let Some(route) = self.routes.find(&envelope.message_type) else {
             if let Some(hook) = &self.routes.hooks.unknown_type {
                 hook(UnknownMessage {
-                    source: &registration.source,
+                    source: &self.source,
                     message_type: &envelope.message_type,
                     message_id: &envelope.id,
                     payload: &delivery.payload,
@@ -95,11 +94,11 @@ impl Worker {
             }
             let error = format!(
                 "no processor for message type `{}` on {}",
-                envelope.message_type, registration.source
+                envelope.message_type, self.source
             );
             return Outcome::DeadLetter(DeadLetterReason::UnknownType, ErrorRecord::now(error));
         };
-        let limit = registration.settings.dead_letter_delivery_limit;
+        let limit = self.settings.dead_letter_delivery_limit;
         if delivery.delivery_count > limit {
             let error = format!(
                 "delivered {} times; the limit is {limit}",
@@ -153,7 +152,7 @@ impl Worker {
                 return Outcome::DeadLetter(DeadLetterReason::Rejected, error)
             }
             Disposition::RetryAfter(delay) => delay,
-            _ => registration.settings.retry.delay(delivery.delivery_count),
+            _ => self.settings.retry.delay(delivery.delivery_count),
         };
         if delivery.delivery_count >= limit {
             Outcome::DeadLetter(DeadLetterReason::DeliveryLimit, error)
@@ -163,7 +162,7 @@ impl Worker {
     }
 }
 
-impl Worker {
+impl Dispatch {
     /// Tells the error observer, if any, of a failed delivery.
     pub(super) fn observe_failure(&self, payload: &Bytes, outcome: &Outcome) {
         let Some(hook) = &self.routes.hooks.on_error else {
@@ -176,39 +175,11 @@ impl Worker {
         };
         let envelope = self.decode(payload).ok();
         hook(FailedMessage {
-            source: &self.registration.source,
+            source: &self.source,
             error: &error.message,
             outcome,
             message: envelope.as_ref().map(|e| (&*e.message_type, &e.id)),
             payload,
         });
-    }
-}
-
-/// An error and its sources, as one line.
-pub(crate) fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
-    crate::ErrorChain(error).to_string()
-}
-
-pub(super) fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
-    panic
-        .downcast_ref::<&str>()
-        .copied()
-        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
-        .unwrap_or("(no message)")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[derive(Debug, thiserror::Error)]
-    #[error("inner")]
-    struct Inner;
-
-    #[test]
-    fn each_cause_shows_once() {
-        let error = crate::Error::transport(Inner);
-        assert_eq!(error_chain(&error), "transport error: inner");
     }
 }

@@ -15,7 +15,7 @@
 
 use std::future::Future;
 
-use super::handle::Outcome;
+use super::outcome::Outcome;
 use super::Routes;
 use crate::transport::Source;
 

@@ -4,6 +4,7 @@ mod handle;
 mod handler_runtime;
 mod held;
 pub mod metrics;
+mod outcome;
 mod registration;
 mod routes;
 mod worker;
@@ -92,6 +93,13 @@ impl HostBuilder {
     /// The largest encoded message accepted at send (1 MiB by default).
     pub fn max_message_size(mut self, bytes: usize) -> Self {
         self.bus_config = self.bus_config.max_message_size(bytes);
+        self
+    }
+
+    /// Adds a layer that runs on every send and publish of this host's bus, the
+    /// handlers' included ([`SendMiddleware`](crate::SendMiddleware)).
+    pub fn send_middleware(mut self, middleware: impl crate::SendMiddleware) -> Self {
+        self.bus_config = self.bus_config.send_middleware(middleware);
         self
     }
 
@@ -391,12 +399,16 @@ impl Host {
             let wire = self.bus.transport().wire_format(&registration.source);
             let worker = worker::Worker {
                 metrics: metrics::WorkerMetrics::new(&routes),
-                wire,
+                dispatch: handle::Dispatch {
+                    source: registration.source.clone(),
+                    settings: registration.settings.clone(),
+                    routes,
+                    middleware: Arc::clone(&self.middleware),
+                    bus: self.bus.clone(),
+                    wire,
+                },
                 registration,
-                routes,
                 consumer: consumer.into(),
-                middleware: Arc::clone(&self.middleware),
-                bus: self.bus.clone(),
                 recovery_interval: self.recovery_interval,
                 shutdown_grace: self.shutdown_grace,
                 handler_runtime: Arc::clone(&handler_runtime),

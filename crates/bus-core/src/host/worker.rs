@@ -27,13 +27,13 @@ use tokio_util::sync::CancellationToken;
 use tracing::instrument::WithSubscriber;
 use tracing::Instrument;
 
-use super::handle::{delivery_span, error_chain, panic_message, Outcome};
+use super::handle::{delivery_span, Dispatch};
 use super::held::Held;
 use super::metrics::{Op, WorkerMetrics};
+use super::outcome::{error_chain, panic_message, Outcome};
 use super::Registration;
 use crate::records::ErrorRecord;
-use crate::transport::{Consumer, Delivery, Receipt, WireFormat};
-use crate::{Bus, Middleware};
+use crate::transport::{Consumer, Delivery, Receipt};
 
 /// Pauses after failed fetches: doubling from the first to the last, so an outage is
 /// neither a busy loop nor a long silence after Redis returns.
@@ -48,13 +48,9 @@ pub(super) const SETTLE_BOUND: Duration = Duration::from_secs(2);
 pub(super) struct Worker {
     /// The source's first processor: its source and settings drive the consumer.
     pub(super) registration: Registration,
-    /// Every processor of the source, by message type, and the hooks.
-    pub(super) routes: super::Routes,
+    /// One message's path: decode, route, run, decide.
+    pub(super) dispatch: Dispatch,
     pub(super) consumer: Arc<dyn Consumer>,
-    pub(super) middleware: Arc<[Arc<dyn Middleware>]>,
-    pub(super) bus: Bus,
-    /// The source's wire format; `None` is the native envelope, decoded inline.
-    pub(super) wire: Option<Arc<dyn WireFormat>>,
     pub(super) recovery_interval: Duration,
     pub(super) shutdown_grace: Duration,
     pub(super) metrics: WorkerMetrics,
@@ -361,13 +357,14 @@ impl Worker {
         let mut handling: FuturesUnordered<_> = chunk
             .into_iter()
             .map(|(mut delivery, token)| {
-                let span = delivery_span(this, &delivery);
+                let span = delivery_span(&this.registration.source, &delivery);
                 // What the transport already decoded is used once, by the handler's path.
                 let decoded = delivery.decoded.take();
                 async move {
-                    let handled = outcome_of(this.handle(&delivery, decoded, token.clone()));
+                    let handled =
+                        outcome_of(this.dispatch.handle(&delivery, decoded, token.clone()));
                     let outcome = this.metrics.process(handled).await;
-                    this.observe_failure(&delivery.payload, &outcome);
+                    this.dispatch.observe_failure(&delivery.payload, &outcome);
                     this.settle(delivery.receipt, outcome, &token, held).await
                 }
                 .instrument(span)

@@ -6,7 +6,7 @@ use axum::Json;
 use bus_management::{Requeued, Selection};
 use serde::{Deserialize, Serialize};
 
-use super::api::{source, ApiError, ApiResult};
+use super::api::{ApiError, ApiResult};
 use super::AppState;
 
 /// More ids than this in one request is a mistake of the caller, not an operator's choice.
@@ -30,11 +30,13 @@ pub(crate) async fn requeue(
     State(shared): State<AppState>,
     Json(request): Json<RequeueRequest>,
 ) -> ApiResult<Requeued> {
-    let from = source(&request.name)?;
-    let to = match request.to.as_deref().filter(|t| !t.is_empty()) {
-        Some(name) => Some(source(name)?),
-        None => None,
-    };
+    let fleet = shared.reader.fleet();
+    // Checked before anything changes: a name of the bus's own must be valid.
+    fleet.native_source(&request.name)?;
+    let to = request.to.as_deref().filter(|t| !t.is_empty());
+    if let Some(to) = to {
+        fleet.native_source(to)?;
+    }
     let selection = match (request.all, request.ids.len()) {
         (true, 0) => Selection::All,
         (true, _) => return Err(ApiError::bad_request("give ids or all, not both")),
@@ -46,11 +48,7 @@ pub(crate) async fn requeue(
         }
         (false, _) => Selection::Ids(request.ids),
     };
-    let done = shared
-        .reader
-        .management()
-        .requeue(&from, &selection, to.as_ref())
-        .await?;
+    let done = fleet.requeue(&request.name, &selection, to).await?;
     tracing::info!(
         queue = %request.name,
         target = %done.target,
@@ -77,7 +75,8 @@ pub(crate) async fn delete_dead_letters(
     State(shared): State<AppState>,
     Json(request): Json<DeleteRequest>,
 ) -> ApiResult<Deleted> {
-    let from = source(&request.name)?;
+    let fleet = shared.reader.fleet();
+    fleet.native_source(&request.name)?;
     if request.ids.is_empty() {
         return Err(ApiError::bad_request("no dead letters selected"));
     }
@@ -86,13 +85,12 @@ pub(crate) async fn delete_dead_letters(
             "at most {MAX_IDS} ids per request"
         )));
     }
-    let management = shared.reader.management();
     let mut report = Deleted {
         deleted: Vec::new(),
         not_found: Vec::new(),
     };
     for id in request.ids {
-        if management.delete_dead_letter(&from, &id).await? {
+        if fleet.delete_dead_letter(&request.name, &id).await? {
             report.deleted.push(id);
         } else {
             report.not_found.push(id);

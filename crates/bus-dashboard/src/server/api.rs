@@ -4,8 +4,7 @@ use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use bus_core::transport::Source;
-use bus_management::parse_source;
+use bus_management::Address;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -29,7 +28,10 @@ impl From<Error> for ApiError {
     fn from(error: Error) -> Self {
         let status = match &error {
             Error::Management(
-                bus_management::Error::InvalidSource { .. } | bus_management::Error::Bus(_),
+                bus_management::Error::InvalidSource { .. }
+                | bus_management::Error::Bus(_)
+                | bus_management::Error::UnknownKind { .. }
+                | bus_management::Error::AcrossKinds { .. },
             ) => StatusCode::BAD_REQUEST,
             _ => StatusCode::SERVICE_UNAVAILABLE,
         };
@@ -51,10 +53,6 @@ impl IntoResponse for ApiError {
 }
 
 pub(crate) type ApiResult<T> = Result<Json<T>, ApiError>;
-
-pub(crate) fn source(name: &str) -> Result<Source, ApiError> {
-    Ok(parse_source(name)?)
-}
 
 /// Points per plot sent to a page: enough for its width, small enough to refresh often.
 const PLOT_POINTS: usize = 240;
@@ -128,19 +126,41 @@ pub(crate) struct QueuePage {
 }
 
 /// One queue: its counts, next ready messages, scheduled ones and those in flight, each
-/// with its error history.
+/// with its error history. Another kind's queue (BabelQueue's) shows its counts and its
+/// next messages (its kind keeps no scheduled list or locks to show here).
 pub(crate) async fn queue(
     State(shared): State<AppState>,
     Query(query): Query<NameQuery>,
 ) -> ApiResult<QueuePage> {
-    let source = source(&query.name)?;
     let reader = &shared.reader;
     let management = reader.management();
     let admin = management.admin();
     let n = shared.options.page_size;
     let now_ms = reader.redis_now_ms().await?;
+    let Some(source) = reader.fleet().native_source(&query.name)? else {
+        let (snapshot, ready) = tokio::try_join!(reader.snapshot(&query.name, now_ms), async {
+            Ok(reader.fleet().peek(&query.name, n).await?)
+        })?;
+        let ready = ready
+            .into_iter()
+            .map(|mut message| {
+                views::clip_summary(&mut message.message);
+                ReadyView {
+                    message,
+                    errors: Vec::new(),
+                }
+            })
+            .collect();
+        return Ok(Json(QueuePage {
+            snapshot,
+            limit: n,
+            ready,
+            scheduled: Vec::new(),
+            in_flight: Vec::new(),
+        }));
+    };
     let (snapshot, ready, scheduled, mut in_flight) = tokio::try_join!(
-        reader.snapshot(&source, now_ms),
+        reader.snapshot(&query.name, now_ms),
         async { Ok(management.peek(&source, n).await?) },
         async { Ok(management.scheduled(&source, n).await?) },
         async {
@@ -201,7 +221,7 @@ pub(crate) struct DeadPage {
     read: usize,
     groups: Vec<DeadGroup>,
     letters: Vec<bus_management::DeadLetter>,
-    /// Where they can be requeued: every registered queue and subscription.
+    /// Where they can be requeued: every queue (and subscription) of the same kind.
     targets: Vec<String>,
 }
 
@@ -210,14 +230,15 @@ pub(crate) async fn dead_letters(
     State(shared): State<AppState>,
     Query(query): Query<NameQuery>,
 ) -> ApiResult<DeadPage> {
-    let source = source(&query.name)?;
-    let reader = &shared.reader;
+    let fleet = shared.reader.fleet();
     let n = shared.options.page_size.saturating_mul(10);
-    let (stats, mut letters, sources) = tokio::try_join!(
-        reader.management().stats(&source),
-        reader.management().dead_letters(&source, n),
-        reader.management().sources(),
+    let (stats, mut letters, queues) = tokio::try_join!(
+        fleet.stats(&query.name),
+        fleet.dead_letters(&query.name, n),
+        fleet.queues(),
     )?;
+    // Requeue goes to a queue of the same kind only (the wire formats differ).
+    let kind = Address::parse(&query.name).kind().map(str::to_owned);
     for letter in &mut letters {
         views::clip_summary(&mut letter.message);
     }
@@ -227,7 +248,10 @@ pub(crate) async fn dead_letters(
         read: letters.len(),
         groups: views::group(&letters),
         letters,
-        targets: sources.iter().map(bus_management::source_name).collect(),
+        targets: queues
+            .into_iter()
+            .filter(|q| Address::parse(q).kind() == kind.as_deref())
+            .collect(),
     }))
 }
 

@@ -15,6 +15,7 @@ use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Json;
 use axum::Router;
+use bus_management::{Fleet, Management};
 use bus_redis::RedisTransport;
 use serde_json::json;
 use tokio::net::TcpListener;
@@ -61,7 +62,7 @@ type AppState = Arc<Shared>;
 /// ```
 #[derive(Debug)]
 pub struct Dashboard {
-    transport: RedisTransport,
+    fleet: Fleet,
     options: DashboardOptions,
 }
 
@@ -69,7 +70,14 @@ impl Dashboard {
     /// A dashboard of the queues under the transport's key prefix, read and changed
     /// through its connection (and [`bus_management::Management`] over it).
     pub fn new(transport: RedisTransport, options: DashboardOptions) -> Self {
-        Dashboard { transport, options }
+        Self::for_fleet(Fleet::new(Management::from_transport(transport)), options)
+    }
+
+    /// A dashboard of every queue of every kind the fleet serves: the bus's own and
+    /// others (BabelQueue's layouts) beside them, each read and changed through its
+    /// kind's operator.
+    pub fn for_fleet(fleet: Fleet, options: DashboardOptions) -> Self {
+        Dashboard { fleet, options }
     }
 
     /// Serves the dashboard on `listener` until the task is dropped.
@@ -99,7 +107,7 @@ impl Dashboard {
 
     fn build(self) -> Result<(Router, AppState)> {
         let guard = auth::Guard::new(self.options.checked_token()?.map(str::to_owned));
-        let reader = Reader::new(self.transport, self.options.saga_prefix.as_deref());
+        let reader = Reader::for_fleet(self.fleet, self.options.saga_prefix.as_deref());
         let index = INDEX
             .replace("{{CSRF}}", guard.csrf())
             .replace(

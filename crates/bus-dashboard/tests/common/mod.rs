@@ -139,6 +139,23 @@ pub async fn start_dashboard(transport: &RedisTransport, options: DashboardOptio
     addr
 }
 
+/// The dashboard of a whole fleet (the bus's queues and other kinds') on a free loopback
+/// port, served by a task that ends with the test.
+pub async fn start_fleet_dashboard(
+    fleet: bus_management::Fleet,
+    options: DashboardOptions,
+) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let dashboard = Dashboard::for_fleet(fleet, options);
+    tokio::spawn(async move {
+        if let Err(error) = dashboard.serve(listener).await {
+            panic!("dashboard stopped: {error}");
+        }
+    });
+    addr
+}
+
 /// A response: status, headers (names lowercased), body.
 #[derive(Debug)]
 pub struct Response {

@@ -7,27 +7,11 @@ use fred::prelude::{HashesInterface, ListInterface, SortedSetsInterface};
 use fred::types::Value;
 use serde::Serialize;
 
+pub use bus_core::operator::ReadyMessage;
+
 use super::{last_index, Admin};
 use crate::keys::{QueueKeys, WAKE};
 use crate::{Error, Result};
-
-/// A message on a ready list, as [`Admin::peek`] shows it.
-#[derive(Debug, Clone, Serialize)]
-#[non_exhaustive]
-pub struct ReadyMessage {
-    /// Its place in processing order, from 0 (the next to be reserved).
-    pub position: u64,
-    /// Its storage id (`~<n>`, or a delayed send's id) when it was stored before (retried,
-    /// recovered, released or promoted); `None` for a fresh envelope as sent.
-    pub storage_id: Option<String>,
-    /// Deliveries so far (0 for a fresh envelope).
-    pub delivery_count: u64,
-    /// The decoded envelope; `None` when the element is not a readable envelope.
-    pub message: Option<MessageSummary>,
-    /// Why the element is not a readable envelope (a consumer will dead-letter it as
-    /// `undecodable`).
-    pub decode_error: Option<String>,
-}
 
 /// A delayed message, as [`Admin::scheduled`] shows it.
 #[derive(Debug, Clone, Serialize)]
@@ -105,13 +89,13 @@ impl Admin {
                 None => (None, 0, element),
             };
             let (message, decode_error) = MessageSummary::read(&envelope);
-            out.push(ReadyMessage {
-                position: position as u64,
+            out.push(ReadyMessage::new(
+                position as u64,
                 storage_id,
                 delivery_count,
                 message,
                 decode_error,
-            });
+            ));
         }
         Ok(out)
     }

@@ -7,7 +7,8 @@ use bus_core::transport::Source;
 use bytes::Bytes;
 use fred::prelude::{HashesInterface, ListInterface};
 use fred::types::Value;
-use serde::Serialize;
+
+pub use bus_core::operator::{Requeued, Selection};
 
 use super::partitions::locate;
 use super::records::{parse_errors, DeadInfo};
@@ -18,36 +19,6 @@ use crate::Result;
 
 /// Dead letters handled per script call (or per copy step across slots).
 const BATCH: usize = 100;
-
-/// Which dead letters to requeue.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Selection {
-    /// Every dead letter of the queue (at most as many as it had when the call started).
-    All,
-    /// These storage ids (see [`DeadLetter::storage_id`](bus_core::records::DeadLetter::storage_id)).
-    Ids(Vec<String>),
-}
-
-/// What [`Admin::requeue`] did.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-#[non_exhaustive]
-pub struct Requeued {
-    /// Where the messages went: `queue` or `topic/subscription`.
-    pub target: String,
-    /// The storage ids (in the source queue) of the dead letters requeued.
-    pub requeued: Vec<String>,
-    /// Ids asked for that are not dead letters of the source (never were, or were
-    /// requeued or deleted already).
-    pub not_found: Vec<String>,
-    /// Dead letters left dead because their envelope is missing from `msgs` (damaged by
-    /// hand): nothing to requeue.
-    pub skipped: Vec<String>,
-    /// Dead letters copied to another queue that had left the source's dead list by the
-    /// time the copy was to be removed (requeued or deleted by someone else meanwhile):
-    /// those messages may be delivered twice.
-    pub duplicated: Vec<String>,
-}
 
 impl Admin {
     /// The first `n` dead letters of a queue, oldest first, with their reason, errors,
@@ -140,10 +111,8 @@ impl Admin {
         to: Option<&Source>,
     ) -> Result<Requeued> {
         let target = to.unwrap_or(source);
-        let mut report = Requeued {
-            target: source_name(target),
-            ..Requeued::default()
-        };
+        let mut report = Requeued::default();
+        report.target = source_name(target);
         // A partitioned queue's shards each on their own; its ids name their shard.
         let from = self.shards(source).await?;
         let to = if target == source {

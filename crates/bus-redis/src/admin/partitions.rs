@@ -2,7 +2,9 @@
 //! N shards, each a queue of its own. Administration shows it as one queue: its counts are
 //! summed over the shards, with a per-shard breakdown ([`Admin::shard_stats`]); every
 //! operation acts on every shard; the storage ids it shows carry their shard
-//! (`<shard>:~<n>`, as the consumer's receipts do), since `~<n>` repeats across shards.
+//! (`<shard>:~<n>`), since `~<n>` repeats across shards. That text is the operator's (what
+//! `bus` prints and takes back); it is written by [`Shard::shown_id`] and read by
+//! `locate` here only. Consumers' receipts carry the shard as a field.
 
 use bus_core::records::QueueStats;
 use bus_core::transport::Source;

@@ -8,6 +8,8 @@ use fred::prelude::{ListInterface, SortedSetsInterface};
 use fred::types::Value;
 use serde::Serialize;
 
+pub use bus_core::operator::Purged;
+
 use super::partitions::summed;
 use super::Admin;
 use crate::keys::{self, QueueKeys};
@@ -17,16 +19,6 @@ use crate::Result;
 /// Elements (and delayed messages) purged per script call: each call is short, so Redis
 /// keeps serving everyone else during a long purge.
 const PURGE_BATCH: u64 = 1000;
-
-/// What [`Admin::purge`] removed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[non_exhaustive]
-pub struct Purged {
-    /// Ready messages deleted.
-    pub ready: u64,
-    /// Delayed messages (scheduled sends and retries waiting) deleted.
-    pub delayed: u64,
-}
 
 /// What [`Admin::remove_subscription`] did: one of two outcomes, for good.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -140,10 +132,7 @@ impl Admin {
     /// long; it deletes at most what was there when it started, so messages sent during
     /// the purge may survive it.
     pub async fn purge(&self, source: &Source) -> Result<Purged> {
-        let mut purged = Purged {
-            ready: 0,
-            delayed: 0,
-        };
+        let mut purged = Purged::default();
         // A partitioned queue's shards one after the other.
         for shard in self.shards(source).await? {
             let of_shard = self.purge_at(&shard.keys).await?;
@@ -163,10 +152,7 @@ impl Admin {
         // Recovered messages waiting to run alone are waiting messages too.
         let mut ready_left = ready + suspects;
         let script = &scripts::ADMIN_PURGE;
-        let mut purged = Purged {
-            ready: 0,
-            delayed: 0,
-        };
+        let mut purged = Purged::default();
         while ready_left + delayed_left > 0 {
             let reply = script
                 .run_array(

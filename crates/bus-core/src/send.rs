@@ -1,0 +1,130 @@
+//! What a send or publish can carry besides the message ([`SendOptions`]), what it
+//! returns ([`Sent`]), and the layers that run on every one ([`SendMiddleware`]).
+//!
+//! ```
+//! # use std::time::Duration;
+//! # use bus_core::{SendOptions, Sent};
+//! let options = SendOptions::new()
+//!     .header("tenant", "acme")
+//!     .trace_id("t-42")
+//!     .delay(Duration::from_secs(30))
+//!     .key("customer-7");
+//! assert_eq!(options.headers["tenant"], "acme");
+//! ```
+
+use std::fmt;
+use std::time::{Duration, SystemTime};
+
+use async_trait::async_trait;
+
+use crate::transport::Destination;
+use crate::{Headers, MessageId, Result};
+
+/// The header that carries a trace id across hops and fleets: BabelQueue's `trace_id`
+/// (bus-babelqueue writes it into the BabelQueue envelope), kept as a header on the native
+/// envelope.
+pub const TRACE_ID_HEADER: &str = "bq-trace-id";
+
+/// The options of one send or publish. The short methods (`send`, `send_keyed`,
+/// `send_delayed`, ...) are this with one option set.
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct SendOptions {
+    /// Headers the message carries, beside those the bus adds (trace context); a header
+    /// given here wins over an inherited one of the same name.
+    pub headers: Headers,
+    /// When the message becomes ready (`None`: at once). Commands only: a delayed publish
+    /// is refused.
+    pub due: Option<SystemTime>,
+    /// The partition key (see [`Bus::send_keyed`](crate::Bus::send_keyed)). Commands
+    /// only, and not with a due time.
+    pub key: Option<String>,
+}
+
+impl SendOptions {
+    /// No options: a plain send.
+    pub fn new() -> Self {
+        SendOptions::default()
+    }
+    /// Adds a header.
+    pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.headers.insert(name.into(), value.into());
+        self
+    }
+    /// Sets the trace id ([`TRACE_ID_HEADER`]): BabelQueue's `trace_id` on a BabelQueue
+    /// queue, a header on a native one; handlers' sends inherit it.
+    pub fn trace_id(self, id: impl Into<String>) -> Self {
+        self.header(TRACE_ID_HEADER, id)
+    }
+    /// Ready after `delay` from now.
+    pub fn delay(self, delay: Duration) -> Self {
+        self.at(SystemTime::now() + delay)
+    }
+    /// Ready at `due`.
+    pub fn at(mut self, due: SystemTime) -> Self {
+        self.due = Some(due);
+        self
+    }
+    /// With a partition key.
+    pub fn key(mut self, key: impl Into<String>) -> Self {
+        self.key = Some(key.into());
+        self
+    }
+}
+
+/// What a send or publish stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Sent {
+    /// The message's id.
+    pub id: MessageId,
+    /// The trace id stored with it ([`TRACE_ID_HEADER`]): the one given or inherited, or
+    /// the one the destination's wire format made (a BabelQueue queue always has one).
+    pub trace_id: Option<String>,
+}
+
+/// One message about to be sent or published, as a [`SendMiddleware`] sees it.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct OutgoingMessage<'a> {
+    /// Where it goes.
+    pub destination: Destination<'a>,
+    /// Its type on the wire.
+    pub message_type: &'a str,
+    /// Its id.
+    pub id: &'a MessageId,
+    /// Its headers, to read or change.
+    pub headers: &'a mut Headers,
+}
+
+/// A layer that runs on every send and publish of a bus (and of the handlers' bus), in the
+/// order added, before the messages are encoded: it may add or change headers (trace
+/// injection, a tenant, an attachment's reference) or refuse the send by returning an
+/// error, which the sender gets back; a refused batch stores nothing.
+///
+/// ```
+/// use async_trait::async_trait;
+/// use bus_core::{OutgoingMessage, SendMiddleware};
+///
+/// #[derive(Debug)]
+/// struct Tenant(&'static str);
+///
+/// #[async_trait]
+/// impl SendMiddleware for Tenant {
+///     async fn before_send(&self, message: &mut OutgoingMessage<'_>) -> bus_core::Result<()> {
+///         message.headers.insert("tenant".into(), self.0.into());
+///         Ok(())
+///     }
+/// }
+/// ```
+#[async_trait]
+pub trait SendMiddleware: Send + Sync + 'static {
+    /// Runs before `message` is encoded.
+    async fn before_send(&self, message: &mut OutgoingMessage<'_>) -> Result<()>;
+}
+
+impl fmt::Debug for dyn SendMiddleware {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("SendMiddleware")
+    }
+}
