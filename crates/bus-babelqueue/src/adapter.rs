@@ -64,11 +64,11 @@ impl BabelTransport {
 
     /// The wire format of `queue`'s elements.
     pub fn format(&self, queue: &str) -> BabelFormat {
-        BabelFormat::new(self.bq.options().layout_ref(), queue)
+        BabelFormat::new(&self.bq.options().layout, queue)
     }
 
     fn legacy(&self) -> bool {
-        matches!(self.bq.options().layout_ref(), Layout::Legacy)
+        matches!(self.bq.options().layout, Layout::Legacy)
     }
 }
 
@@ -99,7 +99,7 @@ impl Transport for BabelTransport {
 
     async fn publish(&self, _topic: &str, _messages: Vec<Outgoing>) -> bus_core::Result<usize> {
         Err(Error::Unsupported {
-            layout: self.bq.options().layout_ref().name(),
+            layout: self.bq.options().layout.name(),
             what: "events (BabelQueue has queues only)",
         }
         .into())
@@ -112,7 +112,7 @@ impl Transport for BabelTransport {
     ) -> bus_core::Result<Box<dyn Consumer>> {
         let Source::Queue(queue) = source else {
             return Err(Error::Unsupported {
-                layout: self.bq.options().layout_ref().name(),
+                layout: self.bq.options().layout.name(),
                 what: "subscriptions (BabelQueue has queues only)",
             }
             .into());
@@ -129,8 +129,8 @@ impl Transport for BabelTransport {
         let inner = bq.consumer(queue).await?;
         Ok(Box::new(BabelConsumer {
             format: self.format(queue),
-            laravel: matches!(bq.options().layout_ref(), Layout::Laravel { .. }),
-            unknown_urn: bq.options().unknown_urn(),
+            laravel: matches!(bq.options().layout, Layout::Laravel { .. }),
+            unknown_urn: bq.options().unknown_urn,
             inner,
             options,
             pause_ms: AtomicU64::new(POLL_MIN_MS),

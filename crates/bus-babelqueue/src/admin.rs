@@ -176,7 +176,7 @@ impl BabelQueue {
     /// configured prefix (`queues:` unless the layout says otherwise).
     pub fn admin(&self) -> Admin {
         let admin = Admin::new(self.client().clone());
-        match self.options().layout_ref() {
+        match &self.options().layout {
             Layout::Laravel { prefix } => admin.laravel_prefix(prefix.clone()),
             Layout::Legacy => admin,
         }

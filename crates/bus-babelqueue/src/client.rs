@@ -37,13 +37,17 @@ pub enum UnknownUrn {
 }
 
 /// How a BabelQueue queue is worked: the layout, the reservation window, the sweep bound,
-/// the unknown-URN policy.
+/// the unknown-URN policy. Built with the by-value setters; the layout and the policy are
+/// read from their fields.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Options {
-    layout: Layout,
+    /// See [`Options::layout()`].
+    pub layout: Layout,
     retry_after: Option<u64>,
     sweep_batch: u32,
-    unknown_urn: UnknownUrn,
+    /// See [`Options::on_unknown_urn`].
+    pub unknown_urn: UnknownUrn,
 }
 
 impl Default for Options {
@@ -95,16 +99,6 @@ impl Options {
     pub fn on_unknown_urn(mut self, policy: UnknownUrn) -> Self {
         self.unknown_urn = policy;
         self
-    }
-
-    /// The unknown-URN policy.
-    pub fn unknown_urn(&self) -> UnknownUrn {
-        self.unknown_urn
-    }
-
-    /// The configured layout.
-    pub fn layout_ref(&self) -> &Layout {
-        &self.layout
     }
 
     /// The reservation window in whole seconds, if any.

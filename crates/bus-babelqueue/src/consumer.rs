@@ -227,7 +227,7 @@ impl QueueConsumer {
     }
 
     fn legacy(&self) -> bool {
-        matches!(self.options.layout_ref(), Layout::Legacy)
+        matches!(self.options.layout, Layout::Legacy)
     }
 
     fn deadline_score(&self) -> Value {

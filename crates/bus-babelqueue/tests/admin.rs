@@ -70,7 +70,7 @@ async fn list_count_peek(layout_name: &str) {
     )
     .await;
     let admin = bq.admin();
-    let layout = bq.options().layout_ref().clone();
+    let layout = bq.options().layout.clone();
     let keys = bq.keys("orders");
 
     let mut args = vec!["publish", "--count", "3", "--headers"];
@@ -202,7 +202,7 @@ async fn dead_letters_and_redrive(layout_name: &str) {
     let url = redis.url();
     let bq = client(&redis, options(layout_name)).await;
     let admin = bq.admin();
-    let layout = bq.options().layout_ref().clone();
+    let layout = bq.options().layout.clone();
     let keys = bq.keys("orders");
 
     // The SDK's worker dead-letters 3 failing messages, 1 unknown URN and 2 poison bodies.

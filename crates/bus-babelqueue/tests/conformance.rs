@@ -69,7 +69,7 @@ impl Probe for Babel {
             return [0; 4];
         };
         let keys = self.bq.keys(queue);
-        let laravel = matches!(self.bq.options().layout_ref(), Layout::Laravel { .. });
+        let laravel = matches!(self.bq.options().layout, Layout::Laravel { .. });
         let mut client = self.redis.client();
         let mut size = |cmd: &str, key: &str| {
             let n = client.cmd(&[cmd, key]).expect("size").as_int().unwrap_or(0);

@@ -82,7 +82,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Ok("laravel") => Options::laravel(),
         _ => Options::legacy(),
     };
-    let layout = options.layout_ref().name();
+    let layout = options.layout.name();
     let transport = BabelTransport::connect(&RedisConfig::from_url(&url)?, options).await?;
     println!("a BabelQueue worker on {layout} layout queues");
 
