@@ -1,0 +1,111 @@
+//! Reading a message's attachment from its handler, and deleting it once handled.
+
+use std::fmt;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use bus_core::{Context, Middleware, Next, ProcessError};
+use bytes::{Bytes, BytesMut};
+use futures::TryStreamExt;
+
+use crate::{AttachmentProvider, AttachmentRef, ByteStream, Error, Result};
+
+tokio::task_local! {
+    // The handler runs inside the middleware's future (bus-core's `Next`), so a task-local
+    // hands it the provider without a hook in bus-core's `Context`.
+    static PROVIDER: Arc<dyn AttachmentProvider>;
+}
+
+/// Middleware that gives handlers their message's attachment
+/// ([`AttachmentContext::attachment`]) and deletes it once the handler succeeded. A
+/// failed handler keeps it: the retry (or the dead letter) still has it.
+#[derive(Debug, Clone)]
+pub struct Attachments {
+    provider: Arc<dyn AttachmentProvider>,
+}
+
+impl Attachments {
+    /// With the provider the senders store into.
+    pub fn new(provider: Arc<dyn AttachmentProvider>) -> Self {
+        Attachments { provider }
+    }
+}
+
+#[async_trait]
+impl Middleware for Attachments {
+    async fn handle(&self, ctx: &Context, next: Next<'_>) -> Result<(), ProcessError> {
+        // A header that does not parse never will: dead-letter rather than retry.
+        let attachment = AttachmentRef::from_headers(ctx.headers()).map_err(ProcessError::dead_letter)?;
+        let result = PROVIDER
+            .scope(Arc::clone(&self.provider), next.run(ctx))
+            .await;
+        if let (Ok(()), Some(attachment)) = (&result, attachment) {
+            // Handled: the message is acknowledged next. If deleting fails, the TTL does it.
+            if let Err(error) = self.provider.delete(&attachment).await {
+                tracing::warn!(attachment = %attachment.id, %error, "attachment not deleted: it expires");
+            }
+        }
+        result
+    }
+}
+
+/// A message's attachment, as its handler reads it.
+pub struct Attachment {
+    reference: AttachmentRef,
+    body: ByteStream,
+}
+
+impl Attachment {
+    /// Its reference: name, content type, length, metadata.
+    pub fn reference(&self) -> &AttachmentRef {
+        &self.reference
+    }
+    /// Its body, chunk by chunk.
+    pub fn into_stream(self) -> ByteStream {
+        self.body
+    }
+    /// Its whole body in memory: for small attachments only.
+    pub async fn bytes(self) -> Result<Bytes> {
+        let mut all = BytesMut::with_capacity(usize::try_from(self.reference.length).unwrap_or(0));
+        let mut body = self.body;
+        while let Some(chunk) = body.try_next().await? {
+            all.extend_from_slice(&chunk);
+        }
+        Ok(all.freeze())
+    }
+}
+
+impl fmt::Debug for Attachment {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Attachment")
+            .field("reference", &self.reference)
+            .finish_non_exhaustive()
+    }
+}
+
+/// `ctx.attachment()` for handlers behind the [`Attachments`] middleware.
+#[async_trait]
+pub trait AttachmentContext {
+    /// The message's attachment reference, if it has one (no provider needed).
+    fn attachment_ref(&self) -> Result<Option<AttachmentRef>>;
+    /// The message's attachment opened for reading, if it has one.
+    async fn attachment(&self) -> Result<Option<Attachment>>;
+}
+
+#[async_trait]
+impl AttachmentContext for Context {
+    fn attachment_ref(&self) -> Result<Option<AttachmentRef>> {
+        AttachmentRef::from_headers(self.headers())
+    }
+
+    async fn attachment(&self) -> Result<Option<Attachment>> {
+        let Some(reference) = self.attachment_ref()? else {
+            return Ok(None);
+        };
+        let provider = PROVIDER
+            .try_with(Arc::clone)
+            .map_err(|_| Error::NoProvider)?;
+        let body = provider.open(&reference).await?;
+        Ok(Some(Attachment { reference, body }))
+    }
+}
