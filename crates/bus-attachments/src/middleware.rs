@@ -40,7 +40,12 @@ impl Middleware for Attachments {
             .scope(Arc::clone(&self.provider), next.run(ctx))
             .await;
         if let (Ok(()), Some(attachment)) = (&result, attachment) {
-            // Handled: the message is acknowledged next. If deleting fails, the TTL does it.
+            // Handled: the message is acknowledged next. A cancelled context may mean the
+            // lock was lost and the message is redelivered: keep the attachment for that
+            // delivery and let its TTL remove it otherwise. If deleting fails, the TTL does.
+            if ctx.cancellation().is_cancelled() {
+                return result;
+            }
             if let Err(error) = self.provider.delete(&attachment).await {
                 tracing::warn!(attachment = %attachment.id, %error, "attachment not deleted: it expires");
             }
