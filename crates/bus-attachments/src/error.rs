@@ -37,8 +37,10 @@ pub enum Error {
     /// The message's `bus-attachment` header does not parse.
     #[error("invalid bus-attachment header: {0}")]
     InvalidHeader(String),
-    /// `ctx.attachment()` outside the [`Attachments`](crate::Attachments) middleware.
-    #[error("no attachment provider: add bus_attachments::Attachments to the host's middleware")]
+    /// `ctx.attachment()` outside the [`AttachmentLayer`](crate::AttachmentLayer) middleware.
+    #[error(
+        "no attachment provider: add bus_attachments::AttachmentLayer to the host's middleware"
+    )]
     NoProvider,
     /// Reading the sender's body failed.
     #[error("reading the attachment's body: {0}")]

@@ -5,12 +5,12 @@
 //! - Sending ([`send_with_attachment`]) stores the attachment first, then the message: a
 //!   send that fails after the upload leaves an attachment that expires (every attachment
 //!   has a TTL as its backstop), and is deleted at once when the provider can.
-//! - Reading: add [`Attachments`] to the host's middleware; a handler then reads the
-//!   attachment as a stream with [`AttachmentContext::attachment`] on its `Context`.
-//! - Lifecycle: [`Attachments`] deletes the attachment when the handler succeeded (the
+//! - Reading: add [`AttachmentLayer`] to the host's middleware; a handler then reads the
+//!   attachment as a stream with [`ContextExt::attachment`] on its `Context`.
+//! - Lifecycle: [`AttachmentLayer`] deletes the attachment when the handler succeeded (the
 //!   message is then acknowledged); a failed handler keeps it for the retry.
 //!
-//! Providers implement [`AttachmentProvider`]; [`RedisAttachments`] stores chunks under
+//! Providers implement [`AttachmentProvider`]; [`RedisProvider`] stores chunks under
 //! the queue's hash tag (docs/concepts.md, "Attachments"; docs/wire-format.md).
 
 mod error;
@@ -29,8 +29,8 @@ use futures::stream::BoxStream;
 use serde::{Deserialize, Serialize};
 
 pub use error::{Error, Result};
-pub use middleware::{Attachment, AttachmentContext, Attachments};
-pub use redis::RedisAttachments;
+pub use middleware::{Attachment, AttachmentLayer, ContextExt};
+pub use redis::RedisProvider;
 
 /// The header that carries a message's [`AttachmentRef`] (JSON).
 pub const ATTACHMENT_HEADER: &str = "bus-attachment";
@@ -121,7 +121,12 @@ pub trait AttachmentProvider: fmt::Debug + Send + Sync + 'static {
     /// Stores `body` under `scope` (the message's queue), chunk by chunk, and returns its
     /// reference. Refuses a body over the provider's limit; stores nothing readable when it
     /// fails (what it wrote expires).
-    async fn put(&self, scope: &str, meta: AttachmentMeta, body: BodyStream) -> Result<AttachmentRef>;
+    async fn put(
+        &self,
+        scope: &str,
+        meta: AttachmentMeta,
+        body: BodyStream,
+    ) -> Result<AttachmentRef>;
     /// Reads a stored attachment chunk by chunk; [`Error::NotFound`] when it was deleted or
     /// expired.
     async fn open(&self, attachment: &AttachmentRef) -> Result<ByteStream>;

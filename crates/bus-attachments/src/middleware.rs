@@ -17,25 +17,26 @@ tokio::task_local! {
 }
 
 /// Middleware that gives handlers their message's attachment
-/// ([`AttachmentContext::attachment`]) and deletes it once the handler succeeded. A
+/// ([`ContextExt::attachment`]) and deletes it once the handler succeeded. A
 /// failed handler keeps it: the retry (or the dead letter) still has it.
 #[derive(Debug, Clone)]
-pub struct Attachments {
+pub struct AttachmentLayer {
     provider: Arc<dyn AttachmentProvider>,
 }
 
-impl Attachments {
+impl AttachmentLayer {
     /// With the provider the senders store into.
     pub fn new(provider: Arc<dyn AttachmentProvider>) -> Self {
-        Attachments { provider }
+        AttachmentLayer { provider }
     }
 }
 
 #[async_trait]
-impl Middleware for Attachments {
+impl Middleware for AttachmentLayer {
     async fn handle(&self, ctx: &Context, next: Next<'_>) -> Result<(), ProcessError> {
         // A header that does not parse never will: dead-letter rather than retry.
-        let attachment = AttachmentRef::from_headers(ctx.headers()).map_err(ProcessError::dead_letter)?;
+        let attachment =
+            AttachmentRef::from_headers(ctx.headers()).map_err(ProcessError::dead_letter)?;
         let result = PROVIDER
             .scope(Arc::clone(&self.provider), next.run(ctx))
             .await;
@@ -88,9 +89,9 @@ impl fmt::Debug for Attachment {
     }
 }
 
-/// `ctx.attachment()` for handlers behind the [`Attachments`] middleware.
+/// `ctx.attachment()` for handlers behind the [`AttachmentLayer`] middleware.
 #[async_trait]
-pub trait AttachmentContext {
+pub trait ContextExt {
     /// The message's attachment reference, if it has one (no provider needed).
     fn attachment_ref(&self) -> Result<Option<AttachmentRef>>;
     /// The message's attachment opened for reading, if it has one.
@@ -98,7 +99,7 @@ pub trait AttachmentContext {
 }
 
 #[async_trait]
-impl AttachmentContext for Context {
+impl ContextExt for Context {
     fn attachment_ref(&self) -> Result<Option<AttachmentRef>> {
         AttachmentRef::from_headers(self.headers())
     }

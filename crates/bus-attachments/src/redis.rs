@@ -25,7 +25,7 @@ static TOUCH: LazyLock<LuaScript> =
 /// Attachments in Redis, written and read one chunk at a time, so neither side holds more
 /// than a chunk (plus the sender's own read buffer) of a large file.
 #[derive(Debug, Clone)]
-pub struct RedisAttachments {
+pub struct RedisProvider {
     client: Client,
     prefix: String,
     chunk_size: usize,
@@ -33,7 +33,7 @@ pub struct RedisAttachments {
     ttl: Duration,
 }
 
-impl RedisAttachments {
+impl RedisProvider {
     /// Default chunk size: 256 KiB.
     pub const DEFAULT_CHUNK_SIZE: usize = 256 * 1024;
     /// Default size limit: 100 MiB.
@@ -44,7 +44,7 @@ impl RedisAttachments {
 
     /// On `client` (e.g. `RedisConfig::connect_client`), under the transport's `prefix`.
     pub fn new(client: Client, prefix: impl Into<String>) -> Self {
-        RedisAttachments {
+        RedisProvider {
             client,
             prefix: prefix.into(),
             chunk_size: Self::DEFAULT_CHUNK_SIZE,
@@ -72,53 +72,79 @@ impl RedisAttachments {
         Value::Integer(i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX).max(1))
     }
 
-    async fn put_chunk(&self, data: &str, chunk: Bytes) -> Result<()> {
+    async fn put_chunk(&self, data: &str, index: u64, chunk: Bytes) -> Result<()> {
         PUT_CHUNK
             .run(
                 &self.client,
                 vec![data.to_owned()],
-                vec![Value::Bytes(chunk), Self::ttl_ms(self.ttl)],
+                vec![
+                    Value::Bytes(chunk),
+                    Value::Integer(index as i64),
+                    Self::ttl_ms(self.ttl),
+                ],
             )
             .await?;
         Ok(())
     }
 
     /// Writes the chunks and returns their count and total length.
-    async fn write(&self, data: &str, declared: Option<u64>, mut body: BodyStream) -> Result<(u64, u64)> {
+    async fn write(
+        &self,
+        data: &str,
+        declared: Option<u64>,
+        mut body: BodyStream,
+    ) -> Result<(u64, u64)> {
         let mut pending = BytesMut::new();
         let (mut chunks, mut total) = (0u64, 0u64);
         while let Some(piece) = body.next().await {
             let piece = piece.map_err(Error::Body)?;
             total += piece.len() as u64;
             if total > self.max_size {
-                return Err(Error::TooLarge { size: total, max: self.max_size });
+                return Err(Error::TooLarge {
+                    size: total,
+                    max: self.max_size,
+                });
             }
             if declared.is_some_and(|declared| total > declared) {
-                return Err(Error::LengthMismatch { declared: declared.unwrap_or(0), actual: total });
+                return Err(Error::LengthMismatch {
+                    declared: declared.unwrap_or(0),
+                    actual: total,
+                });
             }
             pending.extend_from_slice(&piece);
             while pending.len() >= self.chunk_size {
                 let chunk = pending.split_to(self.chunk_size).freeze();
-                self.put_chunk(data, chunk).await?;
+                self.put_chunk(data, chunks, chunk).await?;
                 chunks += 1;
             }
         }
         if !pending.is_empty() {
-            self.put_chunk(data, pending.freeze()).await?;
+            self.put_chunk(data, chunks, pending.freeze()).await?;
             chunks += 1;
         }
         if let Some(declared) = declared.filter(|&declared| declared != total) {
-            return Err(Error::LengthMismatch { declared, actual: total });
+            return Err(Error::LengthMismatch {
+                declared,
+                actual: total,
+            });
         }
         Ok((chunks, total))
     }
 }
 
 #[async_trait]
-impl AttachmentProvider for RedisAttachments {
-    async fn put(&self, scope: &str, meta: AttachmentMeta, body: BodyStream) -> Result<AttachmentRef> {
+impl AttachmentProvider for RedisProvider {
+    async fn put(
+        &self,
+        scope: &str,
+        meta: AttachmentMeta,
+        body: BodyStream,
+    ) -> Result<AttachmentRef> {
         if let Some(size) = meta.length.filter(|&length| length > self.max_size) {
-            return Err(Error::TooLarge { size, max: self.max_size });
+            return Err(Error::TooLarge {
+                size,
+                max: self.max_size,
+            });
         }
         let id = ulid::Ulid::new().to_string();
         let data = keys::data(&self.prefix, scope, &id);
@@ -151,7 +177,10 @@ impl AttachmentProvider for RedisAttachments {
             args.push(value.into());
         }
         let meta_key = keys::meta(&self.prefix, scope, &attachment.id);
-        if let Err(error) = SEAL.run(&self.client, vec![meta_key, data.clone()], args).await {
+        if let Err(error) = SEAL
+            .run(&self.client, vec![meta_key, data.clone()], args)
+            .await
+        {
             let _: Result<i64, _> = self.client.del(&data).await;
             return Err(error.into());
         }
@@ -170,7 +199,10 @@ impl AttachmentProvider for RedisAttachments {
         let chunks: u64 = meta
             .get("chunks")
             .and_then(|chunks| chunks.parse().ok())
-            .ok_or_else(|| Error::Corrupt { id: id.clone(), reason: "no chunk count".into() })?;
+            .ok_or_else(|| Error::Corrupt {
+                id: id.clone(),
+                reason: "no chunk count".into(),
+            })?;
         let client = self.client.clone();
         let data = keys::data(&self.prefix, &attachment.scope, &id);
         // One chunk per read: LRANGE i i.
@@ -207,7 +239,36 @@ impl AttachmentProvider for RedisAttachments {
             keys::meta(&self.prefix, &attachment.scope, &attachment.id),
             keys::data(&self.prefix, &attachment.scope, &attachment.id),
         ];
-        let touched: i64 = TOUCH.run(&self.client, keys, vec![Self::ttl_ms(ttl)]).await?.convert()?;
+        let touched: i64 = TOUCH
+            .run(&self.client, keys, vec![Self::ttl_ms(ttl)])
+            .await?
+            .convert()?;
         Ok(touched == 1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bus_test_redis::TestRedis;
+
+    // A client re-sends a script that was in flight when its connection dropped: a chunk
+    // written twice must be stored once.
+    #[tokio::test]
+    async fn a_chunk_written_twice_is_stored_once() {
+        let redis = TestRedis::start().unwrap();
+        let config = bus_redis::RedisConfig::from_url(&redis.url()).unwrap();
+        let provider =
+            RedisProvider::new(config.connect_client().await.unwrap(), redis.namespace());
+        let data = keys::data(redis.namespace(), "files", "id");
+        let chunk = |byte: u8| Bytes::from(vec![byte; 3]);
+        provider.put_chunk(&data, 0, chunk(0)).await.unwrap();
+        provider.put_chunk(&data, 0, chunk(0)).await.unwrap();
+        provider.put_chunk(&data, 1, chunk(1)).await.unwrap();
+        provider.put_chunk(&data, 1, chunk(1)).await.unwrap();
+        let stored: Vec<Bytes> = provider.client.lrange(&data, 0, -1).await.unwrap();
+        assert_eq!(stored, vec![chunk(0), chunk(1)]);
+        // A gap (chunks expired under a stalled writer) is an error, not a corrupt body.
+        assert!(provider.put_chunk(&data, 3, chunk(3)).await.is_err());
     }
 }

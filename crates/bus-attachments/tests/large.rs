@@ -8,7 +8,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use bus_attachments::{send_with_attachment, AttachmentContext, AttachmentMeta, AttachmentProvider, Attachments};
+use bus_attachments::{
+    send_with_attachment, AttachmentLayer, AttachmentMeta, AttachmentProvider, ContextExt,
+};
 use bus_core::{CommandProcessor, Context, ProcessError, SendOptions};
 use bus_test_redis::TestRedis;
 use common::{attachment_keys, eventually, pattern_body, provider, PatternCheck, Running, Upload};
@@ -52,33 +54,63 @@ async fn fifty_megabytes_sent_and_read_with_bounded_memory() {
     let attachments: Arc<dyn AttachmentProvider> = Arc::new(provider(&redis).await);
     let host = bus_core::Host::builder()
         .transport(common::transport(&redis).await)
-        .middleware(Attachments::new(Arc::clone(&attachments)))
+        .middleware(AttachmentLayer::new(Arc::clone(&attachments)))
         .command::<Upload, _>(Arc::clone(&check))
         .build()
         .unwrap();
     let running = Running::start(host);
     // Warm up (connections, scripts, buffers) with a small one, then reset the peak.
-    send_with_attachment(&running.bus, &*attachments, &Upload { n: 0 }, AttachmentMeta::new("warm", "x/y"), pattern_body(1_000_000), &SendOptions::new())
+    send_with_attachment(
+        &running.bus,
+        &*attachments,
+        &Upload { n: 0 },
+        AttachmentMeta::new("warm", "x/y"),
+        pattern_body(1_000_000),
+        &SendOptions::new(),
+    )
+    .await
+    .unwrap();
+    assert!(
+        eventually(Duration::from_secs(30), || async {
+            check.done.lock().unwrap().is_some()
+        })
         .await
-        .unwrap();
-    assert!(eventually(Duration::from_secs(30), || async { check.done.lock().unwrap().is_some() }).await);
+    );
     *check.done.lock().unwrap() = None;
     // Writing 5 to clear_refs resets VmHWM to the current RSS (Linux 4.0+).
     std::fs::write("/proc/self/clear_refs", "5").unwrap();
     let before = status_bytes("VmRSS:");
 
     let meta = AttachmentMeta::new("big.bin", "application/octet-stream").length(SIZE);
-    send_with_attachment(&running.bus, &*attachments, &Upload { n: 1 }, meta, pattern_body(SIZE), &SendOptions::new())
+    send_with_attachment(
+        &running.bus,
+        &*attachments,
+        &Upload { n: 1 },
+        meta,
+        pattern_body(SIZE),
+        &SendOptions::new(),
+    )
+    .await
+    .unwrap();
+    assert!(
+        eventually(Duration::from_secs(120), || async {
+            check.done.lock().unwrap().is_some()
+        })
         .await
-        .unwrap();
-    assert!(eventually(Duration::from_secs(120), || async { check.done.lock().unwrap().is_some() }).await);
+    );
     let peak = status_bytes("VmHWM:");
     let growth = peak.saturating_sub(before);
     println!("50 MB attachment: RSS before {before} B, peak {peak} B, growth {growth} B (bound {BOUND} B)");
     assert_eq!(*check.done.lock().unwrap(), Some((SIZE, 0)));
-    assert!(growth < BOUND, "peak RSS grew by {growth} bytes, bound {BOUND}");
     assert!(
-        eventually(Duration::from_secs(10), || async { attachment_keys(&redis).is_empty() }).await,
+        growth < BOUND,
+        "peak RSS grew by {growth} bytes, bound {BOUND}"
+    );
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            attachment_keys(&redis).is_empty()
+        })
+        .await,
         "left behind: {:?}",
         attachment_keys(&redis)
     );

@@ -8,13 +8,17 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bus_attachments::{
-    send_with_attachment, AttachmentContext, AttachmentMeta, AttachmentProvider, Attachments,
-    Error, RedisAttachments,
+    send_with_attachment, AttachmentLayer, AttachmentMeta, AttachmentProvider, ContextExt, Error,
+    RedisProvider,
 };
-use bus_core::{CommandProcessor, Context, OutgoingMessage, ProcessError, SendMiddleware, SendOptions};
+use bus_core::{
+    CommandProcessor, Context, OutgoingMessage, ProcessError, SendMiddleware, SendOptions,
+};
 use bus_test_redis::TestRedis;
 use bytes::Bytes;
-use common::{attachment_keys, eventually, pattern_body, provider, pttl, PatternCheck, Running, Upload};
+use common::{
+    attachment_keys, eventually, pattern_body, provider, pttl, PatternCheck, Running, Upload,
+};
 use futures::{StreamExt, TryStreamExt};
 
 /// What one delivery's handler read.
@@ -52,7 +56,10 @@ impl CommandProcessor<Upload> for Arc<Reader> {
             mismatches: check.mismatches,
         });
         if self.fail_first && ctx.delivery_count() == 1 {
-            return Err(ProcessError::retry_after(Duration::from_millis(50), "first try fails"));
+            return Err(ProcessError::retry_after(
+                Duration::from_millis(50),
+                "first try fails",
+            ));
         }
         Ok(())
     }
@@ -62,7 +69,7 @@ async fn host_with(redis: &TestRedis, reader: &Arc<Reader>) -> Running {
     let provider: Arc<dyn AttachmentProvider> = Arc::new(provider(redis).await);
     let host = bus_core::Host::builder()
         .transport(common::transport(redis).await)
-        .middleware(Attachments::new(provider))
+        .middleware(AttachmentLayer::new(provider))
         .command::<Upload, _>(Arc::clone(reader))
         .build()
         .unwrap();
@@ -92,15 +99,29 @@ async fn handler_streams_the_attachment_and_it_is_deleted_after_the_ack() {
     assert_eq!(reference.scope, "files");
     // Stored, under the queue's hash tag, with an expiry on every key.
     let keys = attachment_keys(&redis);
-    assert!(eventually(Duration::from_secs(30), || async { !reader.reads.lock().unwrap().is_empty() }).await);
+    assert!(
+        eventually(Duration::from_secs(30), || async {
+            !reader.reads.lock().unwrap().is_empty()
+        })
+        .await
+    );
     let reads = reader.reads.lock().unwrap().clone();
     assert_eq!(
         reads,
-        vec![Read { delivery: 1, name: "report.bin".into(), length: LEN, bytes_seen: LEN, mismatches: 0 }]
+        vec![Read {
+            delivery: 1,
+            name: "report.bin".into(),
+            length: LEN,
+            bytes_seen: LEN,
+            mismatches: 0
+        }]
     );
     // Gone once handled.
     assert!(
-        eventually(Duration::from_secs(10), || async { attachment_keys(&redis).is_empty() }).await,
+        eventually(Duration::from_secs(10), || async {
+            attachment_keys(&redis).is_empty()
+        })
+        .await,
         "left behind: {:?}",
         attachment_keys(&redis)
     );
@@ -114,7 +135,10 @@ async fn handler_streams_the_attachment_and_it_is_deleted_after_the_ack() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_attachment_is_kept_through_a_retry_and_deleted_after_the_ack() {
     let redis = TestRedis::start().unwrap();
-    let reader = Arc::new(Reader { fail_first: true, ..Reader::default() });
+    let reader = Arc::new(Reader {
+        fail_first: true,
+        ..Reader::default()
+    });
     let running = host_with(&redis, &reader).await;
     let provider = provider(&redis).await;
     send_with_attachment(
@@ -127,14 +151,22 @@ async fn the_attachment_is_kept_through_a_retry_and_deleted_after_the_ack() {
     )
     .await
     .unwrap();
-    assert!(eventually(Duration::from_secs(30), || async { reader.reads.lock().unwrap().len() >= 2 }).await);
+    assert!(
+        eventually(Duration::from_secs(30), || async {
+            reader.reads.lock().unwrap().len() >= 2
+        })
+        .await
+    );
     let reads = reader.reads.lock().unwrap().clone();
     for (n, read) in reads.iter().enumerate() {
         assert_eq!(read.delivery as usize, n + 1);
         assert_eq!((read.bytes_seen, read.mismatches), (LEN, 0), "{read:?}");
     }
     assert!(
-        eventually(Duration::from_secs(10), || async { attachment_keys(&redis).is_empty() }).await,
+        eventually(Duration::from_secs(10), || async {
+            attachment_keys(&redis).is_empty()
+        })
+        .await,
         "left behind: {:?}",
         attachment_keys(&redis)
     );
@@ -178,15 +210,19 @@ async fn every_key_expires_even_mid_upload() {
     let provider = provider(&redis).await;
     // A sender that stalls after two chunks (it crashed, say): what it wrote expires.
     let stalled = futures::stream::iter([
-        Ok(Bytes::from(vec![1u8; RedisAttachments::DEFAULT_CHUNK_SIZE])),
-        Ok(Bytes::from(vec![2u8; RedisAttachments::DEFAULT_CHUNK_SIZE])),
+        Ok(Bytes::from(vec![1u8; RedisProvider::DEFAULT_CHUNK_SIZE])),
+        Ok(Bytes::from(vec![2u8; RedisProvider::DEFAULT_CHUNK_SIZE])),
     ])
     .chain(futures::stream::pending());
     let upload = tokio::spawn({
         let provider = provider.clone();
         async move {
             provider
-                .put("files", AttachmentMeta::new("stalled.bin", "x/y"), Box::pin(stalled))
+                .put(
+                    "files",
+                    AttachmentMeta::new("stalled.bin", "x/y"),
+                    Box::pin(stalled),
+                )
                 .await
         }
     });
@@ -198,11 +234,18 @@ async fn every_key_expires_even_mid_upload() {
         .await
     );
     let ttl = pttl(&redis, &attachment_keys(&redis)[0]);
-    assert!(ttl > 0 && ttl <= RedisAttachments::DEFAULT_TTL.as_millis() as i64, "{ttl}");
+    assert!(
+        ttl > 0 && ttl <= RedisProvider::DEFAULT_TTL.as_millis() as i64,
+        "{ttl}"
+    );
     upload.abort();
     // A complete one: both keys expire too.
     let reference = provider
-        .put("files", AttachmentMeta::new("done.bin", "x/y"), pattern_body(10))
+        .put(
+            "files",
+            AttachmentMeta::new("done.bin", "x/y"),
+            pattern_body(10),
+        )
         .await
         .unwrap();
     let keys: Vec<String> = attachment_keys(&redis)
@@ -215,11 +258,17 @@ async fn every_key_expires_even_mid_upload() {
         assert!(ttl > 0, "{key}: {ttl}");
     }
     // touch sets a new one; delete removes both.
-    assert!(provider.touch(&reference, Duration::from_secs(5)).await.unwrap());
+    assert!(provider
+        .touch(&reference, Duration::from_secs(5))
+        .await
+        .unwrap());
     assert!(keys.iter().all(|key| pttl(&redis, key) <= 5000));
     assert!(provider.delete(&reference).await.unwrap());
     assert!(!provider.delete(&reference).await.unwrap());
-    assert!(matches!(provider.open(&reference).await, Err(Error::NotFound { .. })));
+    assert!(matches!(
+        provider.open(&reference).await,
+        Err(Error::NotFound { .. })
+    ));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -228,23 +277,60 @@ async fn the_size_limit_refuses_and_keeps_nothing() {
     let provider = provider(&redis).await.max_size(500_000);
     // Declared too large: refused before anything is written.
     let declared = provider
-        .put("files", AttachmentMeta::new("big.bin", "x/y").length(500_001), pattern_body(10))
+        .put(
+            "files",
+            AttachmentMeta::new("big.bin", "x/y").length(500_001),
+            pattern_body(10),
+        )
         .await;
-    assert!(matches!(declared, Err(Error::TooLarge { size: 500_001, max: 500_000 })), "{declared:?}");
+    assert!(
+        matches!(
+            declared,
+            Err(Error::TooLarge {
+                size: 500_001,
+                max: 500_000
+            })
+        ),
+        "{declared:?}"
+    );
     // Undeclared and too large: refused once the limit is passed, what was written deleted.
     let streamed = provider
-        .put("files", AttachmentMeta::new("big.bin", "x/y"), pattern_body(LEN))
+        .put(
+            "files",
+            AttachmentMeta::new("big.bin", "x/y"),
+            pattern_body(LEN),
+        )
         .await;
-    assert!(matches!(streamed, Err(Error::TooLarge { max: 500_000, .. })), "{streamed:?}");
+    assert!(
+        matches!(streamed, Err(Error::TooLarge { max: 500_000, .. })),
+        "{streamed:?}"
+    );
     // A body that differs from its declared length.
     let short = provider
-        .put("files", AttachmentMeta::new("short.bin", "x/y").length(1000), pattern_body(999))
+        .put(
+            "files",
+            AttachmentMeta::new("short.bin", "x/y").length(1000),
+            pattern_body(999),
+        )
         .await;
-    assert!(matches!(short, Err(Error::LengthMismatch { declared: 1000, actual: 999 })), "{short:?}");
+    assert!(
+        matches!(
+            short,
+            Err(Error::LengthMismatch {
+                declared: 1000,
+                actual: 999
+            })
+        ),
+        "{short:?}"
+    );
     assert_eq!(attachment_keys(&redis), Vec::<String>::new());
     // At the limit it is stored and reads back whole.
     let reference = provider
-        .put("files", AttachmentMeta::new("ok.bin", "x/y"), pattern_body(500_000))
+        .put(
+            "files",
+            AttachmentMeta::new("ok.bin", "x/y"),
+            pattern_body(500_000),
+        )
         .await
         .unwrap();
     let mut check = PatternCheck::default();

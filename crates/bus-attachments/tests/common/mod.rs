@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use bus_attachments::{BodyStream, RedisAttachments};
+use bus_attachments::{BodyStream, RedisProvider};
 use bus_core::{Bus, Host, RedisCommand};
 use bus_redis::{RedisConfig, RedisTransport};
 use bus_test_redis::TestRedis;
@@ -31,9 +31,9 @@ pub async fn transport(redis: &TestRedis) -> RedisTransport {
 }
 
 /// The Redis provider with its defaults, under the test's namespace.
-pub async fn provider(redis: &TestRedis) -> RedisAttachments {
+pub async fn provider(redis: &TestRedis) -> RedisProvider {
     let client = config(redis).connect_client().await.unwrap();
-    RedisAttachments::new(client, redis.namespace())
+    RedisProvider::new(client, redis.namespace())
 }
 
 /// The attachment keys under the test's namespace.
@@ -49,7 +49,12 @@ pub fn attachment_keys(redis: &TestRedis) -> Vec<String> {
 
 /// Milliseconds to live of `key` (-1: none, -2: gone).
 pub fn pttl(redis: &TestRedis, key: &str) -> i64 {
-    redis.client().cmd(&["PTTL", key]).unwrap().as_int().unwrap()
+    redis
+        .client()
+        .cmd(&["PTTL", key])
+        .unwrap()
+        .as_int()
+        .unwrap()
 }
 
 /// Byte `i` of the test pattern: not periodic at any chunk size used here.
@@ -109,6 +114,6 @@ impl Running {
     }
 }
 
-pub fn shared(provider: RedisAttachments) -> Arc<RedisAttachments> {
+pub fn shared(provider: RedisProvider) -> Arc<RedisProvider> {
     Arc::new(provider)
 }
