@@ -12,6 +12,49 @@
 //!
 //! Providers implement [`AttachmentProvider`]; [`RedisProvider`] stores chunks under
 //! the queue's hash tag (docs/concepts.md, "Attachments"; docs/wire-format.md).
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//!
+//! use bus_attachments::{send_with_attachment, AttachmentLayer, AttachmentMeta, ContextExt, RedisProvider};
+//! use bus_core::{CommandProcessor, Context, ProcessError, RedisCommand, SendOptions};
+//! use futures::TryStreamExt;
+//!
+//! #[derive(serde::Serialize, serde::Deserialize, RedisCommand)]
+//! #[bus(queue = "invoices")]
+//! struct ScanInvoice {
+//!     id: u64,
+//! }
+//!
+//! struct Scanner;
+//!
+//! #[async_trait::async_trait]
+//! impl CommandProcessor<ScanInvoice> for Scanner {
+//!     async fn process(&self, _: ScanInvoice, ctx: &Context) -> Result<(), ProcessError> {
+//!         let attachment = ctx.attachment().await?.ok_or("no attachment")?;
+//!         let mut body = attachment.into_stream();
+//!         while let Some(chunk) = body.try_next().await? {
+//!             // ... one chunk (256 KiB) at a time
+//!             let _ = chunk;
+//!         }
+//!         Ok(())
+//!     }
+//! }
+//!
+//! # async fn example(config: bus_redis::RedisConfig) -> Result<(), Box<dyn std::error::Error>> {
+//! let provider = Arc::new(RedisProvider::new(config.connect_client().await?, "shop"));
+//! let host = bus_core::Host::builder()
+//!     .transport(bus_redis::RedisTransport::connect(&config).await?)
+//!     .middleware(AttachmentLayer::new(provider.clone()))
+//!     .command::<ScanInvoice, _>(Scanner)
+//!     .build()?;
+//! // Store the file, then send the command that refers to it.
+//! let file = futures::stream::iter([Ok(bytes::Bytes::from_static(b"%PDF-1.7 ..."))]);
+//! let meta = AttachmentMeta::new("scan.pdf", "application/pdf");
+//! send_with_attachment(&host.bus(), &*provider, &ScanInvoice { id: 7 }, meta, Box::pin(file), &SendOptions::new())
+//!     .await?;
+//! # Ok(()) }
+//! ```
 
 mod error;
 mod keys;
