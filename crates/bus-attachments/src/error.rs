@@ -48,6 +48,10 @@ pub enum Error {
     /// Redis failed.
     #[error("redis: {0}")]
     Redis(#[from] fred::error::Error),
+    /// The object store failed.
+    #[cfg(feature = "object-store")]
+    #[error("object store: {0}")]
+    ObjectStore(#[from] object_store::Error),
     /// The bus refused or failed the send.
     #[error(transparent)]
     Bus(#[from] bus_core::Error),

@@ -59,6 +59,8 @@
 mod error;
 mod keys;
 mod middleware;
+#[cfg(feature = "object-store")]
+mod objects;
 mod redis;
 
 use std::collections::BTreeMap;
@@ -73,6 +75,8 @@ use serde::{Deserialize, Serialize};
 
 pub use error::{Error, Result};
 pub use middleware::{Attachment, AttachmentLayer, ContextExt};
+#[cfg(feature = "object-store")]
+pub use objects::ObjectStoreProvider;
 pub use redis::RedisProvider;
 
 /// The header that carries a message's [`AttachmentRef`] (JSON).
