@@ -11,7 +11,8 @@
 //!   message is then acknowledged); a failed handler keeps it for the retry.
 //!
 //! Providers implement [`AttachmentProvider`]; [`RedisProvider`] stores chunks under
-//! the queue's hash tag (docs/concepts.md, "Attachments"; docs/wire-format.md).
+//! the queue's hash tag, `ObjectStoreProvider` (feature `object-store`) objects in S3,
+//! Azure Blob, GCS or local files (docs/concepts.md, "Attachments"; docs/wire-format.md).
 //!
 //! ```no_run
 //! use std::sync::Arc;
