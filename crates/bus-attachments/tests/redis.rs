@@ -340,3 +340,66 @@ async fn the_size_limit_refuses_and_keeps_nothing() {
     }
     assert_eq!((check.seen, check.mismatches), (500_000, 0));
 }
+
+#[derive(Default)]
+struct Rejecter {
+    reads: Mutex<u32>,
+}
+
+#[async_trait]
+impl CommandProcessor<Upload> for Arc<Rejecter> {
+    async fn process(&self, _: Upload, ctx: &Context) -> Result<(), ProcessError> {
+        ctx.attachment().await?.ok_or("no attachment")?;
+        *self.reads.lock().unwrap() += 1;
+        Err(ProcessError::dead_letter("rejected by the test"))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_lettered_message_keeps_its_attachment() {
+    let redis = TestRedis::start().unwrap();
+    let rejecter = Arc::new(Rejecter::default());
+    let provider: Arc<dyn AttachmentProvider> = Arc::new(provider(&redis).await);
+    let host = bus_core::Host::builder()
+        .transport(common::transport(&redis).await)
+        .middleware(AttachmentLayer::new(Arc::clone(&provider)))
+        .command::<Upload, _>(Arc::clone(&rejecter))
+        .build()
+        .unwrap();
+    let running = Running::start(host);
+    let (_, reference) = send_with_attachment(
+        &running.bus,
+        &*provider,
+        &Upload { n: 4 },
+        AttachmentMeta::new("dead.bin", "application/octet-stream"),
+        pattern_body(LEN),
+        &SendOptions::new(),
+    )
+    .await
+    .unwrap();
+    let dead = bus_redis::keys::QueueKeys::new(
+        redis.namespace(),
+        &bus_core::transport::Source::queue("files").unwrap(),
+    )
+    .dead;
+    assert!(
+        eventually(Duration::from_secs(30), || async {
+            redis.client().cmd(&["LLEN", &dead]).unwrap().as_int() == Some(1)
+        })
+        .await
+    );
+    running.stop().await;
+    assert_eq!(*rejecter.reads.lock().unwrap(), 1);
+    assert_eq!(
+        attachment_keys(&redis).len(),
+        2,
+        "{:?}",
+        attachment_keys(&redis)
+    );
+    let mut check = PatternCheck::default();
+    let mut body = provider.open(&reference).await.unwrap();
+    while let Some(chunk) = body.try_next().await.unwrap() {
+        check.feed(&chunk);
+    }
+    assert_eq!((check.seen, check.mismatches), (LEN, 0));
+}
