@@ -55,6 +55,9 @@ impl Middleware for AttachmentLayer {
     }
 }
 
+/// What [`Attachment::bytes`] reserves up front at most.
+const RESERVE_AT_MOST: u64 = 1024 * 1024;
+
 /// A message's attachment, as its handler reads it.
 pub struct Attachment {
     reference: AttachmentRef,
@@ -72,7 +75,9 @@ impl Attachment {
     }
     /// Its whole body in memory: for small attachments only.
     pub async fn bytes(self) -> Result<Bytes> {
-        let mut all = BytesMut::with_capacity(usize::try_from(self.reference.length).unwrap_or(0));
+        // The header's length is the sender's word: reserve no more than a chunk's worth on it.
+        let reserve = self.reference.length.min(RESERVE_AT_MOST);
+        let mut all = BytesMut::with_capacity(usize::try_from(reserve).unwrap_or(0));
         let mut body = self.body;
         while let Some(chunk) = body.try_next().await? {
             all.extend_from_slice(&chunk);
