@@ -1,0 +1,215 @@
+//! Message attachments, the claim check: this crate's one job is storing, reading and
+//! deleting a message's attachment. The bytes never travel in the envelope; the message
+//! carries an [`AttachmentRef`] in its [`ATTACHMENT_HEADER`] header.
+//!
+//! - Sending ([`send_with_attachment`]) stores the attachment first, then the message: a
+//!   send that fails after the upload leaves an attachment that expires (every attachment
+//!   has a TTL as its backstop), and is deleted at once when the provider can.
+//! - Reading: add [`AttachmentLayer`] to the host's middleware; a handler then reads the
+//!   attachment as a stream with [`ContextExt::attachment`] on its `Context`.
+//! - Lifecycle: [`AttachmentLayer`] deletes the attachment when the handler succeeded (the
+//!   message is then acknowledged); a failed handler keeps it for the retry.
+//!
+//! Providers implement [`AttachmentProvider`]; [`RedisProvider`] stores chunks under
+//! the queue's hash tag, `ObjectStoreProvider` (feature `object-store`) objects in S3,
+//! Azure Blob, GCS or local files (docs/concepts.md, "Attachments"; docs/wire-format.md).
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//!
+//! use bus_attachments::{send_with_attachment, AttachmentLayer, AttachmentMeta, ContextExt, RedisProvider};
+//! use bus_core::{CommandProcessor, Context, ProcessError, RedisCommand, SendOptions};
+//! use futures::TryStreamExt;
+//!
+//! #[derive(serde::Serialize, serde::Deserialize, RedisCommand)]
+//! #[bus(queue = "invoices")]
+//! struct ScanInvoice {
+//!     id: u64,
+//! }
+//!
+//! struct Scanner;
+//!
+//! #[async_trait::async_trait]
+//! impl CommandProcessor<ScanInvoice> for Scanner {
+//!     async fn process(&self, _: ScanInvoice, ctx: &Context) -> Result<(), ProcessError> {
+//!         let attachment = ctx.attachment().await?.ok_or("no attachment")?;
+//!         let mut body = attachment.into_stream();
+//!         while let Some(chunk) = body.try_next().await? {
+//!             // ... one chunk (256 KiB) at a time
+//!             let _ = chunk;
+//!         }
+//!         Ok(())
+//!     }
+//! }
+//!
+//! # async fn example(config: bus_redis::RedisConfig) -> Result<(), Box<dyn std::error::Error>> {
+//! let provider = Arc::new(RedisProvider::new(config.connect_client().await?, "shop"));
+//! let host = bus_core::Host::builder()
+//!     .transport(bus_redis::RedisTransport::connect(&config).await?)
+//!     .middleware(AttachmentLayer::new(provider.clone()))
+//!     .command::<ScanInvoice, _>(Scanner)
+//!     .build()?;
+//! // Store the file, then send the command that refers to it.
+//! let file = futures::stream::iter([Ok(bytes::Bytes::from_static(b"%PDF-1.7 ..."))]);
+//! let meta = AttachmentMeta::new("scan.pdf", "application/pdf");
+//! send_with_attachment(&host.bus(), &*provider, &ScanInvoice { id: 7 }, meta, Box::pin(file), &SendOptions::new())
+//!     .await?;
+//! # Ok(()) }
+//! ```
+
+mod error;
+mod keys;
+mod middleware;
+#[cfg(feature = "object-store")]
+mod objects;
+mod redis;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bus_core::{Bus, Command, Headers, SendOptions, Sent};
+use bytes::Bytes;
+use futures::stream::BoxStream;
+use serde::{Deserialize, Serialize};
+
+pub use error::{Error, Result};
+pub use middleware::{Attachment, AttachmentLayer, ContextExt};
+#[cfg(feature = "object-store")]
+pub use objects::ObjectStoreProvider;
+pub use redis::RedisProvider;
+
+/// The header that carries a message's [`AttachmentRef`] (JSON).
+pub const ATTACHMENT_HEADER: &str = "bus-attachment";
+
+/// An attachment's body as a provider reads it: chunks, in order.
+pub type ByteStream = BoxStream<'static, Result<Bytes>>;
+
+/// An attachment's body as a sender gives it (`tokio_util::io::ReaderStream` of a file,
+/// say): chunks of any size, in order.
+pub type BodyStream = BoxStream<'static, std::io::Result<Bytes>>;
+
+/// What a sender says about an attachment.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct AttachmentMeta {
+    /// The file name.
+    pub name: String,
+    /// The MIME type.
+    pub content_type: String,
+    /// The length, when known: checked against the limit before anything is stored and
+    /// against the body once it is.
+    pub length: Option<u64>,
+    /// Free-form metadata.
+    pub metadata: BTreeMap<String, String>,
+}
+
+impl AttachmentMeta {
+    /// An attachment named `name` of type `content_type`.
+    pub fn new(name: impl Into<String>, content_type: impl Into<String>) -> Self {
+        AttachmentMeta {
+            name: name.into(),
+            content_type: content_type.into(),
+            ..AttachmentMeta::default()
+        }
+    }
+    /// With a known length.
+    pub fn length(mut self, length: u64) -> Self {
+        self.length = Some(length);
+        self
+    }
+    /// With one metadata entry.
+    pub fn metadata(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.metadata.insert(key.into(), value.into());
+        self
+    }
+}
+
+/// A stored attachment, as the message's [`ATTACHMENT_HEADER`] carries it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct AttachmentRef {
+    /// The attachment's id (a ULID), unique within its scope.
+    pub id: String,
+    /// Where it is stored: the queue (or topic) of the message, its hash tag on Redis.
+    pub scope: String,
+    /// The file name.
+    pub name: String,
+    /// The MIME type.
+    pub content_type: String,
+    /// The length in bytes.
+    pub length: u64,
+    /// Free-form metadata.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub metadata: BTreeMap<String, String>,
+}
+
+impl AttachmentRef {
+    /// The header value.
+    pub fn to_header(&self) -> String {
+        // A struct of strings, numbers and a string map always serializes.
+        serde_json::to_string(self).unwrap_or_default()
+    }
+    /// The attachment of a message with `headers`, if it has one.
+    pub fn from_headers(headers: &Headers) -> Result<Option<Self>> {
+        headers
+            .get(ATTACHMENT_HEADER)
+            .map(|value| {
+                serde_json::from_str(value).map_err(|e| Error::InvalidHeader(e.to_string()))
+            })
+            .transpose()
+    }
+}
+
+/// Where attachments are stored. Every attachment a provider stores expires (its backstop
+/// against orphans); `delete` removes it sooner.
+#[async_trait]
+pub trait AttachmentProvider: fmt::Debug + Send + Sync + 'static {
+    /// Stores `body` under `scope` (the message's queue), chunk by chunk, and returns its
+    /// reference. Refuses a body over the provider's limit; stores nothing readable when it
+    /// fails (what it wrote expires).
+    async fn put(
+        &self,
+        scope: &str,
+        meta: AttachmentMeta,
+        body: BodyStream,
+    ) -> Result<AttachmentRef>;
+    /// Reads a stored attachment chunk by chunk; [`Error::NotFound`] when it was deleted or
+    /// expired.
+    async fn open(&self, attachment: &AttachmentRef) -> Result<ByteStream>;
+    /// Deletes an attachment; `false` when it was already gone.
+    async fn delete(&self, attachment: &AttachmentRef) -> Result<bool>;
+    /// Sets a new expiry, `ttl` from now; `false` when it is gone.
+    async fn touch(&self, attachment: &AttachmentRef, ttl: Duration) -> Result<bool>;
+}
+
+/// Stores `body`, then sends `command` with `options` and the attachment's reference in
+/// its [`ATTACHMENT_HEADER`]. When the send fails the attachment is deleted (and would
+/// expire if that failed too); the send's error is returned.
+pub async fn send_with_attachment<C: Command>(
+    bus: &Bus,
+    provider: &dyn AttachmentProvider,
+    command: &C,
+    meta: AttachmentMeta,
+    body: BodyStream,
+    options: &SendOptions,
+) -> Result<(Sent, AttachmentRef)> {
+    let attachment = provider.put(C::NAME, meta, body).await?;
+    let options = options
+        .clone()
+        .header(ATTACHMENT_HEADER, attachment.to_header());
+    match bus.send_with(command, &options).await {
+        Ok(sent) => Ok((sent, attachment)),
+        Err(error) => {
+            if let Err(delete) = provider.delete(&attachment).await {
+                tracing::warn!(
+                    attachment = %attachment.id,
+                    error = %delete,
+                    "the send failed and its attachment could not be deleted: it expires"
+                );
+            }
+            Err(error.into())
+        }
+    }
+}

@@ -1,0 +1,405 @@
+//! Attachments on Redis end to end: sent with a command, read by its handler as a stream,
+//! kept through a retry, deleted after the ack; size limit and expiry backstop.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bus_attachments::{
+    send_with_attachment, AttachmentLayer, AttachmentMeta, AttachmentProvider, ContextExt, Error,
+    RedisProvider,
+};
+use bus_core::{
+    CommandProcessor, Context, OutgoingMessage, ProcessError, SendMiddleware, SendOptions,
+};
+use bus_test_redis::TestRedis;
+use bytes::Bytes;
+use common::{
+    attachment_keys, eventually, pattern_body, provider, pttl, PatternCheck, Running, Upload,
+};
+use futures::{StreamExt, TryStreamExt};
+
+/// What one delivery's handler read.
+#[derive(Debug, Clone, PartialEq)]
+struct Read {
+    delivery: u32,
+    name: String,
+    length: u64,
+    bytes_seen: u64,
+    mismatches: u64,
+}
+
+#[derive(Default)]
+struct Reader {
+    reads: Mutex<Vec<Read>>,
+    /// Fail the first delivery (after reading the attachment).
+    fail_first: bool,
+}
+
+#[async_trait]
+impl CommandProcessor<Upload> for Arc<Reader> {
+    async fn process(&self, _: Upload, ctx: &Context) -> Result<(), ProcessError> {
+        let attachment = ctx.attachment().await?.ok_or("no attachment")?;
+        let reference = attachment.reference().clone();
+        let mut check = PatternCheck::default();
+        let mut body = attachment.into_stream();
+        while let Some(chunk) = body.try_next().await? {
+            check.feed(&chunk);
+        }
+        self.reads.lock().unwrap().push(Read {
+            delivery: ctx.delivery_count(),
+            name: reference.name,
+            length: reference.length,
+            bytes_seen: check.seen,
+            mismatches: check.mismatches,
+        });
+        if self.fail_first && ctx.delivery_count() == 1 {
+            return Err(ProcessError::retry_after(
+                Duration::from_millis(50),
+                "first try fails",
+            ));
+        }
+        Ok(())
+    }
+}
+
+async fn host_with(redis: &TestRedis, reader: &Arc<Reader>) -> Running {
+    let provider: Arc<dyn AttachmentProvider> = Arc::new(provider(redis).await);
+    let host = bus_core::Host::builder()
+        .transport(common::transport(redis).await)
+        .middleware(AttachmentLayer::new(provider))
+        .command::<Upload, _>(Arc::clone(reader))
+        .build()
+        .unwrap();
+    Running::start(host)
+}
+
+const LEN: u64 = 1_000_000; // 3 full chunks of 256 KiB and a partial one
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handler_streams_the_attachment_and_it_is_deleted_after_the_ack() {
+    let redis = TestRedis::start().unwrap();
+    let reader = Arc::new(Reader::default());
+    let running = host_with(&redis, &reader).await;
+    let provider = provider(&redis).await;
+    let meta = AttachmentMeta::new("report.bin", "application/octet-stream").length(LEN);
+    let (_, reference) = send_with_attachment(
+        &running.bus,
+        &provider,
+        &Upload { n: 1 },
+        meta,
+        pattern_body(LEN),
+        &SendOptions::new(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(reference.length, LEN);
+    assert_eq!(reference.scope, "files");
+    // Stored, under the queue's hash tag, with an expiry on every key.
+    let keys = attachment_keys(&redis);
+    assert!(
+        eventually(Duration::from_secs(30), || async {
+            !reader.reads.lock().unwrap().is_empty()
+        })
+        .await
+    );
+    let reads = reader.reads.lock().unwrap().clone();
+    assert_eq!(
+        reads,
+        vec![Read {
+            delivery: 1,
+            name: "report.bin".into(),
+            length: LEN,
+            bytes_seen: LEN,
+            mismatches: 0
+        }]
+    );
+    // Gone once handled.
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            attachment_keys(&redis).is_empty()
+        })
+        .await,
+        "left behind: {:?}",
+        attachment_keys(&redis)
+    );
+    running.stop().await;
+    // The keys seen before the handler ran (if it had not yet deleted them) were tagged.
+    for key in keys {
+        assert!(key.contains(":{files}:att:"), "{key}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_attachment_is_kept_through_a_retry_and_deleted_after_the_ack() {
+    let redis = TestRedis::start().unwrap();
+    let reader = Arc::new(Reader {
+        fail_first: true,
+        ..Reader::default()
+    });
+    let running = host_with(&redis, &reader).await;
+    let provider = provider(&redis).await;
+    send_with_attachment(
+        &running.bus,
+        &provider,
+        &Upload { n: 2 },
+        AttachmentMeta::new("retry.bin", "application/octet-stream"),
+        pattern_body(LEN),
+        &SendOptions::new(),
+    )
+    .await
+    .unwrap();
+    assert!(
+        eventually(Duration::from_secs(30), || async {
+            reader.reads.lock().unwrap().len() >= 2
+        })
+        .await
+    );
+    let reads = reader.reads.lock().unwrap().clone();
+    for (n, read) in reads.iter().enumerate() {
+        assert_eq!(read.delivery as usize, n + 1);
+        assert_eq!((read.bytes_seen, read.mismatches), (LEN, 0), "{read:?}");
+    }
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            attachment_keys(&redis).is_empty()
+        })
+        .await,
+        "left behind: {:?}",
+        attachment_keys(&redis)
+    );
+    running.stop().await;
+}
+
+#[derive(Debug)]
+struct Refuse;
+
+#[async_trait]
+impl SendMiddleware for Refuse {
+    async fn before_send(&self, _: &mut OutgoingMessage<'_>) -> bus_core::Result<()> {
+        Err(bus_core::Error::transport("refused by the test"))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_send_that_fails_after_the_upload_leaves_nothing_behind() {
+    let redis = TestRedis::start().unwrap();
+    let bus = bus_core::Bus::new(
+        common::transport(&redis).await,
+        bus_core::BusConfig::default().send_middleware(Refuse),
+    );
+    let provider = provider(&redis).await;
+    let failed = send_with_attachment(
+        &bus,
+        &provider,
+        &Upload { n: 3 },
+        AttachmentMeta::new("lost.bin", "application/octet-stream"),
+        pattern_body(LEN),
+        &SendOptions::new(),
+    )
+    .await;
+    assert!(matches!(failed, Err(Error::Bus(_))), "{failed:?}");
+    assert_eq!(attachment_keys(&redis), Vec::<String>::new());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_key_expires_even_mid_upload() {
+    let redis = TestRedis::start().unwrap();
+    let provider = provider(&redis).await;
+    // A sender that stalls after two chunks (it crashed, say): what it wrote expires.
+    let stalled = futures::stream::iter([
+        Ok(Bytes::from(vec![1u8; RedisProvider::DEFAULT_CHUNK_SIZE])),
+        Ok(Bytes::from(vec![2u8; RedisProvider::DEFAULT_CHUNK_SIZE])),
+    ])
+    .chain(futures::stream::pending());
+    let upload = tokio::spawn({
+        let provider = provider.clone();
+        async move {
+            provider
+                .put(
+                    "files",
+                    AttachmentMeta::new("stalled.bin", "x/y"),
+                    Box::pin(stalled),
+                )
+                .await
+        }
+    });
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            let keys = attachment_keys(&redis);
+            keys.len() == 1 && redis.client().cmd(&["LLEN", &keys[0]]).unwrap().as_int() == Some(2)
+        })
+        .await
+    );
+    let ttl = pttl(&redis, &attachment_keys(&redis)[0]);
+    assert!(
+        ttl > 0 && ttl <= RedisProvider::DEFAULT_TTL.as_millis() as i64,
+        "{ttl}"
+    );
+    upload.abort();
+    // A complete one: both keys expire too.
+    let reference = provider
+        .put(
+            "files",
+            AttachmentMeta::new("done.bin", "x/y"),
+            pattern_body(10),
+        )
+        .await
+        .unwrap();
+    let keys: Vec<String> = attachment_keys(&redis)
+        .into_iter()
+        .filter(|key| key.contains(&reference.id))
+        .collect();
+    assert_eq!(keys.len(), 2, "{keys:?}");
+    for key in &keys {
+        let ttl = pttl(&redis, key);
+        assert!(ttl > 0, "{key}: {ttl}");
+    }
+    // touch sets a new one; delete removes both.
+    assert!(provider
+        .touch(&reference, Duration::from_secs(5))
+        .await
+        .unwrap());
+    assert!(keys.iter().all(|key| pttl(&redis, key) <= 5000));
+    assert!(provider.delete(&reference).await.unwrap());
+    assert!(!provider.delete(&reference).await.unwrap());
+    assert!(matches!(
+        provider.open(&reference).await,
+        Err(Error::NotFound { .. })
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_size_limit_refuses_and_keeps_nothing() {
+    let redis = TestRedis::start().unwrap();
+    let provider = provider(&redis).await.max_size(500_000);
+    // Declared too large: refused before anything is written.
+    let declared = provider
+        .put(
+            "files",
+            AttachmentMeta::new("big.bin", "x/y").length(500_001),
+            pattern_body(10),
+        )
+        .await;
+    assert!(
+        matches!(
+            declared,
+            Err(Error::TooLarge {
+                size: 500_001,
+                max: 500_000
+            })
+        ),
+        "{declared:?}"
+    );
+    // Undeclared and too large: refused once the limit is passed, what was written deleted.
+    let streamed = provider
+        .put(
+            "files",
+            AttachmentMeta::new("big.bin", "x/y"),
+            pattern_body(LEN),
+        )
+        .await;
+    assert!(
+        matches!(streamed, Err(Error::TooLarge { max: 500_000, .. })),
+        "{streamed:?}"
+    );
+    // A body that differs from its declared length.
+    let short = provider
+        .put(
+            "files",
+            AttachmentMeta::new("short.bin", "x/y").length(1000),
+            pattern_body(999),
+        )
+        .await;
+    assert!(
+        matches!(
+            short,
+            Err(Error::LengthMismatch {
+                declared: 1000,
+                actual: 999
+            })
+        ),
+        "{short:?}"
+    );
+    assert_eq!(attachment_keys(&redis), Vec::<String>::new());
+    // At the limit it is stored and reads back whole.
+    let reference = provider
+        .put(
+            "files",
+            AttachmentMeta::new("ok.bin", "x/y"),
+            pattern_body(500_000),
+        )
+        .await
+        .unwrap();
+    let mut check = PatternCheck::default();
+    let mut body = provider.open(&reference).await.unwrap();
+    while let Some(chunk) = body.try_next().await.unwrap() {
+        check.feed(&chunk);
+    }
+    assert_eq!((check.seen, check.mismatches), (500_000, 0));
+}
+
+#[derive(Default)]
+struct Rejecter {
+    reads: Mutex<u32>,
+}
+
+#[async_trait]
+impl CommandProcessor<Upload> for Arc<Rejecter> {
+    async fn process(&self, _: Upload, ctx: &Context) -> Result<(), ProcessError> {
+        ctx.attachment().await?.ok_or("no attachment")?;
+        *self.reads.lock().unwrap() += 1;
+        Err(ProcessError::dead_letter("rejected by the test"))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_lettered_message_keeps_its_attachment() {
+    let redis = TestRedis::start().unwrap();
+    let rejecter = Arc::new(Rejecter::default());
+    let provider: Arc<dyn AttachmentProvider> = Arc::new(provider(&redis).await);
+    let host = bus_core::Host::builder()
+        .transport(common::transport(&redis).await)
+        .middleware(AttachmentLayer::new(Arc::clone(&provider)))
+        .command::<Upload, _>(Arc::clone(&rejecter))
+        .build()
+        .unwrap();
+    let running = Running::start(host);
+    let (_, reference) = send_with_attachment(
+        &running.bus,
+        &*provider,
+        &Upload { n: 4 },
+        AttachmentMeta::new("dead.bin", "application/octet-stream"),
+        pattern_body(LEN),
+        &SendOptions::new(),
+    )
+    .await
+    .unwrap();
+    let dead = bus_redis::keys::QueueKeys::new(
+        redis.namespace(),
+        &bus_core::transport::Source::queue("files").unwrap(),
+    )
+    .dead;
+    assert!(
+        eventually(Duration::from_secs(30), || async {
+            redis.client().cmd(&["LLEN", &dead]).unwrap().as_int() == Some(1)
+        })
+        .await
+    );
+    running.stop().await;
+    assert_eq!(*rejecter.reads.lock().unwrap(), 1);
+    assert_eq!(
+        attachment_keys(&redis).len(),
+        2,
+        "{:?}",
+        attachment_keys(&redis)
+    );
+    let mut check = PatternCheck::default();
+    let mut body = provider.open(&reference).await.unwrap();
+    while let Some(chunk) = body.try_next().await.unwrap() {
+        check.feed(&chunk);
+    }
+    assert_eq!((check.seen, check.mismatches), (LEN, 0));
+}
