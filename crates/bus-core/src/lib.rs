@@ -36,6 +36,7 @@ mod format;
 mod host;
 mod memory;
 mod message;
+mod names;
 mod middleware;
 pub mod operator;
 #[cfg(feature = "opentelemetry")]
@@ -59,6 +60,7 @@ pub use format::Format;
 pub use host::metrics;
 pub use host::{shutdown_signal, FailedMessage, Host, HostBuilder, RunningHost, UnknownMessage};
 pub use memory::MemoryTransport;
+pub use names::QueueNames;
 pub use message::{Command, Event, Message, MessageDescriptor, MessageKind, Subscription};
 pub use middleware::{Middleware, Next};
 pub use processor::{CommandProcessor, Disposition, EventProcessor, ProcessError};

@@ -21,7 +21,7 @@ pub use routes::{FailedMessage, UnknownMessage};
 use routes::{Hooks, Routes};
 
 use crate::saga::PendingSaga;
-use crate::transport::ConsumerOptions;
+use crate::transport::{ConsumerOptions, Source};
 use crate::IntoShared;
 use crate::{
     Bus, BusConfig, Command, CommandProcessor, ContinueSaga, Error, EventProcessor, Format,
@@ -100,6 +100,25 @@ impl HostBuilder {
     /// handlers' included ([`SendMiddleware`](crate::SendMiddleware)).
     pub fn send_middleware(mut self, middleware: impl crate::SendMiddleware) -> Self {
         self.bus_config = self.bus_config.send_middleware(middleware);
+        self
+    }
+
+    /// Sends and consumes message type `M` on `name` instead of its declared queue (a
+    /// command) or topic (an event): the host's consumers and its bus use the same name
+    /// (docs/concepts.md, "Queue names at run time").
+    pub fn queue_for<M: crate::Message>(mut self, name: impl Into<String>) -> Self {
+        self.bus_config = self.bus_config.queue_for::<M>(name);
+        self
+    }
+
+    /// Names every queue and topic not named by [`HostBuilder::queue_for`] by
+    /// `convention` applied to its declared name, on send and on consume alike:
+    /// `.queue_names(|name| format!("staging-{name}"))`.
+    pub fn queue_names(
+        mut self,
+        convention: impl Fn(&str) -> String + Send + Sync + 'static,
+    ) -> Self {
+        self.bus_config = self.bus_config.queue_names(convention);
         self
     }
 
@@ -244,6 +263,17 @@ impl HostBuilder {
             for pending in self.sagas.drain(..) {
                 self.registrations
                     .push(pending.bind(Arc::clone(&store), Arc::clone(&cache)));
+            }
+        }
+        // The run-time names, the same the bus sends with.
+        let names = self.bus_config.names();
+        if !names.is_empty() {
+            for r in &mut self.registrations {
+                let real = names.resolve(&r.message)?.to_owned();
+                r.source = match std::mem::replace(&mut r.source, Source::Queue(String::new())) {
+                    Source::Queue(_) => Source::Queue(real),
+                    Source::Subscription { name, .. } => Source::Subscription { topic: real, name },
+                };
             }
         }
         // Processors of one source share its consumer, routed by message type.
