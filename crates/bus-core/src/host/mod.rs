@@ -6,17 +6,20 @@ mod held;
 pub mod metrics;
 mod outcome;
 mod registration;
+pub(crate) mod registry;
 mod routes;
 mod worker;
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+use registration::Origin;
 pub(crate) use registration::{invoke, Registration};
+pub use registry::ProcessorEntry;
 pub use routes::{FailedMessage, UnknownMessage};
 use routes::{Hooks, Routes};
 
@@ -130,6 +133,40 @@ impl HostBuilder {
     /// Registers an event processor for subscription `S`.
     pub fn event<S: Subscription, P: EventProcessor<S>>(self, processor: P) -> Self {
         self.register(Registration::event::<S, P>(processor))
+    }
+
+    /// Registers every processor of the binary marked `#[processor]` (bus-derive), with
+    /// its settings, as KnightBus's `RegisterProcessors()` does for an assembly: those of
+    /// this crate and of every crate linked in. Mixes with explicit registration: a
+    /// processor registered both ways is registered once, the explicit one winning (its
+    /// value and settings); two different processors of one message type are an error
+    /// at [`HostBuilder::build`] naming both (docs/concepts.md, "Registering processors").
+    pub fn register_processors(self) -> Self {
+        ProcessorEntry::all()
+            .into_iter()
+            .fold(self, |builder, entry| entry.register(builder))
+    }
+
+    /// [`HostBuilder::register_processors`] for the processors declared in module
+    /// `prefix` and the modules under it: a crate's (`"sample_contracts"`) or one of its
+    /// modules' (`"my_service::orders"`), as KnightBus's `RegisterProcessors(assembly)`.
+    pub fn register_processors_in(self, prefix: &str) -> Self {
+        ProcessorEntry::all()
+            .into_iter()
+            .filter(|entry| entry.is_in(prefix))
+            .fold(self, |builder, entry| entry.register(builder))
+    }
+
+    /// What `#[processor]` registers for a command processor; not for hand use.
+    #[doc(hidden)]
+    pub fn __registered_command<C: Command, P: CommandProcessor<C>>(self, processor: P) -> Self {
+        self.register(Registration::command::<C, P>(processor).map(Registration::from_registry))
+    }
+
+    /// What `#[processor]` registers for an event processor; not for hand use.
+    #[doc(hidden)]
+    pub fn __registered_event<S: Subscription, P: EventProcessor<S>>(self, processor: P) -> Self {
+        self.register(Registration::event::<S, P>(processor).map(Registration::from_registry))
     }
 
     /// Where sagas keep their state: `bus_redis_saga::RedisSagaStore`, or
@@ -276,17 +313,57 @@ impl HostBuilder {
                 };
             }
         }
-        // Processors of one source share its consumer, routed by message type.
-        let mut routes: Vec<Routes> = Vec::new();
-        let mut seen = HashSet::new();
-        for r in self.registrations {
-            if !seen.insert((r.source.clone(), r.message.message_type())) {
+        let transport = self
+            .transport
+            .take()
+            .ok_or_else(|| Error::Config("no transport: call HostBuilder::transport".into()))?;
+        if !transport.capabilities().topics {
+            if let Some(r) = self
+                .registrations
+                .iter()
+                .find(|r| matches!(r.source, Source::Subscription { .. }))
+            {
                 return Err(Error::Config(format!(
-                    "two processors are registered for message type `{}` on {}",
-                    r.message.message_type(),
-                    r.source
+                    "processor `{}` of event `{}` ({}) cannot run: the transport {} has no topics \
+                     (Transport::capabilities); run it on a transport with topics, or send the \
+                     message as a command",
+                    r.processor,
+                    r.message.rust_type(),
+                    r.source,
+                    transport_name(&*transport),
                 )));
             }
+        }
+        // Explicit registrations first, so that a processor registered both ways keeps
+        // its explicit value and settings.
+        let (mut ordered, registry): (Vec<_>, Vec<_>) = self
+            .registrations
+            .into_iter()
+            .partition(|r| r.origin == Origin::Explicit);
+        ordered.extend(registry);
+        // Processors of one source share its consumer, routed by message type.
+        let mut routes: Vec<Routes> = Vec::new();
+        let mut seen: HashMap<(Source, &str), &'static str> = HashMap::new();
+        for r in ordered {
+            let key = (r.source.clone(), r.message.message_type());
+            if let Some(&first) = seen.get(&key) {
+                if r.origin == Origin::Registry && first == r.processor {
+                    tracing::debug!(
+                        processor = r.processor,
+                        source = %r.source,
+                        "registered explicitly and by #[processor]: the explicit registration is kept"
+                    );
+                    continue;
+                }
+                return Err(Error::Config(format!(
+                    "two processors are registered for message type `{}` on {}: `{}` and `{}`",
+                    r.message.message_type(),
+                    r.source,
+                    first,
+                    r.processor
+                )));
+            }
+            seen.insert(key, r.processor);
             match routes
                 .iter_mut()
                 .find(|g| g.registrations[0].source == r.source)
@@ -309,10 +386,6 @@ impl HostBuilder {
                 }),
             }
         }
-        let transport = self
-            .transport
-            .take()
-            .ok_or_else(|| Error::Config("no transport: call HostBuilder::transport".into()))?;
         let middleware: Arc<[Arc<dyn Middleware>]> = self.middleware.into();
         Ok(Host {
             bus: Bus::new(transport, self.bus_config),
@@ -500,4 +573,13 @@ pub async fn shutdown_signal() {
         () = terminate => tracing::info!("SIGTERM received: shutting down"),
         () = interrupt => tracing::info!("SIGINT received: shutting down"),
     }
+}
+
+/// A transport's type name for messages: its `Debug` output up to the first field.
+fn transport_name(transport: &dyn Transport) -> String {
+    let debug = format!("{transport:?}");
+    let end = debug
+        .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .unwrap_or(debug.len());
+    debug[..end].to_owned()
 }
