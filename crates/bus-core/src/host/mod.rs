@@ -160,13 +160,17 @@ impl HostBuilder {
     /// What `#[processor]` registers for a command processor; not for hand use.
     #[doc(hidden)]
     pub fn __registered_command<C: Command, P: CommandProcessor<C>>(self, processor: P) -> Self {
-        self.register(Registration::command::<C, P>(processor).map(Registration::from_registry))
+        self.register(
+            Registration::command::<C, P>(processor).map(Registration::registered_by_attribute),
+        )
     }
 
     /// What `#[processor]` registers for an event processor; not for hand use.
     #[doc(hidden)]
     pub fn __registered_event<S: Subscription, P: EventProcessor<S>>(self, processor: P) -> Self {
-        self.register(Registration::event::<S, P>(processor).map(Registration::from_registry))
+        self.register(
+            Registration::event::<S, P>(processor).map(Registration::registered_by_attribute),
+        )
     }
 
     /// Where sagas keep their state: `bus_redis_saga::RedisSagaStore`, or

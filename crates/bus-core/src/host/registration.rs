@@ -122,7 +122,7 @@ impl Registration {
     }
 
     /// The same registration, marked as coming from the registry.
-    pub(crate) fn from_registry(mut self) -> Self {
+    pub(crate) fn registered_by_attribute(mut self) -> Self {
         self.origin = Origin::Registry;
         self
     }
