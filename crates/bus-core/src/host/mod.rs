@@ -10,21 +10,19 @@ pub(crate) mod registry;
 mod routes;
 mod worker;
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use registration::Origin;
 pub(crate) use registration::{invoke, Registration};
 pub use registry::ProcessorEntry;
 pub use routes::{FailedMessage, UnknownMessage};
 use routes::{Hooks, Routes};
 
 use crate::saga::PendingSaga;
-use crate::transport::{ConsumerOptions, Source};
+use crate::transport::ConsumerOptions;
 use crate::IntoShared;
 use crate::{
     Bus, BusConfig, Command, CommandProcessor, ContinueSaga, Error, EventProcessor, Format,
@@ -306,90 +304,16 @@ impl HostBuilder {
                     .push(pending.bind(Arc::clone(&store), Arc::clone(&cache)));
             }
         }
-        // The run-time names, the same the bus sends with.
-        let names = self.bus_config.names();
-        if !names.is_empty() {
-            for r in &mut self.registrations {
-                let real = names.resolve(&r.message)?.to_owned();
-                r.source = match std::mem::replace(&mut r.source, Source::Queue(String::new())) {
-                    Source::Queue(_) => Source::Queue(real),
-                    Source::Subscription { name, .. } => Source::Subscription { topic: real, name },
-                };
-            }
-        }
         let transport = self
             .transport
             .take()
             .ok_or_else(|| Error::Config("no transport: call HostBuilder::transport".into()))?;
-        if !transport.capabilities().topics {
-            if let Some(r) = self
-                .registrations
-                .iter()
-                .find(|r| matches!(r.source, Source::Subscription { .. }))
-            {
-                return Err(Error::Config(format!(
-                    "processor `{}` of event `{}` ({}) cannot run: the transport {} has no topics \
-                     (Transport::capabilities); run it on a transport with topics, or send the \
-                     message as a command",
-                    r.processor,
-                    r.message.rust_type(),
-                    r.source,
-                    transport_name(&*transport),
-                )));
-            }
-        }
-        // Explicit registrations first, so that a processor registered both ways keeps
-        // its explicit value and settings.
-        let (mut ordered, registry): (Vec<_>, Vec<_>) = self
-            .registrations
-            .into_iter()
-            .partition(|r| r.origin == Origin::Explicit);
-        ordered.extend(registry);
-        // Processors of one source share its consumer, routed by message type.
-        let mut routes: Vec<Routes> = Vec::new();
-        let mut seen: HashMap<(Source, &str), &'static str> = HashMap::new();
-        for r in ordered {
-            let key = (r.source.clone(), r.message.message_type());
-            if let Some(&first) = seen.get(&key) {
-                if r.origin == Origin::Registry && first == r.processor {
-                    tracing::debug!(
-                        processor = r.processor,
-                        source = %r.source,
-                        "registered explicitly and by #[processor]: the explicit registration is kept"
-                    );
-                    continue;
-                }
-                return Err(Error::Config(format!(
-                    "two processors are registered for message type `{}` on {}: `{}` and `{}`",
-                    r.message.message_type(),
-                    r.source,
-                    first,
-                    r.processor
-                )));
-            }
-            seen.insert(key, r.processor);
-            match routes
-                .iter_mut()
-                .find(|g| g.registrations[0].source == r.source)
-            {
-                // One source has one consumer, so its processors must agree on how it
-                // is consumed; otherwise the first's settings would silently win.
-                Some(group) if group.registrations[0].settings != r.settings => {
-                    return Err(Error::Config(format!(
-                        "the processors of {} ask for different processing settings (`{}` and `{}`); \
-                         processors that share a queue or subscription share its consumer: give them the same settings",
-                        r.source,
-                        group.registrations[0].message.message_type(),
-                        r.message.message_type()
-                    )));
-                }
-                Some(group) => group.registrations.push(r),
-                None => routes.push(Routes {
-                    registrations: vec![r],
-                    hooks: self.hooks.clone(),
-                }),
-            }
-        }
+        let routes = routes::group(
+            self.registrations,
+            self.bus_config.names(),
+            &*transport,
+            &self.hooks,
+        )?;
         let middleware: Arc<[Arc<dyn Middleware>]> = self.middleware.into();
         Ok(Host {
             bus: Bus::new(transport, self.bus_config),
@@ -577,13 +501,4 @@ pub async fn shutdown_signal() {
         () = terminate => tracing::info!("SIGTERM received: shutting down"),
         () = interrupt => tracing::info!("SIGINT received: shutting down"),
     }
-}
-
-/// A transport's type name for messages: its `Debug` output up to the first field.
-fn transport_name(transport: &dyn Transport) -> String {
-    let debug = format!("{transport:?}");
-    let end = debug
-        .find(|c: char| !(c.is_alphanumeric() || c == '_'))
-        .unwrap_or(debug.len());
-    debug[..end].to_owned()
 }
