@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use crate::message::validate_name;
 use crate::{MessageDescriptor, MessageKind, Result};
@@ -25,7 +25,8 @@ pub struct QueueNames {
     convention: Option<Arc<Convention>>,
     /// Resolved names, kept for the life of the process so that a send borrows its name
     /// as the transport calls expect (`&'static str`): one per mapped type, never per send.
-    resolved: Arc<Mutex<HashMap<(&'static str, &'static str), &'static str>>>,
+    /// A read lock on the send path: senders do not wait on each other.
+    resolved: Arc<RwLock<HashMap<(&'static str, &'static str), &'static str>>>,
 }
 
 impl fmt::Debug for QueueNames {
@@ -73,10 +74,11 @@ impl QueueNames {
             return Ok(message.name());
         }
         let key = (message.name(), message.message_type());
-        let mut resolved = self.resolved.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(name) = resolved.get(&key) {
+        let known = self.resolved.read().unwrap_or_else(PoisonError::into_inner);
+        if let Some(name) = known.get(&key) {
             return Ok(name);
         }
+        drop(known);
         let name = match (self.per_type.get(&key), &self.convention) {
             (Some(name), _) => name.clone(),
             (None, Some(convention)) => convention(message.name()),
@@ -84,7 +86,10 @@ impl QueueNames {
         };
         validate_name(what, &name)?;
         let name = intern(name);
-        resolved.insert(key, name);
+        self.resolved
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(key, name);
         Ok(name)
     }
 }

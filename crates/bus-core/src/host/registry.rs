@@ -86,3 +86,25 @@ impl ProcessorEntry {
             .is_some_and(|rest| rest.is_empty() || rest.starts_with("::"))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_module_prefix_matches_whole_path_segments() {
+        let entry = ProcessorEntry::__new("shop::orders::eu", "Orders", "Order", |b| b);
+        for prefix in ["shop", "shop::orders", "shop::orders::eu"] {
+            assert!(entry.is_in(prefix), "{prefix}");
+        }
+        for prefix in [
+            "sho",
+            "shop::order",
+            "shop::orders::e",
+            "billing",
+            "shop::orders::eu::x",
+        ] {
+            assert!(!entry.is_in(prefix), "{prefix}");
+        }
+    }
+}
