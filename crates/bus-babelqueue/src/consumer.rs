@@ -536,10 +536,18 @@ impl QueueConsumer {
         .await
     }
 
-    /// Closes the consumer's own blocking connection.
+    /// Closes the consumer's own blocking connection, without waiting for it: a `BLPOP`
+    /// whose caller gave up (the host stopped) still holds it until Redis answers, up to
+    /// the wait's timeout, and `QUIT` would queue behind it, so an idle host's shutdown
+    /// took up to a second. The connection closes when the block ends.
     pub async fn close(&self) -> Result<()> {
         if let Some(waiter) = &self.waiter {
-            waiter.quit().await?;
+            let waiter = waiter.clone();
+            tokio::spawn(async move {
+                if let Err(e) = waiter.quit().await {
+                    tracing::debug!(error = %e, "closing the wake-up connection failed");
+                }
+            });
         }
         Ok(())
     }

@@ -15,8 +15,9 @@ pub(crate) fn is_json_space(b: u8) -> bool {
     matches!(b, b' ' | b'\t' | b'\r' | b'\n')
 }
 
-/// Whether `text` nests arrays or objects deeper than [`bus_core::transport::MAX_NESTING`] (the
-/// bus's one depth guard; Python's decoder gives up near 1,000 levels, serde_json at 128).
+/// Whether `text` nests arrays or objects deeper than
+/// [`bus_core::transport::MAX_NESTING`] (the bus's one depth guard; Python's decoder gives
+/// up near 1,000 levels, serde_json at 128).
 pub(crate) fn too_deep(text: &[u8]) -> bool {
     bus_core::transport::too_deep(bus_core::Format::Json, text)
 }
