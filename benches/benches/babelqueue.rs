@@ -137,18 +137,13 @@ impl CommandProcessor<NativeOrder> for Arc<Clock> {
     }
 }
 
-fn python() -> PathBuf {
-    std::env::var("BQ_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/bq-venv/bin/python")
-        })
-}
-
 fn bq_py(args: &[&str]) -> Result<String, Box<dyn std::error::Error>> {
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../crates/bus-babelqueue/tests/python/bq.py");
-    let out = Command::new(python()).arg(script).args(args).output()?;
+    let out = Command::new(bus_test_redis::python::bq_python())
+        .arg(script)
+        .args(args)
+        .output()?;
     if !out.status.success() {
         return Err(format!("bq.py {args:?}: {}", String::from_utf8_lossy(&out.stderr)).into());
     }

@@ -1,7 +1,7 @@
 //! The client: publish (with headers, delayed) and open consumers of one layout.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use bus_redis::RedisConfig;
 use bytes::Bytes;
@@ -124,9 +124,7 @@ pub(crate) fn whole_seconds(d: Duration) -> u64 {
 
 /// Whole seconds since the Unix epoch (`floor(now)`), the unit of every score.
 pub(crate) fn now_secs() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+    crate::envelope::now_ms() / 1000
 }
 
 /// A BabelQueue client: a cheap `Clone` handle over one connection.

@@ -8,7 +8,6 @@
 
 use std::borrow::Cow;
 use std::fmt;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::value::RawValue;
 
@@ -104,11 +103,9 @@ pub struct Envelope {
     meta: Meta,
 }
 
-/// Milliseconds since the Unix epoch.
+/// Milliseconds since the Unix epoch (bus-core's clock), as BabelQueue's JSON numbers.
 pub(crate) fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+    i64::try_from(bus_core::transport::now_ms()).unwrap_or(i64::MAX)
 }
 
 /// A fresh UUID v4, the form BabelQueue SDKs use for ids and trace ids.

@@ -3,37 +3,22 @@
 
 use std::sync::LazyLock;
 
-use bus_redis::LuaScript;
+use bus_redis::{lua, LuaScript};
 use fred::prelude::Client;
 use fred::types::{MultipleKeys, Value};
 
 use crate::{Error, Result};
 
-macro_rules! lua {
-    ($name:literal) => {
-        LuaScript::new($name, include_str!(concat!("../lua/", $name, ".lua")))
-    };
-    ($name:literal, $common:literal) => {
-        LuaScript::new(
-            $name,
-            concat!(
-                include_str!(concat!("../lua/", $common, ".lua")),
-                include_str!(concat!("../lua/", $name, ".lua"))
-            ),
-        )
-    };
-}
-
 pub(crate) static LEGACY_RESERVE: LazyLock<LuaScript> =
-    LazyLock::new(|| lua!("legacy_reserve", "legacy_common"));
+    LazyLock::new(|| lua!("legacy_reserve", ["legacy_common"]));
 pub(crate) static LEGACY_RECOVER: LazyLock<LuaScript> =
-    LazyLock::new(|| lua!("legacy_recover", "legacy_common"));
+    LazyLock::new(|| lua!("legacy_recover", ["legacy_common"]));
 pub(crate) static LEGACY_SETTLE: LazyLock<LuaScript> = LazyLock::new(|| lua!("legacy_settle"));
 pub(crate) static RENEW: LazyLock<LuaScript> = LazyLock::new(|| lua!("renew"));
 pub(crate) static LARAVEL_RESERVE: LazyLock<LuaScript> =
-    LazyLock::new(|| lua!("laravel_reserve", "laravel_common"));
+    LazyLock::new(|| lua!("laravel_reserve", ["laravel_common"]));
 pub(crate) static LARAVEL_RECOVER: LazyLock<LuaScript> =
-    LazyLock::new(|| lua!("laravel_recover", "laravel_common"));
+    LazyLock::new(|| lua!("laravel_recover", ["laravel_common"]));
 pub(crate) static LARAVEL_PUSH: LazyLock<LuaScript> = LazyLock::new(|| lua!("laravel_push"));
 pub(crate) static LARAVEL_RELEASE: LazyLock<LuaScript> = LazyLock::new(|| lua!("laravel_release"));
 pub(crate) static LARAVEL_RETURN: LazyLock<LuaScript> = LazyLock::new(|| lua!("laravel_return"));

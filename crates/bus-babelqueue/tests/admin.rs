@@ -14,18 +14,10 @@ use bus_babelqueue::{
 };
 use bus_redis::RedisConfig;
 use bus_test_redis::{eventually_async, TestRedis};
-use common::{lrange, run_py, URN};
+use common::{lrange, options, run_py, URN};
 use serde_json::Value;
 
 const OTHER_URN: &str = "urn:babel:orders:unknown";
-
-fn options(layout: &str) -> Options {
-    if layout == "laravel" {
-        Options::laravel()
-    } else {
-        Options::legacy()
-    }
-}
 
 async fn client(redis: &TestRedis, options: Options) -> BabelQueue {
     let config = RedisConfig::from_url(&redis.url()).expect("Redis URL");
@@ -190,10 +182,7 @@ async fn list_count_peek(layout_name: &str) {
             .await
             .expect("peek");
         assert_eq!(delayed.len(), 1);
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .expect("clock")
-            .as_secs_f64();
+        let now = bus_core::transport::now_ms() as f64 / 1000.0;
         let due = delayed[0].score.expect("a score");
         assert!(due > now + 50.0 && due < now + 62.0, "due {due}, now {now}");
     } else {
@@ -206,15 +195,7 @@ async fn list_count_peek(layout_name: &str) {
     assert!(matches!(err, Err(Error::WrongType { .. })), "{err:?}");
 }
 
-#[tokio::test]
-async fn sdk_queues_are_listed_counted_and_peeked_legacy() {
-    list_count_peek("legacy").await;
-}
-
-#[tokio::test]
-async fn sdk_queues_are_listed_counted_and_peeked_laravel() {
-    list_count_peek("laravel").await;
-}
+bus_test_redis::per_layout!(list_count_peek => sdk_queues_are_listed_counted_and_peeked);
 
 async fn dead_letters_and_redrive(layout_name: &str) {
     let redis = TestRedis::start().expect("redis-server");
@@ -407,15 +388,7 @@ async fn dead_letters_and_redrive(layout_name: &str) {
     );
 }
 
-#[tokio::test]
-async fn dead_letters_of_both_sides_are_listed_and_redriven_legacy() {
-    dead_letters_and_redrive("legacy").await;
-}
-
-#[tokio::test]
-async fn dead_letters_of_both_sides_are_listed_and_redriven_laravel() {
-    dead_letters_and_redrive("laravel").await;
-}
+bus_test_redis::per_layout!(dead_letters_and_redrive => dead_letters_of_both_sides_are_listed_and_redriven);
 
 /// Two redrives of one DLQ at once, each on its own connection: every record moves
 /// exactly once.

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use bus_core::ProcessingSettings;
 use bus_test_redis::{eventually, TestRedis};
-use common::{lrange, run_py, size, Worker};
+use common::{host_process, lrange, run_py, size};
 use serde_json::Value;
 
 const START: Duration = Duration::from_secs(30);
@@ -39,7 +39,7 @@ async fn a_message_that_aborts_every_host_is_dead_lettered_after_the_limit_legac
     let recovered_within = lock + Duration::from_secs(20);
 
     for delivery in 1..=limit {
-        let mut host = Worker::host(&["--url", &url, "--crash"]);
+        let mut host = host_process(&["--url", &url, "--crash"]);
         assert_eq!(host.next(START).await.expect("host starts")["ready"], true);
         let crash = host
             .next(recovered_within)
@@ -58,7 +58,7 @@ async fn a_message_that_aborts_every_host_is_dead_lettered_after_the_limit_legac
     }
 
     // The next host recovers it once more and dead-letters it without running it.
-    let mut host = Worker::host(&["--url", &url, "--crash"]);
+    let mut host = host_process(&["--url", &url, "--crash"]);
     assert_eq!(host.next(START).await.expect("host starts")["ready"], true);
     let dead = eventually(recovered_within, || size(&redis, "orders.dlq") == 1).await;
     assert!(

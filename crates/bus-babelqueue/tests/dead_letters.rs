@@ -6,9 +6,8 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use bus_babelqueue::Options;
 use bus_test_redis::TestRedis;
-use common::{consumer, lrange, receive, run_py, settle, size, transport, URN};
+use common::{consumer, lrange, options, receive, run_py, settle, size, transport, URN};
 use serde_json::Value;
 
 const OTHER_URN: &str = "urn:babel:orders:unknown";
@@ -54,11 +53,7 @@ fn comparable(record: &[u8]) -> Value {
 async fn dead_letters(layout: &str) {
     let redis = TestRedis::start().expect("redis-server");
     let url = redis.url();
-    let options = if layout == "laravel" {
-        Options::laravel()
-    } else {
-        Options::legacy()
-    };
+    let options = options(layout);
     let transport = transport(&url, options).await;
     let keys = transport.babel_queue().keys("orders");
 
@@ -154,12 +149,4 @@ async fn dead_letters(layout: &str) {
     assert_eq!(size(&redis, &keys.dlq), expected);
 }
 
-#[tokio::test]
-async fn failures_unknown_urns_and_garbage_dead_letter_like_the_sdk_legacy() {
-    dead_letters("legacy").await;
-}
-
-#[tokio::test]
-async fn failures_unknown_urns_and_garbage_dead_letter_like_the_sdk_laravel() {
-    dead_letters("laravel").await;
-}
+bus_test_redis::per_layout!(dead_letters => failures_unknown_urns_and_garbage_dead_letter_like_the_sdk);

@@ -3,7 +3,7 @@
 
 mod common;
 
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use bus_babelqueue::{BabelQueue, Envelope, Options};
 use bus_core::records::ErrorRecord;
@@ -14,10 +14,7 @@ use common::{consumer, receive, run_py, transport, URN};
 use serde_json::{json, Value};
 
 fn now_secs_f64() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .expect("clock")
-        .as_secs_f64()
+    bus_core::transport::now_ms() as f64 / 1000.0
 }
 
 #[tokio::test]

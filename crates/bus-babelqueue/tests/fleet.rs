@@ -9,19 +9,14 @@ use std::time::{Duration, Instant};
 use bus_babelqueue::Options;
 use bus_core::records::ErrorRecord;
 use bus_test_redis::TestRedis;
-use common::{consumer, receive, run_py, settle, size, transport, Worker, URN};
+use common::{bq, consumer, receive, run_py, rust_worker, settle, size, transport, URN};
 use serde_json::Value;
 
 const FLEET: usize = 2000;
 const WAIT: Duration = Duration::from_secs(20);
 
 fn options(layout: &str) -> Options {
-    let options = if layout == "laravel" {
-        Options::laravel()
-    } else {
-        Options::legacy()
-    };
-    options.retry_after(Some(Duration::from_secs(2)))
+    common::options(layout).retry_after(Some(Duration::from_secs(2)))
 }
 
 fn id_of(delivery: &bus_core::transport::Delivery) -> String {
@@ -40,7 +35,7 @@ async fn mixed_fleet(layout: &str) {
         "--queue",
         "orders",
     ];
-    let mut worker = Worker::spawn(&[&["worker"][..], &base[..]].concat());
+    let mut worker = bq().spawn(&[&["worker"][..], &base[..]].concat());
     assert_eq!(
         worker.next(WAIT).await.expect("worker starts")["ready"],
         true
@@ -101,15 +96,7 @@ async fn mixed_fleet(layout: &str) {
     assert_eq!(size(&redis, &keys.dlq), 0);
 }
 
-#[tokio::test]
-async fn python_worker_and_rust_consumer_share_a_queue_legacy() {
-    mixed_fleet("legacy").await;
-}
-
-#[tokio::test]
-async fn python_worker_and_rust_consumer_share_a_queue_laravel() {
-    mixed_fleet("laravel").await;
-}
+bus_test_redis::per_layout!(mixed_fleet => python_worker_and_rust_consumer_share_a_queue);
 
 /// A Python worker SIGKILLed mid-message: the Rust consumer recovers the message after
 /// `retry_after` (2 s, whole seconds: 1-2 s).
@@ -126,7 +113,7 @@ async fn python_killed(layout: &str) {
         "--retry-after",
         "2",
     ];
-    let mut worker = Worker::spawn(&[&["worker", "--hang-at", "1"][..], &base[..]].concat());
+    let mut worker = bq().spawn(&[&["worker", "--hang-at", "1"][..], &base[..]].concat());
     assert_eq!(
         worker.next(WAIT).await.expect("worker starts")["ready"],
         true
@@ -166,15 +153,7 @@ async fn python_killed(layout: &str) {
     }
 }
 
-#[tokio::test]
-async fn python_worker_killed_mid_message_is_recovered_by_rust_legacy() {
-    python_killed("legacy").await;
-}
-
-#[tokio::test]
-async fn python_worker_killed_mid_message_is_recovered_by_rust_laravel() {
-    python_killed("laravel").await;
-}
+bus_test_redis::per_layout!(python_killed => python_worker_killed_mid_message_is_recovered_by_rust);
 
 /// The Rust side dies mid-message (its reservation is abandoned: no ack, no renewal); a
 /// Python worker recovers it after `retry_after`. The dead side's late ack, retry and
@@ -201,7 +180,7 @@ async fn rust_killed(layout: &str) {
         .pop()
         .expect("the Rust side takes the message");
 
-    let mut worker = Worker::spawn(&[&["worker", "--hang-at", "1"][..], &base[..]].concat());
+    let mut worker = bq().spawn(&[&["worker", "--hang-at", "1"][..], &base[..]].concat());
     assert_eq!(
         worker.next(WAIT).await.expect("worker starts")["ready"],
         true
@@ -260,15 +239,7 @@ async fn rust_killed(layout: &str) {
     }
 }
 
-#[tokio::test]
-async fn abandoned_rust_reservation_recovered_by_python_late_settles_change_nothing_legacy() {
-    rust_killed("legacy").await;
-}
-
-#[tokio::test]
-async fn abandoned_rust_reservation_recovered_by_python_late_settles_change_nothing_laravel() {
-    rust_killed("laravel").await;
-}
+bus_test_redis::per_layout!(rust_killed => abandoned_rust_reservation_recovered_by_python_late_settles_change_nothing);
 
 /// A Rust worker process SIGKILLed mid-message: a Python worker recovers the message
 /// after `retry_after`.
@@ -286,7 +257,7 @@ async fn rust_process_killed(layout: &str) {
         "2",
     ];
     let (published, _) = run_py(&[&["publish"][..], &base[..]].concat()).await;
-    let mut rust = Worker::rust(&[&["--hang-at", "1"][..], &base[..]].concat());
+    let mut rust = rust_worker(&[&["--hang-at", "1"][..], &base[..]].concat());
     assert_eq!(rust.next(WAIT).await.expect("worker starts")["ready"], true);
     let hung = rust
         .next(WAIT)
@@ -295,7 +266,7 @@ async fn rust_process_killed(layout: &str) {
     assert_eq!(hung["hang"], published[0]["id"]);
     rust.kill().await;
 
-    let mut python = Worker::spawn(&[&["worker"][..], &base[..]].concat());
+    let mut python = bq().spawn(&[&["worker"][..], &base[..]].concat());
     assert_eq!(
         python.next(WAIT).await.expect("worker starts")["ready"],
         true
@@ -319,12 +290,4 @@ async fn rust_process_killed(layout: &str) {
     }
 }
 
-#[tokio::test]
-async fn rust_worker_process_killed_mid_message_is_recovered_by_python_legacy() {
-    rust_process_killed("legacy").await;
-}
-
-#[tokio::test]
-async fn rust_worker_process_killed_mid_message_is_recovered_by_python_laravel() {
-    rust_process_killed("laravel").await;
-}
+bus_test_redis::per_layout!(rust_process_killed => rust_worker_process_killed_mid_message_is_recovered_by_python);

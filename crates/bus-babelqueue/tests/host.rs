@@ -10,10 +10,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use bus_babelqueue::Options;
 use bus_core::{Command, CommandProcessor, Context, Host, Message, MessageKind, ProcessError};
 use bus_test_redis::{eventually, TestRedis};
-use common::{run_py, size, transport};
+use common::{options, run_py, size, transport};
 use serde::{Deserialize, Serialize};
 
 /// The body the Python script publishes (`data_for(i)` in tests/python/bq.py).
@@ -88,10 +87,7 @@ async fn host_routes_by_urn(layout: &str) {
         args
     })
     .await;
-    let options = match layout {
-        "laravel" => Options::laravel(),
-        _ => Options::legacy(),
-    };
+    let options = options(layout);
     let seen = Arc::new(Seen::default());
     let running = Host::builder()
         .transport(transport(&url, options).await)
@@ -136,12 +132,7 @@ async fn host_routes_by_urn(layout: &str) {
     assert_eq!(record["dead_letter"]["reason"], "unknown_urn");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_host_routes_a_legacy_queue_by_urn() {
-    host_routes_by_urn("legacy").await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_host_routes_a_laravel_queue_by_urn() {
-    host_routes_by_urn("laravel").await;
-}
+bus_test_redis::per_layout!(
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    host_routes_by_urn => a_host_routes_a_queue_by_urn
+);

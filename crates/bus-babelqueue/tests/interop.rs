@@ -6,21 +6,14 @@ mod common;
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
-use bus_babelqueue::{Options, TRACE_ID_HEADER};
+use bus_babelqueue::TRACE_ID_HEADER;
 use bus_core::transport::{Outgoing, WireFormat};
 use bus_core::{Format, Headers, MessageId, Transport};
 use bus_test_redis::TestRedis;
-use common::{consumer, receive, run_py, size, transport, URN};
+use common::{consumer, options, receive, run_py, size, transport, URN};
 use serde_json::{json, Value};
 
 const N: usize = 1000;
-
-fn layout_options(layout: &str) -> Options {
-    match layout {
-        "laravel" => Options::laravel(),
-        _ => Options::legacy(),
-    }
-}
 
 /// Python publishes N messages; the Rust adapter consumes each once with the same
 /// meta.id, trace_id, data and headers.
@@ -43,7 +36,7 @@ async fn python_to_rust(layout: &str, headers: bool) {
         .map(|p| (p["id"].as_str().expect("id").to_owned(), p))
         .collect();
 
-    let transport = transport(&url, layout_options(layout)).await;
+    let transport = transport(&url, options(layout)).await;
     let consumer = consumer(&transport, queue, Duration::from_secs(30), 3).await;
     let mut seen: HashMap<String, usize> = HashMap::new();
     while seen.len() < N {
@@ -83,25 +76,8 @@ async fn python_to_rust(layout: &str, headers: bool) {
     }
 }
 
-#[tokio::test]
-async fn python_publishes_rust_consumes_legacy() {
-    python_to_rust("legacy", false).await;
-}
-
-#[tokio::test]
-async fn python_publishes_with_headers_rust_consumes_legacy() {
-    python_to_rust("legacy", true).await;
-}
-
-#[tokio::test]
-async fn python_publishes_rust_consumes_laravel() {
-    python_to_rust("laravel", false).await;
-}
-
-#[tokio::test]
-async fn python_publishes_with_headers_rust_consumes_laravel() {
-    python_to_rust("laravel", true).await;
-}
+bus_test_redis::per_layout!(python_to_rust(false) => python_publishes_rust_consumes);
+bus_test_redis::per_layout!(python_to_rust(true) => python_publishes_with_headers_rust_consumes);
 
 /// The Rust adapter sends N messages; the Python SDK consumes them with identical fields
 /// and logs no warning.
@@ -109,7 +85,7 @@ async fn rust_to_python(layout: &str) {
     let redis = TestRedis::start().expect("redis-server");
     let url = redis.url();
     let queue = "orders";
-    let transport = transport(&url, layout_options(layout)).await;
+    let transport = transport(&url, options(layout)).await;
     let mut sent = HashMap::new();
     let mut batch = Vec::new();
     for i in 0..N {
@@ -181,12 +157,4 @@ async fn rust_to_python(layout: &str) {
     assert_eq!(ids.len(), N, "a message was handled twice");
 }
 
-#[tokio::test]
-async fn rust_publishes_python_consumes_legacy() {
-    rust_to_python("legacy").await;
-}
-
-#[tokio::test]
-async fn rust_publishes_python_consumes_laravel() {
-    rust_to_python("laravel").await;
-}
+bus_test_redis::per_layout!(rust_to_python => rust_publishes_python_consumes);

@@ -18,10 +18,7 @@ async fn connect(redis: &TestRedis, options: Options) -> BabelQueue {
 }
 
 fn now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("clock")
-        .as_secs() as i64
+    (bus_core::transport::now_ms() / 1000) as i64
 }
 
 fn members(redis: &TestRedis, key: &str) -> Vec<(Vec<u8>, i64)> {

@@ -10,13 +10,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use bus_babelqueue::{BabelQueue, Envelope, Headers, Options, UnknownUrn};
+use bus_babelqueue::{BabelQueue, Envelope, Headers, UnknownUrn};
 use bus_core::{
     Command, CommandProcessor, Context, Host, Message, MessageKind, ProcessError,
     ProcessingSettings, RunningHost,
 };
 use bus_test_redis::{eventually, TestRedis};
-use common::{lrange, size, URN};
+use common::{lrange, options, size, URN};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
@@ -45,13 +45,6 @@ impl CommandProcessor<Created> for Arc<Runs> {
     }
     fn settings(&self) -> ProcessingSettings {
         ProcessingSettings::default().dead_letter_delivery_limit(LIMIT)
-    }
-}
-
-fn options(layout: &str) -> Options {
-    match layout {
-        "laravel" => Options::laravel(),
-        _ => Options::legacy(),
     }
 }
 
@@ -152,35 +145,20 @@ async fn unknown_urn(layout: &str, policy: UnknownUrn) {
     f.host.shutdown().await.expect("shutdown");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_unknown_urn_is_dead_lettered_at_once_by_default_legacy() {
-    unknown_urn("legacy", UnknownUrn::default()).await;
-}
+bus_test_redis::per_layout!(
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    unknown_urn(UnknownUrn::default()) => an_unknown_urn_is_dead_lettered_at_once_by_default
+);
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_unknown_urn_is_dead_lettered_at_once_by_default_laravel() {
-    unknown_urn("laravel", UnknownUrn::default()).await;
-}
+bus_test_redis::per_layout!(
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    unknown_urn(UnknownUrn::Retry) => an_unknown_urn_is_retried_to_the_limit_then_dead_lettered
+);
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_unknown_urn_is_retried_to_the_limit_then_dead_lettered_legacy() {
-    unknown_urn("legacy", UnknownUrn::Retry).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_unknown_urn_is_retried_to_the_limit_then_dead_lettered_laravel() {
-    unknown_urn("laravel", UnknownUrn::Retry).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_unknown_urn_is_acknowledged_legacy() {
-    unknown_urn("legacy", UnknownUrn::Acknowledge).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_unknown_urn_is_acknowledged_laravel() {
-    unknown_urn("laravel", UnknownUrn::Acknowledge).await;
-}
+bus_test_redis::per_layout!(
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    unknown_urn(UnknownUrn::Acknowledge) => an_unknown_urn_is_acknowledged
+);
 
 /// A message that arrives with attempts 7 on a processor whose limit is 3: dead-lettered
 /// without running, and the error says it arrived with attempts 7.
@@ -208,12 +186,7 @@ async fn past_the_limit(layout: &str) {
     f.host.shutdown().await.expect("shutdown");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_message_arriving_past_the_limit_says_so_legacy() {
-    past_the_limit("legacy").await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_message_arriving_past_the_limit_says_so_laravel() {
-    past_the_limit("laravel").await;
-}
+bus_test_redis::per_layout!(
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    past_the_limit => a_message_arriving_past_the_limit_says_so
+);

@@ -9,7 +9,7 @@ mod common;
 
 use bus_chaos::{processed_key, runs_key, Job};
 use bus_test_redis::{eventually, eventually_async, RedisServer, SyncClient, TestRedis};
-use common::{backlog, bus, consumer, int, kill, send_jobs};
+use common::{backlog, bus, consumer, kill, send_jobs};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn consumers_killed_with_sigkill_lose_nothing() {
@@ -23,7 +23,7 @@ async fn consumers_killed_with_sigkill_lose_nothing() {
     let (url, prefix) = (redis.url(), redis.namespace().to_owned());
     send_jobs(&bus(&url, &prefix).await, JOBS).await;
     let mut client = redis.client();
-    let processed = |c: &mut SyncClient| int(c, &["SCARD", &processed_key(&prefix)]);
+    let processed = |c: &mut SyncClient| c.int(&["SCARD", &processed_key(&prefix)]).unwrap();
 
     for round in 0..KILLS {
         let before = processed(&mut client);
@@ -55,9 +55,9 @@ async fn consumers_killed_with_sigkill_lose_nothing() {
         .map(|m| m.as_str().unwrap().to_owned())
         .collect();
     let lost = (0..JOBS).filter(|n| !ids.contains(&n.to_string())).count();
-    let runs = int(&mut client, &["GET", &runs_key(&prefix)]);
+    let runs = client.int(&["GET", &runs_key(&prefix)]).unwrap();
     let left = backlog(&mut client, &prefix);
-    let dead = int(&mut client, &["LLEN", &common::keys(&prefix).dead]);
+    let dead = client.int(&["LLEN", &common::keys(&prefix).dead]).unwrap();
     println!(
         "SIGKILL x{KILLS}: {JOBS} jobs, {runs} handler runs: {lost} lost, {} duplicate runs, \
          {} in flight, {dead} dead-lettered; [ready, in flight, delayed, stored] = {left:?}",
@@ -87,21 +87,21 @@ async fn a_handler_that_aborts_the_process_every_time_is_still_dead_lettered() {
     // One consumer start per round, until the message is dead-lettered.
     let dead_lettered = eventually_async(Duration::from_secs(60), || async {
         let mut client = redis.client();
-        if int(&mut client, &["LLEN", &dead_key]) > 0 {
+        if client.int(&["LLEN", &dead_key]).unwrap() > 0 {
             return true;
         }
         let mut child = consumer(&url, &prefix, "abort", 300, LIMIT);
         starts.fetch_add(1, Ordering::SeqCst);
         // The child aborts in the handler, or recovers and dead-letters the message.
         let exited = eventually(Duration::from_secs(10), || {
-            child.try_wait().unwrap().is_some() || int(&mut client, &["LLEN", &dead_key]) == 1
+            child.try_wait().unwrap().is_some() || client.int(&["LLEN", &dead_key]).unwrap() == 1
         })
         .await;
         if child.try_wait().unwrap().is_none() {
             kill(&mut child);
         }
         assert!(exited, "the consumer neither crashed nor dead-lettered");
-        int(&mut client, &["LLEN", &dead_key]) > 0
+        client.int(&["LLEN", &dead_key]).unwrap() > 0
     });
     assert!(
         dead_lettered.await,
@@ -112,7 +112,7 @@ async fn a_handler_that_aborts_the_process_every_time_is_still_dead_lettered() {
     let id = id.as_str().unwrap();
     let info = client.cmd(&["HGET", &keys.dead_info, id]).unwrap();
     let errors = client.cmd(&["HGET", &keys.errors, id]).unwrap();
-    let runs = int(&mut client, &["GET", &runs_key(&prefix)]);
+    let runs = client.int(&["GET", &runs_key(&prefix)]).unwrap();
     assert_eq!(runs, i64::from(LIMIT), "the handler ran {runs} times; the limit is {LIMIT}; dead letter {info:?}, errors {errors:?}");
     assert!(info.as_str().unwrap().contains("\"delivery_limit\""));
     assert_eq!(backlog(&mut client, &prefix)[..3], [0, 0, 0]);
@@ -125,7 +125,7 @@ async fn redis_restarted_mid_run_loses_nothing() {
     let (url, prefix) = (server.url(), "restart".to_owned());
     send_jobs(&bus(&url, &prefix).await, JOBS).await;
     let mut child = consumer(&url, &prefix, "record", 2_000, 100);
-    let processed = |c: &mut SyncClient| int(c, &["SCARD", &processed_key(&prefix)]);
+    let processed = |c: &mut SyncClient| c.int(&["SCARD", &processed_key(&prefix)]).unwrap();
     let mut client = server.client();
     let started = eventually(Duration::from_secs(60), || processed(&mut client) >= 500);
     assert!(started.await);

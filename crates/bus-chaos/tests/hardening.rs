@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 
 use bus_chaos::{poison_runs_key, processed_key, Job};
 use bus_test_redis::{eventually, Proxy, RedisServer, SyncClient, TestRedis};
-use common::{backlog, bus, consumer, consumer_command, int, kill, send_jobs};
+use common::{backlog, bus, consumer, consumer_command, kill, send_jobs};
 
 fn processed(client: &mut SyncClient, prefix: &str) -> i64 {
-    int(client, &["SCARD", &processed_key(prefix)])
+    client.int(&["SCARD", &processed_key(prefix)]).unwrap()
 }
 
 fn signal(child: &Child, name: &str) {
@@ -42,7 +42,7 @@ async fn a_handler_that_aborts_the_process_takes_no_batch_mate_down() {
     let mut client = redis.client();
     let keys = common::keys(&prefix);
     let dead_key = keys.dead.clone();
-    let done = |c: &mut SyncClient| int(c, &["LLEN", &dead_key]) + processed(c, &prefix);
+    let done = |c: &mut SyncClient| c.int(&["LLEN", &dead_key]).unwrap() + processed(c, &prefix);
     let mut starts = 0;
     while done(&mut client) < JOBS as i64 && starts < 20 {
         starts += 1;
@@ -55,8 +55,8 @@ async fn a_handler_that_aborts_the_process_takes_no_batch_mate_down() {
             kill(&mut child);
         }
     }
-    let dead = int(&mut client, &["LLEN", &dead_key]);
-    let poison_runs = int(&mut client, &["GET", &poison_runs_key(&prefix)]);
+    let dead = client.int(&["LLEN", &dead_key]).unwrap();
+    let poison_runs = client.int(&["GET", &poison_runs_key(&prefix)]).unwrap();
     assert_eq!(
         (dead, processed(&mut client, &prefix)),
         (1, JOBS as i64 - 1),
@@ -300,7 +300,7 @@ async fn handlers_that_block_their_thread_keep_their_locks() {
         processed(&mut client, &prefix) == JOBS as i64
     })
     .await;
-    let runs = int(&mut client, &["GET", &bus_chaos::runs_key(&prefix)]);
+    let runs = client.int(&["GET", &bus_chaos::runs_key(&prefix)]).unwrap();
     for host in &mut hosts {
         kill(host);
     }

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use bus_chaos::{processed_key, Job};
 use bus_redis::keys;
 use bus_test_redis::{eventually, SyncClient, TestRedis};
-use common::{bus, consumer_command, int, keys as queue_keys, kill};
+use common::{bus, consumer_command, keys as queue_keys, kill};
 
 /// The last commit of protocol 1.
 const OLD: &str = "1f46ce1";
@@ -138,7 +138,7 @@ impl Drop for Children {
 }
 
 fn processed(client: &mut SyncClient, prefix: &str) -> i64 {
-    int(client, &["SCARD", &processed_key(prefix)])
+    client.int(&["SCARD", &processed_key(prefix)]).unwrap()
 }
 
 /// Plain JSON envelopes of jobs `from..to`, pushed as a protocol-1 producer does (one RPUSH
@@ -201,17 +201,17 @@ async fn protocol_1_consumers_killed_mid_run_then_protocol_2_hosts_finish_everyt
         // fixed time.
         let busy = eventually(Duration::from_secs(120), || {
             processed(&mut client, &prefix) >= target
-                && int(&mut client, &["ZCARD", &k.inflight]) > 0
+                && client.int(&["ZCARD", &k.inflight]).unwrap() > 0
         })
         .await;
         kill(child);
         assert!(busy, "old consumer {i} made no progress");
     }
-    let in_flight = int(&mut client, &["ZCARD", &k.inflight]);
+    let in_flight = client.int(&["ZCARD", &k.inflight]).unwrap();
     let processed_by_old = processed(&mut client, &prefix);
     assert!(in_flight > 0, "the old consumers left nothing in flight");
     assert_eq!(
-        int(&mut client, &["ZCARD", &k.leases]),
+        client.int(&["ZCARD", &k.leases]).unwrap(),
         0,
         "the old consumers made leases: not the protocol-1 build"
     );
@@ -252,7 +252,7 @@ async fn protocol_1_consumers_killed_mid_run_then_protocol_2_hosts_finish_everyt
         processed(&mut client, &prefix) == total
             && held
                 .iter()
-                .all(|key| int(&mut client, &["EXISTS", key.as_str()]) == 0)
+                .all(|key| client.int(&["EXISTS", key.as_str()]).unwrap() == 0)
     })
     .await;
     for child in &mut new.0 {
@@ -260,7 +260,7 @@ async fn protocol_1_consumers_killed_mid_run_then_protocol_2_hosts_finish_everyt
     }
     let left: Vec<(String, i64)> = held
         .iter()
-        .map(|key| (key.clone(), int(&mut client, &["EXISTS", key.as_str()])))
+        .map(|key| (key.clone(), client.int(&["EXISTS", key.as_str()]).unwrap()))
         .filter(|(_, n)| *n > 0)
         .collect();
     let members = client.cmd(&["SMEMBERS", &processed_key(&prefix)]).unwrap();

@@ -4,6 +4,8 @@
 //! queue names (no `:`), so the first `:` after `sagas:` ends the partition and the id
 //! may contain anything.
 
+use bus_redis::keys::escape_glob;
+
 /// The segment every saga key starts with (after the prefix).
 pub(crate) const SAGAS: &str = "sagas";
 
@@ -35,18 +37,6 @@ fn namespace(prefix: &str) -> String {
     } else {
         format!("{prefix}:")
     }
-}
-
-/// Escapes SCAN MATCH's glob characters.
-fn escape_glob(text: &str) -> String {
-    let mut escaped = String::with_capacity(text.len());
-    for c in text.chars() {
-        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
-            escaped.push('\\');
-        }
-        escaped.push(c);
-    }
-    escaped
 }
 
 #[cfg(test)]

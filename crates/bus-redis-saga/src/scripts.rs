@@ -4,29 +4,17 @@
 use std::sync::LazyLock;
 
 use bus_core::{Error, Result};
-use bus_redis::LuaScript;
+use bus_redis::{lua, LuaScript};
 use fred::prelude::Client;
 use fred::types::Value;
 
-macro_rules! lua {
-    ($name:literal) => {
-        // The shared `inspect` helper is prepended at compile time.
-        LuaScript::new(
-            $name,
-            concat!(
-                include_str!("../lua/common.lua"),
-                include_str!(concat!("../lua/", $name, ".lua"))
-            ),
-        )
-    };
-}
-
+// The shared `inspect` helper (lua/common.lua) is prepended at compile time.
 // Each script is hashed once per process, on first use.
-pub(crate) static CREATE: LazyLock<LuaScript> = LazyLock::new(|| lua!("create"));
-pub(crate) static UPDATE: LazyLock<LuaScript> = LazyLock::new(|| lua!("update"));
-pub(crate) static COMPLETE: LazyLock<LuaScript> = LazyLock::new(|| lua!("complete"));
-pub(crate) static DELETE: LazyLock<LuaScript> = LazyLock::new(|| lua!("delete"));
-pub(crate) static GET: LazyLock<LuaScript> = LazyLock::new(|| lua!("get"));
+pub(crate) static CREATE: LazyLock<LuaScript> = LazyLock::new(|| lua!("create", ["common"]));
+pub(crate) static UPDATE: LazyLock<LuaScript> = LazyLock::new(|| lua!("update", ["common"]));
+pub(crate) static COMPLETE: LazyLock<LuaScript> = LazyLock::new(|| lua!("complete", ["common"]));
+pub(crate) static DELETE: LazyLock<LuaScript> = LazyLock::new(|| lua!("delete", ["common"]));
+pub(crate) static GET: LazyLock<LuaScript> = LazyLock::new(|| lua!("get", ["common"]));
 
 /// What a saga script answered.
 #[derive(Debug)]

@@ -223,8 +223,9 @@ fn split_tagged(key: &str) -> Option<(&str, &str, &str)> {
     Some((prefix, tag, rest))
 }
 
-/// Escapes SCAN MATCH's glob characters.
-fn escape_glob(text: &str) -> String {
+/// Escapes SCAN MATCH's glob characters (`*`, `?`, `[`, `]`, `\`), so a prefix or name
+/// matches only itself; the saga store's patterns use it too.
+pub fn escape_glob(text: &str) -> String {
     let mut escaped = String::with_capacity(text.len());
     for c in text.chars() {
         if matches!(c, '*' | '?' | '[' | ']' | '\\') {

@@ -50,57 +50,58 @@ impl LuaScript {
     }
 }
 
+/// A [`LuaScript`] from the calling crate's `lua/` directory, for every crate of the bus
+/// (this one, the saga store, BabelQueue), so a script's text is built one way everywhere:
+///
+/// - `lua!("ack")`: `lua/ack.lua` alone;
+/// - `lua!("ack", ["common"])`: `lua/common.lua` then `lua/ack.lua` (shared helpers
+///   prepended at compile time, in the order given);
+/// - `lua!("ack", ["common"], flags = "allow-oom")`: behind a `#!lua flags=allow-oom`
+///   shebang.
+///
+/// The paths are relative to the file that calls the macro (`include_str!` resolves
+/// them at the call site), which must sit one directory below `lua/` (`src/scripts.rs`).
+/// The text, and so the SHA other clients run, is exactly the concatenation.
+#[macro_export]
 macro_rules! lua {
-    ($name:literal) => {
-        // The shared helpers are prepended at compile time.
-        LuaScript::new(
+    ($name:literal $(, [$($prelude:literal),* $(,)?])? $(, flags = $flags:literal)? $(,)?) => {
+        $crate::LuaScript::new(
             $name,
             concat!(
-                include_str!("../lua/common.lua"),
-                include_str!(concat!("../lua/", $name, ".lua"))
-            ),
-        )
-    };
-    // A consumer-side script runs on a full Redis (`maxmemory`, `noeviction`): it only
-    // moves, counts or removes existing messages, and draining a full Redis needs it.
-    // Sends are refused there, with Redis's OOM error.
-    // An admin script (src/admin): the shared helpers, then the dead-letter helpers.
-    ($name:literal, admin) => {
-        LuaScript::new(
-            $name,
-            concat!(
-                include_str!("../lua/common.lua"),
-                include_str!("../lua/admin_common.lua"),
-                include_str!(concat!("../lua/", $name, ".lua"))
-            ),
-        )
-    };
-    ($name:literal, allow_oom) => {
-        LuaScript::new(
-            $name,
-            concat!(
-                "#!lua flags=allow-oom\n",
-                include_str!("../lua/common.lua"),
+                $("#!lua flags=", $flags, "\n",)?
+                $($(include_str!(concat!("../lua/", $prelude, ".lua")),)*)?
                 include_str!(concat!("../lua/", $name, ".lua"))
             ),
         )
     };
 }
 
+// A consumer-side script runs on a full Redis (`maxmemory`, `noeviction`): it only
+// moves, counts or removes existing messages, and draining a full Redis needs it
+// (`flags = "allow-oom"`). Sends are refused there, with Redis's OOM error.
+// An admin script (src/admin) gets the shared helpers, then the dead-letter helpers.
+
 // Each script is hashed once per process, on first use.
-pub(crate) static SEND_AT: LazyLock<LuaScript> = LazyLock::new(|| lua!("send_at"));
-pub(crate) static PUBLISH: LazyLock<LuaScript> = LazyLock::new(|| lua!("publish"));
-pub(crate) static RESERVE: LazyLock<LuaScript> = LazyLock::new(|| lua!("reserve", allow_oom));
+pub(crate) static SEND_AT: LazyLock<LuaScript> = LazyLock::new(|| lua!("send_at", ["common"]));
+pub(crate) static PUBLISH: LazyLock<LuaScript> = LazyLock::new(|| lua!("publish", ["common"]));
+pub(crate) static RESERVE: LazyLock<LuaScript> =
+    LazyLock::new(|| lua!("reserve", ["common"], flags = "allow-oom"));
 pub(crate) static RESERVE_ALONE: LazyLock<LuaScript> =
-    LazyLock::new(|| lua!("reserve_alone", allow_oom));
-pub(crate) static ACK: LazyLock<LuaScript> = LazyLock::new(|| lua!("ack", allow_oom));
-pub(crate) static RENEW: LazyLock<LuaScript> = LazyLock::new(|| lua!("renew", allow_oom));
-pub(crate) static RETRY: LazyLock<LuaScript> = LazyLock::new(|| lua!("retry", allow_oom));
+    LazyLock::new(|| lua!("reserve_alone", ["common"], flags = "allow-oom"));
+pub(crate) static ACK: LazyLock<LuaScript> =
+    LazyLock::new(|| lua!("ack", ["common"], flags = "allow-oom"));
+pub(crate) static RENEW: LazyLock<LuaScript> =
+    LazyLock::new(|| lua!("renew", ["common"], flags = "allow-oom"));
+pub(crate) static RETRY: LazyLock<LuaScript> =
+    LazyLock::new(|| lua!("retry", ["common"], flags = "allow-oom"));
 pub(crate) static DEAD_LETTER: LazyLock<LuaScript> =
-    LazyLock::new(|| lua!("dead_letter", allow_oom));
-pub(crate) static RELEASE: LazyLock<LuaScript> = LazyLock::new(|| lua!("release", allow_oom));
-pub(crate) static RECOVER: LazyLock<LuaScript> = LazyLock::new(|| lua!("recover", allow_oom));
-pub(crate) static ABSOLVE: LazyLock<LuaScript> = LazyLock::new(|| lua!("absolve", allow_oom));
+    LazyLock::new(|| lua!("dead_letter", ["common"], flags = "allow-oom"));
+pub(crate) static RELEASE: LazyLock<LuaScript> =
+    LazyLock::new(|| lua!("release", ["common"], flags = "allow-oom"));
+pub(crate) static RECOVER: LazyLock<LuaScript> =
+    LazyLock::new(|| lua!("recover", ["common"], flags = "allow-oom"));
+pub(crate) static ABSOLVE: LazyLock<LuaScript> =
+    LazyLock::new(|| lua!("absolve", ["common"], flags = "allow-oom"));
 
 /// The reply readers every crate's scripts share (bus-redis's, the saga store's,
 /// BabelQueue's, management's): a reply a script never sends is
@@ -185,15 +186,18 @@ impl LuaScript {
 
 // The admin scripts (src/admin, docs/redis-layout.md "Management").
 pub(crate) static ADMIN_REQUEUE: LazyLock<LuaScript> =
-    LazyLock::new(|| lua!("admin_requeue", admin));
-pub(crate) static ADMIN_MOVE: LazyLock<LuaScript> = LazyLock::new(|| lua!("admin_move", admin));
+    LazyLock::new(|| lua!("admin_requeue", ["common", "admin_common"]));
+pub(crate) static ADMIN_MOVE: LazyLock<LuaScript> =
+    LazyLock::new(|| lua!("admin_move", ["common", "admin_common"]));
 pub(crate) static ADMIN_DEAD_ENVELOPES: LazyLock<LuaScript> =
-    LazyLock::new(|| lua!("admin_dead_envelopes", admin));
+    LazyLock::new(|| lua!("admin_dead_envelopes", ["common", "admin_common"]));
 pub(crate) static ADMIN_DELETE_DEAD: LazyLock<LuaScript> =
-    LazyLock::new(|| lua!("admin_delete_dead", admin));
-pub(crate) static ADMIN_PURGE: LazyLock<LuaScript> = LazyLock::new(|| lua!("admin_purge", admin));
+    LazyLock::new(|| lua!("admin_delete_dead", ["common", "admin_common"]));
+pub(crate) static ADMIN_PURGE: LazyLock<LuaScript> =
+    LazyLock::new(|| lua!("admin_purge", ["common", "admin_common"]));
 pub(crate) static ADMIN_UNSUBSCRIBE: LazyLock<LuaScript> =
-    LazyLock::new(|| lua!("admin_unsubscribe", admin));
-pub(crate) static ADMIN_STATS: LazyLock<LuaScript> = LazyLock::new(|| lua!("admin_stats", admin));
+    LazyLock::new(|| lua!("admin_unsubscribe", ["common", "admin_common"]));
+pub(crate) static ADMIN_STATS: LazyLock<LuaScript> =
+    LazyLock::new(|| lua!("admin_stats", ["common", "admin_common"]));
 pub(crate) static ADMIN_IN_FLIGHT: LazyLock<LuaScript> =
-    LazyLock::new(|| lua!("admin_in_flight", admin));
+    LazyLock::new(|| lua!("admin_in_flight", ["common", "admin_common"]));

@@ -13,7 +13,7 @@ use async_trait::async_trait;
 use bus_core::transport::{ConsumerOptions, Source};
 use bus_core::{Backoff, CommandProcessor, Context, ProcessError, ProcessingSettings, Transport};
 use bus_test_redis::TestRedis;
-use common::{counts, eventually, transport, Counts, Running, Work};
+use common::{eventually, transport, Counts, Running, Work};
 use fred::prelude::{HashesInterface, ListInterface};
 
 #[derive(Default)]
@@ -58,11 +58,11 @@ async fn send_process_ack_leaves_nothing_behind() {
     // Acks are batched: wait for them to land.
     assert!(
         eventually(Duration::from_secs(10), || async {
-            counts(&redis, "work") == Counts::default()
+            redis.counts("work") == Counts::default()
         })
         .await,
         "left behind: {:?}",
-        counts(&redis, "work")
+        redis.counts("work")
     );
     running.stop().await;
     let seen: HashSet<u64> = collect.seen.lock().unwrap().iter().copied().collect();
@@ -109,13 +109,13 @@ async fn always_failing_handler_runs_the_limit_then_one_dead_letter() {
     let id = running.bus.send(&Work { n: 1 }).await.unwrap();
     assert!(
         eventually(Duration::from_secs(20), || async {
-            counts(&redis, "work").dead == 1
+            redis.counts("work").dead == 1
         })
         .await
     );
     running.stop().await;
     assert_eq!(failing.0.load(Ordering::SeqCst), 4);
-    let c = counts(&redis, "work");
+    let c = redis.counts("work");
     assert_eq!(
         (c.ready, c.inflight, c.delayed, c.dead, c.msgs),
         (0, 0, 0, 1, 1)
@@ -196,7 +196,7 @@ async fn a_handler_running_three_lock_timeouts_runs_once() {
     hosts[0].bus.send(&Work { n: 1 }).await.unwrap();
     assert!(
         eventually(Duration::from_secs(20), || async {
-            counts(&redis, "work") == Counts::default()
+            redis.counts("work") == Counts::default()
         })
         .await
     );
@@ -221,7 +221,7 @@ async fn four_consumers_recovering_the_same_expired_locks_requeue_each_once() {
     let stop = tokio_util::sync::CancellationToken::new();
     let taken = first.receive(1000, &stop).await.unwrap();
     assert_eq!(taken.len(), 1000);
-    assert_eq!(counts(&redis, "work").inflight, 1000);
+    assert_eq!(redis.counts("work").inflight, 1000);
 
     let mut sweepers = Vec::new();
     for _ in 0..4 {
@@ -234,7 +234,7 @@ async fn four_consumers_recovering_the_same_expired_locks_requeue_each_once() {
             futures::future::try_join_all(sweepers.iter().map(|s| s.recover()))
                 .await
                 .unwrap();
-            counts(&redis, "work").inflight == 0
+            redis.counts("work").inflight == 0
         })
         .await
     );
@@ -288,12 +288,12 @@ async fn garbage_on_the_queue_is_dead_lettered_while_good_messages_flow() {
     running.bus.send(&Work { n: 3 }).await.unwrap();
     assert!(
         eventually(Duration::from_secs(20), || async {
-            let c = counts(&redis, "work");
+            let c = redis.counts("work");
             c.dead == 4 && c.ready == 0 && c.inflight == 0
         })
         .await,
         "{:?}",
-        counts(&redis, "work")
+        redis.counts("work")
     );
     running.stop().await;
     let mut seen = collect.seen.lock().unwrap().clone();
@@ -359,7 +359,7 @@ async fn a_stray_reference_to_a_dead_letter_is_not_delivered_again() {
     running.bus.send(&Work { n: 1 }).await.unwrap();
     assert!(
         eventually(Duration::from_secs(10), || async {
-            counts(&redis, "work").dead == 1
+            redis.counts("work").dead == 1
         })
         .await
     );
@@ -371,7 +371,7 @@ async fn a_stray_reference_to_a_dead_letter_is_not_delivered_again() {
     running.bus.send(&Work { n: 2 }).await.unwrap();
     assert!(
         eventually(Duration::from_secs(10), || async {
-            counts(&redis, "work").dead == 2
+            redis.counts("work").dead == 2
         })
         .await
     );
@@ -381,7 +381,7 @@ async fn a_stray_reference_to_a_dead_letter_is_not_delivered_again() {
         2,
         "the dead letter ran again"
     );
-    let c = counts(&redis, "work");
+    let c = redis.counts("work");
     assert_eq!((c.ready, c.inflight, c.dead), (0, 0, 2));
 }
 

@@ -7,7 +7,7 @@ mod common;
 use bus_core::transport::{ConsumerOptions, Held, Outgoing, Receipt, Source};
 use bus_core::{Bus, BusConfig, MessageId, Transport};
 use bus_test_redis::TestRedis;
-use common::{counts, transport, Counts, Work};
+use common::{transport, Counts, Work};
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
 use tokio_util::sync::CancellationToken;
@@ -82,7 +82,7 @@ async fn a_batch_of_fresh_envelopes_costs_a_few_calls_not_one_per_message() {
     // ZADD leases, INCRBY leased; ack: LLEN, SADD, SCARD, DEL, ZREM, DECRBY (and DEL of
     // the counter, back to 0).
     assert!(inside <= 15, "{inside} calls inside the scripts: {calls:?}");
-    assert_eq!(counts(&redis, "work"), Counts::default());
+    assert_eq!(redis.counts("work"), Counts::default());
     assert_eq!(leases(&redis), 0);
 }
 
@@ -130,7 +130,7 @@ async fn a_bulk_ack_removes_only_the_current_reservations() {
     some.push(Receipt::leased(bytes::Bytes::from_static(b"~L999"), 0));
     some.push(Receipt::stored(bytes::Bytes::from_static(b"~999"), 1));
     consumer.ack(&some).await.unwrap();
-    let c = counts(&redis, "work");
+    let c = redis.counts("work");
     assert_eq!((c.inflight, c.msgs), (1, 0), "{c:?}");
     assert_eq!(leases(&redis), 1);
     // An index past the lease's end is a stale receipt: alone, it changes nothing.
@@ -140,15 +140,15 @@ async fn a_bulk_ack_removes_only_the_current_reservations() {
     };
     *index = 4;
     consumer.ack(std::slice::from_ref(&past)).await.unwrap();
-    assert_eq!(counts(&redis, "work").inflight, 1);
+    assert_eq!(redis.counts("work").inflight, 1);
     // Beside the right receipt it is skipped, and the lease is gone with its last message.
     consumer.ack(&[receipts[1].clone(), past]).await.unwrap();
-    assert_eq!(counts(&redis, "work"), Counts::default());
+    assert_eq!(redis.counts("work"), Counts::default());
     assert_eq!(leases(&redis), 0);
     // A re-sent ack (fred re-sends a command in flight when a connection drops) changes
     // nothing, and the count of leased messages does not go below zero.
     consumer.ack(&receipts).await.unwrap();
-    assert_eq!(counts(&redis, "work"), Counts::default());
+    assert_eq!(redis.counts("work"), Counts::default());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -168,5 +168,5 @@ async fn send_at_refuses_ids_that_reserve_would_take_for_envelopes() {
             .await;
         assert!(sent.is_err(), "{id:?} was accepted");
     }
-    assert_eq!(counts(&redis, "work"), Counts::default());
+    assert_eq!(redis.counts("work"), Counts::default());
 }

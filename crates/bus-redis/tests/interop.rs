@@ -10,7 +10,6 @@ mod common;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -19,61 +18,27 @@ use bus_core::{
     Bus, BusConfig, CommandProcessor, Context, Headers, ProcessError, ProcessingSettings,
     RedisCommand,
 };
+use bus_test_redis::python::Python;
 use bus_test_redis::TestRedis;
-use common::{counts, eventually, transport, Counts, Running};
+use common::{eventually, transport, Counts, Running};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// Longest a Python script may run.
-const SCRIPT_TIMEOUT: Duration = Duration::from_secs(60);
+/// `tests/interop/<script>` on `python3` (or `BUS_TEST_PYTHON`), told where `lua/` is.
+fn interop(script: &str) -> Python {
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    Python::system(manifest.join("tests").join("interop").join(script))
+        .env("BUS_LUA_DIR", manifest.join("lua").display().to_string())
+}
 
 /// Runs `tests/interop/<script>` with `args`; returns its stdout lines parsed as JSON.
 async fn python(script: &str, args: &[&str]) -> Vec<Value> {
-    python_lines(script, args)
-        .await
-        .iter()
-        .map(|line| {
-            serde_json::from_str(line).unwrap_or_else(|e| {
-                panic!("{script} printed a line that is not JSON ({e}): {line}")
-            })
-        })
-        .collect()
+    interop(script).run(args).await.0
 }
 
 /// Runs `tests/interop/<script>` with `args`; returns its stdout lines.
 async fn python_lines(script: &str, args: &[&str]) -> Vec<String> {
-    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let path = manifest.join("tests").join("interop").join(script);
-    let interpreter = std::env::var("BUS_TEST_PYTHON").unwrap_or_else(|_| "python3".into());
-    let child = tokio::process::Command::new(&interpreter)
-        .arg(&path)
-        .args(args)
-        .env("BUS_LUA_DIR", manifest.join("lua"))
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .env("PYTHONIOENCODING", "utf-8")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap_or_else(|e| {
-            panic!(
-                "cannot run `{interpreter}` ({e}): the interop test (SPEC §4.3) needs Python 3 \
-                 (standard library only) on PATH, or BUS_TEST_PYTHON naming an interpreter"
-            )
-        });
-    let output = tokio::time::timeout(SCRIPT_TIMEOUT, child.wait_with_output())
-        .await
-        .unwrap_or_else(|_| panic!("{script} did not finish within {SCRIPT_TIMEOUT:?}"))
-        .unwrap_or_else(|e| panic!("waiting for {script}: {e}"));
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{script} {args:?} failed ({}):\n--- stderr ---\n{}\n--- stdout ---\n{stdout}",
-        output.status,
-        String::from_utf8_lossy(&output.stderr),
-    );
-    stdout.lines().map(str::to_owned).collect()
+    interop(script).run_lines(args).await.0
 }
 
 /// The keys of `queue` that exist, without the namespace (`seq` is a counter that stays).
@@ -184,11 +149,11 @@ async fn python_producer_rust_host_python_consumer() {
     );
     assert!(
         eventually(Duration::from_secs(10), || async {
-            counts(&redis, "interop-greetings") == Counts::default()
+            redis.counts("interop-greetings") == Counts::default()
         })
         .await,
         "left behind: {:?}",
-        counts(&redis, "interop-greetings")
+        redis.counts("interop-greetings")
     );
     running.stop().await;
 
@@ -275,7 +240,7 @@ async fn rust_client_python_consumer() {
         .send_delayed(&late, Duration::from_millis(300))
         .await
         .unwrap();
-    assert_eq!(counts(&redis, "interop-jobs").delayed, 1);
+    assert_eq!(redis.counts("interop-jobs").delayed, 1);
 
     let url = redis.url();
     let received = python(
@@ -315,7 +280,7 @@ async fn rust_client_python_consumer() {
     assert_eq!(last["storage_id"], late_id.as_str());
 
     // Acked: nothing of the queue is left but its id counter.
-    assert_eq!(counts(&redis, "interop-jobs"), Counts::default());
+    assert_eq!(redis.counts("interop-jobs"), Counts::default());
     assert_eq!(queue_keys(&redis, "interop-jobs"), ["seq"]);
 }
 
@@ -362,12 +327,12 @@ async fn python_reads_dead_letters() {
     client.cmd(&["RPUSH", &ready, garbage, stranger]).unwrap();
     assert!(
         eventually(Duration::from_secs(20), || async {
-            let c = counts(&redis, "interop-dead");
+            let c = redis.counts("interop-dead");
             c.dead == 4 && c.ready == 0 && c.inflight == 0
         })
         .await,
         "{:?}",
-        counts(&redis, "interop-dead")
+        redis.counts("interop-dead")
     );
     running.stop().await;
 

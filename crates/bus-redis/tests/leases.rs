@@ -9,7 +9,7 @@ use bus_core::transport::{Consumer, ConsumerOptions, DeadLetterReason, Receipt, 
 use bus_core::{Bus, BusConfig, Transport};
 use bus_redis::RedisTransport;
 use bus_test_redis::TestRedis;
-use common::{counts, eventually, transport, Counts, Work};
+use common::{eventually, transport, Counts, Work};
 use fred::prelude::{HashesInterface, ListInterface, SortedSetsInterface};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -77,7 +77,7 @@ async fn a_retried_leased_message_keeps_its_count_and_its_place_in_the_order() {
         count, 1,
         "its first delivery, written when it left the lease"
     );
-    assert_eq!(counts(&redis, "work").inflight, 2);
+    assert_eq!(redis.counts("work").inflight, 2);
 
     // A message sent after it comes after it, and its next delivery is its second.
     let bus = Bus::new(std::sync::Arc::new(transport.clone()), BusConfig::default());
@@ -91,7 +91,7 @@ async fn a_retried_leased_message_keeps_its_count_and_its_place_in_the_order() {
     let mut all = receipts(&again);
     all.extend([held[0].receipt.clone(), held[2].receipt.clone()]);
     consumer.ack(&all).await.unwrap();
-    assert_eq!(counts(&redis, "work"), Counts::default());
+    assert_eq!(redis.counts("work"), Counts::default());
     let left: i64 = transport.client().zcard(&keys.leases).await.unwrap();
     assert_eq!(left, 0);
 }
@@ -117,7 +117,7 @@ async fn a_released_leased_message_is_fresh_again_at_the_head() {
     let mut all = receipts(&again);
     all.push(held[0].receipt.clone());
     consumer.ack(&all).await.unwrap();
-    assert_eq!(counts(&redis, "work"), Counts::default());
+    assert_eq!(redis.counts("work"), Counts::default());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -142,7 +142,7 @@ async fn a_dead_lettered_leased_message_is_kept_unchanged_with_its_count() {
     let count: u32 = client.hget(&keys.deliveries, &dead[0]).await.unwrap();
     assert_eq!(count, 1);
     consumer.ack(&[held[1].receipt.clone()]).await.unwrap();
-    let c = counts(&redis, "work");
+    let c = redis.counts("work");
     assert_eq!((c.ready, c.inflight, c.dead, c.msgs), (0, 0, 1, 1));
 }
 
@@ -183,7 +183,7 @@ async fn an_expired_lease_is_recovered_once_and_its_receipts_go_stale() {
             futures::future::try_join_all(sweepers.iter().map(|s| s.recover()))
                 .await
                 .unwrap();
-            counts(&redis, "work").inflight == 0
+            redis.counts("work").inflight == 0
         })
         .await
     );
@@ -215,5 +215,5 @@ async fn an_expired_lease_is_recovered_once_and_its_receipts_go_stale() {
         sweepers[0].ack(&[alone.receipt]).await.unwrap();
     }
     assert_eq!(order, [2, 3, 4]);
-    assert_eq!(counts(&redis, "work"), Counts::default());
+    assert_eq!(redis.counts("work"), Counts::default());
 }

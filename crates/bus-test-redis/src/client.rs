@@ -221,6 +221,49 @@ impl SyncClient {
         Ok(keys)
     }
 
+    /// An integer reply, or a bulk string holding one (`GET` of a counter); a nil reply
+    /// (a missing key) is 0. For `LLEN`, `ZCARD`, `HLEN`, `GET`, ... in assertions.
+    pub fn int<A: AsRef<[u8]>>(&mut self, args: &[A]) -> io::Result<i64> {
+        let reply = self.cmd(args)?;
+        if reply.is_nil() {
+            return Ok(0);
+        }
+        reply
+            .as_int()
+            .or_else(|| reply.as_str().and_then(|s| s.parse().ok()))
+            .ok_or_else(|| unexpected("an integer", &reply))
+    }
+
+    /// A key's size by its type: `LLEN`, `ZCARD`, `HLEN`, `SCARD`; 0 when it is missing.
+    pub fn len(&mut self, key: &str) -> io::Result<i64> {
+        let kind = self.cmd(&["TYPE", key])?;
+        let cmd = match kind.as_str() {
+            Some("list") => "LLEN",
+            Some("zset") => "ZCARD",
+            Some("hash") => "HLEN",
+            Some("set") => "SCARD",
+            Some("none") => return Ok(0),
+            _ => return Err(unexpected("TYPE", &kind)),
+        };
+        self.int(&[cmd, key])
+    }
+
+    /// A list's elements (`LRANGE key 0 -1`); empty when the key is missing.
+    pub fn list(&mut self, key: &str) -> io::Result<Vec<Vec<u8>>> {
+        let reply = self.cmd(&["LRANGE", key, "0", "-1"])?;
+        let items = reply
+            .as_array()
+            .ok_or_else(|| unexpected("LRANGE", &reply))?;
+        items
+            .iter()
+            .map(|item| {
+                item.as_bytes()
+                    .map(<[u8]>::to_vec)
+                    .ok_or_else(|| unexpected("LRANGE", &reply))
+            })
+            .collect()
+    }
+
     /// `INFO section` as text (e.g. `"server"`, `"cluster"`).
     pub fn info(&mut self, section: &str) -> io::Result<String> {
         let reply = self.cmd(&["INFO", section])?;

@@ -93,6 +93,37 @@ impl TestRedis {
             .unwrap_or_else(|e| panic!("SCAN {} on {}: {e}", self.pattern(), self.url))
     }
 
+    /// An integer reply of `args` ([`SyncClient::int`]): `LLEN`, `ZCARD`, `GET` of a
+    /// counter (nil is 0).
+    ///
+    /// # Panics
+    /// If the server cannot be reached or the reply is not an integer.
+    pub fn int(&self, args: &[&str]) -> i64 {
+        self.client()
+            .int(args)
+            .unwrap_or_else(|e| panic!("{args:?} on {}: {e}", self.url))
+    }
+
+    /// A key's size by its type ([`SyncClient::len`]); 0 when it is missing.
+    ///
+    /// # Panics
+    /// If the server cannot be reached.
+    pub fn len(&self, key: &str) -> i64 {
+        self.client()
+            .len(key)
+            .unwrap_or_else(|e| panic!("the size of {key} on {}: {e}", self.url))
+    }
+
+    /// A list's elements ([`SyncClient::list`]).
+    ///
+    /// # Panics
+    /// If the server cannot be reached or the key is not a list.
+    pub fn list(&self, key: &str) -> Vec<Vec<u8>> {
+        self.client()
+            .list(key)
+            .unwrap_or_else(|e| panic!("LRANGE {key} on {}: {e}", self.url))
+    }
+
     fn pattern(&self) -> String {
         // A ULID is Crockford base32, so the namespace has no glob characters to escape.
         format!("{}*", self.namespace)

@@ -1,10 +1,10 @@
-//! Shared by the integration tests: the Python SDK runner, a connected adapter, and a
-//! small loop that settles deliveries the way the bus host does.
+//! What only the BabelQueue tests share: `bq.py` and the worker binaries on the
+//! harness's Python and worker fixtures, options by layout name, a connected adapter,
+//! and a small loop that settles deliveries the way the bus host does.
 
 #![allow(dead_code)]
 
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::time::Duration;
 
 use bus_babelqueue::{BabelTransport, Options};
@@ -12,142 +12,42 @@ use bus_core::records::ErrorRecord;
 use bus_core::transport::{Consumer, ConsumerOptions, DeadLetterReason, Delivery, Source};
 use bus_core::Transport;
 use bus_redis::RedisConfig;
+use bus_test_redis::python::Python;
+pub use bus_test_redis::python::Worker;
+use bus_test_redis::TestRedis;
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, ChildStdout, Command};
 use tokio_util::sync::CancellationToken;
 
 /// The URN the Python scripts handle.
 pub const URN: &str = "urn:babel:orders:created";
 
-/// Longest a Python script may run.
-pub const SCRIPT_TIMEOUT: Duration = Duration::from_secs(120);
-
-/// The interpreter of the venv with `babelqueue[redis]==1.24.0`: `BQ_PYTHON`, else the
-/// one scripts/test.sh creates at `target/bq-venv`.
-pub fn python() -> PathBuf {
-    if let Ok(path) = std::env::var("BQ_PYTHON") {
-        return PathBuf::from(path);
-    }
-    let venv = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/bq-venv/bin/python");
-    assert!(
-        venv.exists(),
-        "no BabelQueue venv at {}: run scripts/test.sh (it creates it with \
-         `pip install \"babelqueue[redis]==1.24.0\"`) or set BQ_PYTHON",
-        venv.display()
-    );
-    venv
-}
-
-fn command(args: &[&str]) -> Command {
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/bq.py");
-    let mut cmd = Command::new(python());
-    cmd.arg(script)
-        .args(args)
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .env("PYTHONIOENCODING", "utf-8")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    cmd
+/// `tests/python/bq.py` on the BabelQueue SDK's interpreter (the harness's Python
+/// fixture: `BQ_PYTHON`, else `target/bq-venv`).
+pub fn bq() -> Python {
+    Python::babelqueue(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/bq.py"))
 }
 
 /// Runs `bq.py` to the end; returns its JSON lines and its stderr.
 pub async fn run_py(args: &[&str]) -> (Vec<Value>, String) {
-    let child = command(args)
-        .spawn()
-        .expect("starting the Python SDK script");
-    let output = tokio::time::timeout(SCRIPT_TIMEOUT, child.wait_with_output())
-        .await
-        .unwrap_or_else(|_| panic!("bq.py {args:?} did not finish in {SCRIPT_TIMEOUT:?}"))
-        .expect("waiting for bq.py");
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-    assert!(
-        output.status.success(),
-        "bq.py {args:?} failed: {}\n{stderr}",
-        output.status
-    );
-    let lines = stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
-        .collect();
-    (lines, stderr)
+    bq().run(args).await
 }
 
-/// A long-running `bq.py` (a worker): the child, and its stdout lines read as they come
-/// (a full pipe would stall the worker).
-pub struct Worker {
-    pub child: Child,
-    lines: tokio::sync::mpsc::UnboundedReceiver<Value>,
+/// The Rust worker binary (`src/bin/bq-worker.rs`) with `args`.
+pub fn rust_worker(args: &[&str]) -> Worker {
+    Worker::binary(env!("CARGO_BIN_EXE_bq-worker"), args)
 }
 
-impl Worker {
-    pub fn spawn(args: &[&str]) -> Worker {
-        Self::from_command(command(args))
-    }
+/// The bus host binary (`src/bin/bq-host.rs`, default settings) with `args`.
+pub fn host_process(args: &[&str]) -> Worker {
+    Worker::binary(env!("CARGO_BIN_EXE_bq-host"), args)
+}
 
-    /// The Rust worker binary (`src/bin/bq-worker.rs`) with `args`.
-    pub fn rust(args: &[&str]) -> Worker {
-        Self::binary(env!("CARGO_BIN_EXE_bq-worker"), args)
-    }
-
-    /// The bus host binary (`src/bin/bq-host.rs`, default settings) with `args`.
-    pub fn host(args: &[&str]) -> Worker {
-        Self::binary(env!("CARGO_BIN_EXE_bq-host"), args)
-    }
-
-    fn binary(path: &str, args: &[&str]) -> Worker {
-        let mut cmd = Command::new(path);
-        cmd.args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true);
-        Self::from_command(cmd)
-    }
-
-    fn from_command(mut cmd: Command) -> Worker {
-        let mut child = cmd.spawn().expect("starting the worker");
-        let stdout: ChildStdout = child.stdout.take().expect("piped stdout");
-        let (tx, lines) = tokio::sync::mpsc::unbounded_channel();
-        tokio::spawn(async move {
-            let mut reader = BufReader::new(stdout).lines();
-            while let Ok(Some(line)) = reader.next_line().await {
-                let value = serde_json::from_str(&line)
-                    .unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
-                if tx.send(value).is_err() {
-                    break;
-                }
-            }
-        });
-        Worker { child, lines }
-    }
-
-    /// The next JSON line, waiting at most `limit`.
-    pub async fn next(&mut self, limit: Duration) -> Option<Value> {
-        tokio::time::timeout(limit, self.lines.recv()).await.ok()?
-    }
-
-    /// SIGKILL.
-    pub async fn kill(&mut self) {
-        self.child.kill().await.expect("killing the worker");
-    }
-
-    /// SIGTERM (a graceful stop), then the remaining lines.
-    pub async fn stop(mut self) -> Vec<Value> {
-        if let Some(pid) = self.child.id() {
-            let _ = std::process::Command::new("kill")
-                .args(["-TERM", &pid.to_string()])
-                .status();
-        }
-        let mut rest = Vec::new();
-        while let Some(v) = self.next(Duration::from_secs(10)).await {
-            rest.push(v);
-        }
-        let _ = tokio::time::timeout(Duration::from_secs(10), self.child.wait()).await;
-        rest
+/// The adapter's options for a layout by its name (`bus_test_redis::LAYOUTS`).
+pub fn options(layout: &str) -> Options {
+    match layout {
+        "legacy" => Options::legacy(),
+        "laravel" => Options::laravel(),
+        other => panic!("no BabelQueue layout {other:?}"),
     }
 }
 
@@ -231,28 +131,12 @@ pub async fn settle(
     }
 }
 
-/// A Redis list's elements, for assertions.
-pub fn lrange(redis: &bus_test_redis::TestRedis, key: &str) -> Vec<Vec<u8>> {
-    let reply = redis
-        .client()
-        .cmd(&["LRANGE", key, "0", "-1"])
-        .expect("LRANGE");
-    reply
-        .as_array()
-        .unwrap_or_default()
-        .iter()
-        .map(|r| r.as_bytes().unwrap_or_default().to_vec())
-        .collect()
+// A list's elements and a key's size, by the names these tests call them.
+
+pub fn lrange(redis: &TestRedis, key: &str) -> Vec<Vec<u8>> {
+    redis.list(key)
 }
 
-/// A key's size: LLEN for lists, ZCARD for sorted sets, 0 when missing.
-pub fn size(redis: &bus_test_redis::TestRedis, key: &str) -> i64 {
-    let mut c = redis.client();
-    let kind = c.cmd(&["TYPE", key]).expect("TYPE");
-    let cmd = match kind.as_str() {
-        Some("list") => "LLEN",
-        Some("zset") => "ZCARD",
-        _ => return 0,
-    };
-    c.cmd(&[cmd, key]).expect("size").as_int().unwrap_or(0)
+pub fn size(redis: &TestRedis, key: &str) -> i64 {
+    redis.len(key)
 }

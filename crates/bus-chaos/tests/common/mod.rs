@@ -48,33 +48,16 @@ pub async fn send_jobs(bus: &Bus, count: u64) {
     }
 }
 
-/// An integer reply, or a string reply holding one (GET); a missing key is 0.
-pub fn int(client: &mut SyncClient, args: &[&str]) -> i64 {
-    let reply = client.cmd(args).unwrap();
-    if reply.is_nil() {
-        return 0;
-    }
-    reply
-        .as_int()
-        .or_else(|| reply.as_str().and_then(|s| s.parse().ok()))
-        .unwrap_or_else(|| panic!("{args:?} gave {reply:?}"))
-}
-
 /// The keys of the jobs' queue under `prefix`, as the transport names them.
 pub fn keys(prefix: &str) -> QueueKeys {
     QueueKeys::new(prefix, &Source::queue(<Job as Message>::NAME).unwrap())
 }
 
 /// Ready, in flight (stored messages locked one by one, plus fresh ones held in
-/// leases), delayed, stored (docs/redis-layout.md).
+/// leases), delayed, stored (docs/redis-layout.md), as the harness counts them.
 pub fn backlog(client: &mut SyncClient, prefix: &str) -> [i64; 4] {
-    let keys = keys(prefix);
-    [
-        int(client, &["LLEN", &keys.ready]),
-        int(client, &["ZCARD", &keys.inflight]) + int(client, &["GET", &keys.leased]),
-        int(client, &["ZCARD", &keys.delayed]),
-        int(client, &["HLEN", &keys.msgs]),
-    ]
+    let c = bus_test_redis::bus::counts(client, prefix, <Job as Message>::NAME);
+    [c.ready, c.inflight, c.delayed, c.msgs]
 }
 
 pub fn kill(child: &mut Child) {

@@ -8,7 +8,7 @@ use bus_core::transport::{ConsumerOptions, DeadLetterReason, Source};
 use bus_core::{Bus, BusConfig, RedisCommand, RedisEvent, Transport};
 use bus_management::Management;
 use bus_redis::keys::QueueKeys;
-use bus_redis::{RedisConfig, RedisTransport};
+use bus_redis::RedisTransport;
 use bus_test_redis::TestRedis;
 use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant};
@@ -42,10 +42,8 @@ pub struct Setup {
 
 pub async fn setup() -> Setup {
     let redis = TestRedis::start().unwrap();
-    let config = RedisConfig::from_url(&redis.url())
-        .unwrap()
-        .prefix(redis.namespace());
-    let transport = RedisTransport::connect(&config).await.unwrap();
+    let config = bus_test_redis::bus::config(&redis);
+    let transport = bus_test_redis::bus::transport(&redis).await;
     let management = Management::connect(&config).await.unwrap();
     let bus = Bus::new(transport.clone(), BusConfig::default());
     Setup {
@@ -102,23 +100,12 @@ impl Setup {
 
     /// The length or cardinality of a key, by its type's command.
     pub fn len(&self, cmd: &str, key: &str) -> i64 {
-        self.redis
-            .client()
-            .cmd(&[cmd, key])
-            .unwrap()
-            .as_int()
-            .unwrap()
+        self.redis.int(&[cmd, key])
     }
 
     /// `HEXISTS key field`.
     pub fn hexists(&self, key: &str, field: &str) -> bool {
-        self.redis
-            .client()
-            .cmd(&["HEXISTS", key, field])
-            .unwrap()
-            .as_int()
-            .unwrap()
-            == 1
+        self.redis.int(&["HEXISTS", key, field]) == 1
     }
 }
 
