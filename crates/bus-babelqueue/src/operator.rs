@@ -54,7 +54,7 @@ impl Admin {
 
 impl LayoutAdmin {
     /// The layout.
-    pub fn layout_ref(&self) -> &Layout {
+    pub fn layout(&self) -> &Layout {
         &self.layout
     }
 

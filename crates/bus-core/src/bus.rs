@@ -8,8 +8,9 @@ use bytes::Bytes;
 
 use crate::envelope::{encode_json_message, now_ms};
 use crate::host::metrics::sent;
+use crate::names::QueueNames;
 use crate::send::{OutgoingMessage, SendMiddleware, SendOptions, Sent, TRACE_ID_HEADER};
-use crate::transport::{validate_name, Destination, Outgoing, WireFormat};
+use crate::transport::{Destination, Outgoing, WireFormat};
 use crate::{
     Command, Envelope, Error, Event, Format, Headers, IntoShared, Message, MessageId, Result,
     Transport,
@@ -53,6 +54,7 @@ pub struct BusConfig {
     format: Format,
     max_message_size: usize,
     send_middleware: Vec<Arc<dyn SendMiddleware>>,
+    names: QueueNames,
 }
 
 impl Default for BusConfig {
@@ -61,6 +63,7 @@ impl Default for BusConfig {
             format: Format::Json,
             max_message_size: DEFAULT_MAX_MESSAGE_SIZE,
             send_middleware: Vec::new(),
+            names: QueueNames::default(),
         }
     }
 }
@@ -81,6 +84,28 @@ impl BusConfig {
     pub fn send_middleware(mut self, middleware: impl SendMiddleware) -> Self {
         self.send_middleware.push(Arc::new(middleware));
         self
+    }
+
+    /// Sends message type `M` to `name` instead of its declared queue or topic
+    /// (docs/concepts.md, "Queue names at run time").
+    pub fn queue_for<M: Message>(mut self, name: impl Into<String>) -> Self {
+        self.names = self.names.queue_for::<M>(name);
+        self
+    }
+
+    /// Names every queue and topic not named by [`BusConfig::queue_for`] by `convention`
+    /// applied to its declared name, e.g. `|name| format!("staging-{name}")`.
+    pub fn queue_names(
+        mut self,
+        convention: impl Fn(&str) -> String + Send + Sync + 'static,
+    ) -> Self {
+        self.names = self.names.convention(convention);
+        self
+    }
+
+    /// The run-time names (the host consumes with the same).
+    pub(crate) fn names(&self) -> &QueueNames {
+        &self.names
     }
 }
 
@@ -244,13 +269,21 @@ impl Bus {
         Ok(produced.ids)
     }
 
+    /// The queue or topic a message type is sent to: its declared name, or the one
+    /// mapped at start-up ([`BusConfig::queue_for`], [`BusConfig::queue_names`]), checked
+    /// (hand-written impls skip the derive's check). Every send and publish goes through
+    /// here, and the host resolves its consumers' names with the same mapping.
+    fn destination_name<M: Message>(&self) -> Result<&'static str> {
+        self.shared.config.names.resolve(&M::descriptor())
+    }
+
     /// Counts and logs events that reached no subscription.
     fn count_unrouted<E: Event>(&self, produced: &Produced<usize>) {
         if produced.out == Some(0) {
             let count = produced.ids.len() as u64;
             let total = self.shared.unrouted.fetch_add(count, Ordering::Relaxed) + count;
             tracing::info!(
-                topic = E::NAME,
+                topic = self.destination_name::<E>().unwrap_or(E::NAME),
                 events = count,
                 total,
                 "published to a topic without subscriptions: no one receives these events \
@@ -274,10 +307,11 @@ impl Bus {
     where
         F: std::future::Future<Output = Result<T>>,
     {
-        let span = producer_span(operation, M::NAME);
+        let name = self.destination_name::<M>()?;
+        let span = producer_span(operation, name);
         let destination = match M::KIND {
-            crate::MessageKind::Event => Destination::Topic(M::NAME),
-            _ => Destination::Queue(M::NAME),
+            crate::MessageKind::Event => Destination::Topic(name),
+            _ => Destination::Queue(name),
         };
         let wire = self.shared.transport.outgoing_wire_format(destination);
         let ids = monotonic_ids(messages.len());
@@ -301,7 +335,6 @@ impl Bus {
                 trace_id,
             });
         }
-        let name = checked::<M>()?;
         #[cfg(feature = "opentelemetry")]
         crate::otel::record_ids(&span, &ids);
         let sending = sent(operation, name, ids.len(), call(name, batch));
@@ -479,14 +512,4 @@ fn producer_span(operation: &'static str, destination: &'static str) -> tracing:
         let _ = (operation, destination);
         tracing::Span::none()
     }
-}
-
-/// The message's wire name, checked (hand-written impls skip the derive's check).
-fn checked<M: Message>() -> Result<&'static str> {
-    let what = match M::KIND {
-        crate::MessageKind::Event => "topic",
-        _ => "queue",
-    };
-    validate_name(what, M::NAME)?;
-    Ok(M::NAME)
 }

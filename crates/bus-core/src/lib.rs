@@ -37,6 +37,7 @@ mod host;
 mod memory;
 mod message;
 mod middleware;
+mod names;
 pub mod operator;
 #[cfg(feature = "opentelemetry")]
 mod otel;
@@ -57,10 +58,13 @@ pub use format::Format;
 /// `prometheus`).
 #[cfg(feature = "metrics")]
 pub use host::metrics;
-pub use host::{shutdown_signal, FailedMessage, Host, HostBuilder, RunningHost, UnknownMessage};
+pub use host::{
+    shutdown_signal, FailedMessage, Host, HostBuilder, ProcessorEntry, RunningHost, UnknownMessage,
+};
 pub use memory::MemoryTransport;
 pub use message::{Command, Event, Message, MessageDescriptor, MessageKind, Subscription};
 pub use middleware::{Middleware, Next};
+pub use names::QueueNames;
 pub use processor::{CommandProcessor, Disposition, EventProcessor, ProcessError};
 /// The saga store conformance suite (feature `conformance`), for store implementations'
 /// tests.
@@ -75,4 +79,10 @@ pub use shared::IntoShared;
 pub use transport::Transport;
 
 #[cfg(feature = "derive")]
-pub use bus_derive::{EventSubscription, RedisCommand, RedisEvent};
+pub use bus_derive::{processor, EventSubscription, RedisCommand, RedisEvent};
+
+/// What macro expansions reach; not an API.
+#[doc(hidden)]
+pub mod __private {
+    pub use inventory;
+}

@@ -14,6 +14,11 @@
 //! the bus's default format), and `crate = "path::to::bus_core"` on all three when
 //! `bus_core` is reached under another name.
 //!
+//! `#[processor]` on an `impl CommandProcessor<C> for P` or `impl EventProcessor<S> for P`
+//! block puts the processor into the link-time registry that
+//! `HostBuilder::register_processors` reads (made with `Default`, or
+//! `#[processor(new = path::to::constructor)]`).
+//!
 //! Names (queue, topic, subscription) are checked at compile time: 1 to 200 bytes of ASCII
 //! letters, digits, `.`, `_` and `-`, since they become parts of Redis keys. Every mistake
 //! in a `#[bus(...)]` attribute is a compile error at the offending token.
@@ -21,6 +26,7 @@
 mod attr;
 mod ctxt;
 mod expand;
+mod processor;
 
 use proc_macro::TokenStream;
 use syn::{parse_macro_input, DeriveInput};
@@ -43,6 +49,23 @@ pub fn derive_redis_event(input: TokenStream) -> TokenStream {
 #[proc_macro_derive(EventSubscription, attributes(bus))]
 pub fn derive_event_subscription(input: TokenStream) -> TokenStream {
     run(input, Derive::Subscription)
+}
+
+/// Registers a processor for `HostBuilder::register_processors`: put it on an
+/// `impl CommandProcessor<C> for P` or `impl EventProcessor<S> for P` block. The processor
+/// is made with `Default`, or with `#[processor(new = path::to::constructor)]` (a
+/// `fn() -> P`); `crate = "path::to::bus_core"` as on the derives.
+#[proc_macro_attribute]
+pub fn processor(args: TokenStream, item: TokenStream) -> TokenStream {
+    let item = proc_macro2::TokenStream::from(item);
+    // On a mistake the item is kept, so that the error is the only one.
+    processor::expand(args.into(), item.clone())
+        .unwrap_or_else(|e| {
+            let mut out = e.into_compile_error();
+            out.extend(item);
+            out
+        })
+        .into()
 }
 
 fn run(input: TokenStream, derive: Derive) -> TokenStream {

@@ -1,8 +1,11 @@
 //! The samples' message contracts.
 //!
-//! A contract crate depends on `bus-core` (with its derives) and `serde` only, never on
+//! A contract crate depends on `bus-core` (with its derives) and `serde` (and here
+//! `async-trait`, for the self-registering processor of [`audit`]) only, never on
 //! a transport, so services can share it without pulling in a Redis client — as
 //! KnightBus keeps message contracts apart from transports.
+
+pub mod audit;
 
 use bus_core::{EventSubscription, RedisCommand, RedisEvent};
 use serde::{Deserialize, Serialize};

@@ -5,6 +5,11 @@
 //! Runs against `REDIS_URL` (else a private `redis-server`), in BabelQueue's default
 //! layout, or Laravel's with `BABELQUEUE_LAYOUT=laravel`. To have something to do, it
 //! first publishes a few orders the way another SDK would.
+//!
+//! The queues are named on the command line, as a BabelQueue worker names its queue when
+//! it starts: `babelqueue [ORDERS_QUEUE] [INVOICES_QUEUE]` (`orders` and `invoices` by
+//! default). The host maps the contracts' declared queues to them
+//! (`HostBuilder::queue_for`), on consume and on send alike.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -82,9 +87,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Ok("laravel") => Options::laravel(),
         _ => Options::legacy(),
     };
+    let mut args = std::env::args().skip(1);
+    let orders_queue = args.next().unwrap_or_else(|| "orders".to_owned());
+    let invoices_queue = args.next().unwrap_or_else(|| "invoices".to_owned());
     let layout = options.layout.name();
     let transport = BabelTransport::connect(&RedisConfig::from_url(&url)?, options).await?;
-    println!("a BabelQueue worker on {layout} layout queues");
+    println!("a BabelQueue worker on {layout} layout queues: {orders_queue} -> {invoices_queue}");
 
     // What a PHP or Python producer of the fleet would publish.
     let producer = transport.babel_queue();
@@ -92,17 +100,25 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     for order_id in 1..=3 {
         let order = serde_json::json!({ "order_id": order_id, "total_cents": 1250 * order_id });
         producer
-            .publish("orders", "urn:babel:orders:created", &order, &none)
+            .publish(&orders_queue, "urn:babel:orders:created", &order, &none)
             .await?;
     }
     let cancelled = serde_json::json!({ "order_id": 2 });
     producer
-        .publish("orders", "urn:babel:orders:cancelled", &cancelled, &none)
+        .publish(
+            &orders_queue,
+            "urn:babel:orders:cancelled",
+            &cancelled,
+            &none,
+        )
         .await?;
 
     let orders = Arc::new(Orders::default());
     let running = Host::builder()
         .transport(transport.clone())
+        .queue_for::<OrderCreated>(&orders_queue)
+        .queue_for::<OrderCancelled>(&orders_queue)
+        .queue_for::<IssueInvoice>(&invoices_queue)
         .command::<OrderCreated, _>(Arc::clone(&orders))
         .command::<OrderCancelled, _>(Arc::clone(&orders))
         .build()?
@@ -114,7 +130,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     running.shutdown().await?;
     let handled = orders.handled.load(Ordering::SeqCst);
-    let invoices = producer.keys("invoices").ready;
+    let invoices = producer.keys(&invoices_queue).ready;
     let waiting: i64 = fred::prelude::ListInterface::llen(producer.client(), &invoices).await?;
     println!("handled {handled} orders; {waiting} invoices wait on `{invoices}` for the invoicing workers");
     if handled < 4 {

@@ -6,10 +6,10 @@ mod held;
 pub mod metrics;
 mod outcome;
 mod registration;
+pub(crate) mod registry;
 mod routes;
 mod worker;
 
-use std::collections::HashSet;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,6 +17,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 pub(crate) use registration::{invoke, Registration};
+pub use registry::ProcessorEntry;
 pub use routes::{FailedMessage, UnknownMessage};
 use routes::{Hooks, Routes};
 
@@ -103,6 +104,25 @@ impl HostBuilder {
         self
     }
 
+    /// Sends and consumes message type `M` on `name` instead of its declared queue (a
+    /// command) or topic (an event): the host's consumers and its bus use the same name
+    /// (docs/concepts.md, "Queue names at run time").
+    pub fn queue_for<M: crate::Message>(mut self, name: impl Into<String>) -> Self {
+        self.bus_config = self.bus_config.queue_for::<M>(name);
+        self
+    }
+
+    /// Names every queue and topic not named by [`HostBuilder::queue_for`] by
+    /// `convention` applied to its declared name, on send and on consume alike:
+    /// `.queue_names(|name| format!("staging-{name}"))`.
+    pub fn queue_names(
+        mut self,
+        convention: impl Fn(&str) -> String + Send + Sync + 'static,
+    ) -> Self {
+        self.bus_config = self.bus_config.queue_names(convention);
+        self
+    }
+
     /// Registers a command processor for `C` on `C`'s queue.
     pub fn command<C: Command, P: CommandProcessor<C>>(self, processor: P) -> Self {
         self.register(Registration::command::<C, P>(processor))
@@ -111,6 +131,44 @@ impl HostBuilder {
     /// Registers an event processor for subscription `S`.
     pub fn event<S: Subscription, P: EventProcessor<S>>(self, processor: P) -> Self {
         self.register(Registration::event::<S, P>(processor))
+    }
+
+    /// Registers every processor of the binary marked `#[processor]` (bus-derive), with
+    /// its settings, as KnightBus's `RegisterProcessors()` does for an assembly: those of
+    /// this crate and of every crate linked in. Mixes with explicit registration: a
+    /// processor registered both ways is registered once, the explicit one winning (its
+    /// value and settings); two different processors of one message type are an error
+    /// at [`HostBuilder::build`] naming both (docs/concepts.md, "Registering processors").
+    pub fn register_processors(self) -> Self {
+        ProcessorEntry::all()
+            .into_iter()
+            .fold(self, |builder, entry| entry.register(builder))
+    }
+
+    /// [`HostBuilder::register_processors`] for the processors declared in module
+    /// `prefix` and the modules under it: a crate's (`"sample_contracts"`) or one of its
+    /// modules' (`"my_service::orders"`), as KnightBus's `RegisterProcessors(assembly)`.
+    pub fn register_processors_in(self, prefix: &str) -> Self {
+        ProcessorEntry::all()
+            .into_iter()
+            .filter(|entry| entry.is_in(prefix))
+            .fold(self, |builder, entry| entry.register(builder))
+    }
+
+    /// What `#[processor]` registers for a command processor; not for hand use.
+    #[doc(hidden)]
+    pub fn __registered_command<C: Command, P: CommandProcessor<C>>(self, processor: P) -> Self {
+        self.register(
+            Registration::command::<C, P>(processor).map(Registration::registered_by_attribute),
+        )
+    }
+
+    /// What `#[processor]` registers for an event processor; not for hand use.
+    #[doc(hidden)]
+    pub fn __registered_event<S: Subscription, P: EventProcessor<S>>(self, processor: P) -> Self {
+        self.register(
+            Registration::event::<S, P>(processor).map(Registration::registered_by_attribute),
+        )
     }
 
     /// Where sagas keep their state: `bus_redis_saga::RedisSagaStore`, or
@@ -246,43 +304,16 @@ impl HostBuilder {
                     .push(pending.bind(Arc::clone(&store), Arc::clone(&cache)));
             }
         }
-        // Processors of one source share its consumer, routed by message type.
-        let mut routes: Vec<Routes> = Vec::new();
-        let mut seen = HashSet::new();
-        for r in self.registrations {
-            if !seen.insert((r.source.clone(), r.message.message_type())) {
-                return Err(Error::Config(format!(
-                    "two processors are registered for message type `{}` on {}",
-                    r.message.message_type(),
-                    r.source
-                )));
-            }
-            match routes
-                .iter_mut()
-                .find(|g| g.registrations[0].source == r.source)
-            {
-                // One source has one consumer, so its processors must agree on how it
-                // is consumed; otherwise the first's settings would silently win.
-                Some(group) if group.registrations[0].settings != r.settings => {
-                    return Err(Error::Config(format!(
-                        "the processors of {} ask for different processing settings (`{}` and `{}`); \
-                         processors that share a queue or subscription share its consumer: give them the same settings",
-                        r.source,
-                        group.registrations[0].message.message_type(),
-                        r.message.message_type()
-                    )));
-                }
-                Some(group) => group.registrations.push(r),
-                None => routes.push(Routes {
-                    registrations: vec![r],
-                    hooks: self.hooks.clone(),
-                }),
-            }
-        }
         let transport = self
             .transport
             .take()
             .ok_or_else(|| Error::Config("no transport: call HostBuilder::transport".into()))?;
+        let routes = routes::group(
+            self.registrations,
+            self.bus_config.names(),
+            &*transport,
+            &self.hooks,
+        )?;
         let middleware: Arc<[Arc<dyn Middleware>]> = self.middleware.into();
         Ok(Host {
             bus: Bus::new(transport, self.bus_config),

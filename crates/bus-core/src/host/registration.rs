@@ -70,6 +70,15 @@ impl<S: Subscription, P: EventProcessor<S>> InvokeFn for EventHandler<S, P> {
     }
 }
 
+/// How a processor came to the host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Origin {
+    /// A builder call: `command`, `event`, a saga.
+    Explicit,
+    /// `#[processor]`, through `register_processors`.
+    Registry,
+}
+
 /// One processor bound to the source it consumes.
 #[derive(Clone)]
 pub(crate) struct Registration {
@@ -77,6 +86,9 @@ pub(crate) struct Registration {
     pub(crate) message: MessageDescriptor,
     pub(crate) settings: ProcessingSettings,
     pub(crate) invoke: Invoke,
+    /// The processor's type, for errors that name it.
+    pub(crate) processor: &'static str,
+    pub(crate) origin: Origin,
 }
 
 impl fmt::Debug for Registration {
@@ -85,6 +97,8 @@ impl fmt::Debug for Registration {
             .field("source", &self.source)
             .field("message", &self.message)
             .field("settings", &self.settings)
+            .field("processor", &self.processor)
+            .field("origin", &self.origin)
             .finish_non_exhaustive()
     }
 }
@@ -102,7 +116,15 @@ impl Registration {
             message,
             settings: settings.in_range(),
             invoke,
+            processor: "a saga",
+            origin: Origin::Explicit,
         }
+    }
+
+    /// The same registration, marked as coming from the registry.
+    pub(crate) fn registered_by_attribute(mut self) -> Self {
+        self.origin = Origin::Registry;
+        self
     }
 
     pub(crate) fn command<C: Command, P: CommandProcessor<C>>(processor: P) -> Result<Self> {
@@ -112,12 +134,10 @@ impl Registration {
             processor,
             _command: PhantomData,
         });
-        Ok(Registration::from_parts(
-            source,
-            C::descriptor(),
-            settings,
-            invoke,
-        ))
+        Ok(Registration {
+            processor: std::any::type_name::<P>(),
+            ..Registration::from_parts(source, C::descriptor(), settings, invoke)
+        })
     }
 
     pub(crate) fn event<S: Subscription, P: EventProcessor<S>>(processor: P) -> Result<Self> {
@@ -127,11 +147,9 @@ impl Registration {
             processor,
             _subscription: PhantomData,
         });
-        Ok(Registration::from_parts(
-            source,
-            S::Event::descriptor(),
-            settings,
-            invoke,
-        ))
+        Ok(Registration {
+            processor: std::any::type_name::<P>(),
+            ..Registration::from_parts(source, S::Event::descriptor(), settings, invoke)
+        })
     }
 }
