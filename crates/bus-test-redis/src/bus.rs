@@ -3,6 +3,7 @@
 //! view of Redis, independent of the code under test).
 
 use bus_core::transport::Source;
+use bus_core::{Bus, Host};
 use bus_redis::keys::QueueKeys;
 use bus_redis::{RedisConfig, RedisTransport};
 
@@ -68,5 +69,37 @@ impl TestRedis {
     /// The [`Counts`] of `queue` in this test's namespace.
     pub fn counts(&self, queue: &str) -> Counts {
         counts(&mut self.client(), self.namespace(), queue)
+    }
+}
+
+/// A host running in the background until [`Running::stop`], with its bus.
+#[derive(Debug)]
+pub struct Running {
+    /// The host's bus.
+    pub bus: Bus,
+    stop: tokio_util::sync::CancellationToken,
+    handle: tokio::task::JoinHandle<bus_core::Result<()>>,
+}
+
+impl Running {
+    /// Runs `host` on the current runtime.
+    pub fn start(host: Host) -> Self {
+        let bus = host.bus();
+        let stop = tokio_util::sync::CancellationToken::new();
+        let signal = stop.clone();
+        let handle = tokio::spawn(host.run(async move { signal.cancelled().await }));
+        Running { bus, stop, handle }
+    }
+
+    /// Stops the host and waits until it has.
+    ///
+    /// # Panics
+    /// If the host's task panicked or its run failed.
+    pub async fn stop(self) {
+        self.stop.cancel();
+        self.handle
+            .await
+            .expect("the host's task")
+            .expect("the host's run");
     }
 }

@@ -5,12 +5,11 @@
 use std::sync::Arc;
 
 use bus_attachments::{BodyStream, RedisProvider};
-use bus_core::{Bus, Host, RedisCommand};
+use bus_core::RedisCommand;
 use bus_redis::{RedisConfig, RedisTransport};
 use bus_test_redis::TestRedis;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
-use tokio_util::sync::CancellationToken;
 
 pub use bus_test_redis::eventually_async as eventually;
 
@@ -93,26 +92,9 @@ impl PatternCheck {
     }
 }
 
-pub struct Running {
-    pub bus: Bus,
-    stop: CancellationToken,
-    handle: tokio::task::JoinHandle<bus_core::Result<()>>,
-}
-
-impl Running {
-    pub fn start(host: Host) -> Self {
-        let bus = host.bus();
-        let stop = CancellationToken::new();
-        let signal = stop.clone();
-        let handle = tokio::spawn(host.run(async move { signal.cancelled().await }));
-        Running { bus, stop, handle }
-    }
-
-    pub async fn stop(self) {
-        self.stop.cancel();
-        self.handle.await.unwrap().unwrap();
-    }
-}
+/// A host running in the background (the harness's).
+#[allow(unused_imports)]
+pub use bus_test_redis::bus::Running;
 
 pub fn shared(provider: RedisProvider) -> Arc<RedisProvider> {
     Arc::new(provider)

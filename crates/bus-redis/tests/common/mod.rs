@@ -3,9 +3,8 @@
 
 #![allow(dead_code)]
 
-use bus_core::{Bus, Host, RedisCommand};
+use bus_core::RedisCommand;
 use serde::{Deserialize, Serialize};
-use tokio_util::sync::CancellationToken;
 
 #[derive(Debug, Clone, Serialize, Deserialize, RedisCommand)]
 #[bus(queue = "work")]
@@ -21,24 +20,6 @@ pub use bus_test_redis::bus::{transport, Counts};
 #[allow(unused_imports)]
 pub use bus_test_redis::eventually_async as eventually;
 
-/// A host running in the background.
-pub struct Running {
-    pub bus: Bus,
-    stop: CancellationToken,
-    handle: tokio::task::JoinHandle<bus_core::Result<()>>,
-}
-
-impl Running {
-    pub fn start(host: Host) -> Self {
-        let bus = host.bus();
-        let stop = CancellationToken::new();
-        let signal = stop.clone();
-        let handle = tokio::spawn(host.run(async move { signal.cancelled().await }));
-        Running { bus, stop, handle }
-    }
-
-    pub async fn stop(self) {
-        self.stop.cancel();
-        self.handle.await.unwrap().unwrap();
-    }
-}
+/// A host running in the background (the harness's).
+#[allow(unused_imports)]
+pub use bus_test_redis::bus::Running;
