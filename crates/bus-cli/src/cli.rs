@@ -118,6 +118,19 @@ pub enum Command {
     },
     /// List or delete sagas.
     Sagas(SagasArgs),
+    /// Check Redis for what silently loses or stalls messages (eviction policy,
+    /// persistence, memory near maxmemory, lagging replicas, refused scripts, the
+    /// protocol version under --prefix) and say what to change. Writes nothing; exits 1
+    /// on a critical finding.
+    Doctor,
+    /// Show the audit log: every change made with `bus` or the dashboard (requeue,
+    /// delete, purge, move, unsubscribe, a saga deleted), newest first, with who, when
+    /// and how many.
+    Audit {
+        /// How many entries.
+        #[arg(short = 'n', long = "count", default_value_t = 20)]
+        count: u64,
+    },
     /// Serve the web dashboard: live counts and plots, messages, dead letters grouped by
     /// error with requeue and delete, sagas. Prints its address; runs until Ctrl-C.
     Dashboard(DashboardArgs),
@@ -151,6 +164,10 @@ pub struct DashboardArgs {
     /// writes them; "" for sagas at `sagas:<partition>:<id>`).
     #[arg(long)]
     pub saga_prefix: Option<String>,
+    /// Show everything, change nothing: every requeue, delete or purge is refused (403)
+    /// and the pages show no buttons for them.
+    #[arg(long)]
+    pub read_only: bool,
 }
 
 #[derive(Debug, Args)]
