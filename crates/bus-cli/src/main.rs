@@ -2,8 +2,8 @@
 
 mod babel;
 mod cli;
-mod ops;
 mod failure;
+mod ops;
 mod output;
 mod serve;
 mod watch;
@@ -213,8 +213,19 @@ async fn execute(fleet: &Fleet, command: Command, json: bool) -> Result<(), Fail
             } else {
                 "move"
             };
-            let detail = format!("to {}{}", report.target, if args.all { ", all" } else { "" });
-            audit(management, action, &queue, report.requeued.len() as u64, detail).await;
+            let detail = format!(
+                "to {}{}",
+                report.target,
+                if args.all { ", all" } else { "" }
+            );
+            audit(
+                management,
+                action,
+                &queue,
+                report.requeued.len() as u64,
+                detail,
+            )
+            .await;
             if json {
                 output::json(&report)?;
             } else {
@@ -252,7 +263,14 @@ async fn execute(fleet: &Fleet, command: Command, json: bool) -> Result<(), Fail
                     "{id} is not a dead letter of {queue}"
                 )));
             }
-            audit(management, "delete", &queue, 1, format!("dead letters {id}")).await;
+            audit(
+                management,
+                "delete",
+                &queue,
+                1,
+                format!("dead letters {id}"),
+            )
+            .await;
             if json {
                 output::json(&json!({ "queue": queue, "deleted": id }))?;
             } else {
@@ -320,8 +338,19 @@ async fn execute(fleet: &Fleet, command: Command, json: bool) -> Result<(), Fail
                     "topic {topic} has no subscription {name}"
                 )));
             }
-            let detail = format!("{} key(s) deleted{}", removed.deleted_keys, if force { ", forced" } else { "" });
-            audit(management, "unsubscribe", &format!("{topic}/{name}"), 1, detail).await;
+            let detail = format!(
+                "{} key(s) deleted{}",
+                removed.deleted_keys,
+                if force { ", forced" } else { "" }
+            );
+            audit(
+                management,
+                "unsubscribe",
+                &format!("{topic}/{name}"),
+                1,
+                detail,
+            )
+            .await;
             if json {
                 output::json(&json!({
                     "topic": topic,
@@ -390,7 +419,8 @@ async fn execute(fleet: &Fleet, command: Command, json: bool) -> Result<(), Fail
 /// Appends a change this tool made to the audit log, by the OS user, through `bus`. The
 /// change is done: a failed append is a warning on stderr, not the command's failure.
 async fn audit(management: &Management, action: &str, target: &str, count: u64, detail: String) {
-    let entry = AuditEntry::new(bus_management::os_user(), "bus", action, target, count).detail(detail);
+    let entry =
+        AuditEntry::new(bus_management::os_user(), "bus", action, target, count).detail(detail);
     if let Err(error) = management.audit(&entry).await {
         eprintln!(
             "bus: warning: the change was made, but its audit entry could not be written: {}",

@@ -60,7 +60,10 @@ fn print(health: &Health) -> Result<(), Failure> {
     }
     out!(
         "Redis {} · protocol checked under prefix {}",
-        health.redis_version.as_deref().unwrap_or("(version unknown)"),
+        health
+            .redis_version
+            .as_deref()
+            .unwrap_or("(version unknown)"),
         health.prefix
     )?;
     out!("{t}")?;
@@ -80,8 +83,9 @@ pub fn audit_table(entries: &[bus_management::AuditEntry]) -> Result<(), Failure
         return out!("no changes recorded yet");
     }
     let mut t = Table::new();
-    t.load_preset(presets::UTF8_FULL_CONDENSED)
-        .set_header(["WHEN", "WHO", "THROUGH", "ACTION", "TARGET", "COUNT", "DETAIL"]);
+    t.load_preset(presets::UTF8_FULL_CONDENSED).set_header([
+        "WHEN", "WHO", "THROUGH", "ACTION", "TARGET", "COUNT", "DETAIL",
+    ]);
     for e in entries {
         t.add_row(vec![
             Cell::new(output::time(e.at_ms)),

@@ -42,14 +42,22 @@ fn doctor_fails_on_an_evicting_redis_and_says_what_to_change() {
     assert_eq!(out.status.code(), Some(1), "{stdout}{}", text(&out.stderr));
     assert!(stdout.contains("volatile-lru"), "{stdout}");
     assert!(stdout.contains("maxmemory-policy noeviction"), "{stdout}");
-    assert!(text(&out.stderr).contains("critical"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("critical"),
+        "{}",
+        text(&out.stderr)
+    );
 
     let out = bus(&server.url(), "app", &["--json", "doctor"]);
     let health: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(health["checks"][0]["name"], "eviction");
     assert_eq!(health["checks"][0]["severity"], "critical");
     // Read only: no protocol version recorded, no key written.
-    assert!(server.client().get(&keys::protocol("app")).unwrap().is_none());
+    assert!(server
+        .client()
+        .get(&keys::protocol("app"))
+        .unwrap()
+        .is_none());
 }
 
 #[test]
@@ -77,7 +85,10 @@ fn doctor_passes_a_well_configured_redis_and_reports_a_protocol_mismatch() {
         .find(|c| c["name"] == "protocol")
         .unwrap();
     assert_eq!(protocol["severity"], "critical", "{protocol}");
-    assert!(protocol["advice"].as_str().unwrap().contains("upgrade"), "{protocol}");
+    assert!(
+        protocol["advice"].as_str().unwrap().contains("upgrade"),
+        "{protocol}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -98,14 +109,19 @@ async fn every_change_made_with_bus_is_in_the_audit_log() {
     run(&["delete-dead", "work", &ids[2]]);
     run(&["purge", "work", "--yes"]);
     // A refused change (not a dead letter) records nothing.
-    assert!(!bus(&url, &prefix, &["delete-dead", "work", "nope"]).status.success());
+    assert!(!bus(&url, &prefix, &["delete-dead", "work", "nope"])
+        .status
+        .success());
 
     let out = run(&["--json", "audit"]);
     let entries: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
     let seen: Vec<(String, String, String, u64)> = entries
         .iter()
         .map(|e| {
-            assert_eq!((&e["who"], &e["via"]), (&Value::from("carol"), &Value::from("bus")));
+            assert_eq!(
+                (&e["who"], &e["via"]),
+                (&Value::from("carol"), &Value::from("bus"))
+            );
             assert!(e["at_ms"].as_u64().unwrap() > 0);
             (
                 e["action"].as_str().unwrap().to_owned(),
@@ -126,6 +142,9 @@ async fn every_change_made_with_bus_is_in_the_audit_log() {
         ]
     );
     let table = text(&run(&["audit", "-n", "2"]).stdout);
-    assert!(table.contains("purge") && table.contains("carol"), "{table}");
+    assert!(
+        table.contains("purge") && table.contains("carol"),
+        "{table}"
+    );
     assert!(!table.contains("requeue"), "-n 2 shows two: {table}");
 }

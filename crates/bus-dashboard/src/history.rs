@@ -112,7 +112,9 @@ impl History {
             return 0.0;
         };
         match points.back() {
-            Some(last) if snapshot.at_ms >= last.t + LIVE_GAP_MS => point_after(Some(last), snapshot).rate,
+            Some(last) if snapshot.at_ms >= last.t + LIVE_GAP_MS => {
+                point_after(Some(last), snapshot).rate
+            }
             Some(last) => last.rate,
             None => 0.0,
         }

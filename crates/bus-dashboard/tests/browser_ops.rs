@@ -136,11 +136,8 @@ async fn read_only_refuses_a_requeue_and_each_change_is_in_the_audit_log() {
     failing.shutdown().await.unwrap();
     assert!(dead, "dead letters: {}", s.int("LLEN", &keys.dead));
 
-    let read_only = start_dashboard(
-        &s.transport,
-        DashboardOptions::default().read_only(true),
-    )
-    .await;
+    let read_only =
+        start_dashboard(&s.transport, DashboardOptions::default().read_only(true)).await;
     let driver = Driver::start().await;
     let browser = driver.browser().await;
     browser
@@ -149,14 +146,31 @@ async fn read_only_refuses_a_requeue_and_each_change_is_in_the_audit_log() {
         .unwrap();
     // The group is shown, with no button that changes anything.
     let shown = eventually(WAIT, || async {
-        js(&browser, "return document.querySelectorAll('[data-group]').length;").await == json!(1)
+        js(
+            &browser,
+            "return document.querySelectorAll('[data-group]').length;",
+        )
+        .await
+            == json!(1)
     })
     .await;
-    assert!(shown, "{}", js(&browser, "return document.getElementById('app').innerText;").await);
+    assert!(
+        shown,
+        "{}",
+        js(&browser, "return document.getElementById('app').innerText;").await
+    );
     let visible = js(&browser, "return [...document.querySelectorAll('[data-action^=\"requeue\"], [data-action^=\"delete\"]')].filter(b => b.offsetParent !== null).length;").await;
-    assert_eq!(visible, json!(0), "change buttons visible in read-only mode");
     assert_eq!(
-        js(&browser, "return document.getElementById('read-only') !== null;").await,
+        visible,
+        json!(0),
+        "change buttons visible in read-only mode"
+    );
+    assert_eq!(
+        js(
+            &browser,
+            "return document.getElementById('read-only') !== null;"
+        )
+        .await,
         json!(true)
     );
     screenshot(&browser, "read-only.png").await;
@@ -170,36 +184,55 @@ async fn read_only_refuses_a_requeue_and_each_change_is_in_the_audit_log() {
         )
         .await
         .unwrap();
-    assert!(
-        refused.as_str().unwrap().contains("read-only"),
-        "{refused}"
-    );
+    assert!(refused.as_str().unwrap().contains("read-only"), "{refused}");
     let page = http(read_only, "GET", "/", &[], "").await;
     let csrf = csrf_of(&page.body);
-    let headers = [("content-type", "application/json"), ("x-csrf-token", csrf.as_str())];
+    let headers = [
+        ("content-type", "application/json"),
+        ("x-csrf-token", csrf.as_str()),
+    ];
     let body = json!({ "name": "payments", "all": true }).to_string();
-    let response = http(read_only, "POST", "/api/dead-letters/requeue", &headers, &body).await;
-    assert_eq!(response.status, 403, "{}", response.body);
-    assert_eq!(s.int("LLEN", &keys.dead), 3, "a read-only dashboard changed Redis");
-    assert_eq!(s.int("XLEN", &bus_redis::keys::audit(s.redis.namespace())), 0);
-
-    // A normal dashboard: requeue one, move one to another queue, delete one.
-    let addr = start_dashboard(
-        &s.transport,
-        DashboardOptions::default().operator("alice"),
+    let response = http(
+        read_only,
+        "POST",
+        "/api/dead-letters/requeue",
+        &headers,
+        &body,
     )
     .await;
+    assert_eq!(response.status, 403, "{}", response.body);
+    assert_eq!(
+        s.int("LLEN", &keys.dead),
+        3,
+        "a read-only dashboard changed Redis"
+    );
+    assert_eq!(
+        s.int("XLEN", &bus_redis::keys::audit(s.redis.namespace())),
+        0
+    );
+
+    // A normal dashboard: requeue one, move one to another queue, delete one.
+    let addr = start_dashboard(&s.transport, DashboardOptions::default().operator("alice")).await;
     browser
         .goto(&format!("http://{addr}/#/dead/payments"))
         .await
         .unwrap();
     click(&browser, "[data-group] button[data-action=\"open-group\"]").await;
     let opened = eventually(WAIT, || async {
-        js(&browser, "return document.querySelectorAll('[data-letter]').length;").await == json!(3)
+        js(
+            &browser,
+            "return document.querySelectorAll('[data-letter]').length;",
+        )
+        .await
+            == json!(3)
     })
     .await;
     assert!(opened, "the group did not open");
-    click(&browser, "[data-letter] button[data-action=\"requeue-one\"]").await;
+    click(
+        &browser,
+        "[data-letter] button[data-action=\"requeue-one\"]",
+    )
+    .await;
     click(&browser, "#confirm-ok").await;
     let requeued = eventually(WAIT, || async {
         s.int("LLEN", &keys.dead) == 2 && s.int("LLEN", &keys.ready) == 1
@@ -211,11 +244,26 @@ async fn read_only_refuses_a_requeue_and_each_change_is_in_the_audit_log() {
     let deleted = eventually(WAIT, || async { s.int("LLEN", &keys.dead) == 1 }).await;
     assert!(deleted, "dead {}", s.int("LLEN", &keys.dead));
 
-    browser.goto(&format!("http://{addr}/#/audit")).await.unwrap();
+    browser
+        .goto(&format!("http://{addr}/#/audit"))
+        .await
+        .unwrap();
     // Newest first: who, through what, what, on what, how many.
     let expected = json!([
-        ["alice", "dashboard from 127.0.0.1", "delete", "payments", "1"],
-        ["alice", "dashboard from 127.0.0.1", "requeue", "payments", "1"],
+        [
+            "alice",
+            "dashboard from 127.0.0.1",
+            "delete",
+            "payments",
+            "1"
+        ],
+        [
+            "alice",
+            "dashboard from 127.0.0.1",
+            "requeue",
+            "payments",
+            "1"
+        ],
     ]);
     let audited = eventually(WAIT, || async {
         js(&browser, "return [...document.querySelectorAll('#audit tr[data-audit]')].map(r => [...r.cells].slice(1, 6).map(c => c.textContent));")
@@ -229,9 +277,15 @@ async fn read_only_refuses_a_requeue_and_each_change_is_in_the_audit_log() {
         js(&browser, "return document.getElementById('app').innerText;").await
     );
     let details = js(&browser, "return [...document.querySelectorAll('#audit tr[data-audit]')].map(r => r.cells[6].textContent);").await;
-    assert!(details[0].as_str().unwrap().starts_with("dead letters "), "{details}");
+    assert!(
+        details[0].as_str().unwrap().starts_with("dead letters "),
+        "{details}"
+    );
     assert_eq!(details[1], "to payments");
-    assert_eq!(s.int("XLEN", &bus_redis::keys::audit(s.redis.namespace())), 2);
+    assert_eq!(
+        s.int("XLEN", &bus_redis::keys::audit(s.redis.namespace())),
+        2
+    );
     screenshot(&browser, "audit.png").await;
     browser.close().await.unwrap();
 }

@@ -37,7 +37,8 @@ mod sagas;
 pub use bus_core::operator::{Capability, Operator};
 pub use bus_core::records::{DeadLetter, ErrorRecord, MessageSummary, QueueStats};
 pub use bus_redis::admin::{
-    os_user, AuditEntry, Health, HealthCheck, Purged, ReadyMessage, RemovedSubscription, Requeued, ScheduledMessage, Selection, Severity, Topic,
+    os_user, AuditEntry, Health, HealthCheck, Purged, ReadyMessage, RemovedSubscription, Requeued,
+    ScheduledMessage, Selection, Severity, Topic,
 };
 pub use error::{Error, Result};
 pub use fleet::{Address, Fleet, NATIVE};

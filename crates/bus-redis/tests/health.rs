@@ -50,7 +50,11 @@ async fn an_evicting_redis_without_persistence_is_reported_with_what_to_change()
     // The harness starts Redis with `--save "" --appendonly no`.
     let persistence = finding(&health, "persistence");
     assert_eq!(persistence.severity, Severity::Warning, "{persistence:?}");
-    assert!(persistence.advice.as_deref().unwrap().contains("appendonly yes"));
+    assert!(persistence
+        .advice
+        .as_deref()
+        .unwrap()
+        .contains("appendonly yes"));
     for fine in ["memory", "replication", "scripts", "protocol"] {
         assert_eq!(finding(&health, fine).severity, Severity::Ok, "{health:#?}");
     }
@@ -107,7 +111,10 @@ async fn another_protocol_version_under_the_prefix_is_critical() {
         "{protocol:?}"
     );
     // Read only: the check recorded nothing, changed nothing.
-    assert_eq!(server.client().get(&key).unwrap().as_deref(), Some(&b"3"[..]));
+    assert_eq!(
+        server.client().get(&key).unwrap().as_deref(),
+        Some(&b"3"[..])
+    );
 }
 
 #[tokio::test]
@@ -116,7 +123,14 @@ async fn a_user_who_may_not_run_scripts_is_critical() {
     server
         .client()
         .cmd(&[
-            "ACL", "SETUSER", "noscripts", "on", ">pw", "~*", "+@all", "-@scripting",
+            "ACL",
+            "SETUSER",
+            "noscripts",
+            "on",
+            ">pw",
+            "~*",
+            "+@all",
+            "-@scripting",
         ])
         .unwrap();
     let url = format!("redis://noscripts:pw@127.0.0.1:{}", server.port());
@@ -142,7 +156,9 @@ async fn a_stalled_replica_is_lagging_and_a_replica_url_is_critical() {
         .unwrap();
     let online = eventually(WAIT, || async {
         let health = check(&primary.url()).await;
-        finding(&health, "replication").found.contains("1 replicas, all online")
+        finding(&health, "replication")
+            .found
+            .contains("1 replicas, all online")
     })
     .await;
     assert!(online, "{:#?}", check(&primary.url()).await);
@@ -153,7 +169,11 @@ async fn a_stalled_replica_is_lagging_and_a_replica_url_is_critical() {
     );
 
     let pid = replica.pid().unwrap().to_string();
-    assert!(Command::new("kill").args(["-STOP", &pid]).status().unwrap().success());
+    assert!(Command::new("kill")
+        .args(["-STOP", &pid])
+        .status()
+        .unwrap()
+        .success());
     let lagging = eventually(WAIT, || async {
         let health = check(&primary.url()).await;
         finding(&health, "replication").severity == Severity::Warning
@@ -164,7 +184,9 @@ async fn a_stalled_replica_is_lagging_and_a_replica_url_is_critical() {
     assert!(lagging, "{health:#?}");
     let replication = finding(&health, "replication");
     assert!(
-        replication.found.contains(&format!("127.0.0.1:{}", replica.port())),
+        replication
+            .found
+            .contains(&format!("127.0.0.1:{}", replica.port())),
         "{replication:?}"
     );
 }

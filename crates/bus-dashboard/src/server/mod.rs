@@ -121,7 +121,11 @@ impl Dashboard {
             .replace("{{PREFIX}}", &views::html_escape(reader.prefix()))
             .replace(
                 "{{READ_ONLY}}",
-                if self.options.read_only { "true" } else { "false" },
+                if self.options.read_only {
+                    "true"
+                } else {
+                    "false"
+                },
             );
         let shared = Arc::new(Shared {
             history: History::new(self.options.sample_interval, self.options.history),

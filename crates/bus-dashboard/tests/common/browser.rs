@@ -174,4 +174,3 @@ pub async fn screenshot(browser: &Client, name: &str) -> PathBuf {
     println!("screenshot: {}", path.display());
     path
 }
-

@@ -80,10 +80,14 @@ impl HealthCheck {
     }
 
     fn unknown(name: &'static str, what: &str, error: impl fmt::Display) -> Self {
-        HealthCheck::new(name, Severity::Unknown, format!("could not read {what}: {error}"))
-            .advice(format!(
-                "check it by hand, or allow the `bus` user to run {what} (ACL)"
-            ))
+        HealthCheck::new(
+            name,
+            Severity::Unknown,
+            format!("could not read {what}: {error}"),
+        )
+        .advice(format!(
+            "check it by hand, or allow the `bus` user to run {what} (ACL)"
+        ))
     }
 }
 
@@ -131,7 +135,10 @@ pub async fn health(client: &Client, prefix: &str) -> Health {
         scripts(client),
         protocol(client, prefix),
     );
-    let redis_version = info.as_ref().ok().and_then(|i| i.get("redis_version").cloned());
+    let redis_version = info
+        .as_ref()
+        .ok()
+        .and_then(|i| i.get("redis_version").cloned());
     let mut checks = vec![eviction(&policy, info.as_ref())];
     match &info {
         Ok(info) => {
@@ -214,7 +221,9 @@ fn number(info: &Info, field: &str) -> Option<u64> {
 fn eviction(policy: &Result<String, Error>, info: Result<&Info, &Error>) -> HealthCheck {
     let policy = match policy {
         Ok(policy) => policy,
-        Err(error) => return HealthCheck::unknown("eviction", "CONFIG GET maxmemory-policy", error),
+        Err(error) => {
+            return HealthCheck::unknown("eviction", "CONFIG GET maxmemory-policy", error)
+        }
     };
     if policy == "noeviction" {
         return HealthCheck::new("eviction", Severity::Ok, "maxmemory-policy is noeviction");
@@ -241,7 +250,10 @@ fn eviction(policy: &Result<String, Error>, info: Result<&Info, &Error>) -> Heal
 }
 
 fn persistence(info: &Info, save: &Result<String, Error>) -> HealthCheck {
-    if info.get("rdb_last_bgsave_status").is_some_and(|s| s != "ok") {
+    if info
+        .get("rdb_last_bgsave_status")
+        .is_some_and(|s| s != "ok")
+    {
         return HealthCheck::new(
             "persistence",
             Severity::Critical,
@@ -327,7 +339,8 @@ fn replication(info: &Info) -> HealthCheck {
         let Some(line) = info.get(&format!("slave{i}")) else {
             continue;
         };
-        let fields: HashMap<&str, &str> = line.split(',').filter_map(|f| f.split_once('=')).collect();
+        let fields: HashMap<&str, &str> =
+            line.split(',').filter_map(|f| f.split_once('=')).collect();
         let state = fields.get("state").copied().unwrap_or("?");
         let lag: u64 = fields.get("lag").and_then(|l| l.parse().ok()).unwrap_or(0);
         if state != "online" || lag >= REPLICA_LAG_SECONDS {
@@ -366,7 +379,10 @@ async fn scripts(client: &Client) -> Result<(), Error> {
             vec![Value::from("LOAD"), Value::from("return 'bus-doctor'")],
         )
         .await?;
-    let sha = sha.as_bytes_str().map(|s| s.to_string()).unwrap_or_default();
+    let sha = sha
+        .as_bytes_str()
+        .map(|s| s.to_string())
+        .unwrap_or_default();
     let reply: Value = client
         .custom(cmd!("EVALSHA"), vec![Value::from(sha), Value::from(0)])
         .await?;
@@ -396,7 +412,10 @@ fn script_check(ran: Result<(), Error>, version: Option<&str>) -> HealthCheck {
         Some(major) if major < 7 => HealthCheck::new(
             "scripts",
             Severity::Critical,
-            format!("Redis {} runs scripts, but not the `#!lua flags=` the consumers' scripts carry", version.unwrap_or("?")),
+            format!(
+                "Redis {} runs scripts, but not the `#!lua flags=` the consumers' scripts carry",
+                version.unwrap_or("?")
+            ),
         )
         .advice("upgrade Redis to 7.0 or later"),
         _ => HealthCheck::new("scripts", Severity::Ok, "SCRIPT LOAD and EVALSHA run"),
@@ -407,10 +426,15 @@ async fn protocol(client: &Client, prefix: &str) -> HealthCheck {
     let key = keys::protocol(prefix);
     let value: Result<Value, _> = client.get(key.as_str()).await;
     let found = match value {
-        Ok(value) => value
-            .as_bytes()
-            .map(|b| String::from_utf8_lossy(b).chars().take(32).collect::<String>()),
-        Err(error) => return HealthCheck::unknown("protocol", "GET of the protocol key", Error::from(error)),
+        Ok(value) => value.as_bytes().map(|b| {
+            String::from_utf8_lossy(b)
+                .chars()
+                .take(32)
+                .collect::<String>()
+        }),
+        Err(error) => {
+            return HealthCheck::unknown("protocol", "GET of the protocol key", Error::from(error))
+        }
     };
     match found {
         None => HealthCheck::new(
@@ -454,7 +478,10 @@ mod tests {
         assert_eq!(at(850).severity, Severity::Warning);
         assert_eq!(at(990).severity, Severity::Critical);
         assert!(at(990).advice.is_some());
-        assert_eq!(memory(&info("used_memory:5\nmaxmemory:0\n")).severity, Severity::Ok);
+        assert_eq!(
+            memory(&info("used_memory:5\nmaxmemory:0\n")).severity,
+            Severity::Ok
+        );
     }
 
     #[test]
@@ -474,18 +501,27 @@ mod tests {
 
     #[test]
     fn persistence_off_warns_and_a_failed_save_is_critical() {
-        let off = persistence(&info("aof_enabled:0\nrdb_last_bgsave_status:ok\n"), &Ok(String::new()));
+        let off = persistence(
+            &info("aof_enabled:0\nrdb_last_bgsave_status:ok\n"),
+            &Ok(String::new()),
+        );
         assert_eq!(off.severity, Severity::Warning);
         assert!(off.found.contains("no persistence"), "{}", off.found);
         let aof = persistence(&info("aof_enabled:1\n"), &Ok(String::new()));
         assert_eq!(aof.severity, Severity::Ok);
-        let failed = persistence(&info("aof_enabled:1\nrdb_last_bgsave_status:err\n"), &Ok("3600 1".into()));
+        let failed = persistence(
+            &info("aof_enabled:1\nrdb_last_bgsave_status:err\n"),
+            &Ok("3600 1".into()),
+        );
         assert_eq!(failed.severity, Severity::Critical);
     }
 
     #[test]
     fn an_old_redis_cannot_run_flagged_scripts() {
-        assert_eq!(script_check(Ok(()), Some("6.2.14")).severity, Severity::Critical);
+        assert_eq!(
+            script_check(Ok(()), Some("6.2.14")).severity,
+            Severity::Critical
+        );
         assert_eq!(script_check(Ok(()), Some("7.0.15")).severity, Severity::Ok);
     }
 }
