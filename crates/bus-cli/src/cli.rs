@@ -342,6 +342,26 @@ mod tests {
     }
 
     #[test]
+    fn doctor_audit_and_a_read_only_dashboard_parse() {
+        assert!(matches!(
+            Cli::try_parse_from(["bus", "doctor"]).unwrap().command,
+            Command::Doctor
+        ));
+        let cli = Cli::try_parse_from(["bus", "audit", "-n", "5"]).unwrap();
+        assert!(matches!(cli.command, Command::Audit { count: 5 }));
+        let cli = Cli::try_parse_from(["bus", "dashboard", "--read-only"]).unwrap();
+        let Command::Dashboard(args) = cli.command else {
+            panic!("not dashboard")
+        };
+        assert!(args.read_only);
+        let cli = Cli::try_parse_from(["bus", "dashboard"]).unwrap();
+        let Command::Dashboard(args) = cli.command else {
+            panic!("not dashboard")
+        };
+        assert!(!args.read_only, "read-only is opt-in");
+    }
+
+    #[test]
     fn headers_are_key_value() {
         assert_eq!(parse_header("a=b=c"), Ok(("a".into(), "b=c".into())));
         assert!(parse_header("novalue").is_err());
