@@ -129,6 +129,10 @@ pub async fn run(
 ) -> Result<(), Failure> {
     let client = fleet.management().admin().transport().client().clone();
     let admin = Admin::new(client).laravel_prefix(laravel_prefix);
+    let kind = match args.layout {
+        LayoutArg::Legacy => LEGACY_KIND,
+        LayoutArg::Laravel => LARAVEL_KIND,
+    };
     let layout = match args.layout {
         LayoutArg::Legacy => Layout::Legacy,
         LayoutArg::Laravel => Layout::Laravel {
@@ -189,6 +193,11 @@ pub async fn run(
                 options = options.max(max);
             }
             let report = admin.redrive(&layout, &queue, &options).await?;
+            if !dry_run {
+                let target = format!("{kind}:{queue}");
+                let count = report.redriven as u64;
+                crate::audit(fleet.management(), "redrive", &target, count, String::new()).await;
+            }
             let value = json!({
                 "dry_run": dry_run, "redriven": report.redriven, "poison": report.poison,
                 "skipped": report.skipped, "vanished": report.vanished,

@@ -118,6 +118,19 @@ pub enum Command {
     },
     /// List or delete sagas.
     Sagas(SagasArgs),
+    /// Check Redis for what silently loses or stalls messages (eviction policy,
+    /// persistence, memory near maxmemory, lagging replicas, refused scripts, the
+    /// protocol version under --prefix) and say what to change. Writes nothing; exits 1
+    /// on a critical finding.
+    Doctor,
+    /// Show the audit log: every change made with `bus` or the dashboard (requeue,
+    /// delete, purge, move, unsubscribe, a saga deleted), newest first, with who, when
+    /// and how many.
+    Audit {
+        /// How many entries.
+        #[arg(short = 'n', long = "count", default_value_t = 20)]
+        count: u64,
+    },
     /// Serve the web dashboard: live counts and plots, messages, dead letters grouped by
     /// error with requeue and delete, sagas. Prints its address; runs until Ctrl-C.
     Dashboard(DashboardArgs),
@@ -151,6 +164,10 @@ pub struct DashboardArgs {
     /// writes them; "" for sagas at `sagas:<partition>:<id>`).
     #[arg(long)]
     pub saga_prefix: Option<String>,
+    /// Show everything, change nothing: every requeue, delete or purge is refused (403)
+    /// and the pages show no buttons for them.
+    #[arg(long)]
+    pub read_only: bool,
 }
 
 #[derive(Debug, Args)]
@@ -322,6 +339,26 @@ mod tests {
         };
         assert!(args.listen.ip().is_loopback());
         assert!(Cli::try_parse_from(["bus", "metrics", "--listen", "localhost"]).is_err());
+    }
+
+    #[test]
+    fn doctor_audit_and_a_read_only_dashboard_parse() {
+        assert!(matches!(
+            Cli::try_parse_from(["bus", "doctor"]).unwrap().command,
+            Command::Doctor
+        ));
+        let cli = Cli::try_parse_from(["bus", "audit", "-n", "5"]).unwrap();
+        assert!(matches!(cli.command, Command::Audit { count: 5 }));
+        let cli = Cli::try_parse_from(["bus", "dashboard", "--read-only"]).unwrap();
+        let Command::Dashboard(args) = cli.command else {
+            panic!("not dashboard")
+        };
+        assert!(args.read_only);
+        let cli = Cli::try_parse_from(["bus", "dashboard"]).unwrap();
+        let Command::Dashboard(args) = cli.command else {
+            panic!("not dashboard")
+        };
+        assert!(!args.read_only, "read-only is opt-in");
     }
 
     #[test]

@@ -3,6 +3,7 @@
 mod babel;
 mod cli;
 mod failure;
+mod ops;
 mod output;
 mod serve;
 mod watch;
@@ -17,6 +18,7 @@ use bus_redis::{RedisConfig, RedisTransport};
 use clap::Parser;
 use serde_json::json;
 
+use bus_management::AuditEntry;
 use cli::{Cli, Command, SagasCommand};
 use failure::{fail, redact, Failure};
 use output::out;
@@ -50,6 +52,9 @@ async fn run(cli: Cli) -> Result<(), Failure> {
     let mut config = RedisConfig::from_url(&url)?.prefix(cli.prefix.as_str());
     if let Some(ca) = &cli.tls_ca {
         config = with_tls_ca(config, ca)?;
+    }
+    if let Command::Doctor = cli.command {
+        return ops::doctor(&config, &url, cli.tls_ca.is_some(), cli.json).await;
     }
     let saga_prefix = match &cli.command {
         Command::Sagas(args) => args.saga_prefix.clone(),
@@ -203,6 +208,24 @@ async fn execute(fleet: &Fleet, command: Command, json: bool) -> Result<(), Fail
             let report = fleet
                 .requeue(&queue, &selection, args.to.as_deref())
                 .await?;
+            let action = if report.target == queue {
+                "requeue"
+            } else {
+                "move"
+            };
+            let detail = format!(
+                "to {}{}",
+                report.target,
+                if args.all { ", all" } else { "" }
+            );
+            audit(
+                management,
+                action,
+                &queue,
+                report.requeued.len() as u64,
+                detail,
+            )
+            .await;
             if json {
                 output::json(&report)?;
             } else {
@@ -240,6 +263,14 @@ async fn execute(fleet: &Fleet, command: Command, json: bool) -> Result<(), Fail
                     "{id} is not a dead letter of {queue}"
                 )));
             }
+            audit(
+                management,
+                "delete",
+                &queue,
+                1,
+                format!("dead letters {id}"),
+            )
+            .await;
             if json {
                 output::json(&json!({ "queue": queue, "deleted": id }))?;
             } else {
@@ -252,6 +283,9 @@ async fn execute(fleet: &Fleet, command: Command, json: bool) -> Result<(), Fail
                 confirm_purge(fleet, &address).await?;
             }
             let purged = fleet.purge(&address).await?;
+            let detail = format!("{} ready, {} delayed", purged.ready, purged.delayed);
+            let count = purged.ready + purged.delayed;
+            audit(management, "purge", &queue, count, detail).await;
             if json {
                 output::json(
                     &json!({ "queue": queue, "ready": purged.ready, "delayed": purged.delayed }),
@@ -304,6 +338,19 @@ async fn execute(fleet: &Fleet, command: Command, json: bool) -> Result<(), Fail
                     "topic {topic} has no subscription {name}"
                 )));
             }
+            let detail = format!(
+                "{} key(s) deleted{}",
+                removed.deleted_keys,
+                if force { ", forced" } else { "" }
+            );
+            audit(
+                management,
+                "unsubscribe",
+                &format!("{topic}/{name}"),
+                1,
+                detail,
+            )
+            .await;
             if json {
                 output::json(&json!({
                     "topic": topic,
@@ -345,6 +392,8 @@ async fn execute(fleet: &Fleet, command: Command, json: bool) -> Result<(), Fail
                         "no saga {id} in partition {partition}"
                     )));
                 }
+                let target = format!("{partition}/{id}");
+                audit(management, "delete-saga", &target, 1, String::new()).await;
                 if json {
                     output::json(&json!({ "partition": partition, "deleted": id }))?;
                 } else {
@@ -352,11 +401,32 @@ async fn execute(fleet: &Fleet, command: Command, json: bool) -> Result<(), Fail
                 }
             }
         },
-        Command::Dashboard(_) | Command::Metrics { .. } | Command::Babel(_) => {
+        Command::Audit { count } => {
+            let entries = management.audit_log(count).await?;
+            if json {
+                output::json(&entries)?;
+            } else {
+                ops::audit_table(&entries)?;
+            }
+        }
+        Command::Dashboard(_) | Command::Metrics { .. } | Command::Babel(_) | Command::Doctor => {
             unreachable!("served by `run` before `execute`")
         }
     }
     Ok(())
+}
+
+/// Appends a change this tool made to the audit log, by the OS user, through `bus`. The
+/// change is done: a failed append is a warning on stderr, not the command's failure.
+async fn audit(management: &Management, action: &str, target: &str, count: u64, detail: String) {
+    let entry =
+        AuditEntry::new(bus_management::os_user(), "bus", action, target, count).detail(detail);
+    if let Err(error) = management.audit(&entry).await {
+        eprintln!(
+            "bus: warning: the change was made, but its audit entry could not be written: {}",
+            bus_core::ErrorChain(&error)
+        );
+    }
 }
 
 /// Trusts the CA in `file` for rediss://.

@@ -13,7 +13,9 @@ use crate::failure::Failure;
 use crate::output::out;
 
 pub async fn dashboard(fleet: Fleet, args: DashboardArgs) -> Result<(), Failure> {
-    let mut options = DashboardOptions::default().sample_interval(args.sample_interval);
+    let mut options = DashboardOptions::default()
+        .sample_interval(args.sample_interval)
+        .read_only(args.read_only);
     if let Some(prefix) = args.saga_prefix {
         options = options.saga_prefix(prefix);
     }
@@ -26,7 +28,11 @@ pub async fn dashboard(fleet: Fleet, args: DashboardArgs) -> Result<(), Failure>
         None => {}
     }
     let listener = bind(args.listen).await?;
-    out!("dashboard on http://{}/", local(&listener))?;
+    out!(
+        "dashboard on http://{}/{}",
+        local(&listener),
+        if args.read_only { " (read-only)" } else { "" }
+    )?;
     Dashboard::for_fleet(fleet, options)
         .serve_with_shutdown(listener, shutdown())
         .await?;

@@ -177,6 +177,13 @@ function lineChart(points, series, opts) {
   for (const se of series) {
     const visible = points.filter((p) => p.t >= t0);
     if (visible.length === 0) continue;
+    if (visible.length === 1) {
+      // One point has no line yet: a dot, so the plot is not empty.
+      const dot = s("circle", { cx: x(visible[0].t).toFixed(1), cy: y(visible[0][se.key] || 0).toFixed(1), r: 2, class: "series-dot" });
+      dot.style.fill = se.color;
+      svg.append(dot);
+      continue;
+    }
     const d = visible.map((p, i) => `${i ? "L" : "M"}${x(p.t).toFixed(1)},${y(p[se.key] || 0).toFixed(1)}`).join("");
     const path = s("path", { d, class: "series" });
     path.style.stroke = se.color;
@@ -291,13 +298,16 @@ function countCell(n, cls) {
 }
 
 async function overview(id) {
-  const data = await getJson("/api/overview");
+  // Health is a banner: the overview shows even when its checks cannot be read.
+  const [data, health] = await Promise.all([getJson("/api/overview"), healthNow(false).catch(() => null)]);
   const queues = data.queues;
   const sum = (k) => queues.reduce((a, q) => a + (q[k] || 0), 0);
   const totalRate = queues.reduce((a, q) => a + q.rate, 0);
   const span = data.history_ms;
-  const minWindow = 10 * data.sample_interval_ms;
-  const sampledFor = windowOf(queues.length ? queues[0].history : [], data.now_ms, span, minWindow);
+  // How long the server has sampled (its first sample, not a plot's width), and the
+  // plots' window: that time, at least two refreshes wide so a fresh line has a length.
+  const sampledFor = data.sampling_since_ms === null ? 0 : Math.max(0, data.now_ms - data.sampling_since_ms);
+  const minWindow = Math.min(span, Math.max(sampledFor, 2 * REFRESH_MS));
   const tiles = h("div", { class: "tiles" },
     tile("Ready", num(sum("ready")), "c-ready"),
     tile("In flight", num(sum("in_flight")), "c-inflight"),
@@ -343,7 +353,7 @@ async function overview(id) {
     h("div", { class: "page-head" }, h("div", {}, h("h1", {}, "Overview"),
       h("div", { class: "sub" }, `Every queue and subscription under prefix “${data.prefix}”` +
         (queues.some((q) => q.kind !== "bus") ? ", and the BabelQueue queues found" : "")))),
-    tiles, table, queues.length ? charts : null));
+    healthBanner(health), tiles, table, queues.length ? charts : null));
 }
 
 function envelopeDetails(m, extra) {
@@ -525,7 +535,7 @@ async function sagasPage(id, partition) {
     h("td", {}, sg.partition), h("td", { class: "mono" }, h("a", { href: `#/saga/${enc(sg.partition)}/${enc(sg.id)}` }, sg.id)),
     h("td", { class: "num" }, sg.ttl_ms === null ? "no expiry" : age(sg.ttl_ms)), h("td", { class: "mono muted" }, sg.key),
     h("td", {}, h("div", { class: "actions" }, h("a", { class: "btn btn-sm", href: `#/saga/${enc(sg.partition)}/${enc(sg.id)}` }, "Show"),
-      h("button", { class: "btn btn-sm btn-danger", type: "button", onclick: () => deleteSaga(sg.partition, sg.id, () => sagasPage(id, partition)) }, "Delete")))));
+      h("button", { class: "btn btn-sm btn-danger", type: "button", "data-action": "delete-saga", onclick: () => deleteSaga(sg.partition, sg.id, () => sagasPage(id, partition)) }, "Delete")))));
   replace(id, h("div", {},
     h("div", { class: "page-head" }, h("div", {}, h("h1", {}, "Sagas"), h("div", { class: "sub" }, "Found with SCAN, never KEYS")), form),
     h("section", { class: "card section" },
@@ -564,7 +574,8 @@ async function sagaPage(id, partition, sagaId) {
 function route() {
   const parts = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
   const page = parts[0] || "overview";
-  document.querySelectorAll(".nav a").forEach((a) => a.classList.toggle("active", a.dataset.nav === (page.startsWith("saga") ? "sagas" : "overview")));
+  const nav = page.startsWith("saga") ? "sagas" : ["health", "audit"].includes(page) ? page : "overview";
+  document.querySelectorAll(".nav a").forEach((a) => a.classList.toggle("active", a.dataset.nav === nav));
   clearTimeout(timer);
   app.replaceChildren(h("div", { class: "empty" }, "Loading…"));
   if (page === "queue") {
@@ -581,6 +592,10 @@ function route() {
   } else if (page === "saga") {
     const id = ++renderId;
     sagaPage(id, parts[1], parts.slice(2).join("/")).catch(showError);
+  } else if (page === "health") {
+    livePage(healthPage);
+  } else if (page === "audit") {
+    livePage(auditPage);
   } else {
     livePage(overview);
   }

@@ -9,6 +9,10 @@ use serde::Serialize;
 
 use crate::snapshot::{QueueSnapshot, Reader};
 
+/// A live snapshot closer than this to the last sample (ms) adds no point of its own:
+/// a rate over a shorter time would be mostly noise.
+const LIVE_GAP_MS: u64 = 500;
+
 /// One sample of one queue.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub(crate) struct Point {
@@ -30,6 +34,9 @@ pub(crate) struct Point {
 #[derive(Debug, Clone)]
 pub(crate) struct History {
     inner: Arc<Mutex<HashMap<String, VecDeque<Point>>>>,
+    /// Redis time of the first sample this server took (what "since sampling began"
+    /// counts from), `None` before it.
+    since: Arc<Mutex<Option<u64>>>,
     capacity: usize,
 }
 
@@ -38,12 +45,17 @@ impl History {
         let capacity = (span.as_millis() / interval.as_millis().max(1)).max(2) as usize;
         History {
             inner: Arc::default(),
+            since: Arc::default(),
             capacity,
         }
     }
 
     /// Adds one round of snapshots; queues absent from it (removed) are forgotten.
     pub(crate) fn record(&self, snapshots: &[QueueSnapshot]) {
+        if let Some(first) = snapshots.first() {
+            let mut since = self.since.lock().unwrap_or_else(PoisonError::into_inner);
+            since.get_or_insert(first.at_ms);
+        }
         let mut all = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
         all.retain(|name, _| snapshots.iter().any(|s| &s.name == name));
         for snapshot in snapshots {
@@ -72,6 +84,26 @@ impl History {
         downsample(&self.points(name), max.max(2))
     }
 
+    /// Redis time of the first sample, `None` before any.
+    pub(crate) fn since_ms(&self) -> Option<u64> {
+        *self.since.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// [`History::plot`] ending with a point read from the live snapshot (when it is
+    /// newer than the last sample), so a plot has a line from the first refresh on
+    /// rather than after the second sample (10 s by default), and its right end is now.
+    pub(crate) fn plot_live(&self, snapshot: &QueueSnapshot, max: usize) -> Vec<Point> {
+        let mut points = self.plot(&snapshot.name, max.max(3) - 1);
+        match points.last() {
+            Some(last) if snapshot.at_ms < last.t + LIVE_GAP_MS => {}
+            last => {
+                let last = last.copied();
+                points.push(point_after(last.as_ref(), snapshot));
+            }
+        }
+        points
+    }
+
     /// The rate shown beside a live snapshot: from the last sample to it (or the last
     /// sampled rate when the two are too close together to divide).
     pub(crate) fn rate_now(&self, snapshot: &QueueSnapshot) -> f64 {
@@ -80,7 +112,9 @@ impl History {
             return 0.0;
         };
         match points.back() {
-            Some(last) if snapshot.at_ms >= last.t + 500 => point_after(Some(last), snapshot).rate,
+            Some(last) if snapshot.at_ms >= last.t + LIVE_GAP_MS => {
+                point_after(Some(last), snapshot).rate
+            }
             Some(last) => last.rate,
             None => 0.0,
         }

@@ -26,6 +26,8 @@ pub struct DashboardOptions {
     pub(crate) saga_prefix: Option<String>,
     pub(crate) page_size: u64,
     pub(crate) request_timeout: Duration,
+    pub(crate) read_only: bool,
+    pub(crate) operator: Option<String>,
 }
 
 impl Default for DashboardOptions {
@@ -38,6 +40,8 @@ impl Default for DashboardOptions {
             saga_prefix: None,
             page_size: 100,
             request_timeout: Duration::from_secs(10),
+            read_only: false,
+            operator: None,
         }
     }
 }
@@ -91,6 +95,20 @@ impl DashboardOptions {
         self
     }
 
+    /// Read-only mode (off by default): every state change is refused with 403 and the
+    /// pages show no buttons that change anything (`bus dashboard --read-only`).
+    pub fn read_only(mut self, read_only: bool) -> Self {
+        self.read_only = read_only;
+        self
+    }
+
+    /// Who the audit log records for this dashboard's changes (by default the
+    /// operating-system user running it), beside the browser's address.
+    pub fn operator(mut self, name: impl Into<String>) -> Self {
+        self.operator = Some(name.into());
+        self
+    }
+
     /// Whether the dashboard may listen on `addr`: an error for a non-loopback address
     /// without a token, or an invalid token. [`Dashboard::serve`](crate::Dashboard::serve)
     /// checks it too; check before binding to refuse without ever opening the port.
@@ -128,6 +146,8 @@ impl fmt::Debug for DashboardOptions {
             .field("saga_prefix", &self.saga_prefix)
             .field("page_size", &self.page_size)
             .field("request_timeout", &self.request_timeout)
+            .field("read_only", &self.read_only)
+            .field("operator", &self.operator)
             .finish()
     }
 }

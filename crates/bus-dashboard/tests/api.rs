@@ -399,3 +399,44 @@ async fn a_large_body_is_shown_clipped_and_left_whole_in_redis() {
     let stored = String::from_utf8_lossy(stored.as_bytes().unwrap()).into_owned();
     assert!(stored.contains(&blob), "{stored:.80}");
 }
+
+/// Issue 21, point 8: with the DEFAULT sample interval (10 s), the overview says how long
+/// the server has sampled (not the plot's minimum width), and a queue's plot has a line
+/// (two points, the last one now) before the second sample is due.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fresh_overview_has_a_line_and_says_how_long_it_sampled() {
+    let s = setup().await;
+    s.failing_host().await.shutdown().await.unwrap();
+    s.bus.send(&Payment { n: 1 }).await.unwrap();
+    let started = std::time::Instant::now();
+    let addr = start_dashboard(&s.transport, DashboardOptions::default()).await;
+    let overview = || async { http(addr, "GET", "/api/overview", &[], "").await.json() };
+    let seen = std::sync::Mutex::new(serde_json::Value::Null);
+    let line = eventually(WAIT, || async {
+        let now = overview().await;
+        let two = now["queues"][0]["history"]
+            .as_array()
+            .is_some_and(|points| points.len() >= 2);
+        *seen.lock().unwrap() = now;
+        two
+    })
+    .await;
+    let elapsed = started.elapsed();
+    let last = seen.into_inner().unwrap();
+    assert!(line, "no line: {last}");
+    assert_eq!(last["sample_interval_ms"], 10_000);
+    assert!(
+        elapsed < Duration::from_secs(10),
+        "the line came after {elapsed:?}, when a second sample could have drawn it"
+    );
+    let points = last["queues"][0]["history"].as_array().unwrap();
+    let now = last["now_ms"].as_u64().unwrap();
+    assert_eq!(points.last().unwrap()["t"].as_u64(), Some(now), "{last}");
+    assert_eq!(points.last().unwrap()["ready"], 1);
+    let since = last["sampling_since_ms"].as_u64().expect("sampling began");
+    let sampled_for = Duration::from_millis(now - since);
+    assert!(
+        sampled_for <= elapsed + Duration::from_secs(1),
+        "sampled for {sampled_for:?} after {elapsed:?}"
+    );
+}

@@ -21,19 +21,24 @@
 //! | [`Management`], [`parse_source`], [`source_name`] | the handle; `queue` / `topic/subscription` names | `management` |
 //! | [`Fleet`], [`Address`], [`Operator`], [`Capability`] | every kind of queue (the bus's own, BabelQueue's layouts) behind bus-core's one operator surface, addressed `queue`, `topic/subscription` or `<kind>:<queue>` | `fleet` |
 //! | [`Management::sagas`], [`saga`](Management::saga), [`delete_saga`](Management::delete_saga) | [`SagaEntry`], [`SagaState`] | `sagas` |
+//! | [`Management::audit`], [`audit_log`](Management::audit_log) | [`AuditEntry`], [`os_user`]: the operators' changes, in a capped stream | `audit` |
+//! | [`Management::health`] | [`Health`], [`HealthCheck`], [`Severity`]: Redis's configuration checked (`bus doctor`) | `health` |
 //! | [`Topic`], [`Purged`], [`RemovedSubscription`], [`ReadyMessage`], [`ScheduledMessage`], [`Selection`], [`Requeued`] | what the operations return (from [`bus_redis::admin`]) | |
 //! | [`DeadLetter`], [`ErrorRecord`], [`QueueStats`], [`MessageSummary`] | the records (from [`bus_core`]) | |
 //! | [`Error`], [`Result`] | what can go wrong | `error` |
 
+mod audit;
 mod error;
 mod fleet;
+mod health;
 mod management;
 mod sagas;
 
 pub use bus_core::operator::{Capability, Operator};
 pub use bus_core::records::{DeadLetter, ErrorRecord, MessageSummary, QueueStats};
 pub use bus_redis::admin::{
-    Purged, ReadyMessage, RemovedSubscription, Requeued, ScheduledMessage, Selection, Topic,
+    os_user, AuditEntry, Health, HealthCheck, Purged, ReadyMessage, RemovedSubscription, Requeued,
+    ScheduledMessage, Selection, Severity, Topic,
 };
 pub use error::{Error, Result};
 pub use fleet::{Address, Fleet, NATIVE};

@@ -151,6 +151,12 @@ pub fn protocol(prefix: &str) -> String {
     format!("{prefix}:protocol")
 }
 
+/// Stream of the operators' state changes (requeue, delete, purge, ...), capped with
+/// `XADD MAXLEN ~` (docs/operations.md, "Audit log"). Not a queue's key: no hash tag.
+pub fn audit(prefix: &str) -> String {
+    format!("{prefix}:audit")
+}
+
 /// Set of known command queue names, for listings.
 pub fn queue_registry(prefix: &str) -> String {
     format!("{prefix}:registry:queues")

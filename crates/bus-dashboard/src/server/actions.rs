@@ -1,12 +1,15 @@
 //! The state changes: `POST` only, each with the page's CSRF token (checked in `auth`),
 //! each one management call (atomic as management makes it).
 
-use axum::extract::State;
+use std::net::SocketAddr;
+
+use axum::extract::{ConnectInfo, State};
 use axum::Json;
 use bus_management::{Requeued, Selection};
 use serde::{Deserialize, Serialize};
 
 use super::api::{ApiError, ApiResult};
+use super::ops::record;
 use super::AppState;
 
 /// More ids than this in one request is a mistake of the caller, not an operator's choice.
@@ -28,6 +31,7 @@ pub(crate) struct RequeueRequest {
 /// Requeues one dead letter, a group, or all, to the same queue or another.
 pub(crate) async fn requeue(
     State(shared): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
     Json(request): Json<RequeueRequest>,
 ) -> ApiResult<Requeued> {
     let fleet = shared.reader.fleet();
@@ -55,6 +59,18 @@ pub(crate) async fn requeue(
         requeued = done.requeued.len(),
         "dashboard: dead letters requeued"
     );
+    let action = if done.target == request.name {
+        "requeue"
+    } else {
+        "move"
+    };
+    let detail = format!(
+        "to {}{}",
+        done.target,
+        if request.all { ", all" } else { "" }
+    );
+    let count = done.requeued.len() as u64;
+    record(&shared, peer, action, &request.name, count, detail).await;
     Ok(Json(done))
 }
 
@@ -73,6 +89,7 @@ pub(crate) struct Deleted {
 /// Deletes dead letters (one, or a group), each by one atomic script.
 pub(crate) async fn delete_dead_letters(
     State(shared): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
     Json(request): Json<DeleteRequest>,
 ) -> ApiResult<Deleted> {
     let fleet = shared.reader.fleet();
@@ -97,6 +114,9 @@ pub(crate) async fn delete_dead_letters(
         }
     }
     tracing::info!(queue = %request.name, deleted = report.deleted.len(), "dashboard: dead letters deleted");
+    let count = report.deleted.len() as u64;
+    let detail = format!("dead letters {}", report.deleted.join(" "));
+    record(&shared, peer, "delete", &request.name, count, detail).await;
     Ok(Json(report))
 }
 
@@ -114,6 +134,7 @@ pub(crate) struct SagaDeleted {
 /// Deletes one saga, whatever its state.
 pub(crate) async fn delete_saga(
     State(shared): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
     Json(request): Json<SagaRequest>,
 ) -> ApiResult<SagaDeleted> {
     let existed = shared
@@ -122,5 +143,9 @@ pub(crate) async fn delete_saga(
         .delete_saga(&request.partition, &request.id)
         .await?;
     tracing::info!(partition = %request.partition, id = %request.id, existed, "dashboard: saga deleted");
+    if existed {
+        let target = format!("{}/{}", request.partition, request.id);
+        record(&shared, peer, "delete-saga", &target, 1, String::new()).await;
+    }
     Ok(Json(SagaDeleted { existed }))
 }

@@ -71,6 +71,9 @@ pub(crate) struct Overview {
     sample_interval_ms: u64,
     history_ms: u64,
     now_ms: u64,
+    /// Redis time of the server's first sample (`None` before it): the plots cover the
+    /// time since then, up to `history_ms`.
+    sampling_since_ms: Option<u64>,
     queues: Vec<QueueRow>,
 }
 
@@ -84,7 +87,7 @@ pub(crate) async fn overview(State(shared): State<AppState>) -> ApiResult<Overvi
         .into_iter()
         .map(|snapshot| QueueRow {
             rate: shared.history.rate_now(&snapshot),
-            history: shared.history.plot(&snapshot.name, PLOT_POINTS),
+            history: shared.history.plot_live(&snapshot, PLOT_POINTS),
             snapshot,
         })
         .collect();
@@ -93,6 +96,7 @@ pub(crate) async fn overview(State(shared): State<AppState>) -> ApiResult<Overvi
         sample_interval_ms: shared.options.sample_interval.as_millis() as u64,
         history_ms: shared.options.history.as_millis() as u64,
         now_ms,
+        sampling_since_ms: shared.history.since_ms(),
         queues,
     }))
 }

@@ -3,6 +3,7 @@
 mod actions;
 mod api;
 mod auth;
+mod ops;
 mod views;
 
 use std::future::Future;
@@ -27,6 +28,7 @@ use crate::{DashboardOptions, Result};
 
 const INDEX: &str = include_str!("../../assets/index.html");
 const APP_JS: &str = include_str!("../../assets/app.js");
+const OPS_JS: &str = include_str!("../../assets/ops.js");
 const APP_CSS: &str = include_str!("../../assets/app.css");
 
 /// What every handler shares.
@@ -99,7 +101,9 @@ impl Dashboard {
         // The sampler lives as long as the server.
         let sampler = tokio::spawn(shared.history.clone().run(shared.reader.clone(), interval));
         let _stop_sampler = AbortOnDrop(sampler);
-        axum::serve(listener, router)
+        // The peer's address goes into the audit log.
+        let service = router.into_make_service_with_connect_info::<std::net::SocketAddr>();
+        axum::serve(listener, service)
             .with_graceful_shutdown(shutdown)
             .await?;
         Ok(())
@@ -114,7 +118,15 @@ impl Dashboard {
                 "{{REFRESH_MS}}",
                 &self.options.refresh_interval.as_millis().to_string(),
             )
-            .replace("{{PREFIX}}", &views::html_escape(reader.prefix()));
+            .replace("{{PREFIX}}", &views::html_escape(reader.prefix()))
+            .replace(
+                "{{READ_ONLY}}",
+                if self.options.read_only {
+                    "true"
+                } else {
+                    "false"
+                },
+            );
         let shared = Arc::new(Shared {
             history: History::new(self.options.sample_interval, self.options.history),
             reader,
@@ -132,6 +144,8 @@ impl Dashboard {
             .route("/api/dead-letters", get(api::dead_letters))
             .route("/api/sagas", get(api::sagas))
             .route("/api/saga", get(api::saga))
+            .route("/api/health", get(ops::health))
+            .route("/api/audit", get(ops::audit))
             .route("/api/dead-letters/requeue", post(actions::requeue))
             .route(
                 "/api/dead-letters/delete",
@@ -141,11 +155,13 @@ impl Dashboard {
             .with_state(shared.clone())
             .merge(metrics)
             .layer(from_fn_with_state(shared.clone(), bounded))
+            .layer(from_fn_with_state(shared.clone(), ops::read_only))
             .layer(from_fn_with_state(shared.clone(), auth::guard));
         let router = Router::new()
             .route("/login", get(auth::login_page).post(auth::login))
             // Static and secret-free: the login page needs the style sheet.
             .route("/assets/app.js", get(app_js))
+            .route("/assets/ops.js", get(ops_js))
             .route("/assets/app.css", get(app_css))
             .with_state(shared.clone())
             .merge(guarded)
@@ -162,6 +178,14 @@ async fn app_js() -> Response {
     (
         [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
         APP_JS,
+    )
+        .into_response()
+}
+
+async fn ops_js() -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
+        OPS_JS,
     )
         .into_response()
 }

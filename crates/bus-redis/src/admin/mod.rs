@@ -14,11 +14,15 @@
 //! | [`Admin::in_flight`], [`errors`](Admin::errors), [`counters`](Admin::counters), [`redis_now_ms`](Admin::redis_now_ms) | [`InFlightMessage`], [`Counters`] (what the dashboard shows) | `inflight` |
 //! | [`Admin::partitions`], [`shard_stats`](Admin::shard_stats) | a partitioned queue's shards, each one's counts; every operation above acts on all of them | `partitions` |
 //! | [`Admin::dead_letters`], [`requeue`](Admin::requeue), [`delete_dead_letter`](Admin::delete_dead_letter) | [`Selection`], [`Requeued`]; the records bus-redis's scripts write, read back | `dead_letters`, `records` |
+//! | [`Admin::audit`], [`audit_log`](Admin::audit_log), [`os_user`] | [`AuditEntry`]: the operators' changes, in a capped stream | `audit` |
+//! | [`health`], [`Admin::health`] | [`Health`], [`HealthCheck`], [`Severity`]: what in Redis's configuration loses or stalls messages (`bus doctor`, the dashboard) | `health` |
 //! | `impl` [`bus_core::operator::Operator`] for [`Admin`], [`parse_name`], [`KIND`] | the native layout behind the one operator surface (`bus`, dashboard, metrics) | `operator` |
 
+mod audit;
 mod browse;
 mod dead_letters;
 mod discovery;
+mod health;
 mod inflight;
 mod operator;
 mod partitions;
@@ -31,9 +35,11 @@ use fred::prelude::Client;
 use crate::keys::QueueKeys;
 use crate::RedisTransport;
 
+pub use audit::{os_user, AuditEntry, AUDIT_KEEP};
 pub use browse::{ReadyMessage, ScheduledMessage};
 pub use dead_letters::{Requeued, Selection};
 pub use discovery::Topic;
+pub use health::{health, Health, HealthCheck, Severity};
 pub use inflight::{Counters, InFlightMessage};
 pub use operator::{parse_name, KIND};
 pub use queues::{Held, Purged, RemovedSubscription, Unsubscribe};

@@ -1,0 +1,150 @@
+//! `bus doctor` (Redis's configuration checked, exit 1 on a critical finding) and
+//! `bus audit` (every change `bus` makes, with who, what and how many), run as the binary
+//! against real Redis servers.
+
+#[path = "../../bus-management/tests/common/mod.rs"]
+mod common;
+
+use std::process::{Command, Output, Stdio};
+
+use bus_core::transport::DeadLetterReason;
+use bus_redis::keys;
+use bus_test_redis::RedisServer;
+use common::{setup, work, Work};
+use serde_json::Value;
+
+fn bus(url: &str, prefix: &str, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_bus"))
+        .env_remove("REDIS_URL")
+        .env("USER", "carol")
+        .args(["--url", url, "--prefix", prefix])
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("the bus binary runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn doctor_fails_on_an_evicting_redis_and_says_what_to_change() {
+    let server = RedisServer::builder()
+        .arg("--maxmemory-policy")
+        .arg("volatile-lru")
+        .arg("--maxmemory")
+        .arg("200mb")
+        .start()
+        .unwrap();
+    let out = bus(&server.url(), "app", &["doctor"]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains("volatile-lru"), "{stdout}");
+    assert!(stdout.contains("maxmemory-policy noeviction"), "{stdout}");
+    assert!(
+        text(&out.stderr).contains("critical"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let out = bus(&server.url(), "app", &["--json", "doctor"]);
+    let health: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(health["checks"][0]["name"], "eviction");
+    assert_eq!(health["checks"][0]["severity"], "critical");
+    // Read only: no protocol version recorded, no key written.
+    assert!(server
+        .client()
+        .get(&keys::protocol("app"))
+        .unwrap()
+        .is_none());
+}
+
+#[test]
+fn doctor_passes_a_well_configured_redis_and_reports_a_protocol_mismatch() {
+    let server = RedisServer::builder()
+        .appendonly(true)
+        .arg("--maxmemory-policy")
+        .arg("noeviction")
+        .start()
+        .unwrap();
+    let out = bus(&server.url(), "app", &["doctor"]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains("no problem found"), "{stdout}");
+
+    // Where every other command refuses to run, doctor reports it.
+    server.client().set(&keys::protocol("app"), "3").unwrap();
+    let out = bus(&server.url(), "app", &["--json", "doctor"]);
+    assert_eq!(out.status.code(), Some(1));
+    let health: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let protocol = health["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "protocol")
+        .unwrap();
+    assert_eq!(protocol["severity"], "critical", "{protocol}");
+    assert!(
+        protocol["advice"].as_str().unwrap().contains("upgrade"),
+        "{protocol}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_change_made_with_bus_is_in_the_audit_log() {
+    let s = setup().await;
+    let (url, prefix) = (s.redis.url(), s.redis.namespace().to_owned());
+    for n in 0..4 {
+        s.bus.send(&Work { n }).await.unwrap();
+    }
+    let ids = s.dead_letter(&work(), 4, DeadLetterReason::Rejected).await;
+    let run = |args: &[&str]| {
+        let out = bus(&url, &prefix, args);
+        assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+        out
+    };
+    run(&["requeue", "work", "--id", &ids[0]]);
+    run(&["requeue", "work", "--id", &ids[1], "--to", "staging"]);
+    run(&["delete-dead", "work", &ids[2]]);
+    run(&["purge", "work", "--yes"]);
+    // A refused change (not a dead letter) records nothing.
+    assert!(!bus(&url, &prefix, &["delete-dead", "work", "nope"])
+        .status
+        .success());
+
+    let out = run(&["--json", "audit"]);
+    let entries: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let seen: Vec<(String, String, String, u64)> = entries
+        .iter()
+        .map(|e| {
+            assert_eq!(
+                (&e["who"], &e["via"]),
+                (&Value::from("carol"), &Value::from("bus"))
+            );
+            assert!(e["at_ms"].as_u64().unwrap() > 0);
+            (
+                e["action"].as_str().unwrap().to_owned(),
+                e["target"].as_str().unwrap().to_owned(),
+                e["detail"].as_str().unwrap().to_owned(),
+                e["count"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let s3 = |a: &str, t: &str, d: &str, n: u64| (a.to_owned(), t.to_owned(), d.to_owned(), n);
+    assert_eq!(
+        seen,
+        [
+            s3("purge", "work", "1 ready, 0 delayed", 1),
+            s3("delete", "work", &format!("dead letters {}", ids[2]), 1),
+            s3("move", "work", "to staging", 1),
+            s3("requeue", "work", "to work", 1),
+        ]
+    );
+    let table = text(&run(&["audit", "-n", "2"]).stdout);
+    assert!(
+        table.contains("purge") && table.contains("carol"),
+        "{table}"
+    );
+    assert!(!table.contains("requeue"), "-n 2 shows two: {table}");
+}

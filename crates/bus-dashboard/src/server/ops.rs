@@ -1,0 +1,84 @@
+//! The operations pages' data (Redis's health, the audit log), read-only mode, and the
+//! audit entry every change of the dashboard appends.
+
+use std::net::SocketAddr;
+
+use axum::extract::{Query, Request, State};
+use axum::http::{Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use bus_management::{AuditEntry, Health};
+use serde::Deserialize;
+use serde_json::json;
+
+use super::api::ApiResult;
+use super::AppState;
+
+/// Most audit entries one page reads.
+const AUDIT_PAGE: u64 = 500;
+
+/// Redis's configuration checked for what loses or stalls messages (the checks of
+/// `bus doctor`), with what to change.
+pub(crate) async fn health(State(shared): State<AppState>) -> ApiResult<Health> {
+    Ok(Json(shared.reader.management().health().await))
+}
+
+#[derive(Deserialize)]
+pub(crate) struct AuditQuery {
+    count: Option<u64>,
+}
+
+/// The newest entries of the audit log, newest first.
+pub(crate) async fn audit(
+    State(shared): State<AppState>,
+    Query(query): Query<AuditQuery>,
+) -> ApiResult<Vec<AuditEntry>> {
+    let count = query.count.unwrap_or(100).clamp(1, AUDIT_PAGE);
+    Ok(Json(shared.reader.management().audit_log(count).await?))
+}
+
+/// In read-only mode every state change (a `POST`) is refused before it reaches its
+/// handler; reads pass.
+pub(crate) async fn read_only(
+    State(shared): State<AppState>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if shared.options.read_only && request.method() == Method::POST {
+        return (
+            StatusCode::FORBIDDEN,
+            Json(json!({ "error": "the dashboard is read-only (started with --read-only): nothing was changed" })),
+        )
+            .into_response();
+    }
+    next.run(request).await
+}
+
+/// Appends the audit entry of a change the dashboard made. The change is done: a failed
+/// append is logged, not returned as the change's failure.
+pub(crate) async fn record(
+    shared: &AppState,
+    peer: SocketAddr,
+    action: &str,
+    target: &str,
+    count: u64,
+    detail: String,
+) {
+    let who = shared
+        .options
+        .operator
+        .clone()
+        .unwrap_or_else(bus_management::os_user);
+    let entry = AuditEntry::new(
+        who,
+        format!("dashboard from {}", peer.ip()),
+        action,
+        target,
+        count,
+    )
+    .detail(detail);
+    if let Err(error) = shared.reader.management().audit(&entry).await {
+        tracing::warn!(%error, action, target, "dashboard: the change was made, but its audit entry could not be written");
+    }
+}

@@ -1,0 +1,291 @@
+//! The operations pages in a real headless Chromium (issue 21): a fresh dashboard on a
+//! Redis started with `--maxmemory-policy allkeys-lru` warns about it and plots at once;
+//! a read-only dashboard refuses a requeue; every change made from the dashboard is in
+//! the audit log. Screenshots go to `target/dashboard-screenshots/`.
+//!
+//! Needs Debian's `chromium` and `chromium-driver` (scripts/test.sh installs them).
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use bus_core::transport::Source;
+use bus_core::{Bus, BusConfig};
+use bus_dashboard::DashboardOptions;
+use bus_redis::{RedisConfig, RedisTransport};
+use bus_test_redis::{RedisServer, TestRedis};
+use common::browser::{click, js, screenshot, Driver};
+use common::{csrf_of, eventually, http, setup, start_dashboard, Payment, WAIT};
+use serde_json::json;
+
+/// Issue 21 points 5 and 8, with DEFAULT dashboard options (10 s samples): the overview
+/// of a Redis that evicts shows a health warning saying what to change; it says how long
+/// it has sampled, and its plots have lines before the second sample.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_evicting_redis_is_warned_about_and_a_fresh_overview_plots_at_once() {
+    let server = RedisServer::builder()
+        .arg("--maxmemory-policy")
+        .arg("allkeys-lru")
+        .start()
+        .unwrap();
+    let redis = TestRedis::with_url(server.url()).unwrap();
+    let config = RedisConfig::from_url(&redis.url())
+        .unwrap()
+        .prefix(redis.namespace());
+    let transport = RedisTransport::connect(&config).await.unwrap();
+    let s = common::Setup {
+        bus: Bus::new(transport.clone(), BusConfig::default()),
+        transport,
+        config,
+        redis,
+    };
+    s.failing_host().await.shutdown().await.unwrap();
+    for n in 1..=3 {
+        s.bus.send(&Payment { n }).await.unwrap();
+    }
+
+    // The browser first: the clock of "before the second sample" starts with the server.
+    let driver = Driver::start().await;
+    let browser = driver.browser().await;
+    let addr = start_dashboard(&s.transport, DashboardOptions::default()).await;
+    let started = Instant::now();
+    browser.goto(&format!("http://{addr}/")).await.unwrap();
+    let lines = eventually(WAIT, || async {
+        js(&browser, "return [...document.querySelectorAll('.chart path.series')].filter(p => p.getAttribute('d').includes('L')).length;")
+            .await
+            .as_u64()
+            >= Some(6)
+    })
+    .await;
+    let elapsed = started.elapsed();
+    assert!(lines, "no plot lines on the overview");
+    assert!(
+        elapsed < Duration::from_secs(10),
+        "lines only after {elapsed:?}, when a second sample could have drawn them"
+    );
+    let heading = js(&browser, "return document.querySelector('.charts').previousElementSibling.querySelector('h2').textContent;").await;
+    let heading = heading.as_str().unwrap().to_owned();
+    // "Since sampling began (3.2 s ago)" (or "(800 ms ago)"): no longer than the server
+    // has run.
+    let ago = heading
+        .strip_prefix("Since sampling began (")
+        .and_then(|rest| rest.strip_suffix(" ago)"))
+        .unwrap_or_else(|| panic!("heading {heading:?}"));
+    let seconds: f64 = match (ago.strip_suffix(" ms"), ago.strip_suffix(" s")) {
+        (Some(ms), _) => ms.parse::<f64>().map(|ms| ms / 1000.0),
+        (None, Some(s)) => s.parse(),
+        _ => panic!("heading {heading:?}"),
+    }
+    .unwrap_or_else(|_| panic!("heading {heading:?}"));
+    assert!(
+        seconds <= started.elapsed().as_secs_f64() + 1.0,
+        "{heading:?} after {:?}",
+        started.elapsed()
+    );
+
+    // The health banner: the eviction policy, and what to change.
+    let warned = eventually(WAIT, || async {
+        js(&browser, "const c = document.querySelector('#health-banner [data-health-check=\"eviction\"]'); return c ? c.textContent : '';")
+            .await
+            .as_str()
+            .is_some_and(|t| t.contains("allkeys-lru") && t.contains("noeviction"))
+    })
+    .await;
+    assert!(
+        warned,
+        "no eviction warning: {}",
+        js(&browser, "return document.getElementById('app').innerText;").await
+    );
+    screenshot(&browser, "overview-health.png").await;
+    click(&browser, "#health-banner a[href=\"#/health\"]").await;
+    let listed = eventually(WAIT, || async {
+        js(&browser, "return [...document.querySelectorAll('#health tr[data-health-check]')].map(r => r.dataset.healthCheck + ':' + r.querySelector('[data-severity]').dataset.severity);")
+            .await
+            == json!([
+                "eviction:warning",
+                "persistence:warning",
+                "memory:ok",
+                "replication:ok",
+                "scripts:ok",
+                "protocol:ok"
+            ])
+    })
+    .await;
+    assert!(
+        listed,
+        "health page: {}",
+        js(&browser, "return document.getElementById('app').innerText;").await
+    );
+    screenshot(&browser, "health.png").await;
+    browser.close().await.unwrap();
+}
+
+/// Issue 21 point 6: a read-only dashboard shows no requeue or delete and its API refuses
+/// them (403, nothing changed); a normal one's requeue, move and delete are each in the
+/// audit log (who, what, how many), shown on the Audit page.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_only_refuses_a_requeue_and_each_change_is_in_the_audit_log() {
+    let s = setup().await;
+    let payments = Source::queue("payments").unwrap();
+    let keys = s.transport.keys(&payments);
+    let failing = s.failing_host().await;
+    for n in 1..=3 {
+        s.bus.send(&Payment { n }).await.unwrap();
+    }
+    let dead = eventually(WAIT, || async { s.int("LLEN", &keys.dead) == 3 }).await;
+    failing.shutdown().await.unwrap();
+    assert!(dead, "dead letters: {}", s.int("LLEN", &keys.dead));
+
+    let read_only =
+        start_dashboard(&s.transport, DashboardOptions::default().read_only(true)).await;
+    let driver = Driver::start().await;
+    let browser = driver.browser().await;
+    browser
+        .goto(&format!("http://{read_only}/#/dead/payments"))
+        .await
+        .unwrap();
+    // The group is shown, with no button that changes anything.
+    let shown = eventually(WAIT, || async {
+        js(
+            &browser,
+            "return document.querySelectorAll('[data-group]').length;",
+        )
+        .await
+            == json!(1)
+    })
+    .await;
+    assert!(
+        shown,
+        "{}",
+        js(&browser, "return document.getElementById('app').innerText;").await
+    );
+    let visible = js(&browser, "return [...document.querySelectorAll('[data-action^=\"requeue\"], [data-action^=\"delete\"]')].filter(b => b.offsetParent !== null).length;").await;
+    assert_eq!(
+        visible,
+        json!(0),
+        "change buttons visible in read-only mode"
+    );
+    assert_eq!(
+        js(
+            &browser,
+            "return document.getElementById('read-only') !== null;"
+        )
+        .await,
+        json!(true)
+    );
+    screenshot(&browser, "read-only.png").await;
+    // The page's own request, as a button would send it: refused.
+    let refused = browser
+        .execute_async(
+            "const done = arguments[arguments.length - 1];
+             post('/api/dead-letters/requeue', { name: 'payments', all: true, ids: [] })
+               .then(() => done('accepted'), (e) => done(e.message));",
+            Vec::new(),
+        )
+        .await
+        .unwrap();
+    assert!(refused.as_str().unwrap().contains("read-only"), "{refused}");
+    let page = http(read_only, "GET", "/", &[], "").await;
+    let csrf = csrf_of(&page.body);
+    let headers = [
+        ("content-type", "application/json"),
+        ("x-csrf-token", csrf.as_str()),
+    ];
+    let body = json!({ "name": "payments", "all": true }).to_string();
+    let response = http(
+        read_only,
+        "POST",
+        "/api/dead-letters/requeue",
+        &headers,
+        &body,
+    )
+    .await;
+    assert_eq!(response.status, 403, "{}", response.body);
+    assert_eq!(
+        s.int("LLEN", &keys.dead),
+        3,
+        "a read-only dashboard changed Redis"
+    );
+    assert_eq!(
+        s.int("XLEN", &bus_redis::keys::audit(s.redis.namespace())),
+        0
+    );
+
+    // A normal dashboard: requeue one, move one to another queue, delete one.
+    let addr = start_dashboard(&s.transport, DashboardOptions::default().operator("alice")).await;
+    browser
+        .goto(&format!("http://{addr}/#/dead/payments"))
+        .await
+        .unwrap();
+    click(&browser, "[data-group] button[data-action=\"open-group\"]").await;
+    let opened = eventually(WAIT, || async {
+        js(
+            &browser,
+            "return document.querySelectorAll('[data-letter]').length;",
+        )
+        .await
+            == json!(3)
+    })
+    .await;
+    assert!(opened, "the group did not open");
+    click(
+        &browser,
+        "[data-letter] button[data-action=\"requeue-one\"]",
+    )
+    .await;
+    click(&browser, "#confirm-ok").await;
+    let requeued = eventually(WAIT, || async {
+        s.int("LLEN", &keys.dead) == 2 && s.int("LLEN", &keys.ready) == 1
+    })
+    .await;
+    assert!(requeued, "dead {}", s.int("LLEN", &keys.dead));
+    click(&browser, "[data-letter] button[data-action=\"delete-one\"]").await;
+    click(&browser, "#confirm-ok").await;
+    let deleted = eventually(WAIT, || async { s.int("LLEN", &keys.dead) == 1 }).await;
+    assert!(deleted, "dead {}", s.int("LLEN", &keys.dead));
+
+    browser
+        .goto(&format!("http://{addr}/#/audit"))
+        .await
+        .unwrap();
+    // Newest first: who, through what, what, on what, how many.
+    let expected = json!([
+        [
+            "alice",
+            "dashboard from 127.0.0.1",
+            "delete",
+            "payments",
+            "1"
+        ],
+        [
+            "alice",
+            "dashboard from 127.0.0.1",
+            "requeue",
+            "payments",
+            "1"
+        ],
+    ]);
+    let audited = eventually(WAIT, || async {
+        js(&browser, "return [...document.querySelectorAll('#audit tr[data-audit]')].map(r => [...r.cells].slice(1, 6).map(c => c.textContent));")
+            .await
+            == expected
+    })
+    .await;
+    assert!(
+        audited,
+        "audit page: {}",
+        js(&browser, "return document.getElementById('app').innerText;").await
+    );
+    let details = js(&browser, "return [...document.querySelectorAll('#audit tr[data-audit]')].map(r => r.cells[6].textContent);").await;
+    assert!(
+        details[0].as_str().unwrap().starts_with("dead letters "),
+        "{details}"
+    );
+    assert_eq!(details[1], "to payments");
+    assert_eq!(
+        s.int("XLEN", &bus_redis::keys::audit(s.redis.namespace())),
+        2
+    );
+    screenshot(&browser, "audit.png").await;
+    browser.close().await.unwrap();
+}
