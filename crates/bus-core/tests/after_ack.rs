@@ -130,7 +130,10 @@ impl CommandProcessor<Work> for Arc<Handler> {
             return Err(ProcessError::dead_letter("rejected (test)"));
         }
         if ctx.delivery_count() <= self.fail {
-            return Err(ProcessError::retry_after(Duration::from_millis(10), "fails (test)"));
+            return Err(ProcessError::retry_after(
+                Duration::from_millis(10),
+                "fails (test)",
+            ));
         }
         Ok(())
     }
@@ -169,7 +172,10 @@ async fn run_until(
 async fn the_hook_runs_once_the_ack_is_stored() {
     let transport = Flaky::default();
     let handler = handler(&transport, 0, false);
-    run_until(&transport, &handler, 1, |h| !h.hooks.lock().unwrap().is_empty()).await;
+    run_until(&transport, &handler, 1, |h| {
+        !h.hooks.lock().unwrap().is_empty()
+    })
+    .await;
     // When it ran, the message was no longer in flight: its ack was stored.
     assert_eq!(*handler.hooks.lock().unwrap(), vec![(0, 0)]);
     let stats = transport.inner.stats(&Source::queue("work").unwrap());
@@ -180,7 +186,10 @@ async fn the_hook_runs_once_the_ack_is_stored() {
 async fn every_message_of_an_ack_batch_runs_its_own_hook() {
     let transport = Flaky::default();
     let handler = handler(&transport, 0, false);
-    run_until(&transport, &handler, 50, |h| h.hooks.lock().unwrap().len() == 50).await;
+    run_until(&transport, &handler, 50, |h| {
+        h.hooks.lock().unwrap().len() == 50
+    })
+    .await;
     let mut ran: Vec<u32> = handler.hooks.lock().unwrap().iter().map(|h| h.0).collect();
     ran.sort_unstable();
     assert_eq!(ran, (0..50).collect::<Vec<_>>());
@@ -190,7 +199,10 @@ async fn every_message_of_an_ack_batch_runs_its_own_hook() {
 async fn a_retried_delivery_runs_no_hook_and_the_successful_one_runs_its_own() {
     let transport = Flaky::default();
     let handler = handler(&transport, 2, false);
-    run_until(&transport, &handler, 1, |h| !h.hooks.lock().unwrap().is_empty()).await;
+    run_until(&transport, &handler, 1, |h| {
+        !h.hooks.lock().unwrap().is_empty()
+    })
+    .await;
     assert_eq!(handler.handled.load(Ordering::SeqCst), 3);
     assert_eq!(*handler.hooks.lock().unwrap(), vec![(0, 0)]);
 }
@@ -212,7 +224,10 @@ async fn an_ack_that_never_reaches_the_transport_runs_no_hook() {
     let transport = Flaky::default();
     transport.fail_acks.store(true, Ordering::SeqCst);
     let handler = handler(&transport, 0, false);
-    run_until(&transport, &handler, 1, |h| h.handled.load(Ordering::SeqCst) == 1).await;
+    run_until(&transport, &handler, 1, |h| {
+        h.handled.load(Ordering::SeqCst) == 1
+    })
+    .await;
     // The host stopped with the ack failing: the message is still the transport's (it
     // is delivered again), and the hook never ran.
     assert_eq!(*handler.hooks.lock().unwrap(), Vec::<(u32, u64)>::new());

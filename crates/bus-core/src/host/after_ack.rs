@@ -71,7 +71,9 @@ impl AfterAcks {
             return;
         }
         // A panicking hook is the handler's code: it must not stop the acker.
-        let guarded = hooks.into_iter().map(|hook| AssertUnwindSafe(hook).catch_unwind());
+        let guarded = hooks
+            .into_iter()
+            .map(|hook| AssertUnwindSafe(hook).catch_unwind());
         for result in join_all(guarded).await {
             if result.is_err() {
                 tracing::warn!("an after-ack hook panicked");
