@@ -29,6 +29,21 @@ if [ -z "${BQ_PYTHON:-}" ] && ! "$BQ_VENV/bin/python" -c 'import babelqueue, red
   "$BQ_VENV/bin/pip" install -q "babelqueue[redis]==1.24.0"
 fi
 
+# The attachment tests (crates/bus-attachments, tests/object_store.rs and
+# object_large.rs) run the object_store provider against real servers, started by the
+# harness (bus-test-redis, object_servers.rs) on free loopback ports: moto's S3 in server
+# mode, pinned, in the same venv; Azurite's Blob emulator from npm, pinned, in a
+# project-local prefix (kept between runs). BUS_TEST_MOTO_SERVER and
+# BUS_TEST_AZURITE_BLOB name other programs. A missing one fails those tests by name.
+if [ -z "${BUS_TEST_MOTO_SERVER:-}" ] && ! "$BQ_VENV/bin/python" -c 'import importlib.metadata as m; assert m.version("moto") == "5.1.22"; import flask' >/dev/null 2>&1; then
+  "$BQ_VENV/bin/python" -m pip install -q "moto[server]==5.1.22"
+fi
+AZURITE_PREFIX=target/object-servers
+if [ -z "${BUS_TEST_AZURITE_BLOB:-}" ] && ! grep -qs '"version": "3.35.0"' "$AZURITE_PREFIX/node_modules/azurite/package.json"; then
+  command -v npm >/dev/null 2>&1 || { export DEBIAN_FRONTEND=noninteractive; apt-get update -qq; apt-get install -y -qq nodejs npm >/dev/null; }
+  npm install --prefix "$AZURITE_PREFIX" --no-audit --no-fund --silent azurite@3.35.0
+fi
+
 # One build of everything, not one per feature set. Cargo compiles a crate again for
 # every distinct set of features of it and of its dependencies, and `-p CRATE --features
 # X` resolves features for that crate alone, so each opt-in feature tested on its own
@@ -45,7 +60,7 @@ fi
 # union's clippy that replaces them 35-39 s (47-56 s of CPU), on a shared 2-core
 # machine. An opt-in feature of a crate goes into FEATURES, not into a run of its own
 # (docs/getting-started.md, "Running the tests").
-FEATURES=bus-core/opentelemetry,bus-core/prometheus,bus-redis/tls
+FEATURES=bus-core/opentelemetry,bus-core/prometheus,bus-redis/tls,bus-attachments/object-store
 
 cargo fmt --all -- --check
 # What an application that adds no feature builds (bus-management and bus-cli turn on

@@ -12,7 +12,8 @@
 //!
 //! Providers implement [`AttachmentProvider`]; [`RedisProvider`] stores chunks under
 //! the queue's hash tag, `ObjectStoreProvider` (feature `object-store`) objects in S3,
-//! Azure Blob, GCS or local files (docs/concepts.md, "Attachments"; docs/wire-format.md).
+//! Azure Blob, GCS or local files, [`MemoryProvider`] keeps them in the process (tests,
+//! the memory transport) (docs/concepts.md, "Attachments"; docs/wire-format.md).
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -59,6 +60,7 @@
 
 mod error;
 mod keys;
+mod memory;
 mod middleware;
 #[cfg(feature = "object-store")]
 mod objects;
@@ -75,6 +77,7 @@ use futures::stream::BoxStream;
 use serde::{Deserialize, Serialize};
 
 pub use error::{Error, Result};
+pub use memory::MemoryProvider;
 pub use middleware::{Attachment, AttachmentLayer, ContextExt};
 #[cfg(feature = "object-store")]
 pub use objects::ObjectStoreProvider;
@@ -151,6 +154,15 @@ impl AttachmentRef {
         // A struct of strings, numbers and a string map always serializes.
         serde_json::to_string(self).unwrap_or_default()
     }
+    /// What an operator sees of it: `scan.pdf (application/pdf, 6.0 MiB)`.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} ({}, {})",
+            self.name,
+            self.content_type,
+            byte_size(self.length)
+        )
+    }
     /// The attachment of a message with `headers`, if it has one.
     pub fn from_headers(headers: &Headers) -> Result<Option<Self>> {
         headers
@@ -160,6 +172,22 @@ impl AttachmentRef {
             })
             .transpose()
     }
+}
+
+/// A length for people: `512 B`, `6.0 MiB`.
+pub fn byte_size(bytes: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    // Display only: a float's precision is plenty.
+    let mut size = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    while size >= 1024.0 && unit + 1 < UNITS.len() {
+        size /= 1024.0;
+        unit += 1;
+    }
+    format!("{size:.1} {}", UNITS[unit])
 }
 
 /// Where attachments are stored. Every attachment a provider stores expires (its backstop

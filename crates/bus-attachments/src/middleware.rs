@@ -17,8 +17,9 @@ tokio::task_local! {
 }
 
 /// Middleware that gives handlers their message's attachment
-/// ([`ContextExt::attachment`]) and deletes it once the handler succeeded. A
-/// failed handler keeps it: the retry (or the dead letter) still has it.
+/// ([`ContextExt::attachment`]) and deletes it once the handler succeeded and the ack is
+/// stored ([`Context::after_ack`]). A failed handler keeps it: the retry (or the dead
+/// letter) still has it.
 #[derive(Debug, Clone)]
 pub struct AttachmentLayer {
     provider: Arc<dyn AttachmentProvider>,
@@ -41,15 +42,19 @@ impl Middleware for AttachmentLayer {
             .scope(Arc::clone(&self.provider), next.run(ctx))
             .await;
         if let (Ok(()), Some(attachment)) = (&result, attachment) {
-            // Handled: the message is acknowledged next. A cancelled context may mean the
-            // lock was lost and the message is redelivered: keep the attachment for that
-            // delivery and let its TTL remove it otherwise. If deleting fails, the TTL does.
+            // Deleted once the ack is stored, not before: a crash in between redelivers
+            // the message with its attachment. A context already cancelled may mean the
+            // lock was lost and the message is redelivered: that delivery keeps it (the
+            // TTL removes it otherwise, as it does when deleting fails).
             if ctx.cancellation().is_cancelled() {
                 return result;
             }
-            if let Err(error) = self.provider.delete(&attachment).await {
-                tracing::warn!(attachment = %attachment.id, %error, "attachment not deleted: it expires");
-            }
+            let provider = Arc::clone(&self.provider);
+            ctx.after_ack(async move {
+                if let Err(error) = provider.delete(&attachment).await {
+                    tracing::warn!(attachment = %attachment.id, %error, "attachment not deleted: it expires");
+                }
+            });
         }
         result
     }

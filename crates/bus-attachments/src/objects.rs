@@ -283,14 +283,19 @@ impl AttachmentProvider for ObjectStoreProvider {
     }
 
     async fn delete(&self, attachment: &AttachmentRef) -> Result<bool> {
+        // S3 answers the delete of a missing object with success: whether the attachment
+        // was there is asked first (its sidecar marks it complete).
+        let sidecar = self.sidecar_path(&attachment.scope, &attachment.id);
+        let existed = match self.store.head(&sidecar).await {
+            Ok(_) => true,
+            Err(object_store::Error::NotFound { .. }) => false,
+            Err(error) => return Err(error.into()),
+        };
         // The sidecar last: a body left by a failed delete is still found by the sweep.
-        let body = self
-            .delete_quietly(&self.body_path(&attachment.scope, &attachment.id))
+        self.delete_quietly(&self.body_path(&attachment.scope, &attachment.id))
             .await?;
-        let sidecar = self
-            .delete_quietly(&self.sidecar_path(&attachment.scope, &attachment.id))
-            .await?;
-        Ok(body || sidecar)
+        self.delete_quietly(&sidecar).await?;
+        Ok(existed)
     }
 
     async fn touch(&self, attachment: &AttachmentRef, ttl: Duration) -> Result<bool> {

@@ -1,47 +1,40 @@
-//! The object_store provider on object_store's local-filesystem backend (real files in a
-//! temporary directory): streamed in parts, read back, deleted after the ack, expired by
-//! the sweep, size limit.
+//! The object_store provider on three stores (tests/stores): object_store's local
+//! filesystem backend, a real Azure Blob emulator (Azurite) and a real S3 server (moto).
+//! Each scenario runs once per store: streamed in parts, read back by the handler,
+//! deleted after the ack, kept through a retry and a dead letter, nothing left by a send
+//! that fails after the upload, expired by the sweep, size limit.
 
 mod common;
+#[macro_use]
+mod stores;
 
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use bus_attachments::{
-    send_with_attachment, AttachmentLayer, AttachmentMeta, AttachmentProvider, ContextExt, Error,
-    ObjectStoreProvider,
+    send_with_attachment, AttachmentLayer, AttachmentMeta, AttachmentProvider, AttachmentRef,
+    ContextExt, Error, ObjectStoreProvider,
 };
-use bus_core::{CommandProcessor, Context, ProcessError, SendOptions};
+use bus_core::{
+    CommandProcessor, Context, OutgoingMessage, ProcessError, SendMiddleware, SendOptions,
+};
 use bus_test_redis::TestRedis;
 use common::{eventually, pattern_body, PatternCheck, Running, Upload};
 use futures::TryStreamExt;
-use object_store::local::LocalFileSystem;
-use object_store::ObjectStore;
+use stores::Store;
 
-fn local(dir: &Path) -> Arc<dyn ObjectStore> {
-    Arc::new(LocalFileSystem::new_with_prefix(dir).unwrap())
-}
+on_every_store!(
+    a_twelve_megabyte_attachment_round_trips_in_parts_and_is_deleted,
+    the_handler_reads_it_and_it_is_deleted_after_the_ack,
+    it_is_kept_through_a_retry_and_deleted_after_the_ack,
+    a_dead_lettered_message_keeps_its_attachment,
+    a_send_that_fails_after_the_upload_leaves_nothing_behind,
+    the_sweep_deletes_what_expired_and_keeps_what_was_touched,
+    the_size_limit_refuses_and_keeps_nothing,
+);
 
-/// Every file under `dir`.
-fn files(dir: &Path) -> Vec<String> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            found.extend(files(&path));
-        } else {
-            found.push(path.display().to_string());
-        }
-    }
-    found
-}
-
-async fn read_all(
-    provider: &dyn AttachmentProvider,
-    reference: &bus_attachments::AttachmentRef,
-) -> PatternCheck {
+async fn read_all(provider: &dyn AttachmentProvider, reference: &AttachmentRef) -> PatternCheck {
     let mut check = PatternCheck::default();
     let mut body = provider.open(reference).await.unwrap();
     while let Some(chunk) = body.try_next().await.unwrap() {
@@ -50,10 +43,8 @@ async fn read_all(
     check
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_twelve_megabyte_attachment_round_trips_in_parts_and_is_deleted() {
-    let dir = tempfile::tempdir().unwrap();
-    let provider = ObjectStoreProvider::new(local(dir.path()), "attachments");
+async fn a_twelve_megabyte_attachment_round_trips_in_parts_and_is_deleted(store: Store) {
+    let provider = store.provider();
     let len = 12_000_000; // three 5 MiB parts, the last one short
     let reference = provider
         .put(
@@ -64,7 +55,14 @@ async fn a_twelve_megabyte_attachment_round_trips_in_parts_and_is_deleted() {
         .await
         .unwrap();
     assert_eq!(reference.length, len);
-    assert_eq!(files(dir.path()).len(), 2, "{:?}", files(dir.path()));
+    let id = &reference.id;
+    assert_eq!(
+        store.objects().await,
+        vec![
+            format!("attachments/files/{id}"),
+            format!("attachments/files/{id}.meta")
+        ]
+    );
     let check = read_all(&provider, &reference).await;
     assert_eq!((check.seen, check.mismatches), (len, 0));
     assert!(provider.delete(&reference).await.unwrap());
@@ -73,12 +71,17 @@ async fn a_twelve_megabyte_attachment_round_trips_in_parts_and_is_deleted() {
         provider.open(&reference).await,
         Err(Error::NotFound { .. })
     ));
-    assert_eq!(files(dir.path()), Vec::<String>::new());
+    assert_eq!(store.objects().await, Vec::<String>::new());
 }
 
+/// What each delivery's handler read, and how it answers.
 #[derive(Default)]
 struct Reader {
-    read: Mutex<Option<(u64, u64)>>,
+    reads: Mutex<Vec<(u32, u64, u64)>>,
+    /// Fail the first delivery (after reading) with a retry.
+    fail_first: bool,
+    /// Dead-letter every delivery (after reading).
+    reject: bool,
 }
 
 #[async_trait]
@@ -90,60 +93,174 @@ impl CommandProcessor<Upload> for Arc<Reader> {
         while let Some(chunk) = body.try_next().await? {
             check.feed(&chunk);
         }
-        *self.read.lock().unwrap() = Some((check.seen, check.mismatches));
+        let delivery = ctx.delivery_count();
+        self.reads
+            .lock()
+            .unwrap()
+            .push((delivery, check.seen, check.mismatches));
+        if self.reject {
+            return Err(ProcessError::dead_letter("rejected by the test"));
+        }
+        if self.fail_first && delivery == 1 {
+            return Err(ProcessError::retry_after(
+                Duration::from_millis(50),
+                "first try fails",
+            ));
+        }
         Ok(())
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_handler_reads_it_and_it_is_deleted_after_the_ack() {
-    let redis = TestRedis::start().unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let provider = Arc::new(ObjectStoreProvider::new(local(dir.path()), "attachments"));
-    let reader = Arc::new(Reader::default());
+/// A host on a test Redis whose attachments are in `provider`, running `reader`.
+async fn running(
+    redis: &TestRedis,
+    provider: &Arc<ObjectStoreProvider>,
+    reader: &Arc<Reader>,
+) -> Running {
     let host = bus_core::Host::builder()
-        .transport(common::transport(&redis).await)
+        .transport(common::transport(redis).await)
         .middleware(AttachmentLayer::new(provider.clone()))
-        .command::<Upload, _>(Arc::clone(&reader))
+        .command::<Upload, _>(Arc::clone(reader))
         .build()
         .unwrap();
-    let running = Running::start(host);
-    let len = 6_000_000;
-    send_with_attachment(
+    Running::start(host)
+}
+
+async fn send(running: &Running, provider: &ObjectStoreProvider, len: u64) -> AttachmentRef {
+    let meta = AttachmentMeta::new("scan.pdf", "application/pdf").length(len);
+    let (_, reference) = send_with_attachment(
         &running.bus,
-        &*provider,
+        provider,
         &Upload { n: 1 },
-        AttachmentMeta::new("scan.pdf", "application/pdf"),
+        meta,
         pattern_body(len),
         &SendOptions::new(),
     )
     .await
     .unwrap();
+    reference
+}
+
+async fn reads_reach(reader: &Reader, n: usize) -> Vec<(u32, u64, u64)> {
     assert!(
-        eventually(Duration::from_secs(30), || async {
-            reader.read.lock().unwrap().is_some()
+        eventually(Duration::from_secs(60), || async {
+            reader.reads.lock().unwrap().len() >= n
         })
-        .await
+        .await,
+        "{:?}",
+        reader.reads.lock().unwrap()
     );
-    assert_eq!(*reader.read.lock().unwrap(), Some((len, 0)));
+    reader.reads.lock().unwrap().clone()
+}
+
+async fn all_deleted(store: &Store) {
     assert!(
         eventually(Duration::from_secs(10), || async {
-            files(dir.path()).is_empty()
+            store.objects().await.is_empty()
         })
         .await,
         "left behind: {:?}",
-        files(dir.path())
+        store.objects().await
     );
+}
+
+async fn the_handler_reads_it_and_it_is_deleted_after_the_ack(store: Store) {
+    let redis = TestRedis::start().unwrap();
+    let provider = Arc::new(store.provider());
+    let reader = Arc::new(Reader::default());
+    let running = running(&redis, &provider, &reader).await;
+    let len = 6_000_000;
+    send(&running, &provider, len).await;
+    assert_eq!(reads_reach(&reader, 1).await, vec![(1, len, 0)]);
+    all_deleted(&store).await;
     running.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_sweep_deletes_what_expired_and_keeps_what_was_touched() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = local(dir.path());
+async fn it_is_kept_through_a_retry_and_deleted_after_the_ack(store: Store) {
+    let redis = TestRedis::start().unwrap();
+    let provider = Arc::new(store.provider());
+    let reader = Arc::new(Reader {
+        fail_first: true,
+        ..Reader::default()
+    });
+    let running = running(&redis, &provider, &reader).await;
+    let len = 1_000_000;
+    send(&running, &provider, len).await;
+    // The second delivery read it whole: the failed first one kept it.
+    assert_eq!(
+        reads_reach(&reader, 2).await,
+        vec![(1, len, 0), (2, len, 0)]
+    );
+    all_deleted(&store).await;
+    running.stop().await;
+}
+
+async fn a_dead_lettered_message_keeps_its_attachment(store: Store) {
+    let redis = TestRedis::start().unwrap();
+    let provider = Arc::new(store.provider());
+    let reader = Arc::new(Reader {
+        reject: true,
+        ..Reader::default()
+    });
+    let running = running(&redis, &provider, &reader).await;
+    let len = 1_000_000;
+    let reference = send(&running, &provider, len).await;
+    let dead = bus_redis::keys::QueueKeys::new(
+        redis.namespace(),
+        &bus_core::transport::Source::queue("files").unwrap(),
+    )
+    .dead;
+    assert!(
+        eventually(Duration::from_secs(30), || async {
+            redis.client().cmd(&["LLEN", &dead]).unwrap().as_int() == Some(1)
+        })
+        .await
+    );
+    running.stop().await;
+    assert_eq!(reader.reads.lock().unwrap().clone(), vec![(1, len, 0)]);
+    assert_eq!(
+        store.objects().await.len(),
+        2,
+        "{:?}",
+        store.objects().await
+    );
+    let check = read_all(&*provider, &reference).await;
+    assert_eq!((check.seen, check.mismatches), (len, 0));
+}
+
+#[derive(Debug)]
+struct Refuse;
+
+#[async_trait]
+impl SendMiddleware for Refuse {
+    async fn before_send(&self, _: &mut OutgoingMessage<'_>) -> bus_core::Result<()> {
+        Err(bus_core::Error::transport("refused by the test"))
+    }
+}
+
+async fn a_send_that_fails_after_the_upload_leaves_nothing_behind(store: Store) {
+    let redis = TestRedis::start().unwrap();
+    let bus = bus_core::Bus::new(
+        common::transport(&redis).await,
+        bus_core::BusConfig::default().send_middleware(Refuse),
+    );
+    let provider = store.provider();
+    let failed = send_with_attachment(
+        &bus,
+        &provider,
+        &Upload { n: 3 },
+        AttachmentMeta::new("lost.bin", "application/octet-stream"),
+        pattern_body(1_000_000),
+        &SendOptions::new(),
+    )
+    .await;
+    assert!(matches!(failed, Err(Error::Bus(_))), "{failed:?}");
+    assert_eq!(store.objects().await, Vec::<String>::new());
+}
+
+async fn the_sweep_deletes_what_expired_and_keeps_what_was_touched(store: Store) {
     // A TTL short enough to pass during the test: this test is about the expiry.
-    let provider =
-        ObjectStoreProvider::new(Arc::clone(&store), "attachments").ttl(Duration::from_millis(200));
+    let provider = store.provider().ttl(Duration::from_millis(200));
     let expiring = provider
         .put("files", AttachmentMeta::new("a", "x/y"), pattern_body(1000))
         .await
@@ -158,16 +275,20 @@ async fn the_sweep_deletes_what_expired_and_keeps_what_was_touched() {
         .unwrap());
     // A body whose sender died before its sidecar.
     let orphan = object_store::path::Path::from_iter(["attachments", "files", "01ORPHAN"]);
-    store.put(&orphan, vec![1u8; 10].into()).await.unwrap();
-    assert_eq!(files(dir.path()).len(), 5);
+    store
+        .store
+        .put(&orphan, vec![1u8; 10].into())
+        .await
+        .unwrap();
+    assert_eq!(store.objects().await.len(), 5);
     assert!(
         eventually(Duration::from_secs(10), || async {
             provider.sweep().await.unwrap();
-            files(dir.path()).len() == 2
+            store.objects().await.len() == 2
         })
         .await,
         "{:?}",
-        files(dir.path())
+        store.objects().await
     );
     assert!(matches!(
         provider.open(&expiring).await,
@@ -176,10 +297,8 @@ async fn the_sweep_deletes_what_expired_and_keeps_what_was_touched() {
     assert_eq!(read_all(&provider, &touched).await.seen, 1000);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_size_limit_refuses_and_keeps_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let provider = ObjectStoreProvider::new(local(dir.path()), "attachments").max_size(1_000_000);
+async fn the_size_limit_refuses_and_keeps_nothing(store: Store) {
+    let provider = store.provider().max_size(1_000_000);
     let declared = provider
         .put(
             "files",
@@ -208,5 +327,5 @@ async fn the_size_limit_refuses_and_keeps_nothing() {
         matches!(streamed, Err(Error::TooLarge { max: 1_000_000, .. })),
         "{streamed:?}"
     );
-    assert_eq!(files(dir.path()), Vec::<String>::new());
+    assert_eq!(store.objects().await, Vec::<String>::new());
 }

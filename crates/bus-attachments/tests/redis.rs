@@ -403,3 +403,91 @@ async fn a_dead_lettered_message_keeps_its_attachment() {
     }
     assert_eq!((check.seen, check.mismatches), (LEN, 0));
 }
+
+/// Dead-letters while `reject` is set, then reads the attachment and succeeds.
+#[derive(Default)]
+struct Flaky {
+    reject: std::sync::atomic::AtomicBool,
+    reads: Mutex<Vec<(u64, u64)>>,
+}
+
+#[async_trait]
+impl CommandProcessor<Upload> for Arc<Flaky> {
+    async fn process(&self, _: Upload, ctx: &Context) -> Result<(), ProcessError> {
+        let attachment = ctx.attachment().await?.ok_or("no attachment")?;
+        if self.reject.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(ProcessError::dead_letter("rejected by the test"));
+        }
+        let mut check = PatternCheck::default();
+        let mut body = attachment.into_stream();
+        while let Some(chunk) = body.try_next().await? {
+            check.feed(&chunk);
+        }
+        self.reads
+            .lock()
+            .unwrap()
+            .push((check.seen, check.mismatches));
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_requeued_dead_letter_still_has_its_attachment() {
+    let redis = TestRedis::start().unwrap();
+    let flaky = Arc::new(Flaky::default());
+    flaky
+        .reject
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let provider: Arc<dyn AttachmentProvider> = Arc::new(provider(&redis).await);
+    let host = bus_core::Host::builder()
+        .transport(common::transport(&redis).await)
+        .middleware(AttachmentLayer::new(Arc::clone(&provider)))
+        .command::<Upload, _>(Arc::clone(&flaky))
+        .build()
+        .unwrap();
+    let running = Running::start(host);
+    send_with_attachment(
+        &running.bus,
+        &*provider,
+        &Upload { n: 5 },
+        AttachmentMeta::new("requeued.bin", "application/octet-stream"),
+        pattern_body(LEN),
+        &SendOptions::new(),
+    )
+    .await
+    .unwrap();
+    let source = bus_core::transport::Source::queue("files").unwrap();
+    let dead = bus_redis::keys::QueueKeys::new(redis.namespace(), &source).dead;
+    assert!(
+        eventually(Duration::from_secs(30), || async {
+            redis.client().cmd(&["LLEN", &dead]).unwrap().as_int() == Some(1)
+        })
+        .await
+    );
+    // An operator requeues it (as `bus requeue` does); the handler now takes it.
+    flaky
+        .reject
+        .store(false, std::sync::atomic::Ordering::SeqCst);
+    let admin = bus_redis::admin::Admin::new(common::transport(&redis).await);
+    let requeued = admin
+        .requeue(&source, &bus_core::operator::Selection::All, None)
+        .await
+        .unwrap();
+    assert_eq!(requeued.requeued.len(), 1, "{requeued:?}");
+    assert!(
+        eventually(Duration::from_secs(30), || async {
+            !flaky.reads.lock().unwrap().is_empty()
+        })
+        .await
+    );
+    assert_eq!(*flaky.reads.lock().unwrap(), vec![(LEN, 0)]);
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            attachment_keys(&redis).is_empty()
+        })
+        .await,
+        "left behind: {:?}",
+        attachment_keys(&redis)
+    );
+    running.stop().await;
+}

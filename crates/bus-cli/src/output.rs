@@ -3,6 +3,7 @@
 use std::io::Write;
 use std::time::{Duration, UNIX_EPOCH};
 
+use bus_attachments::{byte_size, AttachmentRef};
 use bus_core::transport::now_ms;
 use bus_management::{
     DeadLetter, MessageSummary, QueueStats, ReadyMessage, SagaEntry, SagaState, ScheduledMessage,
@@ -180,11 +181,13 @@ pub fn peek(queue: &str, messages: &[ReadyMessage]) -> Result<(), Failure> {
         "TYPE",
         "SENT",
         "DELIVERIES",
+        "ATTACHMENT",
         "HEADERS",
         "BODY",
     ]);
     for m in messages {
         let (id, message_type, body) = summary(m.message.as_ref(), m.decode_error.as_deref());
+        let attached = attachment(m.message.as_ref(), AttachmentRef::describe);
         let (sent, headers) = match &m.message {
             Some(message) => (
                 time(message.sent_at_ms),
@@ -203,6 +206,7 @@ pub fn peek(queue: &str, messages: &[ReadyMessage]) -> Result<(), Failure> {
             Cell::new(message_type),
             Cell::new(sent),
             number(m.delivery_count),
+            Cell::new(attached),
             Cell::new(headers),
             Cell::new(body),
         ]);
@@ -244,15 +248,28 @@ const NARROW_TEXT: usize = 32;
 /// Dead letters in at most [`NARROW`] columns: the last error only, texts shortened, no
 /// message id (`--wide` and `--json` have everything).
 pub fn dead_letters(queue: &str, letters: &[DeadLetter]) -> Result<(), Failure> {
-    let mut t = table(&[
+    // The attachment's size only when one has an attachment: the width is the errors'.
+    let attached: Vec<Option<String>> = letters
+        .iter()
+        .map(|d| {
+            let shown = attachment(d.message.as_ref(), |a| byte_size(a.length));
+            (shown != "-").then_some(shown)
+        })
+        .collect();
+    let any_attached = attached.iter().any(Option::is_some);
+    let mut header = vec![
         "STORAGE ID",
         "REASON",
         "DEAD FOR",
         "DELIV.",
         "LAST ERROR",
         "TYPE",
-        "BODY",
-    ]);
+    ];
+    if any_attached {
+        header.push("ATTACHED");
+    }
+    header.push("BODY");
+    let mut t = table(&header);
     t.set_content_arrangement(ContentArrangement::Dynamic)
         .set_width(NARROW);
     // Ids are copied into other commands: never wrapped. Short columns stay whole too, so
@@ -263,7 +280,7 @@ pub fn dead_letters(queue: &str, letters: &[DeadLetter]) -> Result<(), Failure> 
         }
     }
     let now = now_ms();
-    for d in letters {
+    for (d, attached) in letters.iter().zip(attached) {
         let (_, message_type, body) = summary(d.message.as_ref(), d.decode_error.as_deref());
         let mut error = d
             .errors
@@ -272,7 +289,7 @@ pub fn dead_letters(queue: &str, letters: &[DeadLetter]) -> Result<(), Failure> 
         if d.errors.len() > 1 {
             error.push_str(&format!(" (+{} earlier)", d.errors.len() - 1));
         }
-        t.add_row(vec![
+        let mut row = vec![
             Cell::new(&d.storage_id),
             Cell::new(shorten(d.reason.as_deref().unwrap_or("-"), 16)),
             Cell::new(
@@ -282,8 +299,12 @@ pub fn dead_letters(queue: &str, letters: &[DeadLetter]) -> Result<(), Failure> 
             number(d.delivery_count),
             Cell::new(error),
             Cell::new(shorten(&message_type, 16)),
-            Cell::new(shorten(&body, NARROW_TEXT)),
-        ]);
+        ];
+        if any_attached {
+            row.push(Cell::new(attached.unwrap_or_else(|| "-".to_owned())));
+        }
+        row.push(Cell::new(shorten(&body, NARROW_TEXT)));
+        t.add_row(row);
     }
     if t.row_count() == 0 {
         out!("{queue}: no dead letters")?;
@@ -303,10 +324,12 @@ pub fn dead_letters_wide(queue: &str, letters: &[DeadLetter]) -> Result<(), Fail
         "ERRORS",
         "MESSAGE ID",
         "TYPE",
+        "ATTACHMENT",
         "HEADERS",
         "BODY",
     ]);
     for d in letters {
+        let attached = attachment(d.message.as_ref(), AttachmentRef::describe);
         let (id, message_type, headers, body) = match &d.message {
             Some(m) => (
                 m.id.clone(),
@@ -345,6 +368,7 @@ pub fn dead_letters_wide(queue: &str, letters: &[DeadLetter]) -> Result<(), Fail
             }),
             Cell::new(id),
             Cell::new(message_type),
+            Cell::new(attached),
             Cell::new(headers),
             Cell::new(body),
         ]);
@@ -401,6 +425,16 @@ fn summary(
                 excerpt(decode_error.unwrap_or("no envelope"))
             ),
         ),
+    }
+}
+
+/// The message's attachment (the `bus-attachment` header bus-attachments writes), shown
+/// with `show`; `-` without one.
+fn attachment(message: Option<&MessageSummary>, show: impl Fn(&AttachmentRef) -> String) -> String {
+    match message.map(|m| AttachmentRef::from_headers(&m.headers)) {
+        Some(Ok(Some(attachment))) => show(&attachment),
+        Some(Err(_)) => "unreadable header".to_owned(),
+        _ => "-".to_owned(),
     }
 }
 

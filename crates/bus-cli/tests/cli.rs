@@ -488,3 +488,37 @@ async fn a_closed_stdout_ends_every_command_quietly() {
         );
     }
 }
+
+/// `bus peek` names a message's attachment (the header bus-attachments writes) with its
+/// type and size, `bus dead` its size, `bus dead --wide` all of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn peek_and_dead_show_a_message_s_attachment() {
+    let s = setup().await;
+    let r = &s.redis;
+    let header = r#"bus-attachment={"id":"01J","scope":"work","name":"scan.pdf","content_type":"application/pdf","length":6291456}"#;
+    let sent = bus(
+        r,
+        &["send", "work", "--body", r#"{"n":1}"#, "--header", header],
+    );
+    assert!(sent.status.success(), "{}", stderr(&sent));
+    s.bus.send(&Work { n: 2 }).await.unwrap();
+    let peek = String::from_utf8_lossy(&bus(r, &["peek", "work"]).stdout).into_owned();
+    assert!(peek.contains("ATTACHMENT"), "{peek}");
+    assert!(
+        peek.contains("scan.pdf (application/pdf, 6.0 MiB)"),
+        "{peek}"
+    );
+
+    // Dead-lettered, the size shows in the narrow table and everything in the wide one.
+    s.dead_letter(&work(), 2, DeadLetterReason::Rejected).await;
+    let dead = String::from_utf8_lossy(&bus(r, &["dead", "work"]).stdout).into_owned();
+    assert!(
+        dead.contains("ATTACHED") && dead.contains("6.0 MiB"),
+        "{dead}"
+    );
+    let wide = String::from_utf8_lossy(&bus(r, &["dead", "work", "--wide"]).stdout).into_owned();
+    assert!(
+        wide.contains("scan.pdf (application/pdf, 6.0 MiB)"),
+        "{wide}"
+    );
+}

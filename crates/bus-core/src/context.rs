@@ -1,9 +1,12 @@
 //! What a handler knows about the message it handles.
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio_util::sync::CancellationToken;
 
+use crate::host::after_ack::AfterAcks;
+use crate::transport::Receipt;
 use crate::{Bus, Headers, MessageId};
 
 /// The message's metadata and the handles a handler needs.
@@ -17,6 +20,8 @@ pub struct Context {
     pub(crate) sent_at_ms: u64,
     pub(crate) cancellation: CancellationToken,
     pub(crate) bus: Bus,
+    /// Where [`Context::after_ack`] puts its hooks: the worker's, under this delivery.
+    pub(crate) after_ack: Option<(Arc<AfterAcks>, Receipt)>,
 }
 
 impl Context {
@@ -51,5 +56,15 @@ impl Context {
     /// W3C trace context headers (`traceparent`, `tracestate`).
     pub fn bus(&self) -> &Bus {
         &self.bus
+    }
+    /// Runs `work` once this message's ack is stored: not when it is retried or
+    /// dead-lettered, nor when the ack is lost with the process (the message is then
+    /// delivered again). For deleting what only this message needed, such as its
+    /// attachment. The worker's acker awaits it after the ack (a shutdown waits for it
+    /// within its settling bound): keep it short. Outside a host's worker it never runs.
+    pub fn after_ack(&self, work: impl std::future::Future<Output = ()> + Send + 'static) {
+        if let Some((hooks, receipt)) = &self.after_ack {
+            hooks.add(receipt, Box::pin(work));
+        }
     }
 }

@@ -366,6 +366,7 @@ function envelopeDetails(m, extra) {
     h("dt", {}, "Format"), h("dd", {}, msg ? msg.format : "–"),
     h("dt", {}, "Storage id"), h("dd", { class: "mono" }, m.storage_id || "(fresh envelope)"),
     h("dt", {}, "Deliveries"), h("dd", {}, num(m.delivery_count)),
+    h("dt", {}, "Attachment"), h("dd", {}, attachmentOf(msg)),
     extra || []);
   const headers = msg && Object.keys(msg.headers).length
     ? h("dl", { class: "kv" }, Object.entries(msg.headers).map(([k, v]) => [h("dt", { class: "mono" }, k), h("dd", { class: "mono" }, v)]))
@@ -378,6 +379,24 @@ function envelopeDetails(m, extra) {
       errors.length
         ? h("ol", { class: "errors" }, errors.map((e) => h("li", {}, h("time", {}, when(Number(e.at_ms))), e.message)))
         : h("div", { class: "muted" }, "No errors")));
+}
+
+// The attachment the bus-attachments layer names in the `bus-attachment` header (JSON:
+// name, content_type, length): stored beside the message, not in it.
+function attachmentOf(msg) {
+  const header = msg && msg.headers["bus-attachment"];
+  if (!header) return "none";
+  try {
+    const a = JSON.parse(header);
+    return `${a.name} (${a.content_type}, ${byteSize(Number(a.length))})`;
+  } catch (_) { return "unreadable bus-attachment header"; }
+}
+
+function byteSize(n) {
+  const units = ["B", "KiB", "MiB", "GiB"];
+  let i = 0;
+  while (n >= 1024 && i < units.length - 1) { n /= 1024; i++; }
+  return i === 0 ? `${n} B` : `${n.toFixed(1)} ${units[i]}`;
 }
 
 function prettyBody(body) {

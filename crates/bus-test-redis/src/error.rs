@@ -17,6 +17,15 @@ pub enum HarnessError {
         program: String,
     },
 
+    /// An object storage server of the attachment tests (azurite, moto) is not installed.
+    #[error("`{program}` is not installed: {install}")]
+    ServerMissing {
+        /// Where it was looked for.
+        program: String,
+        /// How to install it.
+        install: String,
+    },
+
     /// An I/O step of the harness failed (temp dir, spawn, connect, ...).
     #[error("{context}")]
     Io {

@@ -14,6 +14,7 @@
 //! | [`HarnessError`] | why no Redis could be had (e.g. `NotInstalled`) | `error` |
 //! | [`eventually`], [`eventually_async`] | bounded waiting for a condition | `wait` |
 //! | [`python::Python`], [`python::Worker`], [`python::bq_python`] | a Python script (the BabelQueue SDK's venv, or `python3`) run to its end or as a worker read line by line | `python` |
+//! | [`Azurite`], [`MotoS3`] | Azure Blob's emulator and moto's S3 server on free loopback ports, one bucket each (attachment tests) | `object_servers` |
 //! | [`per_layout!`], [`LAYOUTS`] | one BabelQueue scenario run as one test per layout | `layouts` |
 //! | [`bus::transport`], [`bus::Counts`] (feature `bus`) | the bus's transport over a test's namespace; what a queue holds | `bus` |
 //!
@@ -66,6 +67,7 @@ mod cluster;
 mod error;
 mod layouts;
 mod logs;
+mod object_servers;
 mod proxy;
 pub mod python;
 mod sentinel;
@@ -80,6 +82,7 @@ pub use cluster::RedisCluster;
 pub use error::HarnessError;
 pub use layouts::LAYOUTS;
 pub use logs::Logs;
+pub use object_servers::{azurite_blob, moto_server, Azurite, MotoS3};
 pub use proxy::Proxy;
 pub use sentinel::{RedisSentinel, SentinelBuilder, DOWN_AFTER};
 pub use server::{RedisServer, ServerBuilder};

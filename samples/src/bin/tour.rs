@@ -1,5 +1,5 @@
 //! A tour of the bus: a command, a batch of commands, an event with three subscriptions,
-//! a saga, and a custom performance-logging middleware.
+//! a saga, a command with an attachment, and a custom performance-logging middleware.
 //!
 //! Runs on `REDIS_URL`, a local Redis, a private redis-server, or in memory (it says which).
 
@@ -8,11 +8,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use bus_attachments::{
+    send_with_attachment, AttachmentLayer, AttachmentMeta, AttachmentProvider, ContextExt,
+    MemoryProvider, RedisProvider,
+};
 use bus_core::{
     CommandProcessor, Context, ContinueSaga, EventProcessor, Host, MemorySagaStore, Middleware,
-    Next, ProcessError, Saga, SagaData, SagaStore, StartSaga,
+    Next, ProcessError, RedisCommand, Saga, SagaData, SagaStore, SendOptions, StartSaga,
 };
 use bus_redis_saga::RedisSagaStore;
+use futures::TryStreamExt;
 use sample_contracts::{
     ApiCache, CacheInvalidated, OrderLinePacked, OrderPlaced, SearchIndex, ThumbnailRequested,
     WebCache,
@@ -40,6 +45,39 @@ impl CommandProcessor<ThumbnailRequested> for Thumbnails {
             "  thumbnail for image {} (message {})",
             cmd.image_id,
             ctx.message_id()
+        );
+        self.0.one();
+        Ok(())
+    }
+}
+
+/// A command with an attachment: the invoice's PDF travels beside the message (a claim
+/// check), not in it.
+#[derive(Debug, Serialize, Deserialize, RedisCommand)]
+#[bus(queue = "invoice-scan")]
+struct ScanInvoice {
+    invoice_id: u64,
+}
+
+/// Reads each invoice's attachment as a stream.
+#[derive(Clone)]
+struct InvoiceScanner(Done);
+
+#[async_trait]
+impl CommandProcessor<ScanInvoice> for InvoiceScanner {
+    async fn process(&self, cmd: ScanInvoice, ctx: &Context) -> Result<(), ProcessError> {
+        let attachment = ctx
+            .attachment()
+            .await?
+            .ok_or("the invoice has no attachment")?;
+        let name = attachment.reference().name.clone();
+        let (mut bytes, mut body) = (0, attachment.into_stream());
+        while let Some(chunk) = body.try_next().await? {
+            bytes += chunk.len();
+        }
+        println!(
+            "  invoice {}: read {name} ({bytes} bytes) from its attachment",
+            cmd.invoice_id
         );
         self.0.one();
         Ok(())
@@ -163,12 +201,23 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         None => Arc::new(MemorySagaStore::new()),
     };
 
+    // Attachments next to the messages: in Redis under the queue's hash tag, or in memory.
+    let attachments: Arc<dyn AttachmentProvider> = match &backend.redis {
+        Some(redis) => Arc::new(RedisProvider::new(
+            redis.client().clone(),
+            redis.config().key_prefix(),
+        )),
+        None => Arc::new(MemoryProvider::new()),
+    };
+
     let done = Done::default();
     let orders = Arc::new(OrderSaga(done.clone()));
     let host = Host::builder()
         .transport(Arc::clone(&backend.transport))
         .saga_store(saga_store)
         .middleware(PerformanceLogger)
+        .middleware(AttachmentLayer::new(Arc::clone(&attachments)))
+        .command::<ScanInvoice, _>(InvoiceScanner(done.clone()))
         .command::<ThumbnailRequested, _>(Thumbnails(done.clone()))
         .event::<WebCache, _>(Caches(done.clone()))
         .event::<ApiCache, _>(Caches(done.clone()))
@@ -214,17 +263,31 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         })
         .collect();
     bus.send_batch(&lines).await?;
+    println!("5. a command with an attachment");
+    let pdf = bytes::Bytes::from_static(b"%PDF-1.7\n% an invoice, streamed in chunks\n%%EOF\n");
+    let meta = AttachmentMeta::new("invoice-42.pdf", "application/pdf").length(pdf.len() as u64);
+    let body = futures::stream::iter([Ok(pdf)]);
+    send_with_attachment(
+        &bus,
+        &*attachments,
+        &ScanInvoice { invoice_id: 42 },
+        meta,
+        Box::pin(body),
+        &SendOptions::new(),
+    )
+    .await?;
 
-    // 4 thumbnails + 3 cache copies + 1 completed order.
+    // 4 thumbnails + 3 cache copies + 1 completed order + 1 invoice.
+    const STEPS: usize = 9;
     let deadline = Instant::now() + Duration::from_secs(30);
-    while done.0.load(Ordering::SeqCst) < 8 && Instant::now() < deadline {
+    while done.0.load(Ordering::SeqCst) < STEPS && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     running.shutdown().await?;
     backend.close().await;
     let finished = done.0.load(Ordering::SeqCst);
-    println!("tour finished: {finished} of 8 steps done");
-    if finished < 8 {
+    println!("tour finished: {finished} of {STEPS} steps done");
+    if finished < STEPS {
         return Err("the tour did not finish in 30 s".into());
     }
     Ok(())

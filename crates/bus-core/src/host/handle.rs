@@ -30,6 +30,8 @@ pub(super) struct Dispatch {
     pub(super) bus: Bus,
     /// The source's wire format; `None` is the native envelope, decoded inline.
     pub(super) wire: Option<Arc<dyn WireFormat>>,
+    /// What handlers asked to run after their message's ack ([`Context::after_ack`]).
+    pub(super) after_ack: Arc<super::after_ack::AfterAcks>,
 }
 
 /// The span of one delivery; the message's id and type are filled in once decoded.
@@ -122,6 +124,7 @@ impl Dispatch {
             headers,
             sent_at_ms,
             cancellation,
+            after_ack: Some((Arc::clone(&self.after_ack), delivery.receipt.clone())),
         };
         // The body's `Deserialize` is the user's code: a panic there is an undecodable body.
         let invoke = || route.invoke.call(body, format, &ctx);

@@ -1,5 +1,6 @@
 //! The host: registration at start-up, then `run` until a shutdown signal.
 
+pub(crate) mod after_ack;
 mod handle;
 mod handler_runtime;
 mod held;
@@ -437,6 +438,7 @@ impl Host {
                     middleware: Arc::clone(&self.middleware),
                     bus: self.bus.clone(),
                     wire,
+                    after_ack: Arc::default(),
                 },
                 registration,
                 consumer: consumer.into(),

@@ -407,6 +407,7 @@ impl Worker {
                 return Some(receipt);
             }
             Outcome::Retry(delay, error) => {
+                self.dispatch.after_ack.forget([&receipt]);
                 tracing::info!(?delay, error = %error.message, "handler failed; retrying after the delay");
                 self.until_settled(lost, || {
                     let retry = self.consumer.retry(&receipt, delay, &error);
@@ -415,6 +416,7 @@ impl Worker {
                 .await;
             }
             Outcome::DeadLetter(reason, error) => {
+                self.dispatch.after_ack.forget([&receipt]);
                 tracing::warn!(%reason, error = %error.message, "dead-lettering the message");
                 self.until_settled(lost, || {
                     let dead_letter = self.consumer.dead_letter(&receipt, reason, Some(&error));
@@ -477,8 +479,12 @@ impl Worker {
             batch.extend(groups.drain(..).flatten());
             for part in batch.chunks(ACK_BATCH) {
                 match self.metrics.call(Op::Ack, self.consumer.ack(part)).await {
-                    Ok(()) => held.remove(part),
+                    Ok(()) => {
+                        held.remove(part);
+                        self.dispatch.after_ack.acked(part).await;
+                    }
                     Err(e) if last_try => {
+                        self.dispatch.after_ack.forget(part);
                         // Shutdown: what stays held is returned as abandoned.
                         tracing::warn!(source = %self.registration.source, error = %error_chain(&e), count = part.len(), "ack failed at shutdown; these messages will be delivered again");
                     }
@@ -538,6 +544,8 @@ impl Worker {
                         .map(|(receipt, _)| receipt)
                         .collect();
                     if !lost.is_empty() {
+                        // Another delivery may have the message now: its ack is not ours.
+                        self.dispatch.after_ack.forget(&lost);
                         self.absolve(&lost).await;
                     }
                 }
