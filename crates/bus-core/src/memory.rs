@@ -19,8 +19,8 @@ use crate::records::{DeadLetter, ErrorRecord, QueueStats};
 use crate::transport::{
     Consumer, ConsumerOptions, Delivery, Held, Outgoing, Receipt, ERROR_HISTORY,
 };
-use crate::transport::{DeadLetterReason, Source};
-use crate::{Result, Transport};
+use crate::transport::{DeadLetterReason, Deduplication, Source};
+use crate::{MessageId, Result, Transport};
 
 /// Longest an idle `receive` waits before returning empty.
 const IDLE_WAIT: Duration = Duration::from_secs(1);
@@ -55,6 +55,8 @@ struct Queue {
     isolated: FastSet<Bytes>,
     sequence: u64,
     notify: Arc<Notify>,
+    /// Deduplication keys: the first message's id, held until the instant.
+    dedup: FastMap<String, (MessageId, Instant)>,
 }
 
 /// A message at rest, with its storage key: the message id (unless that id was already
@@ -297,6 +299,36 @@ impl Transport for MemoryTransport {
         Ok(())
     }
 
+    async fn send_deduplicated(
+        &self,
+        queue: &str,
+        message: Outgoing,
+        dedup: Deduplication<'_>,
+    ) -> Result<Option<MessageId>> {
+        let mut state = self.state();
+        let q = state.queue(&Source::queue(queue)?);
+        let now = Instant::now();
+        match q.dedup.get(dedup.key) {
+            Some((first, until)) if *until > now => return Ok(Some(first.clone())),
+            _ => {}
+        }
+        // Expired keys are dropped now and then, not on every send.
+        if q.dedup.len() >= 1024 {
+            q.dedup.retain(|_, (_, until)| *until > now);
+        }
+        q.dedup.insert(
+            dedup.key.to_owned(),
+            (message.id.clone(), now + dedup.window),
+        );
+        let entry = entries(vec![message]);
+        match dedup.due {
+            Some(due) => entry.for_each(|e| q.delay(e, to_instant(due))),
+            None => q.ready.extend(entry),
+        }
+        q.notify.notify_waiters();
+        Ok(None)
+    }
+
     async fn publish(&self, topic: &str, messages: Vec<Outgoing>) -> Result<usize> {
         let mut state = self.state();
         let names: Vec<String> = state
@@ -465,6 +497,14 @@ impl Consumer for MemoryConsumer {
             }
         });
         Ok(())
+    }
+
+    async fn errors(&self, receipt: &Receipt) -> Result<Vec<ErrorRecord>> {
+        Ok(self.with_queue(|q| {
+            q.reserved(receipt)
+                .map(|m| m.stored.errors.clone())
+                .unwrap_or_default()
+        }))
     }
 
     async fn release(&self, receipts: &[Receipt]) -> Result<()> {

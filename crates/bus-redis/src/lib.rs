@@ -22,6 +22,7 @@ pub mod admin;
 mod coalesce;
 mod config;
 mod consumer;
+mod dedup;
 mod durable;
 mod error;
 pub mod keys;

@@ -388,6 +388,11 @@ impl Consumer for PartitionedConsumer {
         self.shards[shard].dead_letter(&own, reason, error).await
     }
 
+    async fn errors(&self, receipt: &Receipt) -> Result<Vec<ErrorRecord>> {
+        let (shard, own) = self.split(receipt)?;
+        self.shards[shard].errors(&own).await
+    }
+
     async fn release(&self, receipts: &[Receipt]) -> Result<()> {
         let groups = self.group(receipts)?;
         let calls = groups

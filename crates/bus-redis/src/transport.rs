@@ -5,8 +5,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
-use bus_core::transport::{Consumer, ConsumerOptions, Outgoing, Source};
-use bus_core::Transport;
+use bus_core::transport::{Consumer, ConsumerOptions, Deduplication, Outgoing, Source};
+use bus_core::{MessageId, Transport};
 use fred::prelude::{Client, ClientLike, SetsInterface};
 use fred::types::Value;
 
@@ -182,6 +182,23 @@ impl RedisTransport {
         })
     }
 
+    /// The keys a script that sends writes: the queue's, or those of the partition `key`
+    /// picks. The first send to a partitioned queue records its shard count.
+    pub(crate) async fn keys_for_send(
+        &self,
+        queue: &str,
+        key: Option<&str>,
+    ) -> bus_core::Result<QueueKeys> {
+        let source = Source::queue(queue)?;
+        if let Some(shards) = self.inner.spread.first_send(queue) {
+            partition::record(&self.inner.client, self.prefix(), queue, shards).await;
+        }
+        Ok(match self.inner.spread.shard(queue, key) {
+            Some(shard) => QueueKeys::shard(self.prefix(), queue, shard),
+            None => self.keys(&source),
+        })
+    }
+
     /// Appends plain envelopes to one ready list: one command, all or none. The first
     /// send to a partitioned queue also records its shard count (once per transport).
     async fn push(
@@ -206,15 +223,32 @@ impl RedisTransport {
             .map_err(|e| self.write_error(e))
     }
 
-    /// Runs a script that writes: plainly, or followed by `WAIT` on a durable handle.
+    /// Runs a script that writes and answers an integer: plainly, or followed by `WAIT` on
+    /// a durable handle.
     async fn write(
         &self,
         script: &LuaScript,
         keys: Vec<String>,
         args: Vec<Value>,
     ) -> bus_core::Result<Written> {
+        Ok(match self.write_reply(script, keys, args).await? {
+            Written::Done(reply) => Written::Done(script.int(&reply)?),
+            Written::NotReplicated(reply, e) => Written::NotReplicated(script.int(&reply)?, e),
+        })
+    }
+
+    /// Runs a script that writes, with its reply as Redis gave it.
+    pub(crate) async fn write_reply(
+        &self,
+        script: &LuaScript,
+        keys: Vec<String>,
+        args: Vec<Value>,
+    ) -> bus_core::Result<Written<Value>> {
         let Some(durable) = &self.durable else {
-            let reply = script.run_int(&self.inner.client, keys, args).await?;
+            let reply = script
+                .run(&self.inner.client, keys, args)
+                .await
+                .map_err(Error::from)?;
             return Ok(Written::Done(reply));
         };
         let slot_key = keys.first().cloned().unwrap_or_default();
@@ -224,9 +258,9 @@ impl RedisTransport {
             .script(client, script, &slot_key, keys, args)
             .await
         {
-            Ok(reply) => Ok(Written::Done(script.int(&reply)?)),
+            Ok(reply) => Ok(Written::Done(reply)),
             Err(WriteError::NotReplicated { written, confirmed }) => Ok(Written::NotReplicated(
-                script.int(&written)?,
+                written,
                 self.not_replicated(confirmed),
             )),
             Err(other) => Err(self.write_error(other)),
@@ -252,7 +286,7 @@ impl RedisTransport {
         }
     }
 
-    fn prefix(&self) -> &str {
+    pub(crate) fn prefix(&self) -> &str {
         self.inner.config.key_prefix()
     }
 
@@ -324,12 +358,12 @@ impl RedisTransport {
 }
 
 /// What a script that writes did.
-enum Written {
+pub(crate) enum Written<T = i64> {
     /// Its reply (replicated as asked, on a durable handle).
-    Done(i64),
+    Done(T),
     /// Its reply, on a durable handle that fewer replicas than asked confirmed in time,
     /// and the error to return when it wrote something.
-    NotReplicated(i64, bus_core::Error),
+    NotReplicated(T, bus_core::Error),
 }
 
 /// `id, envelope, id, envelope, ...` as script arguments.
@@ -339,7 +373,7 @@ fn message_args(messages: &[Outgoing]) -> impl Iterator<Item = Value> + '_ {
         .flat_map(|m| [Value::from(m.id.as_str()), Value::Bytes(m.payload.clone())])
 }
 
-fn epoch_ms(time: SystemTime) -> i64 {
+pub(crate) fn epoch_ms(time: SystemTime) -> i64 {
     time.duration_since(UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
@@ -382,6 +416,15 @@ impl Transport for RedisTransport {
             Written::Done(_) => Ok(()),
             Written::NotReplicated(_, error) => Err(error),
         }
+    }
+
+    async fn send_deduplicated(
+        &self,
+        queue: &str,
+        message: Outgoing,
+        dedup: Deduplication<'_>,
+    ) -> bus_core::Result<Option<MessageId>> {
+        crate::dedup::send(self, queue, message, dedup).await
     }
 
     async fn publish(&self, topic: &str, messages: Vec<Outgoing>) -> bus_core::Result<usize> {

@@ -68,6 +68,13 @@ macro_rules! command {
 }
 
 // After `command!`, which it uses.
+mod dedup;
+pub use dedup::a_dedup_key_stores_one_message_per_window;
+mod lifecycle;
+pub use lifecycle::{
+    expired_messages_are_dead_lettered_unhandled, expired_messages_can_be_dropped,
+    the_hook_before_a_dead_letter_sees_why_and_never_stops_it,
+};
 mod processing;
 pub use processing::{
     an_event_reaches_each_subscription_once, concurrency_stays_within_max_concurrent_calls,

@@ -25,6 +25,8 @@ mod partitions;
 mod queues;
 mod records;
 
+pub(crate) use records::parse_errors;
+
 use bus_core::transport::Source;
 use fred::prelude::Client;
 
