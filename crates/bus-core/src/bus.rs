@@ -301,7 +301,7 @@ impl Bus {
     /// mapped at start-up ([`BusConfig::queue_for`], [`BusConfig::queue_names`]), checked
     /// (hand-written impls skip the derive's check). Every send and publish goes through
     /// here, and the host resolves its consumers' names with the same mapping.
-    fn destination_name<M: Message>(&self) -> Result<&'static str> {
+    pub(crate) fn destination_name<M: Message>(&self) -> Result<&'static str> {
         self.shared.config.names.resolve(&M::descriptor())
     }
 

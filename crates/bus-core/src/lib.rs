@@ -8,6 +8,7 @@
 //! | [`Message`], [`Command`], [`Event`], [`Subscription`] | message contracts (derive them with `#[derive(RedisCommand)]`, ...) |
 //! | [`CommandProcessor`], [`EventProcessor`], [`ProcessError`], [`Context`] | handlers |
 //! | [`DeadLettering`], [`OnExpiry`], [`EXPIRES_AT_HEADER`] | a message's end: the hook before a dead letter, expiry |
+//! | [`Scheduled`] | a delayed command read back ([`Bus::scheduled`], [`Bus::cancel`], [`Bus::reschedule`]) |
 //! | [`ProcessingSettings`], [`Backoff`] | per-processor consumption settings |
 //! | [`Middleware`], [`Next`] | the pipeline around handlers |
 //! | [`SendOptions`], [`Sent`], [`SendMiddleware`] | one send with options, what it stored, the layers on every send |
@@ -46,6 +47,7 @@ mod otel;
 mod processor;
 pub mod records;
 mod saga;
+mod schedule;
 mod send;
 mod settings;
 mod shared;
@@ -74,6 +76,7 @@ pub use processor::{CommandProcessor, Disposition, EventProcessor, ProcessError}
 #[cfg(feature = "conformance")]
 pub use saga::conformance as saga_conformance;
 pub use saga::{ContinueSaga, MemorySagaStore, Saga, SagaData, SagaStore, Stamp, StartSaga};
+pub use schedule::Scheduled;
 pub use send::{
     OutgoingMessage, SendMiddleware, SendOptions, Sent, DEFAULT_DEDUP_WINDOW, TRACE_ID_HEADER,
 };

@@ -122,6 +122,15 @@ impl Queue {
         self.delayed.insert((due, self.sequence), entry);
     }
 
+    /// Where the delayed message stored under `id` waits (a scan: delayed messages are
+    /// few in the embedded transport, and this is no hot path).
+    fn delayed_entry(&self, id: &MessageId) -> Option<(Instant, u64)> {
+        self.delayed
+            .iter()
+            .find(|(_, entry)| entry.key == id.as_str().as_bytes())
+            .map(|(slot, _)| *slot)
+    }
+
     fn promote_due(&mut self, now: Instant) {
         while let Some(first) = self.delayed.first_entry() {
             if first.key().0 > now {
@@ -327,6 +336,35 @@ impl Transport for MemoryTransport {
         }
         q.notify.notify_waiters();
         Ok(None)
+    }
+
+    async fn scheduled(&self, queue: &str, id: &MessageId) -> Result<Option<(SystemTime, Bytes)>> {
+        let mut state = self.state();
+        let q = state.queue(&Source::queue(queue)?);
+        let now = (Instant::now(), SystemTime::now());
+        Ok(q.delayed_entry(id).and_then(|slot| {
+            let due = now.1 + slot.0.saturating_duration_since(now.0);
+            Some((due, q.delayed.get(&slot)?.stored.payload.clone()))
+        }))
+    }
+
+    async fn cancel(&self, queue: &str, id: &MessageId) -> Result<bool> {
+        let mut state = self.state();
+        let q = state.queue(&Source::queue(queue)?);
+        Ok(q.delayed_entry(id)
+            .and_then(|slot| q.delayed.remove(&slot))
+            .is_some())
+    }
+
+    async fn reschedule(&self, queue: &str, id: &MessageId, due: SystemTime) -> Result<bool> {
+        let mut state = self.state();
+        let q = state.queue(&Source::queue(queue)?);
+        let Some(entry) = q.delayed_entry(id).and_then(|slot| q.delayed.remove(&slot)) else {
+            return Ok(false);
+        };
+        q.delay(entry, to_instant(due));
+        q.notify.notify_waiters();
+        Ok(true)
     }
 
     async fn publish(&self, topic: &str, messages: Vec<Outgoing>) -> Result<usize> {

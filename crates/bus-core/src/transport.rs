@@ -334,6 +334,12 @@ pub struct Deduplication<'a> {
     pub partition: Option<&'a str>,
 }
 
+fn no_scheduling(queue: &str) -> crate::Error {
+    crate::Error::Config(format!(
+        "{queue}: this transport cannot read, cancel or reschedule delayed messages"
+    ))
+}
+
 /// The producer side of a transport, and a factory of consumers.
 #[async_trait]
 pub trait Transport: Send + Sync + fmt::Debug + 'static {
@@ -362,6 +368,26 @@ pub trait Transport: Send + Sync + fmt::Debug + 'static {
         Err(crate::Error::Config(format!(
             "sending to {queue} with a deduplication key: this transport has no deduplicated sends"
         )))
+    }
+    /// The delayed message `id` of `queue` (a delayed send's message id, or the storage
+    /// id a retry waits under): its due time and stored element, or `None` when no
+    /// message waits under that id (it became ready, or never was). The default refuses:
+    /// a transport without it.
+    async fn scheduled(&self, queue: &str, id: &MessageId) -> Result<Option<(SystemTime, Bytes)>> {
+        let _ = id;
+        Err(no_scheduling(queue))
+    }
+    /// Removes the delayed message `id` of `queue` before it becomes ready, in one step;
+    /// `false` when no message waits under that id (too late: it became ready).
+    async fn cancel(&self, queue: &str, id: &MessageId) -> Result<bool> {
+        let _ = id;
+        Err(no_scheduling(queue))
+    }
+    /// Moves the due time of the delayed message `id` of `queue` to `due`, in one step;
+    /// `false` when no message waits under that id.
+    async fn reschedule(&self, queue: &str, id: &MessageId, due: SystemTime) -> Result<bool> {
+        let _ = (id, due);
+        Err(no_scheduling(queue))
     }
     /// Writes a copy of each message to every subscription of `topic`, all or none.
     /// Returns the number of subscriptions reached.

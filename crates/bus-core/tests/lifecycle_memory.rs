@@ -1,5 +1,5 @@
 //! A message's life on the in-memory transport: the hook before a dead letter, expiry,
-//! deduplication at send.
+//! deduplication at send, delayed messages by id.
 
 use std::sync::Arc;
 
@@ -40,5 +40,6 @@ with_probe!(
     the_hook_before_a_dead_letter_sees_why_and_never_stops_it,
     expired_messages_are_dead_lettered_unhandled,
     expired_messages_can_be_dropped,
-    a_dedup_key_stores_one_message_per_window
+    a_dedup_key_stores_one_message_per_window,
+    delayed_commands_can_be_read_cancelled_and_rescheduled
 );

@@ -30,6 +30,7 @@ mod liveness;
 mod partition;
 mod protocol;
 mod receipts;
+mod schedule;
 mod scripts;
 #[cfg(feature = "tls")]
 mod tls;

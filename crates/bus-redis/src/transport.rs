@@ -9,6 +9,7 @@ use bus_core::transport::{Consumer, ConsumerOptions, Deduplication, Outgoing, So
 use bus_core::{MessageId, Transport};
 use fred::prelude::{Client, ClientLike, SetsInterface};
 use fred::types::Value;
+use tokio_util::bytes::Bytes;
 
 use crate::coalesce::Coalescer;
 use crate::consumer::RedisConsumer;
@@ -182,6 +183,11 @@ impl RedisTransport {
         })
     }
 
+    /// Which shard each send goes to.
+    pub(crate) fn spread(&self) -> &Spread {
+        &self.inner.spread
+    }
+
     /// The keys a script that sends writes: the queue's, or those of the partition `key`
     /// picks. The first send to a partitioned queue records its shard count.
     pub(crate) async fn keys_for_send(
@@ -225,7 +231,7 @@ impl RedisTransport {
 
     /// Runs a script that writes and answers an integer: plainly, or followed by `WAIT` on
     /// a durable handle.
-    async fn write(
+    pub(crate) async fn write(
         &self,
         script: &LuaScript,
         keys: Vec<String>,
@@ -425,6 +431,27 @@ impl Transport for RedisTransport {
         dedup: Deduplication<'_>,
     ) -> bus_core::Result<Option<MessageId>> {
         crate::dedup::send(self, queue, message, dedup).await
+    }
+
+    async fn scheduled(
+        &self,
+        queue: &str,
+        id: &MessageId,
+    ) -> bus_core::Result<Option<(SystemTime, Bytes)>> {
+        crate::schedule::read(self, queue, id).await
+    }
+
+    async fn cancel(&self, queue: &str, id: &MessageId) -> bus_core::Result<bool> {
+        crate::schedule::cancel(self, queue, id).await
+    }
+
+    async fn reschedule(
+        &self,
+        queue: &str,
+        id: &MessageId,
+        due: SystemTime,
+    ) -> bus_core::Result<bool> {
+        crate::schedule::reschedule(self, queue, id, due).await
     }
 
     async fn publish(&self, topic: &str, messages: Vec<Outgoing>) -> bus_core::Result<usize> {

@@ -1,6 +1,7 @@
 //! A message's life on the Redis transport (a real redis-server), on a plain queue and on
 //! one of three partitions: the hook before a dead letter (with the error history read
-//! from Redis), expiry, and deduplication at send (with concurrent senders).
+//! from Redis), expiry, and deduplication at send (with concurrent senders), and delayed
+//! messages read, cancelled and rescheduled by id.
 
 mod common;
 
@@ -16,6 +17,7 @@ use bus_test_redis::TestRedis;
 /// The queues of `bus_core::conformance`'s lifecycle checks.
 const QUEUE: &str = "conformance-hooked";
 const UNIQUE: &str = "conformance-unique";
+const LATER: &str = "conformance-later";
 
 struct Redis(RedisTransport);
 
@@ -45,7 +47,8 @@ async fn partitioned(redis: &TestRedis) -> RedisTransport {
         .unwrap()
         .prefix(redis.namespace())
         .partitions(QUEUE, 3)
-        .partitions(UNIQUE, 3);
+        .partitions(UNIQUE, 3)
+        .partitions(LATER, 3);
     RedisTransport::connect(&config).await.unwrap()
 }
 
@@ -63,11 +66,13 @@ macro_rules! with_probe {
             let redis = TestRedis::start().unwrap();
             let transport = partitioned(&redis).await;
             conformance::$check(Arc::new(transport.clone()), &Redis(transport)).await;
-            // The check's keys are the shards' (`{queue:i}`), none the plain queue's.
+            // The check's queue was sent to as partitioned (its producer recorded the
+            // shards), and no key of the plain queue was ever left.
+            let registry = bus_redis::keys::partition_registry(redis.namespace());
+            let recorded = [QUEUE, UNIQUE, LATER].map(|q| redis.client().cmd(&["HGET", registry.as_str(), q]).unwrap());
+            assert!(recorded.iter().any(|r| r.as_str() == Some("3")), "{recorded:?}");
             let keys = redis.keys();
-            let plain = [QUEUE, UNIQUE].map(|q| format!("{{{q}}}"));
-            assert!(keys.iter().any(|k| k.contains(&format!("{{{QUEUE}:"))
-                || k.contains(&format!("{{{UNIQUE}:"))), "{keys:?}");
+            let plain = [QUEUE, UNIQUE, LATER].map(|q| format!("{{{q}}}"));
             assert!(!keys.iter().any(|k| plain.iter().any(|p| k.contains(p))), "{keys:?}");
         }
     )*};
@@ -77,7 +82,9 @@ with_probe!(
         / the_hook_sees_the_history_on_a_partitioned_queue,
     expired_messages_are_dead_lettered_unhandled / expiry_holds_on_a_partitioned_queue,
     expired_messages_can_be_dropped / expired_messages_are_dropped_on_a_partitioned_queue,
-    a_dedup_key_stores_one_message_per_window / dedup_holds_on_a_partitioned_queue
+    a_dedup_key_stores_one_message_per_window / dedup_holds_on_a_partitioned_queue,
+    delayed_commands_can_be_read_cancelled_and_rescheduled
+        / delayed_commands_are_found_in_any_partition
 );
 
 #[derive(Debug, serde::Serialize, serde::Deserialize, bus_core::RedisCommand)]

@@ -76,10 +76,12 @@ pub use lifecycle::{
     the_hook_before_a_dead_letter_sees_why_and_never_stops_it,
 };
 mod processing;
+mod schedule;
 pub use processing::{
     an_event_reaches_each_subscription_once, concurrency_stays_within_max_concurrent_calls,
     shutdown_is_prompt_when_idle_and_bounded_by_the_grace,
 };
+pub use schedule::delayed_commands_can_be_read_cancelled_and_rescheduled;
 
 #[derive(Debug, Serialize, Deserialize)]
 struct Timed {
