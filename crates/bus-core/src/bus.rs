@@ -266,20 +266,25 @@ impl Bus {
         Ok(ids[0].clone())
     }
 
-    /// Publishes an event with options (headers, trace id, deadline), and says what was
-    /// stored. A due time, a partition key or a deduplication key is refused: events are
-    /// neither delayed, partitioned nor deduplicated.
+    /// Publishes an event with options (headers, trace id, deadline, due time), and says
+    /// what was stored. With a due time, every subscription's copy becomes ready then. A
+    /// partition key or a deduplication key is refused: events are neither partitioned
+    /// nor deduplicated.
     pub async fn publish_with<E: Event>(&self, event: &E, options: &SendOptions) -> Result<Sent> {
-        if options.due.is_some() || options.key.is_some() || options.dedup_key.is_some() {
+        if options.key.is_some() || options.dedup_key.is_some() {
             return Err(Error::Config(format!(
-                "publishing {}: events take headers, a trace id and a deadline, not a due time, a partition key or a deduplication key",
+                "publishing {}: events take headers, a trace id, a deadline and a due time, not a partition key or a deduplication key",
                 E::NAME
             )));
         }
         let one = std::slice::from_ref(event);
+        let transport = &self.shared.transport;
         let produced = self
-            .produce("publish", one, Some(options), |name, batch| {
-                self.shared.transport.publish(name, batch)
+            .produce("publish", one, Some(options), |name, batch| async move {
+                match options.due {
+                    Some(due) => transport.publish_at(name, batch, due).await,
+                    None => transport.publish(name, batch).await,
+                }
             })
             .await?;
         self.count_unrouted::<E>(&produced);

@@ -338,6 +338,29 @@ impl Transport for MemoryTransport {
         Ok(None)
     }
 
+    async fn publish_at(
+        &self,
+        topic: &str,
+        messages: Vec<Outgoing>,
+        due: SystemTime,
+    ) -> Result<usize> {
+        let due = to_instant(due);
+        let mut state = self.state();
+        let names: Vec<String> = state
+            .subscriptions
+            .get(topic)
+            .map(|s| s.iter().cloned().collect())
+            .unwrap_or_default();
+        for name in &names {
+            let q = state.queue(&Source::subscription(topic, name.as_str())?);
+            for entry in entries(messages.clone()) {
+                q.delay(entry, due);
+            }
+            q.notify.notify_waiters();
+        }
+        Ok(names.len())
+    }
+
     async fn scheduled(&self, queue: &str, id: &MessageId) -> Result<Option<(SystemTime, Bytes)>> {
         let mut state = self.state();
         let q = state.queue(&Source::queue(queue)?);

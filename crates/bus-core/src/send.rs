@@ -33,8 +33,8 @@ pub struct SendOptions {
     /// Headers the message carries, beside those the bus adds (trace context); a header
     /// given here wins over an inherited one of the same name.
     pub headers: Headers,
-    /// When the message becomes ready (`None`: at once). Commands only: a delayed publish
-    /// is refused.
+    /// When the message becomes ready (`None`: at once); for an event, each
+    /// subscription's copy.
     pub due: Option<SystemTime>,
     /// The partition key (see [`Bus::send_keyed`](crate::Bus::send_keyed)). Commands
     /// only, and not with a due time.

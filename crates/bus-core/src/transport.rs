@@ -369,6 +369,19 @@ pub trait Transport: Send + Sync + fmt::Debug + 'static {
             "sending to {queue} with a deduplication key: this transport has no deduplicated sends"
         )))
     }
+    /// Like [`Transport::publish`], each subscription's copy becoming ready at `due`, all
+    /// or none. The default refuses: a transport without delayed publishes.
+    async fn publish_at(
+        &self,
+        topic: &str,
+        messages: Vec<Outgoing>,
+        due: SystemTime,
+    ) -> Result<usize> {
+        let _ = (messages, due);
+        Err(crate::Error::Config(format!(
+            "publishing to {topic} with a due time: this transport has no delayed publishes"
+        )))
+    }
     /// The delayed message `id` of `queue` (a delayed send's message id, or the storage
     /// id a retry waits under): its due time and stored element, or `None` when no
     /// message waits under that id (it became ready, or never was). The default refuses:

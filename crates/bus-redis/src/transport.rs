@@ -340,6 +340,38 @@ impl RedisTransport {
         }
     }
 
+    /// Runs `publish_at.lua`: as [`Self::try_publish`], with each subscription's
+    /// delayed set, stored messages and ready list.
+    async fn try_publish_at(
+        &self,
+        topic: &str,
+        names: &[String],
+        messages: &[Outgoing],
+        due: SystemTime,
+    ) -> bus_core::Result<i64> {
+        let mut keys = Vec::with_capacity(1 + 3 * names.len());
+        keys.push(keys::subscriptions(self.prefix(), topic));
+        let mut args = Vec::with_capacity(2 + names.len() + 2 * messages.len());
+        args.push(Value::from(names.len() as i64));
+        args.extend(names.iter().map(|name| Value::from(name.as_str())));
+        for name in names {
+            match Source::subscription(topic, name.as_str()) {
+                Ok(source) => {
+                    let k = self.keys(&source);
+                    keys.extend([k.delayed, k.msgs, k.ready]);
+                }
+                Err(e) => self.warn_invalid_subscription(topic, name, &e),
+            }
+        }
+        args.push(Value::from(epoch_ms(due)));
+        args.extend(message_args(messages));
+        match self.write(&scripts::PUBLISH_AT, keys, args).await? {
+            Written::Done(reached) => Ok(reached),
+            Written::NotReplicated(-1, _) => Ok(-1),
+            Written::NotReplicated(_, error) => Err(error),
+        }
+    }
+
     fn warn_invalid_subscription(&self, topic: &str, name: &str, error: &bus_core::Error) {
         let mut warned = self
             .inner
@@ -469,6 +501,39 @@ impl Transport for RedisTransport {
         };
         for _ in 0..PUBLISH_ATTEMPTS {
             let reached = self.try_publish(topic, &names, &messages).await?;
+            if reached >= 0 {
+                return Ok(usize::try_from(reached).unwrap_or(0));
+            }
+            // The subscriptions changed since they were read: read them again.
+            names = self.read_subscriptions(topic).await?;
+        }
+        Err(Error::SubscriptionsKeptChanging {
+            topic: topic.to_owned(),
+            attempts: PUBLISH_ATTEMPTS,
+        }
+        .into())
+    }
+
+    async fn publish_at(
+        &self,
+        topic: &str,
+        messages: Vec<Outgoing>,
+        due: SystemTime,
+    ) -> bus_core::Result<usize> {
+        bus_core::transport::validate_name("topic", topic)?;
+        let cached = self
+            .inner
+            .subscriptions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(topic)
+            .cloned();
+        let mut names = match cached {
+            Some(names) => names,
+            None => self.read_subscriptions(topic).await?,
+        };
+        for _ in 0..PUBLISH_ATTEMPTS {
+            let reached = self.try_publish_at(topic, &names, &messages, due).await?;
             if reached >= 0 {
                 return Ok(usize::try_from(reached).unwrap_or(0));
             }

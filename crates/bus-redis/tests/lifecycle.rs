@@ -87,6 +87,17 @@ with_probe!(
         / delayed_commands_are_found_in_any_partition
 );
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delayed_publish_reaches_each_subscription_at_its_time() {
+    let redis = TestRedis::start().unwrap();
+    let transport = common::transport(&redis).await;
+    conformance::a_delayed_publish_reaches_each_subscription_at_its_time(
+        Arc::new(transport.clone()),
+        &Redis(transport),
+    )
+    .await;
+}
+
 #[derive(Debug, serde::Serialize, serde::Deserialize, bus_core::RedisCommand)]
 #[bus(queue = "orders")]
 struct PlaceOrder {

@@ -81,7 +81,10 @@ pub use processing::{
     an_event_reaches_each_subscription_once, concurrency_stays_within_max_concurrent_calls,
     shutdown_is_prompt_when_idle_and_bounded_by_the_grace,
 };
-pub use schedule::delayed_commands_can_be_read_cancelled_and_rescheduled;
+pub use schedule::{
+    a_delayed_publish_reaches_each_subscription_at_its_time,
+    delayed_commands_can_be_read_cancelled_and_rescheduled,
+};
 
 #[derive(Debug, Serialize, Deserialize)]
 struct Timed {

@@ -136,3 +136,107 @@ pub async fn delayed_commands_can_be_read_cancelled_and_rescheduled(
         "nothing left: ready, in flight, delayed, dead"
     );
 }
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Announced {
+    n: u32,
+}
+
+impl Message for Announced {
+    const NAME: &'static str = "conformance-announced";
+    const KIND: MessageKind = MessageKind::Event;
+}
+impl crate::Event for Announced {}
+
+/// When each subscription handled each event.
+#[derive(Default)]
+struct Heard(Mutex<Vec<(&'static str, u32, Instant)>>);
+
+macro_rules! heard_by {
+    ($ty:ident, $name:literal) => {
+        struct $ty;
+        impl crate::Subscription for $ty {
+            type Event = Announced;
+            const NAME: &'static str = $name;
+        }
+        #[async_trait]
+        impl crate::EventProcessor<$ty> for Arc<Heard> {
+            async fn process(&self, event: Announced, _: &Context) -> Result<(), ProcessError> {
+                self.0
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .push(($name, event.n, Instant::now()));
+                Ok(())
+            }
+        }
+    };
+}
+heard_by!(Mail, "mail");
+heard_by!(Ledger, "ledger");
+
+/// A delayed publish reaches each subscription once, at its due time and not before.
+pub async fn a_delayed_publish_reaches_each_subscription_at_its_time(
+    transport: Arc<dyn Transport>,
+    probe: &dyn Probe,
+) {
+    let capabilities = transport.capabilities();
+    if !capabilities.topics || capabilities.delayed_sends.is_none() {
+        not_checked(
+            "a_delayed_publish_reaches_each_subscription_at_its_time",
+            "everything",
+            "topics: false or delayed_sends: None",
+        );
+        return;
+    }
+    let heard = Arc::new(Heard::default());
+    let running = crate::Host::builder()
+        .transport(transport)
+        .event::<Mail, _>(Arc::clone(&heard))
+        .event::<Ledger, _>(Arc::clone(&heard))
+        .build()
+        .expect("host builds")
+        .start()
+        .await
+        .expect("host starts");
+    let bus = running.bus();
+    let delay = Duration::from_millis(300);
+    let published = Instant::now();
+    let options = crate::SendOptions::new().delay(delay);
+    let sent = bus
+        .publish_with(&Announced { n: 9 }, &options)
+        .await
+        .expect("published");
+    assert!(!sent.duplicate);
+    let both = wait_until(Duration::from_secs(10), || {
+        heard.0.lock().map(|h| h.len() >= 2).unwrap_or(true)
+    })
+    .await;
+    let mut settled = true;
+    for name in ["mail", "ledger"] {
+        let source = Source::subscription(Announced::NAME, name).expect("valid names");
+        let end = Instant::now() + Duration::from_secs(5);
+        let mut counts = probe.counts(&source).await;
+        while counts != [0; 4] && Instant::now() < end {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            counts = probe.counts(&source).await;
+        }
+        settled &= counts == [0; 4];
+    }
+    running.shutdown().await.expect("shutdown");
+    assert!(both, "not every subscription received the delayed event");
+    assert!(settled, "a subscription kept something");
+    let mut got = heard.0.lock().expect("not poisoned").clone();
+    got.sort_by_key(|h| h.0);
+    assert_eq!(
+        got.iter().map(|h| (h.0, h.1)).collect::<Vec<_>>(),
+        [("ledger", 9), ("mail", 9)]
+    );
+    for (name, _, at) in got {
+        let after = at - published;
+        assert!(
+            after + Duration::from_millis(5) >= delay
+                && after <= delay + super::LATENESS + Duration::from_millis(500),
+            "{name} handled the event {after:?} after its publish, due after {delay:?}"
+        );
+    }
+}
