@@ -97,6 +97,14 @@ pub enum Command {
     },
     /// Send one message with a JSON body; prints its message id.
     Send(SendArgs),
+    /// Cancel a delayed message before it becomes ready: it is removed and never
+    /// delivered (exits 1 if nothing waits under the id).
+    Cancel {
+        /// The command queue.
+        queue: String,
+        /// Its id as `bus scheduled` shows it (a delayed send's message id).
+        id: String,
+    },
     /// Show the delayed messages (scheduled sends and retries waiting), earliest first.
     Scheduled {
         /// `queue` or `topic/subscription`.

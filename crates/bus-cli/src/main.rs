@@ -193,6 +193,19 @@ async fn execute(fleet: &Fleet, command: Command, json: bool) -> Result<(), Fail
                 output::scheduled(&queue, &messages)?;
             }
         }
+        Command::Cancel { queue, id } => {
+            let source = existing_native(fleet, &queue, "cancel").await?;
+            if !management.admin().cancel(&source, &id).await? {
+                return Err(Failure::Refused(format!(
+                    "no delayed message {id} waits in {queue}"
+                )));
+            }
+            if json {
+                output::json(&json!({ "queue": queue, "cancelled": id }))?;
+            } else {
+                out!("cancelled {id} of {queue}")?;
+            }
+        }
         Command::Requeue(args) => {
             let queue = existing(fleet, &args.queue).await?;
             if let Some(to) = &args.to {

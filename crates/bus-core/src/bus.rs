@@ -55,6 +55,8 @@ pub struct BusConfig {
     max_message_size: usize,
     send_middleware: Vec<Arc<dyn SendMiddleware>>,
     names: QueueNames,
+    /// Default deadlines per message type (few: looked up in order).
+    time_to_live: Vec<(std::any::TypeId, Duration)>,
 }
 
 impl Default for BusConfig {
@@ -64,6 +66,7 @@ impl Default for BusConfig {
             max_message_size: DEFAULT_MAX_MESSAGE_SIZE,
             send_middleware: Vec::new(),
             names: QueueNames::default(),
+            time_to_live: Vec::new(),
         }
     }
 }
@@ -101,6 +104,27 @@ impl BusConfig {
     ) -> Self {
         self.names = self.names.convention(convention);
         self
+    }
+
+    /// Every message of type `M` sent or published through this bus expires
+    /// `time_to_live` after its send unless the send sets its own deadline
+    /// ([`SendOptions::expires_in`]; docs/concepts.md, "Expiry").
+    pub fn time_to_live<M: Message>(mut self, time_to_live: Duration) -> Self {
+        let id = std::any::TypeId::of::<M>();
+        self.time_to_live.retain(|(t, _)| *t != id);
+        self.time_to_live.push((id, time_to_live));
+        self
+    }
+
+    /// The default time to live of `M`, if one was set.
+    fn time_to_live_of<M: Message>(&self) -> Option<Duration> {
+        if self.time_to_live.is_empty() {
+            return None;
+        }
+        let id = std::any::TypeId::of::<M>();
+        self.time_to_live
+            .iter()
+            .find_map(|(t, ttl)| (*t == id).then_some(*ttl))
     }
 
     /// The run-time names (the host consumes with the same).
@@ -147,6 +171,9 @@ impl Bus {
     /// Sends a command with options (headers, trace id, due time, partition key), and
     /// says what was stored.
     pub async fn send_with<C: Command>(&self, command: &C, options: &SendOptions) -> Result<Sent> {
+        if let Some(key) = options.dedup_key.as_deref() {
+            return self.send_deduplicated(command, options, key).await;
+        }
         let one = std::slice::from_ref(command);
         let transport = &self.shared.transport;
         let produced = match (options.key.as_deref(), options.due) {
@@ -239,19 +266,25 @@ impl Bus {
         Ok(ids[0].clone())
     }
 
-    /// Publishes an event with options (headers, trace id), and says what was stored. A
-    /// due time or a partition key is refused: events are neither delayed nor partitioned.
+    /// Publishes an event with options (headers, trace id, deadline, due time), and says
+    /// what was stored. With a due time, every subscription's copy becomes ready then. A
+    /// partition key or a deduplication key is refused: events are neither partitioned
+    /// nor deduplicated.
     pub async fn publish_with<E: Event>(&self, event: &E, options: &SendOptions) -> Result<Sent> {
-        if options.due.is_some() || options.key.is_some() {
+        if options.key.is_some() || options.dedup_key.is_some() {
             return Err(Error::Config(format!(
-                "publishing {}: events take headers and a trace id, not a due time or a partition key",
+                "publishing {}: events take headers, a trace id, a deadline and a due time, not a partition key or a deduplication key",
                 E::NAME
             )));
         }
         let one = std::slice::from_ref(event);
+        let transport = &self.shared.transport;
         let produced = self
-            .produce("publish", one, Some(options), |name, batch| {
-                self.shared.transport.publish(name, batch)
+            .produce("publish", one, Some(options), |name, batch| async move {
+                match options.due {
+                    Some(due) => transport.publish_at(name, batch, due).await,
+                    None => transport.publish(name, batch).await,
+                }
             })
             .await?;
         self.count_unrouted::<E>(&produced);
@@ -273,7 +306,7 @@ impl Bus {
     /// mapped at start-up ([`BusConfig::queue_for`], [`BusConfig::queue_names`]), checked
     /// (hand-written impls skip the derive's check). Every send and publish goes through
     /// here, and the host resolves its consumers' names with the same mapping.
-    fn destination_name<M: Message>(&self) -> Result<&'static str> {
+    pub(crate) fn destination_name<M: Message>(&self) -> Result<&'static str> {
         self.shared.config.names.resolve(&M::descriptor())
     }
 
@@ -297,7 +330,7 @@ impl Bus {
     /// recorded as a send or publish (feature `metrics`). An empty batch makes no call.
     /// With options or send middleware each message gets headers of its own; without,
     /// they share this handle's.
-    async fn produce<M: Message, T, F>(
+    pub(crate) async fn produce<M: Message, T, F>(
         &self,
         operation: &'static str,
         messages: &[M],
@@ -315,7 +348,10 @@ impl Bus {
         };
         let wire = self.shared.transport.outgoing_wire_format(destination);
         let ids = monotonic_ids(messages.len());
-        let own = if options.is_some() || !self.shared.config.send_middleware.is_empty() {
+        let own = if options.is_some()
+            || self.shared.config.time_to_live_of::<M>().is_some()
+            || !self.shared.config.send_middleware.is_empty()
+        {
             let own = self.own_headers::<M>(&ids, destination, options, wire.is_some());
             Some(tracing::Instrument::instrument(own, span.clone()).await?)
         } else {
@@ -362,6 +398,16 @@ impl Bus {
             let mut headers = base.clone().into_owned();
             if let Some(options) = options {
                 headers.extend(options.headers.clone());
+            }
+            let deadline = options.and_then(|o| o.expires_at).or_else(|| {
+                let ttl = self.shared.config.time_to_live_of::<M>()?;
+                Some(std::time::SystemTime::now() + ttl)
+            });
+            if let Some(deadline) = deadline {
+                headers.insert(
+                    crate::EXPIRES_AT_HEADER.to_owned(),
+                    crate::host::deadline_header(deadline),
+                );
             }
             if foreign && !headers.contains_key(TRACE_ID_HEADER) {
                 headers.insert(TRACE_ID_HEADER.to_owned(), ulid::Ulid::new().to_string());
@@ -464,21 +510,22 @@ impl Bus {
 
 /// What one transport call stored: the ids, the call's answer (`None`: no call, the batch
 /// was empty), and the first message's trace id.
-struct Produced<T> {
-    ids: Vec<MessageId>,
-    out: Option<T>,
-    trace_id: Option<String>,
+pub(crate) struct Produced<T> {
+    pub(crate) ids: Vec<MessageId>,
+    pub(crate) out: Option<T>,
+    pub(crate) trace_id: Option<String>,
 }
 
 impl<T> Produced<T> {
-    fn first_id(&self) -> MessageId {
+    pub(crate) fn first_id(&self) -> MessageId {
         self.ids[0].clone()
     }
 
-    fn sent(self) -> Sent {
+    pub(crate) fn sent(self) -> Sent {
         Sent {
             id: self.first_id(),
             trace_id: self.trace_id,
+            duplicate: false,
         }
     }
 }

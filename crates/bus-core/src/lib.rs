@@ -7,6 +7,8 @@
 //! |---|---|
 //! | [`Message`], [`Command`], [`Event`], [`Subscription`] | message contracts (derive them with `#[derive(RedisCommand)]`, ...) |
 //! | [`CommandProcessor`], [`EventProcessor`], [`ProcessError`], [`Context`] | handlers |
+//! | [`DeadLettering`], [`OnExpiry`], [`EXPIRES_AT_HEADER`] | a message's end: the hook before a dead letter, expiry |
+//! | [`Scheduled`] | a delayed command read back ([`Bus::scheduled`], [`Bus::cancel`], [`Bus::reschedule`]) |
 //! | [`ProcessingSettings`], [`Backoff`] | per-processor consumption settings |
 //! | [`Middleware`], [`Next`] | the pipeline around handlers |
 //! | [`SendOptions`], [`Sent`], [`SendMiddleware`] | one send with options, what it stored, the layers on every send |
@@ -28,6 +30,7 @@ mod bus;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 mod context;
+mod dedup;
 mod depth;
 mod envelope;
 mod error;
@@ -44,6 +47,7 @@ mod otel;
 mod processor;
 pub mod records;
 mod saga;
+mod schedule;
 mod send;
 mod settings;
 mod shared;
@@ -59,7 +63,8 @@ pub use format::Format;
 #[cfg(feature = "metrics")]
 pub use host::metrics;
 pub use host::{
-    shutdown_signal, FailedMessage, Host, HostBuilder, ProcessorEntry, RunningHost, UnknownMessage,
+    shutdown_signal, DeadLettering, FailedMessage, Host, HostBuilder, OnExpiry, ProcessorEntry,
+    RunningHost, UnknownMessage, DEAD_LETTER_HOOK_BOUND, EXPIRES_AT_HEADER,
 };
 pub use memory::MemoryTransport;
 pub use message::{Command, Event, Message, MessageDescriptor, MessageKind, Subscription};
@@ -71,7 +76,10 @@ pub use processor::{CommandProcessor, Disposition, EventProcessor, ProcessError}
 #[cfg(feature = "conformance")]
 pub use saga::conformance as saga_conformance;
 pub use saga::{ContinueSaga, MemorySagaStore, Saga, SagaData, SagaStore, Stamp, StartSaga};
-pub use send::{OutgoingMessage, SendMiddleware, SendOptions, Sent, TRACE_ID_HEADER};
+pub use schedule::Scheduled;
+pub use send::{
+    OutgoingMessage, SendMiddleware, SendOptions, Sent, DEFAULT_DEDUP_WINDOW, TRACE_ID_HEADER,
+};
 pub use settings::{Backoff, ProcessingSettings};
 pub use shared::IntoShared;
 // The transport an application hands its host and its bus; the rest of the contract

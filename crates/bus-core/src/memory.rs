@@ -19,8 +19,8 @@ use crate::records::{DeadLetter, ErrorRecord, QueueStats};
 use crate::transport::{
     Consumer, ConsumerOptions, Delivery, Held, Outgoing, Receipt, ERROR_HISTORY,
 };
-use crate::transport::{DeadLetterReason, Source};
-use crate::{Result, Transport};
+use crate::transport::{DeadLetterReason, Deduplication, Source};
+use crate::{MessageId, Result, Transport};
 
 /// Longest an idle `receive` waits before returning empty.
 const IDLE_WAIT: Duration = Duration::from_secs(1);
@@ -55,6 +55,8 @@ struct Queue {
     isolated: FastSet<Bytes>,
     sequence: u64,
     notify: Arc<Notify>,
+    /// Deduplication keys: the first message's id, held until the instant.
+    dedup: FastMap<String, (MessageId, Instant)>,
 }
 
 /// A message at rest, with its storage key: the message id (unless that id was already
@@ -118,6 +120,15 @@ impl Queue {
     fn delay(&mut self, entry: Entry, due: Instant) {
         self.sequence += 1;
         self.delayed.insert((due, self.sequence), entry);
+    }
+
+    /// Where the delayed message stored under `id` waits (a scan: delayed messages are
+    /// few in the embedded transport, and this is no hot path).
+    fn delayed_entry(&self, id: &MessageId) -> Option<(Instant, u64)> {
+        self.delayed
+            .iter()
+            .find(|(_, entry)| entry.key == id.as_str().as_bytes())
+            .map(|(slot, _)| *slot)
     }
 
     fn promote_due(&mut self, now: Instant) {
@@ -297,6 +308,88 @@ impl Transport for MemoryTransport {
         Ok(())
     }
 
+    async fn send_deduplicated(
+        &self,
+        queue: &str,
+        message: Outgoing,
+        dedup: Deduplication<'_>,
+    ) -> Result<Option<MessageId>> {
+        let mut state = self.state();
+        let q = state.queue(&Source::queue(queue)?);
+        let now = Instant::now();
+        match q.dedup.get(dedup.key) {
+            Some((first, until)) if *until > now => return Ok(Some(first.clone())),
+            _ => {}
+        }
+        // Expired keys are dropped now and then, not on every send.
+        if q.dedup.len() >= 1024 {
+            q.dedup.retain(|_, (_, until)| *until > now);
+        }
+        q.dedup.insert(
+            dedup.key.to_owned(),
+            (message.id.clone(), now + dedup.window),
+        );
+        let entry = entries(vec![message]);
+        match dedup.due {
+            Some(due) => entry.for_each(|e| q.delay(e, to_instant(due))),
+            None => q.ready.extend(entry),
+        }
+        q.notify.notify_waiters();
+        Ok(None)
+    }
+
+    async fn publish_at(
+        &self,
+        topic: &str,
+        messages: Vec<Outgoing>,
+        due: SystemTime,
+    ) -> Result<usize> {
+        let due = to_instant(due);
+        let mut state = self.state();
+        let names: Vec<String> = state
+            .subscriptions
+            .get(topic)
+            .map(|s| s.iter().cloned().collect())
+            .unwrap_or_default();
+        for name in &names {
+            let q = state.queue(&Source::subscription(topic, name.as_str())?);
+            for entry in entries(messages.clone()) {
+                q.delay(entry, due);
+            }
+            q.notify.notify_waiters();
+        }
+        Ok(names.len())
+    }
+
+    async fn scheduled(&self, queue: &str, id: &MessageId) -> Result<Option<(SystemTime, Bytes)>> {
+        let mut state = self.state();
+        let q = state.queue(&Source::queue(queue)?);
+        let now = (Instant::now(), SystemTime::now());
+        Ok(q.delayed_entry(id).and_then(|slot| {
+            let due = now.1 + slot.0.saturating_duration_since(now.0);
+            Some((due, q.delayed.get(&slot)?.stored.payload.clone()))
+        }))
+    }
+
+    async fn cancel(&self, queue: &str, id: &MessageId) -> Result<bool> {
+        let mut state = self.state();
+        let q = state.queue(&Source::queue(queue)?);
+        Ok(q.delayed_entry(id)
+            .and_then(|slot| q.delayed.remove(&slot))
+            .is_some())
+    }
+
+    async fn reschedule(&self, queue: &str, id: &MessageId, due: SystemTime) -> Result<bool> {
+        let mut state = self.state();
+        let q = state.queue(&Source::queue(queue)?);
+        let Some(entry) = q.delayed_entry(id).and_then(|slot| q.delayed.remove(&slot)) else {
+            return Ok(false);
+        };
+        q.delay(entry, to_instant(due));
+        q.notify.notify_waiters();
+        Ok(true)
+    }
+
     async fn publish(&self, topic: &str, messages: Vec<Outgoing>) -> Result<usize> {
         let mut state = self.state();
         let names: Vec<String> = state
@@ -465,6 +558,14 @@ impl Consumer for MemoryConsumer {
             }
         });
         Ok(())
+    }
+
+    async fn errors(&self, receipt: &Receipt) -> Result<Vec<ErrorRecord>> {
+        Ok(self.with_queue(|q| {
+            q.reserved(receipt)
+                .map(|m| m.stored.errors.clone())
+                .unwrap_or_default()
+        }))
     }
 
     async fn release(&self, receipts: &[Receipt]) -> Result<()> {

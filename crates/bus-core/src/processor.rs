@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::{BoxError, Command, Context, ProcessingSettings, Subscription};
+use crate::{BoxError, Command, Context, DeadLettering, ProcessingSettings, Subscription};
 
 /// Handles one command type. One type may implement it for several commands.
 ///
@@ -15,6 +15,23 @@ use crate::{BoxError, Command, Context, ProcessingSettings, Subscription};
 pub trait CommandProcessor<C: Command>: Send + Sync + 'static {
     /// Handles one command.
     async fn process(&self, command: C, ctx: &Context) -> Result<(), ProcessError>;
+
+    /// Runs when a command of this processor is about to be dead-lettered (KnightBus's
+    /// `IProcessBeforeDeadLetter`): its handler failed for the last time, rejected it,
+    /// or it expired or passed the delivery limit before it ran. `dead_letter` says why,
+    /// with the error history. An error, a panic or a run longer than
+    /// [`DEAD_LETTER_HOOK_BOUND`](crate::DEAD_LETTER_HOOK_BOUND) is logged and the message
+    /// is dead-lettered all the same. Messages that never decode or whose type no
+    /// processor knows reach no hook. Does nothing by default.
+    async fn before_dead_letter(
+        &self,
+        command: C,
+        dead_letter: &DeadLettering<'_>,
+        ctx: &Context,
+    ) -> Result<(), BoxError> {
+        let _ = (command, dead_letter, ctx);
+        Ok(())
+    }
 
     /// How this processor consumes its queue.
     fn settings(&self) -> ProcessingSettings {
@@ -27,6 +44,18 @@ pub trait CommandProcessor<C: Command>: Send + Sync + 'static {
 pub trait EventProcessor<S: Subscription>: Send + Sync + 'static {
     /// Handles one event.
     async fn process(&self, event: S::Event, ctx: &Context) -> Result<(), ProcessError>;
+
+    /// Runs when an event of this subscription is about to be dead-lettered; see
+    /// [`CommandProcessor::before_dead_letter`]. Does nothing by default.
+    async fn before_dead_letter(
+        &self,
+        event: S::Event,
+        dead_letter: &DeadLettering<'_>,
+        ctx: &Context,
+    ) -> Result<(), BoxError> {
+        let _ = (event, dead_letter, ctx);
+        Ok(())
+    }
 
     /// How this processor consumes its subscription.
     fn settings(&self) -> ProcessingSettings {

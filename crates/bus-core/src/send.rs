@@ -33,13 +33,30 @@ pub struct SendOptions {
     /// Headers the message carries, beside those the bus adds (trace context); a header
     /// given here wins over an inherited one of the same name.
     pub headers: Headers,
-    /// When the message becomes ready (`None`: at once). Commands only: a delayed publish
-    /// is refused.
+    /// When the message becomes ready (`None`: at once); for an event, each
+    /// subscription's copy.
     pub due: Option<SystemTime>,
     /// The partition key (see [`Bus::send_keyed`](crate::Bus::send_keyed)). Commands
     /// only, and not with a due time.
     pub key: Option<String>,
+    /// The message's deadline: a host that receives it later does not run it, and
+    /// dead-letters it with reason `expired` or drops it
+    /// ([`ProcessingSettings::on_expiry`](crate::ProcessingSettings::on_expiry)). Carried
+    /// in the [`EXPIRES_AT_HEADER`](crate::EXPIRES_AT_HEADER) header; wins over the
+    /// type's [`BusConfig::time_to_live`](crate::BusConfig::time_to_live).
+    pub expires_at: Option<SystemTime>,
+    /// The deduplication key: the message is stored only if no message with this key was
+    /// stored in its queue within [`SendOptions::dedup_window`]; otherwise nothing is
+    /// stored and [`Sent`] names the first message (docs/concepts.md, "Deduplication").
+    /// Commands only.
+    pub dedup_key: Option<String>,
+    /// How long a deduplication key holds after the send that stored it (`None`:
+    /// [`DEFAULT_DEDUP_WINDOW`]).
+    pub dedup_window: Option<Duration>,
 }
+
+/// How long a deduplication key holds when the send does not say.
+pub const DEFAULT_DEDUP_WINDOW: Duration = Duration::from_secs(60 * 60);
 
 impl SendOptions {
     /// No options: a plain send.
@@ -65,6 +82,27 @@ impl SendOptions {
         self.due = Some(due);
         self
     }
+    /// Expires `time_to_live` from now (the sender's clock), however long it waits
+    /// delayed, queued or between retries.
+    pub fn expires_in(self, time_to_live: Duration) -> Self {
+        self.expires_at(SystemTime::now() + time_to_live)
+    }
+    /// Expires at `deadline`.
+    pub fn expires_at(mut self, deadline: SystemTime) -> Self {
+        self.expires_at = Some(deadline);
+        self
+    }
+    /// Stored only if no message with deduplication key `key` was stored in the same
+    /// queue within the window (an hour unless [`SendOptions::dedup_window`] says).
+    pub fn dedup_key(mut self, key: impl Into<String>) -> Self {
+        self.dedup_key = Some(key.into());
+        self
+    }
+    /// How long the deduplication key holds after the send that stores the message.
+    pub fn dedup_window(mut self, window: Duration) -> Self {
+        self.dedup_window = Some(window);
+        self
+    }
     /// With a partition key.
     pub fn key(mut self, key: impl Into<String>) -> Self {
         self.key = Some(key.into());
@@ -81,6 +119,10 @@ pub struct Sent {
     /// The trace id stored with it ([`TRACE_ID_HEADER`]): the one given or inherited, or
     /// the one the destination's wire format made (a BabelQueue queue always has one).
     pub trace_id: Option<String>,
+    /// Whether nothing was stored because a message with the same deduplication key was
+    /// stored within its window: [`Sent::id`] is then that first message's id, and
+    /// `trace_id` is `None` (it is not known).
+    pub duplicate: bool,
 }
 
 /// One message about to be sent or published, as a [`SendMiddleware`] sees it.

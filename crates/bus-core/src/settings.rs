@@ -34,6 +34,8 @@ pub struct ProcessingSettings {
     pub dead_letter_delivery_limit: u32,
     /// See [`ProcessingSettings::retry()`].
     pub retry: Backoff,
+    /// See [`ProcessingSettings::on_expiry()`].
+    pub on_expiry: crate::OnExpiry,
 }
 
 impl Default for ProcessingSettings {
@@ -44,6 +46,7 @@ impl Default for ProcessingSettings {
             message_lock_timeout: Duration::from_secs(60),
             dead_letter_delivery_limit: 5,
             retry: Backoff::default(),
+            on_expiry: crate::OnExpiry::DeadLetter,
         }
     }
 }
@@ -76,6 +79,14 @@ impl ProcessingSettings {
     /// The delay before a failed message is retried.
     pub fn retry(mut self, backoff: Backoff) -> Self {
         self.retry = backoff;
+        self
+    }
+
+    /// What happens to a message received after its deadline
+    /// ([`EXPIRES_AT_HEADER`](crate::EXPIRES_AT_HEADER)): dead-lettered with reason
+    /// `expired` (the default) or dropped.
+    pub fn on_expiry(mut self, on_expiry: crate::OnExpiry) -> Self {
+        self.on_expiry = on_expiry;
         self
     }
 

@@ -160,17 +160,21 @@ pub enum DeadLetterReason {
     Undecodable,
     /// No processor of this queue knows its type.
     UnknownType,
+    /// Its deadline ([`EXPIRES_AT_HEADER`](crate::EXPIRES_AT_HEADER)) passed before a
+    /// handler started it.
+    Expired,
 }
 
 impl DeadLetterReason {
     /// The reason as stored and shown: `delivery_limit`, `rejected`, `undecodable`,
-    /// `unknown_type`.
+    /// `unknown_type`, `expired`.
     pub fn as_str(self) -> &'static str {
         match self {
             DeadLetterReason::DeliveryLimit => "delivery_limit",
             DeadLetterReason::Rejected => "rejected",
             DeadLetterReason::Undecodable => "undecodable",
             DeadLetterReason::UnknownType => "unknown_type",
+            DeadLetterReason::Expired => "expired",
         }
     }
 
@@ -181,6 +185,7 @@ impl DeadLetterReason {
             DeadLetterReason::Rejected,
             DeadLetterReason::Undecodable,
             DeadLetterReason::UnknownType,
+            DeadLetterReason::Expired,
         ]
         .into_iter()
         .find(|reason| reason.as_str() == text)
@@ -313,6 +318,28 @@ pub enum Destination<'a> {
     Topic(&'a str),
 }
 
+/// A send with a deduplication key, as a transport is asked to store it
+/// ([`Transport::send_deduplicated`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Deduplication<'a> {
+    /// The key: one message per key per queue within the window.
+    pub key: &'a str,
+    /// How long the key holds after the send that stored the message.
+    pub window: Duration,
+    /// When the message becomes ready (`None`: at once).
+    pub due: Option<SystemTime>,
+    /// The partition key, if any: on a partitioned queue it picks the partition (else
+    /// the deduplication key does), and the key holds within that partition.
+    pub partition: Option<&'a str>,
+}
+
+fn no_scheduling(queue: &str) -> crate::Error {
+    crate::Error::Config(format!(
+        "{queue}: this transport cannot read, cancel or reschedule delayed messages"
+    ))
+}
+
 /// The producer side of a transport, and a factory of consumers.
 #[async_trait]
 pub trait Transport: Send + Sync + fmt::Debug + 'static {
@@ -327,6 +354,54 @@ pub trait Transport: Send + Sync + fmt::Debug + 'static {
     }
     /// Stores messages to become ready at `due`, all or none.
     async fn send_at(&self, queue: &str, messages: Vec<Outgoing>, due: SystemTime) -> Result<()>;
+    /// Stores `message` (ready now, or at `dedup.due`) unless a message with the
+    /// deduplication key `dedup.key` was stored in `queue` within its window: then
+    /// stores nothing and returns that first message's id. The check, the key and the
+    /// store are one atomic step. The default refuses: a transport without it.
+    async fn send_deduplicated(
+        &self,
+        queue: &str,
+        message: Outgoing,
+        dedup: Deduplication<'_>,
+    ) -> Result<Option<MessageId>> {
+        let _ = (message, dedup);
+        Err(crate::Error::Config(format!(
+            "sending to {queue} with a deduplication key: this transport has no deduplicated sends"
+        )))
+    }
+    /// Like [`Transport::publish`], each subscription's copy becoming ready at `due`, all
+    /// or none. The default refuses: a transport without delayed publishes.
+    async fn publish_at(
+        &self,
+        topic: &str,
+        messages: Vec<Outgoing>,
+        due: SystemTime,
+    ) -> Result<usize> {
+        let _ = (messages, due);
+        Err(crate::Error::Config(format!(
+            "publishing to {topic} with a due time: this transport has no delayed publishes"
+        )))
+    }
+    /// The delayed message `id` of `queue` (a delayed send's message id, or the storage
+    /// id a retry waits under): its due time and stored element, or `None` when no
+    /// message waits under that id (it became ready, or never was). The default refuses:
+    /// a transport without it.
+    async fn scheduled(&self, queue: &str, id: &MessageId) -> Result<Option<(SystemTime, Bytes)>> {
+        let _ = id;
+        Err(no_scheduling(queue))
+    }
+    /// Removes the delayed message `id` of `queue` before it becomes ready, in one step;
+    /// `false` when no message waits under that id (too late: it became ready).
+    async fn cancel(&self, queue: &str, id: &MessageId) -> Result<bool> {
+        let _ = id;
+        Err(no_scheduling(queue))
+    }
+    /// Moves the due time of the delayed message `id` of `queue` to `due`, in one step;
+    /// `false` when no message waits under that id.
+    async fn reschedule(&self, queue: &str, id: &MessageId, due: SystemTime) -> Result<bool> {
+        let _ = (id, due);
+        Err(no_scheduling(queue))
+    }
     /// Writes a copy of each message to every subscription of `topic`, all or none.
     /// Returns the number of subscriptions reached.
     async fn publish(&self, topic: &str, messages: Vec<Outgoing>) -> Result<usize>;
@@ -410,6 +485,13 @@ pub trait Consumer: Send + Sync + fmt::Debug {
     async fn absolve(&self, receipts: &[Receipt]) -> Result<usize> {
         let _ = receipts;
         Ok(0)
+    }
+    /// The errors recorded for a held message by its earlier failed deliveries, oldest
+    /// first (at most [`ERROR_HISTORY`]); read only when a dead-letter hook asks for them.
+    /// The default (a transport that keeps none) is empty.
+    async fn errors(&self, receipt: &Receipt) -> Result<Vec<ErrorRecord>> {
+        let _ = receipt;
+        Ok(Vec::new())
     }
     /// Closes the consumer's own connections, if any (called once, after its last use).
     async fn close(&self) -> Result<()> {

@@ -154,12 +154,13 @@ async fn a_due_time_and_a_key_are_options_of_one_send() {
     // Refused, with nothing stored: a key with a due time, and options events cannot take.
     let both = SendOptions::new().key("k").delay(Duration::from_secs(1));
     assert!(bus.send_with(&Work { n: 3 }, &both).await.is_err());
-    let delayed_event = SendOptions::new().delay(Duration::from_secs(1));
-    let error = bus
-        .publish_with(&Happened, &delayed_event)
-        .await
-        .unwrap_err();
-    assert!(error.to_string().contains("not a due time"), "{error}");
+    for refused in [
+        SendOptions::new().key("k"),
+        SendOptions::new().dedup_key("k"),
+    ] {
+        let error = bus.publish_with(&Happened, &refused).await.unwrap_err();
+        assert!(error.to_string().contains("not a partition key"), "{error}");
+    }
     let stats = transport.stats(&queue);
     assert_eq!((stats.ready, stats.delayed), (1, 1), "{stats:?}");
 }

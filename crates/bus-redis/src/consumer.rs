@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use bus_core::records::ErrorRecord;
 use bus_core::transport::{Consumer, ConsumerOptions, DeadLetterReason, Delivery, Held, Receipt};
 use bus_core::Result;
-use fred::prelude::{Client, ClientLike};
+use fred::prelude::{Client, ClientLike, HashesInterface};
 use fred::types::{ClusterHash, CustomCommand, Value};
 use fred::util::redis_keyslot;
 use tokio_util::bytes::Bytes;
@@ -321,6 +321,22 @@ impl Consumer for RedisConsumer {
             .run_int(&self.client, self.script_keys.dead_letter.clone(), args)
             .await?;
         Ok(())
+    }
+
+    async fn errors(&self, receipt: &Receipt) -> Result<Vec<ErrorRecord>> {
+        // A leased message is on its first delivery: it has no earlier errors.
+        let Held::Stored { key, .. } = &receipt.held else {
+            return Ok(Vec::new());
+        };
+        let raw: Option<Bytes> = self
+            .client
+            .hget(&self.keys.errors, key.clone())
+            .await
+            .map_err(Error::from)?;
+        Ok(raw
+            .as_deref()
+            .map(crate::admin::parse_errors)
+            .unwrap_or_default())
     }
 
     async fn release(&self, receipts: &[Receipt]) -> Result<()> {

@@ -96,6 +96,14 @@ impl QueueKeys {
         (list, done)
     }
 
+    /// The deduplication key `key` of this queue (a string: the id of the message stored
+    /// with it, expiring with the window): `<queue base>:dedup:<key>`, under the queue's
+    /// hash tag. Not one of [`QueueKeys::all`]: it expires by itself.
+    pub fn dedup(&self, key: &str) -> String {
+        let base = self.ready.strip_suffix(":ready").unwrap_or(&self.ready);
+        format!("{base}:dedup:{key}")
+    }
+
     /// Only the ready list of `source`: what a send needs, built with one allocation
     /// instead of every key of the queue. Equal to `QueueKeys::new(prefix, source).ready`.
     pub fn ready_of(prefix: &str, source: &Source) -> String {

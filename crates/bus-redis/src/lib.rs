@@ -22,6 +22,7 @@ pub mod admin;
 mod coalesce;
 mod config;
 mod consumer;
+mod dedup;
 mod durable;
 mod error;
 pub mod keys;
@@ -29,6 +30,7 @@ mod liveness;
 mod partition;
 mod protocol;
 mod receipts;
+mod schedule;
 mod scripts;
 #[cfg(feature = "tls")]
 mod tls;

@@ -86,6 +86,11 @@ impl Spread {
         first.then_some(shards.count)
     }
 
+    /// The number of shards of `queue`, `None` for an unpartitioned queue.
+    pub(crate) fn count(&self, queue: &str) -> Option<u16> {
+        self.queues.get(queue).map(|shards| shards.count)
+    }
+
     /// The shard a send to `queue` goes to, `None` for an unpartitioned queue: by its
     /// partition key when there is one, else the next in turn.
     pub(crate) fn shard(&self, queue: &str, key: Option<&str>) -> Option<u16> {
@@ -386,6 +391,11 @@ impl Consumer for PartitionedConsumer {
     ) -> Result<()> {
         let (shard, own) = self.split(receipt)?;
         self.shards[shard].dead_letter(&own, reason, error).await
+    }
+
+    async fn errors(&self, receipt: &Receipt) -> Result<Vec<ErrorRecord>> {
+        let (shard, own) = self.split(receipt)?;
+        self.shards[shard].errors(&own).await
     }
 
     async fn release(&self, receipts: &[Receipt]) -> Result<()> {

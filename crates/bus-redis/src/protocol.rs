@@ -7,9 +7,11 @@ use fred::types::{SetOptions, Value};
 
 use crate::{keys, Error, Result};
 
-/// The protocol this build speaks: 2, the lease layout. Protocol 1 is the layout before
-/// leases, which recorded no version. `lua/common.lua`'s `PROTOCOL` says the same.
-pub const PROTOCOL: u32 = 2;
+/// The protocol this build speaks: 3, the lease layout of protocol 2 plus consumers that
+/// honour message deadlines (the `bus-expires-at` header) and `send_once.lua`
+/// (docs/wire-format.md, "Versioning"). Protocol 1 is the layout before leases, which
+/// recorded no version. `lua/common.lua`'s `PROTOCOL` says the same.
+pub const PROTOCOL: u32 = 3;
 
 /// Records [`PROTOCOL`] under `prefix` if no version is recorded yet (`SET NX`), else
 /// checks it: another version is [`Error::ProtocolMismatch`]. A refused write (a full
@@ -59,7 +61,7 @@ async fn read(client: &Client, key: &str) -> Result<Option<String>> {
 
 /// The first record under a prefix. Queues already there were written by an unversioned
 /// client: protocol 2 before versions existed, or protocol 1, whose consumers must be
-/// stopped before protocol 2's start (docs/operations.md, "Upgrades").
+/// stopped before later protocols' start (docs/operations.md, "Upgrades").
 async fn recorded(client: &Client, prefix: &str) -> Result<()> {
     let queues: i64 = client
         .scard(keys::queue_registry(prefix))

@@ -84,6 +84,14 @@ macro_rules! lua {
 // Each script is hashed once per process, on first use.
 pub(crate) static SEND_AT: LazyLock<LuaScript> = LazyLock::new(|| lua!("send_at", ["common"]));
 pub(crate) static PUBLISH: LazyLock<LuaScript> = LazyLock::new(|| lua!("publish", ["common"]));
+pub(crate) static SEND_ONCE: LazyLock<LuaScript> = LazyLock::new(|| lua!("send_once", ["common"]));
+pub(crate) static PUBLISH_AT: LazyLock<LuaScript> =
+    LazyLock::new(|| lua!("publish_at", ["common"]));
+pub(crate) static CANCEL: LazyLock<LuaScript> = LazyLock::new(|| lua!("cancel", ["common"]));
+pub(crate) static RESCHEDULE: LazyLock<LuaScript> =
+    LazyLock::new(|| lua!("reschedule", ["common"]));
+pub(crate) static READ_SCHEDULED: LazyLock<LuaScript> =
+    LazyLock::new(|| lua!("read_scheduled", ["common"]));
 pub(crate) static RESERVE: LazyLock<LuaScript> =
     LazyLock::new(|| lua!("reserve", ["common"], flags = "allow-oom"));
 pub(crate) static RESERVE_ALONE: LazyLock<LuaScript> =

@@ -5,10 +5,11 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
-use bus_core::transport::{Consumer, ConsumerOptions, Outgoing, Source};
-use bus_core::Transport;
+use bus_core::transport::{Consumer, ConsumerOptions, Deduplication, Outgoing, Source};
+use bus_core::{MessageId, Transport};
 use fred::prelude::{Client, ClientLike, SetsInterface};
 use fred::types::Value;
+use tokio_util::bytes::Bytes;
 
 use crate::coalesce::Coalescer;
 use crate::consumer::RedisConsumer;
@@ -182,6 +183,28 @@ impl RedisTransport {
         })
     }
 
+    /// Which shard each send goes to.
+    pub(crate) fn spread(&self) -> &Spread {
+        &self.inner.spread
+    }
+
+    /// The keys a script that sends writes: the queue's, or those of the partition `key`
+    /// picks. The first send to a partitioned queue records its shard count.
+    pub(crate) async fn keys_for_send(
+        &self,
+        queue: &str,
+        key: Option<&str>,
+    ) -> bus_core::Result<QueueKeys> {
+        let source = Source::queue(queue)?;
+        if let Some(shards) = self.inner.spread.first_send(queue) {
+            partition::record(&self.inner.client, self.prefix(), queue, shards).await;
+        }
+        Ok(match self.inner.spread.shard(queue, key) {
+            Some(shard) => QueueKeys::shard(self.prefix(), queue, shard),
+            None => self.keys(&source),
+        })
+    }
+
     /// Appends plain envelopes to one ready list: one command, all or none. The first
     /// send to a partitioned queue also records its shard count (once per transport).
     async fn push(
@@ -206,15 +229,32 @@ impl RedisTransport {
             .map_err(|e| self.write_error(e))
     }
 
-    /// Runs a script that writes: plainly, or followed by `WAIT` on a durable handle.
-    async fn write(
+    /// Runs a script that writes and answers an integer: plainly, or followed by `WAIT` on
+    /// a durable handle.
+    pub(crate) async fn write(
         &self,
         script: &LuaScript,
         keys: Vec<String>,
         args: Vec<Value>,
     ) -> bus_core::Result<Written> {
+        Ok(match self.write_reply(script, keys, args).await? {
+            Written::Done(reply) => Written::Done(script.int(&reply)?),
+            Written::NotReplicated(reply, e) => Written::NotReplicated(script.int(&reply)?, e),
+        })
+    }
+
+    /// Runs a script that writes, with its reply as Redis gave it.
+    pub(crate) async fn write_reply(
+        &self,
+        script: &LuaScript,
+        keys: Vec<String>,
+        args: Vec<Value>,
+    ) -> bus_core::Result<Written<Value>> {
         let Some(durable) = &self.durable else {
-            let reply = script.run_int(&self.inner.client, keys, args).await?;
+            let reply = script
+                .run(&self.inner.client, keys, args)
+                .await
+                .map_err(Error::from)?;
             return Ok(Written::Done(reply));
         };
         let slot_key = keys.first().cloned().unwrap_or_default();
@@ -224,9 +264,9 @@ impl RedisTransport {
             .script(client, script, &slot_key, keys, args)
             .await
         {
-            Ok(reply) => Ok(Written::Done(script.int(&reply)?)),
+            Ok(reply) => Ok(Written::Done(reply)),
             Err(WriteError::NotReplicated { written, confirmed }) => Ok(Written::NotReplicated(
-                script.int(&written)?,
+                written,
                 self.not_replicated(confirmed),
             )),
             Err(other) => Err(self.write_error(other)),
@@ -252,7 +292,7 @@ impl RedisTransport {
         }
     }
 
-    fn prefix(&self) -> &str {
+    pub(crate) fn prefix(&self) -> &str {
         self.inner.config.key_prefix()
     }
 
@@ -300,6 +340,38 @@ impl RedisTransport {
         }
     }
 
+    /// Runs `publish_at.lua`: as [`Self::try_publish`], with each subscription's
+    /// delayed set, stored messages and ready list.
+    async fn try_publish_at(
+        &self,
+        topic: &str,
+        names: &[String],
+        messages: &[Outgoing],
+        due: SystemTime,
+    ) -> bus_core::Result<i64> {
+        let mut keys = Vec::with_capacity(1 + 3 * names.len());
+        keys.push(keys::subscriptions(self.prefix(), topic));
+        let mut args = Vec::with_capacity(2 + names.len() + 2 * messages.len());
+        args.push(Value::from(names.len() as i64));
+        args.extend(names.iter().map(|name| Value::from(name.as_str())));
+        for name in names {
+            match Source::subscription(topic, name.as_str()) {
+                Ok(source) => {
+                    let k = self.keys(&source);
+                    keys.extend([k.delayed, k.msgs, k.ready]);
+                }
+                Err(e) => self.warn_invalid_subscription(topic, name, &e),
+            }
+        }
+        args.push(Value::from(epoch_ms(due)));
+        args.extend(message_args(messages));
+        match self.write(&scripts::PUBLISH_AT, keys, args).await? {
+            Written::Done(reached) => Ok(reached),
+            Written::NotReplicated(-1, _) => Ok(-1),
+            Written::NotReplicated(_, error) => Err(error),
+        }
+    }
+
     fn warn_invalid_subscription(&self, topic: &str, name: &str, error: &bus_core::Error) {
         let mut warned = self
             .inner
@@ -324,12 +396,12 @@ impl RedisTransport {
 }
 
 /// What a script that writes did.
-enum Written {
+pub(crate) enum Written<T = i64> {
     /// Its reply (replicated as asked, on a durable handle).
-    Done(i64),
+    Done(T),
     /// Its reply, on a durable handle that fewer replicas than asked confirmed in time,
     /// and the error to return when it wrote something.
-    NotReplicated(i64, bus_core::Error),
+    NotReplicated(T, bus_core::Error),
 }
 
 /// `id, envelope, id, envelope, ...` as script arguments.
@@ -339,7 +411,7 @@ fn message_args(messages: &[Outgoing]) -> impl Iterator<Item = Value> + '_ {
         .flat_map(|m| [Value::from(m.id.as_str()), Value::Bytes(m.payload.clone())])
 }
 
-fn epoch_ms(time: SystemTime) -> i64 {
+pub(crate) fn epoch_ms(time: SystemTime) -> i64 {
     time.duration_since(UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
@@ -384,6 +456,36 @@ impl Transport for RedisTransport {
         }
     }
 
+    async fn send_deduplicated(
+        &self,
+        queue: &str,
+        message: Outgoing,
+        dedup: Deduplication<'_>,
+    ) -> bus_core::Result<Option<MessageId>> {
+        crate::dedup::send(self, queue, message, dedup).await
+    }
+
+    async fn scheduled(
+        &self,
+        queue: &str,
+        id: &MessageId,
+    ) -> bus_core::Result<Option<(SystemTime, Bytes)>> {
+        crate::schedule::read(self, queue, id).await
+    }
+
+    async fn cancel(&self, queue: &str, id: &MessageId) -> bus_core::Result<bool> {
+        crate::schedule::cancel(self, queue, id).await
+    }
+
+    async fn reschedule(
+        &self,
+        queue: &str,
+        id: &MessageId,
+        due: SystemTime,
+    ) -> bus_core::Result<bool> {
+        crate::schedule::reschedule(self, queue, id, due).await
+    }
+
     async fn publish(&self, topic: &str, messages: Vec<Outgoing>) -> bus_core::Result<usize> {
         bus_core::transport::validate_name("topic", topic)?;
         let cached = self
@@ -399,6 +501,39 @@ impl Transport for RedisTransport {
         };
         for _ in 0..PUBLISH_ATTEMPTS {
             let reached = self.try_publish(topic, &names, &messages).await?;
+            if reached >= 0 {
+                return Ok(usize::try_from(reached).unwrap_or(0));
+            }
+            // The subscriptions changed since they were read: read them again.
+            names = self.read_subscriptions(topic).await?;
+        }
+        Err(Error::SubscriptionsKeptChanging {
+            topic: topic.to_owned(),
+            attempts: PUBLISH_ATTEMPTS,
+        }
+        .into())
+    }
+
+    async fn publish_at(
+        &self,
+        topic: &str,
+        messages: Vec<Outgoing>,
+        due: SystemTime,
+    ) -> bus_core::Result<usize> {
+        bus_core::transport::validate_name("topic", topic)?;
+        let cached = self
+            .inner
+            .subscriptions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(topic)
+            .cloned();
+        let mut names = match cached {
+            Some(names) => names,
+            None => self.read_subscriptions(topic).await?,
+        };
+        for _ in 0..PUBLISH_ATTEMPTS {
+            let reached = self.try_publish_at(topic, &names, &messages, due).await?;
             if reached >= 0 {
                 return Ok(usize::try_from(reached).unwrap_or(0));
             }

@@ -23,7 +23,12 @@ const SCRIPTS: &[(&str, &str)] = &[
     ("recover", include_str!("../lua/recover.lua")),
     ("absolve", include_str!("../lua/absolve.lua")),
     ("send_at", include_str!("../lua/send_at.lua")),
+    ("send_once", include_str!("../lua/send_once.lua")),
+    ("cancel", include_str!("../lua/cancel.lua")),
+    ("reschedule", include_str!("../lua/reschedule.lua")),
+    ("read_scheduled", include_str!("../lua/read_scheduled.lua")),
     ("publish", include_str!("../lua/publish.lua")),
+    ("publish_at", include_str!("../lua/publish_at.lua")),
     (
         "admin_dead_envelopes",
         include_str!("../lua/admin_dead_envelopes.lua"),
@@ -77,6 +82,7 @@ impl Queue {
     /// The KEYS of `script`, in docs/wire-format.md's order.
     fn keys(&self, script: &str) -> Vec<String> {
         let k = &self.k;
+        let dedup = k.dedup("shape");
         let list: Vec<&String> = match script {
             "reserve" => vec![
                 &k.ready,
@@ -152,7 +158,12 @@ impl Queue {
             ],
             "absolve" => vec![&k.suspects, &k.ready],
             "send_at" => vec![&k.delayed, &k.msgs, &k.ready],
+            "send_once" => vec![&dedup, &k.ready, &k.delayed, &k.msgs],
+            "cancel" => vec![&k.delayed, &k.msgs, &k.deliveries, &k.errors],
+            "reschedule" => vec![&k.delayed, &k.ready],
+            "read_scheduled" => vec![&k.delayed, &k.msgs],
             "publish" => vec![&self.subs, &k.ready],
+            "publish_at" => vec![&self.subs, &k.delayed, &k.msgs, &k.ready],
             "admin_dead_envelopes" => vec![&k.dead, &k.msgs],
             "admin_delete_dead" => vec![&k.dead, &k.msgs, &k.dead_info, &k.errors, &k.deliveries],
             "admin_in_flight" => vec![&k.inflight, &k.msgs, &k.deliveries, &k.leases],
@@ -393,7 +404,11 @@ fn good_argv(script: &str, token: &str, id: &str, dead: &str) -> Vec<String> {
         "recover" => vec!["3", "100", "lost"],
         "absolve" => vec![token, "0", id, "1"],
         "send_at" => vec!["0", "now", "{}"],
+        "send_once" => vec!["60000", "", "once", "{}"],
+        "cancel" | "read_scheduled" => vec!["later"],
+        "reschedule" => vec!["later", "0"],
         "publish" => vec!["1", "name", "{}"],
+        "publish_at" => vec!["1", "name", "0", "announced", "{}"],
         "admin_dead_envelopes" => vec![dead],
         "admin_delete_dead" => vec![dead],
         "admin_in_flight" => vec!["10"],
@@ -431,7 +446,22 @@ fn bad_argvs(script: &str, token: &str, id: &str) -> Vec<Vec<String>> {
         "recover" => vec![vec!["3", "100"], vec!["three", "100", "e"]],
         "absolve" => vec![vec![token]],
         "send_at" => vec![vec!["0", "now"], vec!["soon", "now", "{}"], vec![]],
+        "cancel" => vec![vec![], vec!["later", "again"]],
+        "reschedule" => vec![vec!["later"], vec!["later", "soon"]],
+        "read_scheduled" => vec![vec![]],
+        "send_once" => vec![
+            vec!["60000", "", "once"],
+            vec!["soon", "", "once", "{}"],
+            vec!["60000", "later", "once", "{}"],
+            vec!["0", "", "once", "{}"],
+        ],
         "publish" => vec![vec!["x", "name", "{}"], vec!["2", "name"], vec![]],
+        "publish_at" => vec![
+            vec!["1", "name"],
+            vec!["x", "name", "0"],
+            vec!["1", "name", "soon", "announced", "{}"],
+            vec!["1", "name", "0", "announced"],
+        ],
         "admin_in_flight" => vec![vec![], vec!["x"]],
         "admin_move" | "admin_requeue" => vec![vec!["some"], vec!["all", "x"], vec![]],
         "admin_purge" => vec![vec!["10"], vec!["10", "x"]],
@@ -542,8 +572,8 @@ async fn connecting_records_the_protocol_version_once() {
     let transport = RedisTransport::connect(&config(&redis.url(), redis.namespace()))
         .await
         .unwrap();
-    assert_eq!(client.get(&key).unwrap().as_deref(), Some(&b"2"[..]));
-    assert_eq!(PROTOCOL, 2);
+    assert_eq!(client.get(&key).unwrap().as_deref(), Some(&b"3"[..]));
+    assert_eq!(PROTOCOL, 3);
     // A second client finds it and agrees.
     RedisTransport::connect(&config(&redis.url(), redis.namespace()))
         .await
@@ -556,20 +586,20 @@ async fn another_protocol_version_is_refused_at_connect_and_nothing_is_written()
     let redis = TestRedis::start().unwrap();
     let key = keys::protocol(redis.namespace());
     let mut client = redis.client();
-    for found in ["3", "1", "two"] {
+    for found in ["4", "2", "1", "two"] {
         client.set(&key, found).unwrap();
         let before = redis.keys();
         let error = RedisTransport::connect(&config(&redis.url(), redis.namespace()))
             .await
             .expect_err("connected to a Redis of another protocol");
         assert!(
-            matches!(&error, Error::ProtocolMismatch { found: f, speaks: 2, .. } if f == found),
+            matches!(&error, Error::ProtocolMismatch { found: f, speaks: 3, .. } if f == found),
             "{error:?}"
         );
         let text = error.to_string();
         assert!(
             text.contains(&format!("bus protocol {found} under {key}"))
-                && text.contains("this build speaks protocol 2")
+                && text.contains("this build speaks protocol 3")
                 && text.contains("docs/operations.md \"Upgrades\""),
             "{text}"
         );

@@ -68,10 +68,22 @@ macro_rules! command {
 }
 
 // After `command!`, which it uses.
+mod dedup;
+pub use dedup::a_dedup_key_stores_one_message_per_window;
+mod lifecycle;
+pub use lifecycle::{
+    expired_messages_are_dead_lettered_unhandled, expired_messages_can_be_dropped,
+    the_hook_before_a_dead_letter_sees_why_and_never_stops_it,
+};
 mod processing;
+mod schedule;
 pub use processing::{
     an_event_reaches_each_subscription_once, concurrency_stays_within_max_concurrent_calls,
     shutdown_is_prompt_when_idle_and_bounded_by_the_grace,
+};
+pub use schedule::{
+    a_delayed_publish_reaches_each_subscription_at_its_time,
+    delayed_commands_can_be_read_cancelled_and_rescheduled,
 };
 
 #[derive(Debug, Serialize, Deserialize)]

@@ -10,12 +10,13 @@ use futures::FutureExt;
 use tokio_util::sync::CancellationToken;
 use tracing::Span;
 
+use super::lifecycle::{expiry, Dying, Expiry};
 use super::outcome::{error_chain, panic_message, Outcome};
 use super::routes::{FailedMessage, Routes, UnknownMessage};
 use crate::envelope::Incoming;
 use crate::middleware::Next;
 use crate::records::ErrorRecord;
-use crate::transport::{DeadLetterReason, Delivery, Source, WireFormat};
+use crate::transport::{Consumer, DeadLetterReason, Delivery, Source, WireFormat};
 use crate::{Bus, Context, Disposition, Envelope, Middleware, ProcessingSettings};
 
 /// What one message's path needs, and nothing of the worker's loop: the source, its
@@ -32,6 +33,8 @@ pub(super) struct Dispatch {
     pub(super) wire: Option<Arc<dyn WireFormat>>,
     /// What handlers asked to run after their message's ack ([`Context::after_ack`]).
     pub(super) after_ack: Arc<super::after_ack::AfterAcks>,
+    /// The source's consumer, for what a dead-letter hook asks of it (the error history).
+    pub(super) consumer: Arc<dyn Consumer>,
 }
 
 /// The span of one delivery; the message's id and type are filled in once decoded.
@@ -100,14 +103,6 @@ impl Dispatch {
             );
             return Outcome::DeadLetter(DeadLetterReason::UnknownType, ErrorRecord::now(error));
         };
-        let limit = self.settings.dead_letter_delivery_limit;
-        if delivery.delivery_count > limit {
-            let error = format!(
-                "delivered {} times; the limit is {limit}",
-                delivery.delivery_count
-            );
-            return Outcome::DeadLetter(DeadLetterReason::DeliveryLimit, ErrorRecord::now(error));
-        }
         let Incoming {
             id,
             headers,
@@ -126,6 +121,42 @@ impl Dispatch {
             cancellation,
             after_ack: Some((Arc::clone(&self.after_ack), delivery.receipt.clone())),
         };
+        let dying = |body| Dying {
+            route,
+            body,
+            format,
+            ctx: &ctx,
+            receipt: &delivery.receipt,
+        };
+        match expiry(&ctx.headers) {
+            Expiry::Live => {}
+            Expiry::Expired(error) => {
+                return match self.settings.on_expiry {
+                    crate::OnExpiry::Drop => {
+                        tracing::info!(error = %error.message, "dropping an expired message");
+                        Outcome::Ack
+                    }
+                    _ => {
+                        self.dead_letter(dying(body), DeadLetterReason::Expired, error)
+                            .await
+                    }
+                };
+            }
+            Expiry::Malformed(problem) => return Outcome::undecodable(problem),
+        }
+        let limit = self.settings.dead_letter_delivery_limit;
+        if delivery.delivery_count > limit {
+            let error = format!(
+                "delivered {} times; the limit is {limit}",
+                delivery.delivery_count
+            );
+            let error = ErrorRecord::now(error);
+            return self
+                .dead_letter(dying(body), DeadLetterReason::DeliveryLimit, error)
+                .await;
+        }
+        // Kept for a dead-letter hook (a reference count, not a copy).
+        let kept = body.clone();
         // The body's `Deserialize` is the user's code: a panic there is an undecodable body.
         let invoke = || route.invoke.call(body, format, &ctx);
         let handler = match std::panic::catch_unwind(AssertUnwindSafe(invoke)) {
@@ -152,13 +183,16 @@ impl Dispatch {
         let error = ErrorRecord::now(error);
         let delay = match disposition {
             Disposition::DeadLetter => {
-                return Outcome::DeadLetter(DeadLetterReason::Rejected, error)
+                return self
+                    .dead_letter(dying(kept), DeadLetterReason::Rejected, error)
+                    .await
             }
             Disposition::RetryAfter(delay) => delay,
             _ => self.settings.retry.delay(delivery.delivery_count),
         };
         if delivery.delivery_count >= limit {
-            Outcome::DeadLetter(DeadLetterReason::DeliveryLimit, error)
+            self.dead_letter(dying(kept), DeadLetterReason::DeliveryLimit, error)
+                .await
         } else {
             Outcome::Retry(delay, error)
         }

@@ -4,6 +4,7 @@ pub(crate) mod after_ack;
 mod handle;
 mod handler_runtime;
 mod held;
+mod lifecycle;
 pub mod metrics;
 mod outcome;
 mod registration;
@@ -17,6 +18,8 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+pub(crate) use lifecycle::deadline_header;
+pub use lifecycle::{DeadLettering, OnExpiry, DEAD_LETTER_HOOK_BOUND, EXPIRES_AT_HEADER};
 pub(crate) use registration::{invoke, Registration};
 pub use registry::ProcessorEntry;
 pub use routes::{FailedMessage, UnknownMessage};
@@ -429,6 +432,7 @@ impl Host {
                 }
             };
             let wire = self.bus.transport().wire_format(&registration.source);
+            let consumer: Arc<dyn crate::transport::Consumer> = consumer.into();
             let worker = worker::Worker {
                 metrics: metrics::WorkerMetrics::new(&routes),
                 dispatch: handle::Dispatch {
@@ -439,9 +443,10 @@ impl Host {
                     bus: self.bus.clone(),
                     wire,
                     after_ack: Arc::default(),
+                    consumer: Arc::clone(&consumer),
                 },
                 registration,
-                consumer: consumer.into(),
+                consumer,
                 recovery_interval: self.recovery_interval,
                 shutdown_grace: self.shutdown_grace,
                 handler_runtime: Arc::clone(&handler_runtime),

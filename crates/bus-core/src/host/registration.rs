@@ -8,8 +8,8 @@ use bytes::Bytes;
 use futures::future::BoxFuture;
 
 use crate::{
-    Command, CommandProcessor, Context, EventProcessor, Format, Message, MessageDescriptor,
-    ProcessError, ProcessingSettings, Result, Subscription,
+    BoxError, Command, CommandProcessor, Context, DeadLettering, EventProcessor, Format, Message,
+    MessageDescriptor, ProcessError, ProcessingSettings, Result, Subscription,
 };
 
 use crate::transport::Source;
@@ -18,10 +18,26 @@ use crate::transport::Source;
 /// context for the whole call: no copy per message).
 pub(crate) type Handling<'a> = BoxFuture<'a, Result<(), ProcessError>>;
 
+/// The future of a processor's `before_dead_letter` hook.
+pub(crate) type HookCall<'a> = BoxFuture<'a, Result<(), BoxError>>;
+
 /// Decodes a body and returns the processor's future; a body that does not decode is an
 /// error here, before any middleware runs.
 pub(crate) trait InvokeFn: Send + Sync {
     fn call<'a>(&'a self, body: Bytes, format: Format, ctx: &'a Context) -> Result<Handling<'a>>;
+
+    /// Decodes a body and returns the processor's hook before a dead letter; `None` when
+    /// the processor has none (sagas).
+    fn before_dead_letter<'a>(
+        &'a self,
+        body: Bytes,
+        format: Format,
+        ctx: &'a Context,
+        dead_letter: &'a DeadLettering<'a>,
+    ) -> Result<Option<HookCall<'a>>> {
+        let _ = (body, format, ctx, dead_letter);
+        Ok(None)
+    }
 }
 
 impl<F> InvokeFn for F
@@ -55,6 +71,21 @@ impl<C: Command, P: CommandProcessor<C>> InvokeFn for CommandHandler<C, P> {
         let command: C = format.decode_body(C::NAME, &body)?;
         Ok(self.processor.process(command, ctx))
     }
+
+    fn before_dead_letter<'a>(
+        &'a self,
+        body: Bytes,
+        format: Format,
+        ctx: &'a Context,
+        dead_letter: &'a DeadLettering<'a>,
+    ) -> Result<Option<HookCall<'a>>> {
+        let command: C = format.decode_body(C::NAME, &body)?;
+        Ok(Some(self.processor.before_dead_letter(
+            command,
+            dead_letter,
+            ctx,
+        )))
+    }
 }
 
 /// An event processor's handler, as [`CommandHandler`].
@@ -67,6 +98,21 @@ impl<S: Subscription, P: EventProcessor<S>> InvokeFn for EventHandler<S, P> {
     fn call<'a>(&'a self, body: Bytes, format: Format, ctx: &'a Context) -> Result<Handling<'a>> {
         let event: S::Event = format.decode_body(<S::Event as Message>::NAME, &body)?;
         Ok(self.processor.process(event, ctx))
+    }
+
+    fn before_dead_letter<'a>(
+        &'a self,
+        body: Bytes,
+        format: Format,
+        ctx: &'a Context,
+        dead_letter: &'a DeadLettering<'a>,
+    ) -> Result<Option<HookCall<'a>>> {
+        let event: S::Event = format.decode_body(<S::Event as Message>::NAME, &body)?;
+        Ok(Some(self.processor.before_dead_letter(
+            event,
+            dead_letter,
+            ctx,
+        )))
     }
 }
 

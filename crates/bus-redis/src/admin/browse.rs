@@ -115,6 +115,27 @@ impl Admin {
         Ok(out)
     }
 
+    /// Cancels the delayed message `id` (as [`Admin::scheduled`] shows it) of a queue:
+    /// removed in one step (`cancel.lua`) and never delivered. `false` when nothing waits
+    /// under that id.
+    pub async fn cancel(&self, source: &Source, id: &str) -> Result<bool> {
+        let shards = self.shards(source).await?;
+        let Some((shard, own)) = super::partitions::locate(&shards, id) else {
+            return Ok(false);
+        };
+        let keys = &shards[shard].keys;
+        let script_keys = vec![
+            keys.delayed.clone(),
+            keys.msgs.clone(),
+            keys.deliveries.clone(),
+            keys.errors.clone(),
+        ];
+        let cancelled = crate::scripts::CANCEL
+            .run_int(self.client(), script_keys, vec![Value::from(own)])
+            .await?;
+        Ok(cancelled == 1)
+    }
+
     async fn scheduled_at(&self, keys: &QueueKeys, n: u64) -> Result<Vec<ScheduledMessage>> {
         if n == 0 {
             return Ok(Vec::new());

@@ -29,6 +29,8 @@ mod partitions;
 mod queues;
 mod records;
 
+pub(crate) use records::parse_errors;
+
 use bus_core::transport::Source;
 use fred::prelude::Client;
 

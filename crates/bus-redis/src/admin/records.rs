@@ -36,7 +36,7 @@ struct RawError {
 /// The `errors` document: a JSON array of `{"message":…,"at_ms":…}`, read lossily (invalid
 /// UTF-8 becomes U+FFFD). cjson writes an empty array as `{}`; anything else that is not
 /// such an array shows as one error with the raw text and time 0.
-pub(super) fn parse_errors(raw: &[u8]) -> Vec<ErrorRecord> {
+pub(crate) fn parse_errors(raw: &[u8]) -> Vec<ErrorRecord> {
     let text = String::from_utf8_lossy(raw);
     match serde_json::from_str::<Vec<RawError>>(&text) {
         Ok(errors) => errors

@@ -1,0 +1,235 @@
+//! The end of a message's life on the host's side: its deadline (expiry), and the
+//! processor's hook that runs before it is dead-lettered (docs/concepts.md, "Expiry" and
+//! "Before a dead letter").
+
+use std::panic::AssertUnwindSafe;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use futures::FutureExt;
+
+use super::handle::Dispatch;
+use super::outcome::{error_chain, panic_message, Outcome};
+use super::Registration;
+use crate::records::{ErrorRecord, ERROR_HISTORY};
+use crate::transport::{Consumer, DeadLetterReason, Receipt};
+use crate::{Context, Format, Headers, Result};
+
+/// The header that carries a message's deadline: milliseconds since the Unix epoch, in
+/// decimal. A host that receives the message after it does not run it (see
+/// [`OnExpiry`]). Set it with [`SendOptions::expires_in`](crate::SendOptions::expires_in)
+/// or, for every message of a type, [`BusConfig::time_to_live`](crate::BusConfig::time_to_live).
+pub const EXPIRES_AT_HEADER: &str = "bus-expires-at";
+
+/// The longest a dead-letter hook may run: after it, the message is dead-lettered without
+/// waiting for the hook any longer.
+pub const DEAD_LETTER_HOOK_BOUND: Duration = Duration::from_secs(30);
+
+/// What a host does with a message received after its deadline
+/// ([`ProcessingSettings::on_expiry`](crate::ProcessingSettings::on_expiry)).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum OnExpiry {
+    /// Dead-letter it with reason `expired` (after the processor's
+    /// [`before_dead_letter`](crate::CommandProcessor::before_dead_letter) hook).
+    #[default]
+    DeadLetter,
+    /// Acknowledge it unhandled (it is gone), with a log line.
+    Drop,
+}
+
+/// What a processor's `before_dead_letter` hook is told: why the message is being
+/// dead-lettered, the error of this delivery, and (on request: one read of the
+/// transport) the errors of the earlier ones.
+pub struct DeadLettering<'a> {
+    pub(crate) reason: DeadLetterReason,
+    pub(crate) error: &'a ErrorRecord,
+    pub(crate) consumer: &'a dyn Consumer,
+    pub(crate) receipt: &'a Receipt,
+}
+
+impl std::fmt::Debug for DeadLettering<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeadLettering")
+            .field("reason", &self.reason)
+            .field("error", &self.error)
+            .finish_non_exhaustive()
+    }
+}
+
+impl DeadLettering<'_> {
+    /// Why the message is being dead-lettered.
+    pub fn reason(&self) -> DeadLetterReason {
+        self.reason
+    }
+    /// The error of this delivery (for `expired`, the deadline that passed).
+    pub fn error(&self) -> &ErrorRecord {
+        self.error
+    }
+    /// The message's error history, oldest first and this delivery's last, at most
+    /// [`ERROR_HISTORY`] records: what the dead letter will show. Reads the earlier
+    /// errors from the transport (one call), so a hook that does not ask costs nothing.
+    pub async fn errors(&self) -> Result<Vec<ErrorRecord>> {
+        let mut errors = self.consumer.errors(self.receipt).await?;
+        errors.push(self.error.clone());
+        let excess = errors.len().saturating_sub(ERROR_HISTORY);
+        errors.drain(..excess);
+        Ok(errors)
+    }
+}
+
+/// The deadline a message's headers carry, if any: `Err` when the header is not a
+/// number of milliseconds.
+fn deadline(headers: &Headers) -> std::result::Result<Option<u64>, String> {
+    if headers.is_empty() {
+        return Ok(None);
+    }
+    match headers.get(EXPIRES_AT_HEADER) {
+        None => Ok(None),
+        Some(text) => text.trim().parse::<u64>().map(Some).map_err(|_| {
+            format!("the `{EXPIRES_AT_HEADER}` header is not milliseconds since the Unix epoch: {text:?}")
+        }),
+    }
+}
+
+/// The deadline header's value for a deadline.
+pub(crate) fn deadline_header(at: SystemTime) -> String {
+    let ms = at
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    ms.to_string()
+}
+
+/// Whether a message has expired (by the host's clock): the error to record, if so. A
+/// malformed deadline is an error of its own (the message is undecodable).
+pub(super) enum Expiry {
+    Live,
+    Expired(ErrorRecord),
+    Malformed(String),
+}
+
+/// The message's expiry now; the clock is read only when it carries a deadline.
+pub(super) fn expiry(headers: &Headers) -> Expiry {
+    expiry_at(headers, crate::transport::now_ms)
+}
+
+fn expiry_at(headers: &Headers, now_ms: impl FnOnce() -> u64) -> Expiry {
+    let deadline = deadline(headers);
+    let now_ms = match deadline {
+        Ok(Some(_)) => now_ms(),
+        _ => 0,
+    };
+    match deadline {
+        Ok(Some(at)) if at <= now_ms => Expiry::Expired(ErrorRecord::now(format!(
+            "expired: its deadline ({at} ms since the epoch) passed {} ms before it was received",
+            now_ms - at
+        ))),
+        Ok(_) => Expiry::Live,
+        Err(problem) => Expiry::Malformed(problem),
+    }
+}
+
+/// The parts of a delivery a dead letter's hook needs.
+pub(super) struct Dying<'a> {
+    pub(super) route: &'a Registration,
+    pub(super) body: Bytes,
+    pub(super) format: Format,
+    pub(super) ctx: &'a Context,
+    pub(super) receipt: &'a Receipt,
+}
+
+impl Dispatch {
+    /// Dead-letters a routed message: runs its processor's hook first, bounded by
+    /// [`DEAD_LETTER_HOOK_BOUND`]; a hook that fails, panics or overruns is logged, and
+    /// the message is dead-lettered all the same.
+    pub(super) async fn dead_letter(
+        &self,
+        dying: Dying<'_>,
+        reason: DeadLetterReason,
+        error: ErrorRecord,
+    ) -> Outcome {
+        let Dying {
+            route,
+            body,
+            format,
+            ctx,
+            receipt,
+        } = dying;
+        let dead_letter = DeadLettering {
+            reason,
+            error: &error,
+            consumer: &*self.consumer,
+            receipt,
+        };
+        let hook = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            route
+                .invoke
+                .before_dead_letter(body, format, ctx, &dead_letter)
+        }));
+        let problem = run_hook(hook).await;
+        if let Some(problem) = problem {
+            tracing::warn!(processor = route.processor, %reason, problem,
+                "the processor's before_dead_letter hook failed; dead-lettering the message anyway");
+        }
+        Outcome::DeadLetter(reason, error)
+    }
+}
+
+/// Runs a hook that decoded (or not), bounded: what went wrong, if anything.
+async fn run_hook(
+    hook: std::thread::Result<Result<Option<super::registration::HookCall<'_>>>>,
+) -> Option<String> {
+    match hook {
+        Ok(Ok(None)) => None,
+        Ok(Ok(Some(hook))) => {
+            let running = AssertUnwindSafe(hook).catch_unwind();
+            match tokio::time::timeout(DEAD_LETTER_HOOK_BOUND, running).await {
+                Ok(Ok(Ok(()))) => None,
+                Ok(Ok(Err(e))) => Some(error_chain(&*e)),
+                Ok(Err(panic)) => Some(format!("panicked: {}", panic_message(&*panic))),
+                Err(_) => Some(format!("still running after {DEAD_LETTER_HOOK_BOUND:?}")),
+            }
+        }
+        Ok(Err(e)) => Some(format!("the body did not decode: {}", error_chain(&e))),
+        Err(panic) => Some(format!(
+            "the body's decoder panicked: {}",
+            panic_message(&*panic)
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(value: &str) -> Headers {
+        [(EXPIRES_AT_HEADER.to_owned(), value.to_owned())].into()
+    }
+
+    #[test]
+    fn a_deadline_in_the_past_has_expired_and_one_ahead_has_not() {
+        assert!(matches!(
+            expiry_at(&headers("1000"), || 1000),
+            Expiry::Expired(_)
+        ));
+        assert!(matches!(expiry_at(&headers("1001"), || 1000), Expiry::Live));
+        assert!(matches!(expiry_at(&Headers::new(), || 1000), Expiry::Live));
+    }
+
+    #[test]
+    fn a_malformed_deadline_says_what_it_found() {
+        let Expiry::Malformed(problem) = expiry_at(&headers("soon"), || 1000) else {
+            panic!("a malformed deadline was accepted");
+        };
+        assert!(problem.contains("\"soon\""), "{problem}");
+    }
+
+    #[test]
+    fn the_header_round_trips() {
+        let at = UNIX_EPOCH + Duration::from_millis(1_234_567);
+        assert_eq!(
+            deadline(&headers(&deadline_header(at))),
+            Ok(Some(1_234_567))
+        );
+    }
+}
