@@ -28,16 +28,16 @@ fn the_bus_tool_refuses_a_redis_of_another_protocol_and_records_its_own() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_eq!(client.get(&key).unwrap().as_deref(), Some(&b"2"[..]));
+    assert_eq!(client.get(&key).unwrap().as_deref(), Some(&b"3"[..]));
 
-    client.set(&key, "3").unwrap();
+    client.set(&key, "4").unwrap();
     let before = redis.keys();
     let out = bus(&redis, &["stats", "--all"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "ran against protocol 3: {stderr}");
+    assert!(!out.status.success(), "ran against protocol 4: {stderr}");
     assert!(
-        stderr.contains(&format!("Redis records bus protocol 3 under {key}"))
-            && stderr.contains("this build speaks protocol 2")
+        stderr.contains(&format!("Redis records bus protocol 4 under {key}"))
+            && stderr.contains("this build speaks protocol 3")
             && stderr.contains("docs/operations.md \"Upgrades\"")
             && !stderr.contains("cannot connect"),
         "{stderr}"

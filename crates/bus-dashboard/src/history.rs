@@ -174,6 +174,7 @@ mod tests {
             taken_total: taken,
             stored,
             at_ms,
+            paused: false,
         }
     }
 

@@ -85,9 +85,9 @@ macro_rules! lua {
 pub(crate) static SEND_AT: LazyLock<LuaScript> = LazyLock::new(|| lua!("send_at", ["common"]));
 pub(crate) static PUBLISH: LazyLock<LuaScript> = LazyLock::new(|| lua!("publish", ["common"]));
 pub(crate) static RESERVE: LazyLock<LuaScript> =
-    LazyLock::new(|| lua!("reserve", ["common"], flags = "allow-oom"));
+    LazyLock::new(|| lua!("reserve", ["common", "flow"], flags = "allow-oom"));
 pub(crate) static RESERVE_ALONE: LazyLock<LuaScript> =
-    LazyLock::new(|| lua!("reserve_alone", ["common"], flags = "allow-oom"));
+    LazyLock::new(|| lua!("reserve_alone", ["common", "flow"], flags = "allow-oom"));
 pub(crate) static ACK: LazyLock<LuaScript> =
     LazyLock::new(|| lua!("ack", ["common"], flags = "allow-oom"));
 pub(crate) static RENEW: LazyLock<LuaScript> =

@@ -67,8 +67,13 @@ macro_rules! command {
     };
 }
 
-// After `command!`, which it uses.
+// After `command!`, which they use.
+mod flow;
 mod processing;
+pub use flow::{
+    a_concurrency_limit_holds_across_hosts, a_rate_limit_holds_across_hosts,
+    pause_stops_reserving_and_resume_restarts,
+};
 pub use processing::{
     an_event_reaches_each_subscription_once, concurrency_stays_within_max_concurrent_calls,
     shutdown_is_prompt_when_idle_and_bounded_by_the_grace,

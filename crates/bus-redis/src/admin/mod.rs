@@ -14,11 +14,13 @@
 //! | [`Admin::in_flight`], [`errors`](Admin::errors), [`counters`](Admin::counters), [`redis_now_ms`](Admin::redis_now_ms) | [`InFlightMessage`], [`Counters`] (what the dashboard shows) | `inflight` |
 //! | [`Admin::partitions`], [`shard_stats`](Admin::shard_stats) | a partitioned queue's shards, each one's counts; every operation above acts on all of them | `partitions` |
 //! | [`Admin::dead_letters`], [`requeue`](Admin::requeue), [`delete_dead_letter`](Admin::delete_dead_letter) | [`Selection`], [`Requeued`]; the records bus-redis's scripts write, read back | `dead_letters`, `records` |
+//! | [`Admin::pause`], [`resume`](Admin::resume), [`limit_concurrency`](Admin::limit_concurrency), [`limit_rate`](Admin::limit_rate), [`flow`](Admin::flow) | flow control (the `flow` hash every reserve reads); `impl` [`bus_core::flow::FlowControl`] | `flow` |
 //! | `impl` [`bus_core::operator::Operator`] for [`Admin`], [`parse_name`], [`KIND`] | the native layout behind the one operator surface (`bus`, dashboard, metrics) | `operator` |
 
 mod browse;
 mod dead_letters;
 mod discovery;
+mod flow;
 mod inflight;
 mod operator;
 mod partitions;
