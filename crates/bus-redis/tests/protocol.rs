@@ -211,6 +211,8 @@ impl Queue {
                     &k.seq,
                     &k.suspects,
                     &k.isolated,
+                    &k.flow,
+                    &k.flow_starts,
                 ] {
                     list.push(key);
                 }
