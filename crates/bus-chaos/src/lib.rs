@@ -26,3 +26,9 @@ pub fn runs_key(prefix: &str) -> String {
 pub fn poison_runs_key(prefix: &str) -> String {
     format!("{prefix}:test:poison-runs")
 }
+
+/// List of `"<n> <start_ms> <end_ms>"` per handler run, by the handlers' own clock, when
+/// the consumer runs with `CHAOS_TIMELINE=1` (flow-control tests measure from it).
+pub fn timeline_key(prefix: &str) -> String {
+    format!("{prefix}:test:timeline")
+}

@@ -95,6 +95,17 @@ pub enum Command {
         #[arg(long)]
         yes: bool,
     },
+    /// Pause a queue: consumers stop taking its messages within a second (running
+    /// handlers finish), sends still enqueue; the state is kept in Redis until resumed.
+    Pause {
+        /// `queue` or `topic/subscription`.
+        queue: String,
+    },
+    /// Resume a paused queue.
+    Resume {
+        /// `queue` or `topic/subscription`.
+        queue: String,
+    },
     /// Send one message with a JSON body; prints its message id.
     Send(SendArgs),
     /// Cancel a delayed message before it becomes ready: it is removed and never

@@ -311,6 +311,8 @@ async fn execute(fleet: &Fleet, command: Command, json: bool) -> Result<(), Fail
                 )?;
             }
         }
+        Command::Pause { queue } => pause_or_resume(fleet, &queue, true, json).await?,
+        Command::Resume { queue } => pause_or_resume(fleet, &queue, false, json).await?,
         Command::Send(args) => {
             let source = parse_source(&args.queue)?;
             let id = management
@@ -495,6 +497,29 @@ async fn nothing_under(management: &Management, what: &str) -> Result<String, Fa
 }
 
 /// Asks the operator to type the queue's name; refuses without a terminal to ask on.
+/// `bus pause` and `bus resume`.
+async fn pause_or_resume(
+    fleet: &Fleet,
+    queue: &str,
+    pause: bool,
+    json: bool,
+) -> Result<(), Failure> {
+    let address = existing(fleet, queue).await?;
+    if pause {
+        fleet.pause(&address).await?;
+    } else {
+        fleet.resume(&address).await?;
+    }
+    if json {
+        output::json(&json!({ "queue": queue, "paused": pause }))?;
+    } else if pause {
+        out!("paused {queue}")?;
+    } else {
+        out!("resumed {queue}")?;
+    }
+    Ok(())
+}
+
 async fn confirm_purge(fleet: &Fleet, name: &str) -> Result<(), Failure> {
     let stdin = std::io::stdin();
     if !stdin.is_terminal() {

@@ -98,6 +98,7 @@ pub fn stats(rows: &[StatsRow]) -> Result<(), Failure> {
         "DELAYED",
         "DEAD",
         "NEXT SENT",
+        "PAUSED",
     ]);
     let indented = |shard: &QueueStats| (format!("  {}", shard.queue), shard.clone());
     let lines = rows.iter().flat_map(|row| {
@@ -116,6 +117,7 @@ pub fn stats(rows: &[StatsRow]) -> Result<(), Failure> {
                 s.oldest_age_ms
                     .map_or_else(|| "-".to_owned(), |ms| format!("{} ago", age(ms))),
             ),
+            Cell::new(if s.paused { "paused" } else { "-" }),
         ]);
     }
     print(t, "no queues")?;

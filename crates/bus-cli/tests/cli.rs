@@ -522,3 +522,38 @@ async fn peek_and_dead_show_a_message_s_attachment() {
         "{wide}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pause_and_resume_keep_the_state_in_redis_and_show_it_in_stats() {
+    let s = setup().await;
+    s.bus.send(&Work { n: 1 }).await.unwrap();
+    let flow = s.keys(&work()).flow;
+    assert_eq!(
+        bus_json(&s.redis, &["pause", "work"]),
+        serde_json::json!({ "queue": "work", "paused": true })
+    );
+    let mut client = s.redis.client();
+    assert_eq!(
+        client.cmd(&["HGET", &flow, "paused"]).unwrap().as_str(),
+        Some("1")
+    );
+    assert_eq!(bus_json(&s.redis, &["stats", "work"])[0]["paused"], true);
+    let out = bus(&s.redis, &["stats", "work"]);
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table.contains("PAUSED") && table.contains("paused"),
+        "{table}"
+    );
+    // Sends still enqueue.
+    s.bus.send(&Work { n: 2 }).await.unwrap();
+    assert_eq!(bus_json(&s.redis, &["stats", "work"])[0]["ready"], 2);
+
+    let out = bus(&s.redis, &["resume", "work"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "resumed work");
+    assert_eq!(bus_json(&s.redis, &["stats", "work"])[0]["paused"], false);
+    assert_eq!(client.cmd(&["EXISTS", &flow]).unwrap().as_int(), Some(0));
+
+    let out = bus(&s.redis, &["pause", "nosuch"]);
+    assert!(!out.status.success(), "paused a queue that does not exist");
+}

@@ -17,6 +17,7 @@
 //! | [`Transport`] | what a host and a bus are given (`bus-redis`, [`MemoryTransport`], ...) |
 //! | [`transport`] | what a transport implements: [`transport::Consumer`], [`transport::Source`], [`transport::Receipt`], limits and names |
 //! | [`records`] | what every transport and tool shows of stored messages: [`records::DeadLetter`], [`records::ErrorRecord`], [`records::QueueStats`], ... |
+//! | [`flow`] | flow control of a queue across hosts: pause, global concurrency and rate limits ([`flow::FlowControl`]) |
 //! | [`operator`] | the operator's capabilities over a kind of queue ([`operator::Operator`]), one for every tool |
 //! | [`MemoryTransport`] | the embedded transport |
 //! | [`Saga`], [`StartSaga`], [`ContinueSaga`], [`SagaData`], [`SagaStore`], [`MemorySagaStore`] | sagas (`docs/sagas.md`) |
@@ -35,6 +36,7 @@ mod depth;
 mod envelope;
 mod error;
 mod fast_hash;
+pub mod flow;
 mod format;
 mod host;
 mod memory;

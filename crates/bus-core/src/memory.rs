@@ -15,12 +15,17 @@ use tokio_util::sync::CancellationToken;
 
 use crate::envelope::now_ms;
 use crate::fast_hash::{FastMap, FastSet};
+use crate::flow::Flow;
 use crate::records::{DeadLetter, ErrorRecord, QueueStats};
 use crate::transport::{
     Consumer, ConsumerOptions, Delivery, Held, Outgoing, Receipt, ERROR_HISTORY,
 };
 use crate::transport::{DeadLetterReason, Deduplication, Source};
 use crate::{MessageId, Result, Transport};
+
+// Flow control (crate::flow) on this transport.
+mod flow;
+use flow::Allowance;
 
 /// Longest an idle `receive` waits before returning empty.
 const IDLE_WAIT: Duration = Duration::from_secs(1);
@@ -57,6 +62,9 @@ struct Queue {
     notify: Arc<Notify>,
     /// Deduplication keys: the first message's id, held until the instant.
     dedup: FastMap<String, (MessageId, Instant)>,
+    /// Flow control (crate::flow): its settings, and the rate limit's window of starts.
+    flow: Flow,
+    starts: VecDeque<Instant>,
 }
 
 /// A message at rest, with its storage key: the message id (unless that id was already
@@ -243,6 +251,7 @@ impl MemoryTransport {
                 in_flight: q.in_flight.len() as u64,
                 delayed: q.delayed.len() as u64,
                 dead_letters: q.dead.len() as u64,
+                paused: q.flow.paused,
                 ..QueueStats::new(source)
             },
         )
@@ -459,16 +468,21 @@ impl Consumer for MemoryConsumer {
             let lock = now + self.options.lock_timeout;
             let (deliveries, next_due, pending) = self.with_queue(|q| {
                 q.promote_due(now);
+                let allowed = match q.allowance(max, now) {
+                    Allowance::Take(n) => n,
+                    Allowance::Wait(until) => return (Vec::new(), until, false),
+                };
                 if !q.suspects.is_empty() {
                     return (Vec::new(), None, true);
                 }
-                let n = max.min(q.ready.len());
+                let n = allowed.min(q.ready.len());
                 let mut deliveries = Vec::with_capacity(n);
                 for _ in 0..n {
                     if let Some(entry) = q.ready.pop_front() {
                         deliveries.push(q.reserve(entry, lock));
                     }
                 }
+                q.started(deliveries.len(), now);
                 (
                     deliveries,
                     q.delayed.first_key_value().map(|(d, _)| d.0),
@@ -496,9 +510,14 @@ impl Consumer for MemoryConsumer {
     }
 
     async fn receive_isolated(&self) -> Result<Option<Delivery>> {
-        let lock = Instant::now() + self.options.lock_timeout;
+        let now = Instant::now();
+        let lock = now + self.options.lock_timeout;
         Ok(self.with_queue(|q| {
+            if matches!(q.allowance(1, now), Allowance::Wait(_)) {
+                return None;
+            }
             let entry = q.suspects.pop_front()?;
+            q.started(1, now);
             let delivery = q.reserve(entry, lock);
             q.isolated.insert(delivery.receipt.key().clone());
             Some(delivery)
@@ -510,6 +529,7 @@ impl Consumer for MemoryConsumer {
             for receipt in receipts {
                 q.unlock(receipt);
             }
+            q.freed();
         });
         Ok(())
     }
@@ -556,6 +576,7 @@ impl Consumer for MemoryConsumer {
             if let Some((entry, _)) = q.unlock(receipt) {
                 q.kill(entry, reason, error);
             }
+            q.freed();
         });
         Ok(())
     }

@@ -129,6 +129,8 @@ pub struct QueueStats {
     /// The transport's clock when the counts were taken, in ms since the Unix epoch (the
     /// clock lock deadlines are measured against: Redis's for Redis).
     pub redis_now_ms: u64,
+    /// Whether the queue is paused (flow control: consumers take nothing, sends enqueue).
+    pub paused: bool,
 }
 
 impl QueueStats {

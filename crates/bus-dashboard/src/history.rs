@@ -208,6 +208,7 @@ mod tests {
             taken_total: taken,
             stored,
             at_ms,
+            paused: false,
         }
     }
 

@@ -163,7 +163,7 @@ fn labels(snapshot: &QueueSnapshot) -> Labels {
 /// series disappear with it.
 fn render(snapshots: &[QueueSnapshot], scrape_seconds: f64) -> String {
     let mut registry = Registry::default();
-    let counts: [Count; 5] = [
+    let counts: [Count; 6] = [
         (
             "bus_queue_ready_messages",
             "Messages waiting to be processed",
@@ -188,6 +188,11 @@ fn render(snapshots: &[QueueSnapshot], scrape_seconds: f64) -> String {
             "bus_queue_dead_letter_messages",
             "Messages in the dead-letter list",
             |s| s.dead,
+        ),
+        (
+            "bus_queue_paused",
+            "1 while the queue is paused (flow control: consumers take nothing)",
+            |s| u64::from(s.paused),
         ),
     ];
     for (name, help, value) in counts {
@@ -244,6 +249,7 @@ mod tests {
             taken_total: 0,
             stored: 0,
             at_ms: 0,
+            paused: false,
         }
     }
 

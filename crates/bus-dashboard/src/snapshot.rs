@@ -49,6 +49,8 @@ pub struct QueueSnapshot {
     pub stored: u64,
     /// Redis's clock when read, in ms since the Unix epoch.
     pub at_ms: u64,
+    /// Whether the queue is paused (flow control).
+    pub paused: bool,
 }
 
 impl QueueSnapshot {
@@ -147,6 +149,7 @@ impl Reader {
             ready: stats.ready,
             in_flight: stats.in_flight,
             expired_locks: stats.expired_locks,
+            paused: stats.paused,
             delayed: stats.delayed,
             dead: stats.dead_letters,
             oldest_ready_age_ms: stats
@@ -184,6 +187,7 @@ impl Reader {
             in_flight: stats.in_flight,
             // (Counted at Redis's time of the stats, a moment from `now_ms`.)
             expired_locks: stats.expired_locks,
+            paused: stats.paused,
             delayed: stats.delayed,
             dead: stats.dead_letters,
             oldest_ready_age_ms: stats

@@ -268,6 +268,20 @@ impl Fleet {
         Ok(operator.purge(at.name()).await?)
     }
 
+    /// Pauses a queue: no consumer takes its messages until [`Fleet::resume`]; sends
+    /// still enqueue and running handlers finish (flow control; a kind that has none
+    /// refuses with [`bus_core::Error::Unsupported`]).
+    pub async fn pause(&self, address: &str) -> Result<()> {
+        let (operator, at) = self.resolve(address)?;
+        Ok(operator.pause(at.name()).await?)
+    }
+
+    /// Resumes a paused queue.
+    pub async fn resume(&self, address: &str) -> Result<()> {
+        let (operator, at) = self.resolve(address)?;
+        Ok(operator.resume(at.name()).await?)
+    }
+
     /// The `messaging.system` and kind of a queue (`("bus", "bus")`, `("babelqueue",
     /// "laravel")`), for metrics.
     pub fn system_of(&self, address: &str) -> Result<(&'static str, &'static str)> {

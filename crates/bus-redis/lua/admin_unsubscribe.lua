@@ -7,7 +7,7 @@
 -- ARGV: name, force (1 or 0).
 -- Returns { 1, was registered, keys deleted }, or { 0, ready, inflight, delayed, dead }
 -- when refused.
-expect('admin_unsubscribe', 14, 2, 2)
+expect('admin_unsubscribe', 16, 2, 2)
 if ARGV[2] ~= '0' and ARGV[2] ~= '1' then
   refuse('admin_unsubscribe', string.format('expects force 1 or 0 as ARGV[2], got %s', shown(2)))
 end

@@ -6,8 +6,8 @@ local ERROR_HISTORY = 10
 local WAKE = '~wake'
 
 -- The script protocol (the keys, the scripts' KEYS and ARGV, their replies) these scripts
--- speak: 2, the lease layout. Redis records it per prefix (`<prefix>:protocol`), checked
--- when a client connects (docs/wire-format.md "Versioning").
+-- speak: 3, the lease layout with flow control and message deadlines. Redis records it per
+-- prefix (`<prefix>:protocol`), checked when a client connects (docs/wire-format.md "Versioning").
 local PROTOCOL = 3
 
 -- Refuses the call with an error naming the script and the protocol. Only ever called

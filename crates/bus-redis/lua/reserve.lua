@@ -1,11 +1,14 @@
 -- Reserve: promote due delayed messages, then move up to N ready elements into flight.
 -- KEYS: ready, msgs, deliveries, inflight, delayed, seq, dead-info, suspects, leases,
--- leased.
+-- leased, flow, flow-starts.
 -- ARGV: max (at most LEASE_MAX taken), lock_ms.
 -- Returns { wait_ms, pending, token, envelopes, position, id, count, envelope, ... }.
 -- wait_ms: when nothing was reserved, the time until the next delayed message is due
 -- (-1: none scheduled). pending = 1: recovered messages wait to be delivered alone
 -- (reserve_alone.lua); then nothing is reserved here, so that they are not regrouped.
+-- pending = 2, 3, 4 (protocol 3): flow control held the call back (paused, the
+-- concurrency limit is reached, the rate limit's window is full; flow.lua), and the
+-- reply is just { wait_ms, pending }: for 4, wait_ms is when the window frees a start.
 -- `envelopes`: the fresh envelopes, leased together under `token` (false: none) at
 -- indices 0, 1, ..., each with the implicit delivery count 1. Each stored message follows
 -- as a quadruple with its position among all the reply's deliveries (0-based), so that
@@ -16,15 +19,18 @@
 -- message pushes for idle consumers (skipped). Fresh envelopes go into one lease; a
 -- stored message (and a foreign element, stored on the spot) gets its own lock in
 -- `inflight` and its count incremented in `deliveries`.
-expect('reserve', 10, 2, 2, { 1, 2 })
+expect('reserve', 12, 2, 2, { 1, 2 })
 local now = now_ms()
 local due = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', now, 'LIMIT', 0, 100)
 if #due > 0 then
   bulk('RPUSH', KEYS[1], due)
   bulk('ZREM', KEYS[5], due)
 end
+local want, held, flow_wait, window =
+  flow_allowance(KEYS[11], KEYS[12], KEYS[4], KEYS[10], math.min(tonumber(ARGV[1]), LEASE_MAX), now)
+if held > 0 then return { flow_wait, held } end
 if redis.call('LLEN', KEYS[8]) > 0 then return { -1, 1 } end
-local elements = redis.call('LPOP', KEYS[1], math.min(tonumber(ARGV[1]), LEASE_MAX)) or {}
+local elements = redis.call('LPOP', KEYS[1], want) or {}
 local n = #elements
 local lock_ms = tonumber(ARGV[2])
 -- The common case: all fresh, and the popped table is the lease and the reply as is.
@@ -89,4 +95,5 @@ elseif #out == 4 then
   local first = redis.call('ZRANGE', KEYS[5], 0, 0, 'WITHSCORES')
   if #first > 0 then out[1] = math.max(0, tonumber(first[2]) - now) end
 end
+flow_started(KEYS[11], KEYS[12], window, #lease + (#out - 4) / 4, now)
 return out

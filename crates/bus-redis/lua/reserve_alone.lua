@@ -1,9 +1,14 @@
 -- Reserve alone: the next recovered message, for a consumer that holds nothing else, so
 -- that a message that crashed its consumer is charged only its own deliveries.
--- KEYS: suspects, msgs, deliveries, inflight, isolated.  ARGV: lock_ms.
--- Returns { pending, id, count, envelope } (pending: suspects still waiting), or { 0 }.
-expect('reserve_alone', 5, 1, 1, { 1 })
-local deadline = now_ms() + tonumber(ARGV[1])
+-- KEYS: suspects, msgs, deliveries, inflight, isolated, leased, flow, flow-starts.
+-- ARGV: lock_ms.
+-- Returns { pending, id, count, envelope } (pending: suspects still waiting), or { 0 },
+-- or { 2 | 3 | 4 } when flow control holds the call back (as reserve.lua's `pending`).
+expect('reserve_alone', 8, 1, 1, { 1 })
+local now = now_ms()
+local _, held, _, window = flow_allowance(KEYS[7], KEYS[8], KEYS[4], KEYS[6], 1, now)
+if held > 0 then return { held } end
+local deadline = now + tonumber(ARGV[1])
 -- Bounded: stray references are skipped, at most 100 per call.
 for _ = 1, 100 do
   local id = redis.call('LPOP', KEYS[1])
@@ -13,6 +18,7 @@ for _ = 1, 100 do
     local count = redis.call('HINCRBY', KEYS[3], id, 1)
     redis.call('ZADD', KEYS[4], deadline, id)
     redis.call('SADD', KEYS[5], id)
+    flow_started(KEYS[7], KEYS[8], window, 1, now)
     return { redis.call('LLEN', KEYS[1]) > 0 and 1 or 0, id, count, envelope }
   end
 end

@@ -27,6 +27,41 @@ const RECOVER_BATCH: i64 = 100;
 /// the recovery of one lease.
 const LEASE_MAX: usize = 1_000;
 const LOCK_EXPIRED: &str = "lock expired: the consumer stopped or lost its connection";
+/// How often a consumer of a paused queue looks whether it was resumed.
+const PAUSED_POLL_MS: u64 = 250;
+/// How often a consumer of a queue at its concurrency limit looks for a free slot (a
+/// limit is a setting of the queue, so no ack of any client can be asked to wake us).
+const FULL_POLL_MS: u64 = 50;
+
+/// Why reserve took nothing (its reply's `pending` field): docs/wire-format.md.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Hold {
+    /// Reserved (or found nothing): 0.
+    No,
+    /// Recovered messages wait to run alone: 1.
+    Isolation,
+    /// Flow control: the queue is paused (2), at its concurrency limit (3) or at its
+    /// rate limit (4). `wait_ms` is then how long to wait.
+    Flow { wait_ms: u64 },
+}
+
+impl Hold {
+    fn of(pending: Option<i64>, wait: i64) -> Self {
+        match pending {
+            Some(1) => Hold::Isolation,
+            Some(2) => Hold::Flow {
+                wait_ms: PAUSED_POLL_MS,
+            },
+            Some(3) => Hold::Flow {
+                wait_ms: FULL_POLL_MS,
+            },
+            Some(4) => Hold::Flow {
+                wait_ms: wait.clamp(1, IDLE_WAIT_MS).unsigned_abs(),
+            },
+            _ => Hold::No,
+        }
+    }
+}
 
 /// A consumer of one queue or subscription.
 #[derive(Debug)]
@@ -76,8 +111,8 @@ impl RedisConsumer {
     }
 
     /// Runs reserve.lua; returns the wait hint (ms until the next delayed message is
-    /// due, or -1) and the deliveries.
-    async fn reserve(&self, max: usize) -> Result<(i64, Vec<Delivery>)> {
+    /// due, or -1), why nothing was taken if so, and the deliveries.
+    async fn reserve(&self, max: usize) -> Result<(i64, Hold, Vec<Delivery>)> {
         let max = max.min(LEASE_MAX);
         let args = vec![Value::from(max as i64), Value::from(self.lock_ms())];
         let script = &scripts::RESERVE;
@@ -90,15 +125,16 @@ impl RedisConsumer {
         };
         let mut items = items.into_iter();
         let wait = items.next().and_then(|v| v.as_i64()).unwrap_or(-1);
-        let pending = items.next().and_then(|v| v.as_i64()) == Some(1);
-        self.isolation_pending.store(pending, Ordering::Relaxed);
+        let held = Hold::of(items.next().and_then(|v| v.as_i64()), wait);
+        self.isolation_pending
+            .store(held == Hold::Isolation, Ordering::Relaxed);
         let token = items.next().and_then(Value::into_bytes);
         let leased = match items.next() {
             Some(Value::Array(envelopes)) => envelopes,
             None | Some(Value::Null) => Vec::new(),
             Some(other) => return Err(script.unexpected(&other).into()),
         };
-        Ok((wait, merge(script, token, leased, items)?))
+        Ok((wait, held, merge(script, token, leased, items)?))
     }
     /// Blocks until the ready list is non-empty or `ms` pass. `BLMOVE l l LEFT LEFT`
     /// rotates the list onto itself: it changes nothing, it only wakes us.
@@ -171,7 +207,16 @@ impl RedisConsumer {
 #[async_trait]
 impl Consumer for RedisConsumer {
     async fn receive(&self, max: usize, stop: &CancellationToken) -> Result<Vec<Delivery>> {
-        let (wait, deliveries) = self.reserve(max).await?;
+        let (wait, held, deliveries) = self.reserve(max).await?;
+        if let Hold::Flow { wait_ms } = held {
+            // Held back by flow control: wait here (the worker renews running handlers'
+            // locks meanwhile), then the caller's next receive looks again.
+            tokio::select! {
+                () = stop.cancelled() => {}
+                () = tokio::time::sleep(Duration::from_millis(wait_ms)) => {}
+            }
+            return Ok(Vec::new());
+        }
         if !deliveries.is_empty() || stop.is_cancelled() || self.isolation_pending() {
             return Ok(deliveries);
         }
@@ -195,7 +240,7 @@ impl Consumer for RedisConsumer {
                 return Ok(Vec::new());
             }
         }
-        Ok(self.reserve(max).await?.1)
+        Ok(self.reserve(max).await?.2)
     }
 
     fn isolation_pending(&self) -> bool {
@@ -216,6 +261,7 @@ impl Consumer for RedisConsumer {
             return Err(script.unexpected(&reply).into());
         };
         let mut items = items.into_iter();
+        // (2 to 4: held back by flow control; the next receive waits as it says.)
         let pending = items.next().and_then(|v| v.as_i64()) == Some(1);
         self.isolation_pending.store(pending, Ordering::Relaxed);
         let (Some(id), Some(count), Some(payload)) = (items.next(), items.next(), items.next())

@@ -44,6 +44,12 @@ pub struct QueueKeys {
     pub leases: String,
     /// Counter of the messages held in leases (in flight besides `inflight`'s ids).
     pub leased: String,
+    /// Hash: the queue's flow control (protocol 3): `paused`, `concurrency`, `rate`,
+    /// `per_ms`; absent when none is set. Read by every reserve.
+    pub flow: String,
+    /// Sorted set: the rate limit's sliding window, one member per start (score: its
+    /// time in ms); only written while a rate limit is set.
+    pub flow_starts: String,
 }
 
 impl QueueKeys {
@@ -85,6 +91,8 @@ impl QueueKeys {
             isolated: key("isolated"),
             leases: key("leases"),
             leased: key("leased"),
+            flow: key("flow"),
+            flow_starts: key("flow-starts"),
         }
     }
 
@@ -128,7 +136,7 @@ impl QueueKeys {
     /// Every key, for management and cleanup.
     /// (Not the lists and sets of the leases themselves: [`QueueKeys::lease`] names them,
     /// from the tokens in `leases`.)
-    pub fn all(&self) -> [&str; 13] {
+    pub fn all(&self) -> [&str; 15] {
         [
             &self.ready,
             &self.msgs,
@@ -143,6 +151,8 @@ impl QueueKeys {
             &self.isolated,
             &self.leases,
             &self.leased,
+            &self.flow,
+            &self.flow_starts,
         ]
     }
 }
@@ -152,7 +162,7 @@ pub fn subscriptions(prefix: &str, topic: &str) -> String {
     format!("{prefix}:{{{topic}}}:subs")
 }
 
-/// String: the version of the script protocol the clients of `prefix` speak ("2"),
+/// String: the version of the script protocol the clients of `prefix` speak ("3"),
 /// written with `SET NX` by the first client that connects (docs/wire-format.md,
 /// "Versioning").
 pub fn protocol(prefix: &str) -> String {
@@ -390,6 +400,8 @@ impl ScriptKeys {
                 &k.suspects,
                 &k.leases,
                 &k.leased,
+                &k.flow,
+                &k.flow_starts,
             ]),
             reserve_alone: keys(&[
                 &k.suspects,
@@ -397,6 +409,9 @@ impl ScriptKeys {
                 &k.deliveries,
                 &k.inflight,
                 &k.isolated,
+                &k.leased,
+                &k.flow,
+                &k.flow_starts,
             ]),
             ack: keys(&[
                 &k.inflight,

@@ -7,15 +7,22 @@ use fred::types::{SetOptions, Value};
 
 use crate::{keys, Error, Result};
 
-/// The protocol this build speaks: 3, the lease layout of protocol 2 plus consumers that
-/// honour message deadlines (the `bus-expires-at` header) and `send_once.lua`
-/// (docs/wire-format.md, "Versioning"). Protocol 1 is the layout before leases, which
+/// The protocol this build speaks: 3, the lease layout of protocol 2 plus flow control (the
+/// reserve scripts read the queue's `flow` hash), consumers that honour message deadlines
+/// (the `bus-expires-at` header) and the lifecycle scripts (`send_once.lua`, `cancel.lua`,
+/// ...; docs/wire-format.md, "Versioning"). Protocol 1 is the layout before leases, which
 /// recorded no version. `lua/common.lua`'s `PROTOCOL` says the same.
 pub const PROTOCOL: u32 = 3;
 
+/// The protocol this one upgrades in place: the same keys and scripts, to which protocol 3
+/// adds flow control, deadlines and new scripts, so its queues need no migration.
+const UPGRADES: u32 = 2;
+
 /// Records [`PROTOCOL`] under `prefix` if no version is recorded yet (`SET NX`), else
-/// checks it: another version is [`Error::ProtocolMismatch`]. A refused write (a full
-/// Redis, a read-only replica) is only a warning, so that consumers still start and drain.
+/// checks it: another version is [`Error::ProtocolMismatch`], except protocol 2, which is
+/// raised to 3 (so that protocol-2 clients are refused from then on: they would ignore
+/// flow control). A refused write (a full Redis, a read-only replica) is only a warning,
+/// so that consumers still start and drain.
 pub(crate) async fn check(client: &Client, prefix: &str) -> Result<()> {
     let key = keys::protocol(prefix);
     let mut found = read(client, &key).await?;
@@ -41,6 +48,7 @@ pub(crate) async fn check(client: &Client, prefix: &str) -> Result<()> {
     }
     match found {
         Some(found) if found == PROTOCOL.to_string() => Ok(()),
+        Some(found) if found == UPGRADES.to_string() => upgrade(client, &key).await,
         Some(found) => Err(Error::ProtocolMismatch {
             key,
             found,
@@ -48,6 +56,26 @@ pub(crate) async fn check(client: &Client, prefix: &str) -> Result<()> {
         }),
         None => Ok(()), // Deleted meanwhile: the next connect records it.
     }
+}
+
+/// Raises a protocol-2 record to 3 (one `SET`: every writer writes the same value).
+async fn upgrade(client: &Client, key: &str) -> Result<()> {
+    tracing::warn!(
+        key,
+        from = UPGRADES,
+        to = PROTOCOL,
+        "raising the recorded bus protocol: protocol-2 consumers still running ignore \
+         flow control (pause, limits) and message deadlines, and must be restarted on this \
+         build; new ones are \
+         refused (docs/wire-format.md, \"Versioning\")"
+    );
+    let set: Result<Value, _> = client
+        .set(key, PROTOCOL.to_string(), None, None, false)
+        .await;
+    if let Err(e) = set {
+        tracing::warn!(key, error = %Error::from(e), "could not raise the bus protocol version");
+    }
+    Ok(())
 }
 
 /// The recorded version as text (lossy, cut short: it is shown in an error).

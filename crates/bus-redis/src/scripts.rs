@@ -93,9 +93,9 @@ pub(crate) static RESCHEDULE: LazyLock<LuaScript> =
 pub(crate) static READ_SCHEDULED: LazyLock<LuaScript> =
     LazyLock::new(|| lua!("read_scheduled", ["common"]));
 pub(crate) static RESERVE: LazyLock<LuaScript> =
-    LazyLock::new(|| lua!("reserve", ["common"], flags = "allow-oom"));
+    LazyLock::new(|| lua!("reserve", ["common", "flow"], flags = "allow-oom"));
 pub(crate) static RESERVE_ALONE: LazyLock<LuaScript> =
-    LazyLock::new(|| lua!("reserve_alone", ["common"], flags = "allow-oom"));
+    LazyLock::new(|| lua!("reserve_alone", ["common", "flow"], flags = "allow-oom"));
 pub(crate) static ACK: LazyLock<LuaScript> =
     LazyLock::new(|| lua!("ack", ["common"], flags = "allow-oom"));
 pub(crate) static RENEW: LazyLock<LuaScript> =

@@ -85,3 +85,37 @@ with_probe!(
     an_event_reaches_each_subscription_once,
     shutdown_is_prompt_when_idle_and_bounded_by_the_grace
 );
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pause_stops_reserving_and_resume_restarts() {
+    let redis = TestRedis::start().unwrap();
+    let transport = common::transport(&redis).await;
+    conformance::pause_stops_reserving_and_resume_restarts(
+        Arc::new(transport.clone()),
+        &Admin::new(transport.clone()),
+        &Redis(transport),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_concurrency_limit_holds_across_hosts() {
+    let redis = TestRedis::start().unwrap();
+    let transport = common::transport(&redis).await;
+    conformance::a_concurrency_limit_holds_across_hosts(
+        Arc::new(transport.clone()),
+        &Admin::new(transport),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rate_limit_holds_across_hosts() {
+    let redis = TestRedis::start().unwrap();
+    let transport = common::transport(&redis).await;
+    conformance::a_rate_limit_holds_across_hosts(
+        Arc::new(transport.clone()),
+        &Admin::new(transport),
+    )
+    .await;
+}

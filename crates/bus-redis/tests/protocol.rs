@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 
 const COMMON: &str = include_str!("../lua/common.lua");
 const ADMIN_COMMON: &str = include_str!("../lua/admin_common.lua");
+const FLOW: &str = include_str!("../lua/flow.lua");
 const SCRIPTS: &[(&str, &str)] = &[
     ("reserve", include_str!("../lua/reserve.lua")),
     ("reserve_alone", include_str!("../lua/reserve_alone.lua")),
@@ -58,6 +59,8 @@ fn text(name: &str) -> String {
         format!("{COMMON}{ADMIN_COMMON}{body}")
     } else if matches!(name, "send_at" | "publish") {
         format!("{COMMON}{body}")
+    } else if matches!(name, "reserve" | "reserve_alone") {
+        format!("#!lua flags=allow-oom\n{COMMON}{FLOW}{body}")
     } else {
         format!("#!lua flags=allow-oom\n{COMMON}{body}")
     }
@@ -95,6 +98,8 @@ impl Queue {
                 &k.suspects,
                 &k.leases,
                 &k.leased,
+                &k.flow,
+                &k.flow_starts,
             ],
             "reserve_alone" => vec![
                 &k.suspects,
@@ -102,6 +107,9 @@ impl Queue {
                 &k.deliveries,
                 &k.inflight,
                 &k.isolated,
+                &k.leased,
+                &k.flow,
+                &k.flow_starts,
             ],
             "ack" => vec![
                 &k.inflight,
@@ -214,6 +222,8 @@ impl Queue {
                     &k.seq,
                     &k.suspects,
                     &k.isolated,
+                    &k.flow,
+                    &k.flow_starts,
                 ] {
                     list.push(key);
                 }
@@ -586,7 +596,7 @@ async fn another_protocol_version_is_refused_at_connect_and_nothing_is_written()
     let redis = TestRedis::start().unwrap();
     let key = keys::protocol(redis.namespace());
     let mut client = redis.client();
-    for found in ["4", "2", "1", "two"] {
+    for found in ["4", "1", "two"] {
         client.set(&key, found).unwrap();
         let before = redis.keys();
         let error = RedisTransport::connect(&config(&redis.url(), redis.namespace()))
@@ -606,6 +616,21 @@ async fn another_protocol_version_is_refused_at_connect_and_nothing_is_written()
         assert_eq!(redis.keys(), before);
         assert_eq!(client.get(&key).unwrap().as_deref(), Some(found.as_bytes()));
     }
+}
+
+#[tokio::test]
+async fn a_prefix_of_protocol_2_is_upgraded_to_3_and_a_protocol_2_client_is_then_refused() {
+    // Protocol 3 only adds flow control to the reserve scripts: the first protocol-3
+    // client records 3, so that protocol-2 consumers (which would ignore a pause) are
+    // refused from then on by their own check (docs/wire-format.md, "Versioning").
+    let redis = TestRedis::start().unwrap();
+    let key = keys::protocol(redis.namespace());
+    let mut client = redis.client();
+    client.set(&key, "2").unwrap();
+    RedisTransport::connect(&config(&redis.url(), redis.namespace()))
+        .await
+        .unwrap();
+    assert_eq!(client.get(&key).unwrap().as_deref(), Some(&b"3"[..]));
 }
 
 #[tokio::test]
@@ -671,4 +696,59 @@ fn absolve_returns_only_the_holders_suspects_to_the_ready_list() {
     // Absolved again: no longer a suspect, nothing moves.
     assert_eq!(q.call("absolve", &[&token, "0"]), Resp::Integer(0));
     assert_eq!(list(&mut q, &ready), [id0, id2]);
+}
+
+/// The reply of a reserve held back by flow control: `[wait_ms, why]`.
+fn held_back(reply: &Resp) -> Option<(i64, i64)> {
+    match reply.as_array()? {
+        [wait, why] => Some((wait.as_int()?, why.as_int()?)),
+        _ => None,
+    }
+}
+
+#[test]
+fn flow_control_holds_a_reserve_back_says_why_and_writes_nothing() {
+    let redis = TestRedis::start().unwrap();
+    let mut q = Queue::new(&redis, "flow");
+    let envelopes: Vec<String> = (0..4).map(envelope).collect();
+    q.push(&envelopes.iter().map(String::as_str).collect::<Vec<_>>());
+    let flow = q.k.flow.clone();
+    // No setting: no flow key is ever written by a reserve.
+    assert!(q.reserve(1, 60_000).0.is_some());
+    assert_eq!(q.cmd(&["EXISTS", &flow]), Resp::Integer(0));
+    assert_eq!(
+        q.cmd(&["EXISTS", &q.k.flow_starts.clone()]),
+        Resp::Integer(0)
+    );
+
+    // Paused: 2, for reserve and reserve_alone alike, and nothing changes.
+    q.cmd(&["HSET", &flow, "paused", "1"]);
+    let before = q.snapshot();
+    assert_eq!(
+        held_back(&q.call("reserve", &["10", "60000"])),
+        Some((-1, 2))
+    );
+    let alone = q.call("reserve_alone", &["60000"]);
+    assert_eq!(alone.as_array().map(|a| a[0].as_int()), Some(Some(2)));
+    assert_eq!(q.snapshot(), before, "a held-back reserve wrote");
+
+    // Concurrency 2 with one in flight: one more, then 3.
+    q.cmd(&["HDEL", &flow, "paused"]);
+    q.cmd(&["HSET", &flow, "concurrency", "2"]);
+    let (token, stored) = q.reserve(10, 60_000);
+    assert!(token.is_some() && stored.is_empty());
+    assert_eq!(q.cmd(&["GET", &q.k.leased.clone()]).as_str(), Some("2"));
+    assert_eq!(
+        held_back(&q.call("reserve", &["10", "60000"])),
+        Some((-1, 3))
+    );
+
+    // A rate of 1 per minute: one start, then 4 with the wait until the window frees one.
+    q.cmd(&["HDEL", &flow, "concurrency"]);
+    q.cmd(&["HSET", &flow, "rate", "1", "per_ms", "60000"]);
+    assert!(q.reserve(10, 60_000).0.is_some());
+    let (wait, why) = held_back(&q.call("reserve", &["10", "60000"])).unwrap();
+    assert_eq!(why, 4);
+    assert!((59_000..=60_001).contains(&wait), "{wait}");
+    assert_eq!(q.cmd(&["LLEN", &q.k.ready.clone()]), Resp::Integer(1));
 }

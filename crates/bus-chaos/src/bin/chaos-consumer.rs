@@ -6,16 +6,17 @@
 //! `CHAOS_WORK_MS`, then record), `CHAOS_LOCK_MS`, `CHAOS_LIMIT` (dead-letter delivery
 //! limit); optional `CHAOS_GRACE_MS` (shutdown grace), `CHAOS_CONCURRENCY` and
 //! `CHAOS_PREFETCH` (32 and 64 by default), `CHAOS_WORK_MS` (how long each
-//! handler awaits before it records). The Redis connection keeps the default
+//! handler awaits before it records), `CHAOS_TIMELINE=1` (also push each run's start
+//! and end to `timeline_key`). The Redis connection keeps the default
 //! `RedisConfig`. Runs until killed, SIGINT or SIGTERM.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
-use bus_chaos::{poison_runs_key, processed_key, runs_key, Job};
+use bus_chaos::{poison_runs_key, processed_key, runs_key, timeline_key, Job};
 use bus_core::{CommandProcessor, Context, Host, ProcessError, ProcessingSettings};
 use bus_redis::{RedisConfig, RedisTransport};
-use fred::prelude::{Client, KeysInterface, SetsInterface};
+use fred::prelude::{Client, KeysInterface, ListInterface, SetsInterface};
 
 struct Handler {
     client: Client,
@@ -23,12 +24,22 @@ struct Handler {
     mode: String,
     /// How long each handler works (awaiting, as an I/O-bound handler does).
     work: Option<Duration>,
+    /// Push each run's start and end to `timeline_key`.
+    timeline: bool,
     settings: ProcessingSettings,
+}
+
+fn now_ms() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis()
 }
 
 #[async_trait]
 impl CommandProcessor<Job> for Handler {
     async fn process(&self, job: Job, _: &Context) -> Result<(), ProcessError> {
+        let start = now_ms();
         let _: i64 = self.client.incr(runs_key(&self.prefix)).await?;
         if self.mode == "hold" {
             std::future::pending::<()>().await;
@@ -47,6 +58,10 @@ impl CommandProcessor<Job> for Handler {
             } else {
                 tokio::time::sleep(work).await;
             }
+        }
+        if self.timeline {
+            let run = format!("{} {start} {}", job.n, now_ms());
+            let _: i64 = self.client.rpush(timeline_key(&self.prefix), run).await?;
         }
         let _: i64 = self.client.sadd(processed_key(&self.prefix), job.n).await?;
         Ok(())
@@ -85,6 +100,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             Ok(ms) => Some(Duration::from_millis(ms.parse()?)),
             Err(_) => None,
         },
+        timeline: env("CHAOS_TIMELINE").is_ok_and(|on| on == "1"),
         settings: ProcessingSettings::default()
             .max_concurrent_calls(env("CHAOS_CONCURRENCY").map_or(Ok(32), |n| n.parse())?)
             .prefetch_count(env("CHAOS_PREFETCH").map_or(Ok(64), |n| n.parse())?)

@@ -67,9 +67,14 @@ macro_rules! command {
     };
 }
 
-// After `command!`, which it uses.
+// After `command!`, which they use.
 mod dedup;
 pub use dedup::a_dedup_key_stores_one_message_per_window;
+mod flow;
+pub use flow::{
+    a_concurrency_limit_holds_across_hosts, a_rate_limit_holds_across_hosts,
+    pause_stops_reserving_and_resume_restarts,
+};
 mod lifecycle;
 pub use lifecycle::{
     expired_messages_are_dead_lettered_unhandled, expired_messages_can_be_dropped,

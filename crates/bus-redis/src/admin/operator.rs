@@ -26,9 +26,9 @@ impl Operator for Admin {
         KIND
     }
 
-    /// Everything but pause and resume (flow control is not there yet).
-    fn supports(&self, capability: Capability) -> bool {
-        !matches!(capability, Capability::Pause | Capability::Resume)
+    /// Everything.
+    fn supports(&self, _: Capability) -> bool {
+        true
     }
 
     async fn queues(&self) -> bus_core::Result<Vec<String>> {
@@ -67,5 +67,13 @@ impl Operator for Admin {
 
     async fn purge(&self, queue: &str) -> bus_core::Result<Purged> {
         Ok(Admin::purge(self, &parse_name(queue)?).await?)
+    }
+
+    async fn pause(&self, queue: &str) -> bus_core::Result<()> {
+        Ok(Admin::pause(self, &parse_name(queue)?).await?)
+    }
+
+    async fn resume(&self, queue: &str) -> bus_core::Result<()> {
+        Ok(Admin::resume(self, &parse_name(queue)?).await?)
     }
 }

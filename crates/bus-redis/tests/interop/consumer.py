@@ -61,13 +61,20 @@ def main():
         reply = reserve.run(
             redis,
             [keys.ready, keys.msgs, keys.deliveries, keys.inflight, keys.delayed, keys.seq,
-             keys.dead_info, keys.suspects, keys.leases, keys.leased],
+             keys.dead_info, keys.suspects, keys.leases, keys.leased, keys.flow,
+             keys.flow_starts],
             [min(BATCH, count - received), LOCK_MS],
         )
         # [wait_ms, pending, lease token, [envelope, ...], position, storage_id,
         #  delivery_count, envelope, ...]: the leased envelopes (delivery 1, receipt:
         # token and index) fill the positions the stored messages leave free.
-        wait_ms, pending, token, leased, quads = reply[0], reply[1], reply[2], reply[3], reply[4:]
+        wait_ms, pending = reply[0], reply[1]
+        if pending >= 2:
+            # Flow control holds the queue back (2 paused, 3 at its concurrency limit, 4 at
+            # its rate limit, free again in wait_ms): nothing was taken; look again later.
+            time.sleep((wait_ms if pending == 4 else 100) / 1000)
+            continue
+        token, leased, quads = reply[2], reply[3], reply[4:]
         stored = {quads[i]: quads[i + 1:i + 4] for i in range(0, len(quads), 4)}
         messages, index = [], 0
         for position in range(len(leased or []) + len(stored)):
@@ -81,10 +88,13 @@ def main():
             # each batch before the next reserve), so it takes them one at a time.
             alone = reserve_alone.run(
                 redis,
-                [keys.suspects, keys.msgs, keys.deliveries, keys.inflight, keys.isolated],
+                [keys.suspects, keys.msgs, keys.deliveries, keys.inflight, keys.isolated,
+                 keys.leased, keys.flow, keys.flow_starts],
                 [LOCK_MS],
             )
             messages = [tuple(alone[1:4])] if len(alone) > 1 else []
+            if alone[0] >= 2:
+                continue
         if not messages:
             if pending:
                 continue

@@ -87,7 +87,7 @@ class QueueKeys:
 
     SUFFIXES = ("ready", "msgs", "deliveries", "inflight", "delayed",
                 "errors", "dead", "dead-info", "seq", "suspects", "isolated", "leases",
-                "leased")
+                "leased", "flow", "flow-starts")
 
     def __init__(self, prefix, queue):
         base = f"{prefix}:{{{queue}}}"
@@ -107,14 +107,20 @@ ALLOW_OOM = {"reserve", "reserve_alone", "ack", "renew", "retry", "dead_letter",
              "recover"}
 
 
+# The reserve scripts also need the flow-control helpers (protocol 3).
+WITH_FLOW = {"reserve", "reserve_alone"}
+
+
 class Script:
-    """A bus script: `common.lua` followed by `<name>.lua`, concatenated with nothing in
-    between (as crates/bus-redis/src/scripts.rs does), after the line
-    `#!lua flags=allow-oom` for a consumer-side script; run by SHA with an EVAL fallback."""
+    """A bus script: `common.lua` (then `flow.lua` for the reserve scripts) followed by
+    `<name>.lua`, concatenated with nothing in between (as crates/bus-redis/src/scripts.rs
+    does), after the line `#!lua flags=allow-oom` for a consumer-side script; run by SHA
+    with an EVAL fallback."""
 
     def __init__(self, name):
         text = b"#!lua flags=allow-oom\n" if name in ALLOW_OOM else b""
-        for part in ("common", name):
+        parts = ("common", "flow", name) if name in WITH_FLOW else ("common", name)
+        for part in parts:
             with open(os.path.join(lua_dir(), part + ".lua"), "rb") as f:
                 text += f.read()
         self.name = name

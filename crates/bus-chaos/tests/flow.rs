@@ -1,0 +1,281 @@
+//! Flow control across consumer processes (issue 17), measured from the handlers' own
+//! start and end records (`CHAOS_TIMELINE=1`): pause, a global concurrency limit and a
+//! rate limit hold over several hosts, with their default settings.
+
+use std::process::Child;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+mod common;
+
+use bus_chaos::{processed_key, timeline_key, Job};
+use bus_core::flow::RateLimit;
+use bus_core::transport::Source;
+use bus_core::Message;
+use bus_redis::admin::Admin;
+use bus_redis::{RedisConfig, RedisTransport};
+use bus_test_redis::{eventually, SyncClient, TestRedis};
+use common::{backlog, bus, consumer_command, kill, send_jobs};
+
+/// One handler run: job, start and end (ms since the epoch, the handler's clock).
+#[derive(Debug, Clone, Copy)]
+struct Run {
+    start: u64,
+    end: u64,
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis() as u64
+}
+
+fn timeline(client: &mut SyncClient, prefix: &str) -> Vec<Run> {
+    let list = client
+        .cmd(&["LRANGE", &timeline_key(prefix), "0", "-1"])
+        .unwrap();
+    list.as_array()
+        .unwrap()
+        .iter()
+        .map(|line| {
+            let fields: Vec<u64> = line
+                .as_str()
+                .unwrap()
+                .split(' ')
+                .map(|f| f.parse().unwrap())
+                .collect();
+            Run {
+                start: fields[1],
+                end: fields[2],
+            }
+        })
+        .collect()
+}
+
+/// The most runs that overlapped (an end and a start in the same ms do not overlap).
+fn peak(runs: &[Run]) -> usize {
+    let mut edges: Vec<(u64, i32)> = runs
+        .iter()
+        .flat_map(|r| [(r.start, 1), (r.end, -1)])
+        .collect();
+    edges.sort();
+    let (mut now, mut peak) = (0i32, 0i32);
+    for (_, edge) in edges {
+        now += edge;
+        peak = peak.max(now);
+    }
+    peak as usize
+}
+
+/// A timed consumer process: `concurrency` handlers, no prefetch, `work_ms` per job.
+fn timed_consumer(redis: &TestRedis, concurrency: u32, work_ms: u64) -> Child {
+    consumer_command(&redis.url(), redis.namespace(), "record", 30_000, 5)
+        .env("CHAOS_TIMELINE", "1")
+        .env("CHAOS_CONCURRENCY", concurrency.to_string())
+        .env("CHAOS_PREFETCH", "0")
+        .env("CHAOS_WORK_MS", work_ms.to_string())
+        .spawn()
+        .expect("start chaos-consumer")
+}
+
+async fn admin(redis: &TestRedis) -> Admin {
+    let config = RedisConfig::from_url(&redis.url())
+        .unwrap()
+        .prefix(redis.namespace());
+    Admin::new(RedisTransport::connect(&config).await.unwrap())
+}
+
+fn jobs() -> Source {
+    Source::queue(<Job as Message>::NAME).unwrap()
+}
+
+fn processed(client: &mut SyncClient, prefix: &str) -> i64 {
+    client.int(&["SCARD", &processed_key(prefix)]).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pause_stops_every_consumer_process_within_a_second_and_survives_their_restart() {
+    const JOBS: u64 = 1_000;
+    let redis = TestRedis::start().unwrap();
+    let prefix = redis.namespace().to_owned();
+    let mut client = redis.client();
+    let admin = admin(&redis).await;
+    let bus = bus(&redis.url(), &prefix).await;
+    send_jobs(&bus, JOBS).await;
+    let mut a = timed_consumer(&redis, 4, 20);
+    let mut b = timed_consumer(&redis, 4, 20);
+    assert!(
+        eventually(Duration::from_secs(30), || processed(&mut client, &prefix)
+            >= 100)
+        .await,
+        "the consumers made no progress"
+    );
+
+    let paused_at = now_ms();
+    admin.pause(&jobs()).await.unwrap();
+    assert!(admin.stats(&jobs()).await.unwrap().paused);
+    // Running handlers finish and are acked; nothing else is taken.
+    assert!(
+        eventually(Duration::from_secs(5), || backlog(&mut client, &prefix)[1]
+            == 0)
+        .await,
+        "messages stayed in flight on a paused queue"
+    );
+    let done = processed(&mut client, &prefix);
+    assert!(done < JOBS as i64, "all done before the pause took effect");
+    assert!(
+        !eventually(Duration::from_millis(1_500), || processed(
+            &mut client,
+            &prefix
+        ) > done)
+        .await,
+        "a handler ran on a paused queue"
+    );
+    let late: Vec<Run> = timeline(&mut client, &prefix)
+        .into_iter()
+        .filter(|r| r.start > paused_at + 1_000)
+        .collect();
+    assert!(
+        late.is_empty(),
+        "started more than 1 s after the pause: {late:?}"
+    );
+    // Sends still enqueue.
+    let ready = backlog(&mut client, &prefix)[0];
+    bus.send(&Job { n: JOBS }).await.unwrap();
+    assert_eq!(backlog(&mut client, &prefix)[0], ready + 1);
+
+    // The pause is the queue's: a consumer killed and started again takes nothing.
+    kill(&mut a);
+    a = timed_consumer(&redis, 4, 20);
+    assert!(
+        !eventually(Duration::from_millis(1_500), || processed(
+            &mut client,
+            &prefix
+        ) > done)
+        .await,
+        "a restarted consumer ran a handler on a paused queue"
+    );
+
+    let resumed_at = now_ms();
+    admin.resume(&jobs()).await.unwrap();
+    assert!(!admin.stats(&jobs()).await.unwrap().paused);
+    let all = eventually(Duration::from_secs(60), || {
+        processed(&mut client, &prefix) == JOBS as i64 + 1
+    })
+    .await;
+    kill(&mut a);
+    kill(&mut b);
+    assert!(all, "processed {}", processed(&mut client, &prefix));
+    let first = timeline(&mut client, &prefix)
+        .iter()
+        .map(|r| r.start)
+        .filter(|&start| start >= resumed_at)
+        .min()
+        .unwrap();
+    assert!(
+        first - resumed_at <= 1_000,
+        "the first start came {} ms after the resume",
+        first - resumed_at
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_concurrency_limit_holds_across_processes_and_a_killed_holder_frees_its_slots() {
+    const JOBS: u64 = 150;
+    const LIMIT: u32 = 3;
+    let redis = TestRedis::start().unwrap();
+    let prefix = redis.namespace().to_owned();
+    let mut client = redis.client();
+    let admin = admin(&redis).await;
+    admin.limit_concurrency(&jobs(), Some(LIMIT)).await.unwrap();
+    assert_eq!(admin.flow(&jobs()).await.unwrap().concurrency, Some(LIMIT));
+    send_jobs(&bus(&redis.url(), &prefix).await, JOBS).await;
+    // A holder takes the limit's three slots and never finishes: nobody else runs.
+    let mut holder = consumer_command(&redis.url(), &prefix, "hold", 2_000, 5)
+        .env("CHAOS_CONCURRENCY", "8")
+        .env("CHAOS_PREFETCH", "0")
+        .spawn()
+        .expect("start chaos-consumer");
+    assert!(
+        eventually(Duration::from_secs(30), || backlog(&mut client, &prefix)[1]
+            == 3)
+        .await,
+        "the holder never held the limit"
+    );
+    let mut consumers: Vec<Child> = (0..3).map(|_| timed_consumer(&redis, 8, 30)).collect();
+    assert!(
+        !eventually(Duration::from_millis(1_500), || processed(
+            &mut client,
+            &prefix
+        ) > 0)
+        .await,
+        "a handler ran while the holder held every slot"
+    );
+    assert_eq!(backlog(&mut client, &prefix)[1], 3);
+    // SIGKILL: its slots come back with its leases (lock expiry, then recovery).
+    let killed_at = now_ms();
+    kill(&mut holder);
+    let all = eventually(Duration::from_secs(60), || {
+        processed(&mut client, &prefix) == JOBS as i64
+    })
+    .await;
+    for child in &mut consumers {
+        kill(child);
+    }
+    assert!(all, "processed {}", processed(&mut client, &prefix));
+    let runs = timeline(&mut client, &prefix);
+    assert!(
+        runs.iter().all(|r| r.start >= killed_at),
+        "ran beside the holder"
+    );
+    let peak = peak(&runs);
+    assert!(
+        peak <= LIMIT as usize,
+        "{peak} handlers ran at once; the limit is {LIMIT}"
+    );
+    assert_eq!(peak, LIMIT as usize, "the limit was never reached");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rate_limit_holds_across_processes() {
+    const JOBS: u64 = 40;
+    const STARTS: usize = 10;
+    const PER_MS: u64 = 500;
+    // Between a reservation and its handler's start (dispatch in the process).
+    const JITTER_MS: u64 = 60;
+    let redis = TestRedis::start().unwrap();
+    let prefix = redis.namespace().to_owned();
+    let mut client = redis.client();
+    let admin = admin(&redis).await;
+    let rate = RateLimit::new(STARTS as u32, Duration::from_millis(PER_MS)).unwrap();
+    admin.limit_rate(&jobs(), Some(rate)).await.unwrap();
+    assert_eq!(admin.flow(&jobs()).await.unwrap().rate, Some(rate));
+    send_jobs(&bus(&redis.url(), &prefix).await, JOBS).await;
+    let mut consumers: Vec<Child> = (0..2).map(|_| timed_consumer(&redis, 8, 0)).collect();
+    let all = eventually(Duration::from_secs(60), || {
+        processed(&mut client, &prefix) == JOBS as i64
+    })
+    .await;
+    for child in &mut consumers {
+        kill(child);
+    }
+    assert!(all, "processed {}", processed(&mut client, &prefix));
+    let mut starts: Vec<u64> = timeline(&mut client, &prefix)
+        .iter()
+        .map(|r| r.start)
+        .collect();
+    starts.sort_unstable();
+    for (i, window) in starts.windows(STARTS + 1).enumerate() {
+        let span = window[STARTS] - window[0];
+        assert!(
+            span + JITTER_MS >= PER_MS,
+            "starts {i} to {} came within {span} ms: more than {STARTS} per {PER_MS} ms",
+            i + STARTS
+        );
+    }
+    let total = starts[starts.len() - 1] - starts[0];
+    assert!(
+        total + JITTER_MS >= 3 * PER_MS,
+        "{JOBS} starts took only {total} ms"
+    );
+}

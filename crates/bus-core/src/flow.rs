@@ -1,0 +1,121 @@
+//! Flow control of a queue across every host (issue 17; docs/concepts.md, "Flow control"):
+//! pause and resume, a global concurrency limit and a rate limit. The settings live in the
+//! transport (in Redis, one hash per queue), so every consumer obeys them, foreign ones
+//! included, and they survive restarts. A transport offers them through [`FlowControl`];
+//! the operator surface ([`crate::operator::Operator::pause`]) and the `bus` tool sit on
+//! top.
+
+use std::fmt;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::Serialize;
+
+use crate::transport::Source;
+use crate::{Error, Result};
+
+/// At most `starts` messages of a queue start per `per`, over every consumer: a sliding
+/// window, so no window of length `per` holds more than `starts` reservations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct RateLimit {
+    starts: u32,
+    #[serde(rename = "per_ms", serialize_with = "millis")]
+    per: Duration,
+}
+
+fn millis<S: serde::Serializer>(per: &Duration, s: S) -> std::result::Result<S::Ok, S::Error> {
+    s.serialize_u64(u64::try_from(per.as_millis()).unwrap_or(u64::MAX))
+}
+
+impl RateLimit {
+    /// `starts` per `per`; both must be positive (`per` at least a millisecond).
+    pub fn new(starts: u32, per: Duration) -> Result<Self> {
+        if starts == 0 || per < Duration::from_millis(1) {
+            return Err(Error::Config(format!(
+                "a rate limit needs at least one start per at least 1 ms, got {starts} per {per:?}"
+            )));
+        }
+        Ok(RateLimit { starts, per })
+    }
+
+    /// Starts allowed per window.
+    pub fn starts(&self) -> u32 {
+        self.starts
+    }
+
+    /// The window.
+    pub fn per(&self) -> Duration {
+        self.per
+    }
+}
+
+impl fmt::Display for RateLimit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}ms", self.starts, self.per.as_millis())
+    }
+}
+
+/// The flow-control settings of one queue (or subscription), as the transport stores them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct Flow {
+    /// No consumer reserves its messages; sends still enqueue.
+    pub paused: bool,
+    /// At most this many of its messages in flight at once, across every consumer.
+    pub concurrency: Option<u32>,
+    /// At most so many starts per window, across every consumer.
+    pub rate: Option<RateLimit>,
+}
+
+impl Flow {
+    /// Whether nothing is set (every consumer reserves as it would without flow control).
+    pub fn is_open(&self) -> bool {
+        *self == Flow::default()
+    }
+}
+
+/// A transport's flow control over its queues. Each change is one atomic step and takes
+/// effect at every consumer's next reserve (within a second for a consumer that waits).
+#[async_trait]
+pub trait FlowControl: Send + Sync + fmt::Debug {
+    /// The settings of `source`.
+    async fn flow(&self, source: &Source) -> Result<Flow>;
+
+    /// Stops every consumer of `source` from reserving; running handlers finish.
+    async fn pause(&self, source: &Source) -> Result<()>;
+
+    /// Lets consumers of `source` reserve again.
+    async fn resume(&self, source: &Source) -> Result<()>;
+
+    /// Sets (`Some`, at least 1) or removes the global concurrency limit of `source`.
+    async fn limit_concurrency(&self, source: &Source, limit: Option<u32>) -> Result<()>;
+
+    /// Sets or removes the rate limit of `source`.
+    async fn limit_rate(&self, source: &Source, rate: Option<RateLimit>) -> Result<()>;
+}
+
+/// Refuses a concurrency limit of 0 (it would stop the queue for good: pause it instead).
+pub fn check_concurrency(limit: Option<u32>) -> Result<()> {
+    if limit == Some(0) {
+        return Err(Error::Config(
+            "a concurrency limit must be at least 1 (pause the queue to stop it)".into(),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_are_checked() {
+        assert!(RateLimit::new(0, Duration::from_secs(1)).is_err());
+        assert!(RateLimit::new(1, Duration::ZERO).is_err());
+        let rate = RateLimit::new(5, Duration::from_millis(250)).unwrap();
+        assert_eq!(rate.to_string(), "5/250ms");
+        assert!(check_concurrency(Some(0)).is_err());
+        assert!(check_concurrency(None).is_ok() && check_concurrency(Some(1)).is_ok());
+        assert!(Flow::default().is_open());
+    }
+}

@@ -1,0 +1,52 @@
+-- Flow control (protocol 3; docs/redis-layout.md "Flow control"), prepended to the
+-- reserve scripts after common.lua. A queue's `flow` hash holds its settings: `paused`
+-- ("1"), `concurrency` (at most n in flight), `rate` and `per_ms` (at most `rate` starts
+-- per `per_ms`, a sliding window kept in the `flow-starts` sorted set). Without the hash,
+-- a reserve pays one HMGET on a missing key and nothing else.
+
+-- Why a reserve took nothing (its reply's second field; 1 is "recovered messages wait").
+local FLOW_PAUSED, FLOW_FULL, FLOW_RATE = 2, 3, 4
+
+-- How many of `want` messages this reserve may take: `n, status, wait_ms, window`.
+-- n = 0 comes with a status (paused, full, rate) and, for the rate limit, the ms until a
+-- start leaves the window. `window` (nil without a rate limit) is what flow_started needs.
+local function flow_allowance(flow, starts, inflight, leased, want, now)
+  local f = redis.call('HMGET', flow, 'paused', 'concurrency', 'rate', 'per_ms')
+  if not (f[1] or f[2] or f[3]) then return want, 0, -1, nil end
+  if f[1] == '1' then return 0, FLOW_PAUSED, -1, nil end
+  local n = want
+  local limit = tonumber(f[2])
+  if limit then
+    local busy = redis.call('ZCARD', inflight) + (tonumber(redis.call('GET', leased)) or 0)
+    n = math.min(n, math.max(0, limit - busy))
+    if n == 0 then return 0, FLOW_FULL, -1, nil end
+  end
+  local rate, per = tonumber(f[3]), tonumber(f[4])
+  if rate and per and rate > 0 and per > 0 then
+    redis.call('ZREMRANGEBYSCORE', starts, '-inf', now - per)
+    local free = rate - redis.call('ZCARD', starts)
+    if free <= 0 then
+      local oldest = redis.call('ZRANGE', starts, 0, 0, 'WITHSCORES')
+      local wait = 1
+      if #oldest > 0 then wait = math.max(1, tonumber(oldest[2]) + per - now + 1) end
+      return 0, FLOW_RATE, wait, nil
+    end
+    n = math.min(n, free)
+    return n, 0, -1, per
+  end
+  return n, 0, -1, nil
+end
+
+-- Records `n` starts at `now` in the rate limit's window (`per`: its length, from
+-- flow_allowance; nil: no rate limit). Members are unique: `<now>:<counter>`.
+local function flow_started(flow, starts, per, n, now)
+  if not per or n == 0 then return end
+  local last = redis.call('HINCRBY', flow, 'started', n)
+  local items = {}
+  for i = 1, n do
+    items[#items + 1] = now
+    items[#items + 1] = string.format('%d:%d', now, last - n + i)
+  end
+  bulk('ZADD', starts, items)
+  redis.call('PEXPIRE', starts, per + 1000)
+end

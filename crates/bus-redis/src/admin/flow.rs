@@ -1,0 +1,134 @@
+//! Flow control (protocol 3; docs/redis-layout.md, "Flow control"): the queue's `flow`
+//! hash, which every reserve reads. Each change is one command per shard (`HSET` or
+//! `HDEL`); a partitioned queue's shards are changed one after the other, and each
+//! shard's limits apply to that shard (a limit cannot span hash tags atomically).
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bus_core::flow::{check_concurrency, Flow, FlowControl, RateLimit};
+use bus_core::transport::Source;
+use fred::prelude::{HashesInterface, KeysInterface};
+use fred::types::Value;
+
+use super::Admin;
+use crate::Result;
+
+/// The `flow` hash's fields (docs/wire-format.md, "Flow control").
+const PAUSED: &str = "paused";
+const CONCURRENCY: &str = "concurrency";
+const RATE: &str = "rate";
+const PER_MS: &str = "per_ms";
+
+impl Admin {
+    /// The flow-control settings of `source` (of its first shard: every operation here
+    /// sets all shards alike), `paused` if any shard is.
+    pub async fn flow(&self, source: &Source) -> Result<Flow> {
+        let mut flow = Flow::default();
+        for (i, shard) in self.shards(source).await?.into_iter().enumerate() {
+            let fields: Vec<Option<u64>> = self
+                .client()
+                .hmget(&shard.keys.flow, vec![PAUSED, CONCURRENCY, RATE, PER_MS])
+                .await?;
+            let field = |n: usize| fields.get(n).copied().flatten();
+            flow.paused |= field(0) == Some(1);
+            if i == 0 {
+                flow.concurrency = field(1).and_then(|n| u32::try_from(n).ok());
+                flow.rate = match (field(2), field(3)) {
+                    (Some(starts), Some(per)) => u32::try_from(starts)
+                        .ok()
+                        .and_then(|starts| RateLimit::new(starts, Duration::from_millis(per)).ok()),
+                    _ => None,
+                };
+            }
+        }
+        Ok(flow)
+    }
+
+    /// Whether `keys`' queue (or shard) is paused: one `HGET`.
+    pub(super) async fn paused_at(&self, flow_key: &str) -> Result<bool> {
+        let paused: Option<String> = self.client().hget(flow_key, PAUSED).await?;
+        Ok(paused.as_deref() == Some("1"))
+    }
+
+    /// Pauses `source`: no consumer (of protocol 3) reserves from it until
+    /// [`Admin::resume`]; sends still enqueue, running handlers finish.
+    pub async fn pause(&self, source: &Source) -> Result<()> {
+        self.set(source, vec![(PAUSED, Value::from(1))]).await
+    }
+
+    /// Resumes `source`.
+    pub async fn resume(&self, source: &Source) -> Result<()> {
+        self.unset(source, vec![PAUSED]).await
+    }
+
+    /// Sets or removes the global concurrency limit of `source` (per shard).
+    pub async fn limit_concurrency(&self, source: &Source, limit: Option<u32>) -> Result<()> {
+        check_concurrency(limit)?;
+        match limit {
+            Some(n) => {
+                self.set(source, vec![(CONCURRENCY, Value::from(i64::from(n)))])
+                    .await
+            }
+            None => self.unset(source, vec![CONCURRENCY]).await,
+        }
+    }
+
+    /// Sets or removes the rate limit of `source` (per shard).
+    pub async fn limit_rate(&self, source: &Source, rate: Option<RateLimit>) -> Result<()> {
+        match rate {
+            Some(rate) => {
+                let per = i64::try_from(rate.per().as_millis()).unwrap_or(i64::MAX);
+                let fields = vec![
+                    (RATE, Value::from(i64::from(rate.starts()))),
+                    (PER_MS, Value::from(per)),
+                ];
+                self.set(source, fields).await
+            }
+            None => {
+                self.unset(source, vec![RATE, PER_MS]).await?;
+                for shard in self.shards(source).await? {
+                    let _: i64 = self.client().del(&shard.keys.flow_starts).await?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    async fn set(&self, source: &Source, fields: Vec<(&str, Value)>) -> Result<()> {
+        for shard in self.shards(source).await? {
+            let _: i64 = self.client().hset(&shard.keys.flow, fields.clone()).await?;
+        }
+        Ok(())
+    }
+
+    async fn unset(&self, source: &Source, fields: Vec<&str>) -> Result<()> {
+        for shard in self.shards(source).await? {
+            let _: i64 = self.client().hdel(&shard.keys.flow, fields.clone()).await?;
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl FlowControl for Admin {
+    async fn flow(&self, source: &Source) -> bus_core::Result<Flow> {
+        Ok(Admin::flow(self, source).await?)
+    }
+
+    async fn pause(&self, source: &Source) -> bus_core::Result<()> {
+        Ok(Admin::pause(self, source).await?)
+    }
+
+    async fn resume(&self, source: &Source) -> bus_core::Result<()> {
+        Ok(Admin::resume(self, source).await?)
+    }
+
+    async fn limit_concurrency(&self, source: &Source, limit: Option<u32>) -> bus_core::Result<()> {
+        Ok(Admin::limit_concurrency(self, source, limit).await?)
+    }
+
+    async fn limit_rate(&self, source: &Source, rate: Option<RateLimit>) -> bus_core::Result<()> {
+        Ok(Admin::limit_rate(self, source, rate).await?)
+    }
+}
