@@ -113,11 +113,11 @@ pub(crate) static ABSOLVE: LazyLock<LuaScript> =
 // A singleton's lease is taken and kept on a full Redis too: its host may be the one
 // that drains it.
 pub(crate) static SINGLETON_ACQUIRE: LazyLock<LuaScript> =
-    LazyLock::new(|| lua!("singleton_acquire", flags = "allow-oom"));
+    LazyLock::new(|| lua!("singleton_acquire", ["common"], flags = "allow-oom"));
 pub(crate) static SINGLETON_RENEW: LazyLock<LuaScript> =
-    LazyLock::new(|| lua!("singleton_renew", flags = "allow-oom"));
+    LazyLock::new(|| lua!("singleton_renew", ["common"], flags = "allow-oom"));
 pub(crate) static SINGLETON_RELEASE: LazyLock<LuaScript> =
-    LazyLock::new(|| lua!("singleton_release", flags = "allow-oom"));
+    LazyLock::new(|| lua!("singleton_release", ["common"], flags = "allow-oom"));
 
 /// The reply readers every crate's scripts share (bus-redis's, the saga store's,
 /// BabelQueue's, management's): a reply a script never sends is

@@ -30,6 +30,18 @@ const SCRIPTS: &[(&str, &str)] = &[
     ("publish", include_str!("../lua/publish.lua")),
     ("publish_at", include_str!("../lua/publish_at.lua")),
     (
+        "singleton_acquire",
+        include_str!("../lua/singleton_acquire.lua"),
+    ),
+    (
+        "singleton_renew",
+        include_str!("../lua/singleton_renew.lua"),
+    ),
+    (
+        "singleton_release",
+        include_str!("../lua/singleton_release.lua"),
+    ),
+    (
         "admin_dead_envelopes",
         include_str!("../lua/admin_dead_envelopes.lua"),
     ),
@@ -68,6 +80,7 @@ struct Queue {
     client: SyncClient,
     k: QueueKeys,
     subs: String,
+    singleton: String,
 }
 
 impl Queue {
@@ -76,6 +89,7 @@ impl Queue {
             client: redis.client(),
             k: QueueKeys::new(redis.namespace(), &Source::queue(name).unwrap()),
             subs: keys::subscriptions(redis.namespace(), name),
+            singleton: keys::singleton(redis.namespace(), name),
         }
     }
 
@@ -164,6 +178,9 @@ impl Queue {
             "read_scheduled" => vec![&k.delayed, &k.msgs],
             "publish" => vec![&self.subs, &k.ready],
             "publish_at" => vec![&self.subs, &k.delayed, &k.msgs, &k.ready],
+            "singleton_acquire" | "singleton_renew" | "singleton_release" => {
+                vec![&self.singleton]
+            }
             "admin_dead_envelopes" => vec![&k.dead, &k.msgs],
             "admin_delete_dead" => vec![&k.dead, &k.msgs, &k.dead_info, &k.errors, &k.deliveries],
             "admin_in_flight" => vec![&k.inflight, &k.msgs, &k.deliveries, &k.leases],
@@ -409,6 +426,8 @@ fn good_argv(script: &str, token: &str, id: &str, dead: &str) -> Vec<String> {
         "reschedule" => vec!["later", "0"],
         "publish" => vec!["1", "name", "{}"],
         "publish_at" => vec!["1", "name", "0", "announced", "{}"],
+        "singleton_acquire" | "singleton_renew" => vec!["holder", "15000"],
+        "singleton_release" => vec!["holder"],
         "admin_dead_envelopes" => vec![dead],
         "admin_delete_dead" => vec![dead],
         "admin_in_flight" => vec!["10"],
@@ -449,6 +468,12 @@ fn bad_argvs(script: &str, token: &str, id: &str) -> Vec<Vec<String>> {
         "cancel" => vec![vec![], vec!["later", "again"]],
         "reschedule" => vec![vec!["later"], vec!["later", "soon"]],
         "read_scheduled" => vec![vec![]],
+        "singleton_acquire" | "singleton_renew" => vec![
+            vec!["holder"],
+            vec!["holder", "soon"],
+            vec!["holder", "15000", "more"],
+        ],
+        "singleton_release" => vec![vec![], vec!["holder", "15000"]],
         "send_once" => vec![
             vec!["60000", "", "once"],
             vec!["soon", "", "once", "{}"],
@@ -671,4 +696,41 @@ fn absolve_returns_only_the_holders_suspects_to_the_ready_list() {
     // Absolved again: no longer a suspect, nothing moves.
     assert_eq!(q.call("absolve", &[&token, "0"]), Resp::Integer(0));
     assert_eq!(list(&mut q, &ready), [id0, id2]);
+}
+
+#[test]
+fn a_singleton_lease_is_taken_kept_and_given_up_only_by_its_holder() {
+    let redis = TestRedis::start().unwrap();
+    let mut q = Queue::new(&redis, "solo");
+    let key = q.singleton.clone();
+    assert_eq!(
+        q.call("singleton_acquire", &["a", "15000"]),
+        Resp::Integer(1)
+    );
+    let ttl = q.cmd(&["PTTL", &key]).as_int().unwrap();
+    assert!((14_000..=15_000).contains(&ttl), "ttl {ttl}");
+    // Another holder neither takes, renews nor releases it.
+    assert_eq!(
+        q.call("singleton_acquire", &["b", "15000"]),
+        Resp::Integer(0)
+    );
+    assert_eq!(q.call("singleton_renew", &["b", "15000"]), Resp::Integer(0));
+    assert_eq!(q.call("singleton_release", &["b"]), Resp::Integer(0));
+    assert_eq!(q.cmd(&["GET", &key]), Resp::Bulk(Some(b"a".to_vec())));
+    // Its holder renews it, and takes it again while it holds it.
+    q.cmd(&["PEXPIRE", &key, "1000"]);
+    assert_eq!(q.call("singleton_renew", &["a", "15000"]), Resp::Integer(1));
+    assert!(q.cmd(&["PTTL", &key]).as_int().unwrap() > 14_000);
+    assert_eq!(
+        q.call("singleton_acquire", &["a", "15000"]),
+        Resp::Integer(1)
+    );
+    // Given up by its holder, anyone takes it; expired, its old holder cannot renew it.
+    assert_eq!(q.call("singleton_release", &["a"]), Resp::Integer(1));
+    assert_eq!(q.call("singleton_renew", &["a", "15000"]), Resp::Integer(0));
+    assert_eq!(
+        q.call("singleton_acquire", &["b", "15000"]),
+        Resp::Integer(1)
+    );
+    assert_eq!(q.cmd(&["GET", &key]), Resp::Bulk(Some(b"b".to_vec())));
 }
