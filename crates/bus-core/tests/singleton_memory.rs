@@ -91,7 +91,7 @@ fn handled_by(log: &Log, host: &str) -> Vec<u32> {
 }
 
 #[tokio::test]
-async fn only_the_lease_holder_handles_and_a_shutdown_hands_over_at_once() {
+async fn only_the_lease_holder_handles_and_a_shutdown_hands_over_at_the_next_try() {
     let transport = MemoryTransport::new();
     let log = Log::default();
     let settings = ProcessingSettings::default().singleton(true);
