@@ -209,7 +209,14 @@ impl Consumer for Gate {
         if !self.until_held(stop).await {
             return Ok(Vec::new());
         }
-        self.inner.receive(max, stop).await
+        let deliveries = self.inner.receive(max, stop).await?;
+        if deliveries.is_empty() || self.holds() {
+            return Ok(deliveries);
+        }
+        // The lease was lost while the call waited: what it reserved goes back unrun.
+        let receipts: Vec<Receipt> = deliveries.into_iter().map(|d| d.receipt).collect();
+        self.inner.release(&receipts).await?;
+        Ok(Vec::new())
     }
     fn isolation_pending(&self) -> bool {
         self.inner.isolation_pending()
