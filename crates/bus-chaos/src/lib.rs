@@ -32,3 +32,22 @@ pub fn poison_runs_key(prefix: &str) -> String {
 pub fn timeline_key(prefix: &str) -> String {
     format!("{prefix}:test:timeline")
 }
+
+/// The message of the singleton runs (`singleton-host`), on a queue of its own.
+#[derive(Debug, Clone, Serialize, Deserialize, RedisCommand)]
+#[bus(queue = "solo")]
+pub struct Solo {
+    /// Unique per run.
+    pub n: u64,
+}
+
+/// List of `"<pid> <n> <start µs> <end µs>"`, one per finished `Solo` handler run (wall
+/// clock of the one machine the processes share).
+pub fn solo_runs_key(prefix: &str) -> String {
+    format!("{prefix}:test:solo-runs")
+}
+
+/// String set by a `singleton-host` process to its pid once its host runs.
+pub fn solo_up_key(prefix: &str, pid: u32) -> String {
+    format!("{prefix}:test:solo-up:{pid}")
+}

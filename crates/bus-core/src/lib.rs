@@ -9,13 +9,13 @@
 //! | [`CommandProcessor`], [`EventProcessor`], [`ProcessError`], [`Context`] | handlers |
 //! | [`DeadLettering`], [`OnExpiry`], [`EXPIRES_AT_HEADER`] | a message's end: the hook before a dead letter, expiry |
 //! | [`Scheduled`] | a delayed command read back ([`Bus::scheduled`], [`Bus::cancel`], [`Bus::reschedule`]) |
-//! | [`ProcessingSettings`], [`Backoff`] | per-processor consumption settings |
+//! | [`ProcessingSettings`], [`Backoff`], [`DEFAULT_SINGLETON_TTL`] | per-processor consumption settings |
 //! | [`Middleware`], [`Next`] | the pipeline around handlers |
 //! | [`SendOptions`], [`Sent`], [`SendMiddleware`] | one send with options, what it stored, the layers on every send |
 //! | [`Host`], [`HostBuilder`], [`RunningHost`], [`Bus`] | registration, running, sending |
 //! | [`Envelope`], [`Format`] | the wire format and serializers |
 //! | [`Transport`] | what a host and a bus are given (`bus-redis`, [`MemoryTransport`], ...) |
-//! | [`transport`] | what a transport implements: [`transport::Consumer`], [`transport::Source`], [`transport::Receipt`], limits and names |
+//! | [`transport`] | what a transport implements: [`transport::Consumer`], [`transport::Source`], [`transport::Receipt`], [`transport::SingletonLease`], limits and names |
 //! | [`records`] | what every transport and tool shows of stored messages: [`records::DeadLetter`], [`records::ErrorRecord`], [`records::QueueStats`], ... |
 //! | [`flow`] | flow control of a queue across hosts: pause, global concurrency and rate limits ([`flow::FlowControl`]) |
 //! | [`operator`] | the operator's capabilities over a kind of queue ([`operator::Operator`]), one for every tool |
@@ -53,6 +53,7 @@ mod schedule;
 mod send;
 mod settings;
 mod shared;
+mod singleton;
 pub mod transport;
 
 pub use bus::{Bus, BusConfig, DEFAULT_MAX_MESSAGE_SIZE};
@@ -82,7 +83,7 @@ pub use schedule::Scheduled;
 pub use send::{
     OutgoingMessage, SendMiddleware, SendOptions, Sent, DEFAULT_DEDUP_WINDOW, TRACE_ID_HEADER,
 };
-pub use settings::{Backoff, ProcessingSettings};
+pub use settings::{Backoff, ProcessingSettings, DEFAULT_SINGLETON_TTL};
 pub use shared::IntoShared;
 // The transport an application hands its host and its bus; the rest of the contract
 // (consumers, sources, limits) is in [`transport`], for those who implement one.

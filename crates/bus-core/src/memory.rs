@@ -34,6 +34,8 @@ const IDLE_WAIT: Duration = Duration::from_secs(1);
 #[derive(Debug, Clone, Default)]
 pub struct MemoryTransport {
     state: Arc<Mutex<State>>,
+    /// Singleton processors' leases, apart from the queues' state.
+    leases: crate::singleton::Leases,
 }
 
 #[derive(Debug, Default)]
@@ -297,6 +299,14 @@ impl MemoryTransport {
 
 #[async_trait]
 impl Transport for MemoryTransport {
+    fn singleton_lease(
+        &self,
+        queue: &str,
+        holder: &str,
+        ttl: Duration,
+    ) -> Result<Arc<dyn crate::transport::SingletonLease>> {
+        Ok(self.leases.lease(queue, holder, ttl))
+    }
     async fn send(&self, queue: &str, messages: Vec<Outgoing>) -> Result<()> {
         let mut state = self.state();
         let q = state.queue(&Source::queue(queue)?);

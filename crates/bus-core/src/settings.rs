@@ -36,7 +36,16 @@ pub struct ProcessingSettings {
     pub retry: Backoff,
     /// See [`ProcessingSettings::on_expiry()`].
     pub on_expiry: crate::OnExpiry,
+    /// See [`ProcessingSettings::singleton()`].
+    pub singleton: bool,
+    /// See [`ProcessingSettings::singleton_ttl()`].
+    pub singleton_ttl: Duration,
 }
+
+/// How long a singleton processor's lease lasts without a renewal, by default: the
+/// holder renews it every third of it, and another host takes over within this plus a
+/// third of it after the holder dies.
+pub const DEFAULT_SINGLETON_TTL: Duration = Duration::from_secs(15);
 
 impl Default for ProcessingSettings {
     fn default() -> Self {
@@ -47,6 +56,8 @@ impl Default for ProcessingSettings {
             dead_letter_delivery_limit: 5,
             retry: Backoff::default(),
             on_expiry: crate::OnExpiry::DeadLetter,
+            singleton: false,
+            singleton_ttl: DEFAULT_SINGLETON_TTL,
         }
     }
 }
@@ -90,16 +101,35 @@ impl ProcessingSettings {
         self
     }
 
+    /// Whether this processor's queue is consumed by one host at a time across the
+    /// fleet (KnightBus's `ISingletonProcessor`): a host reserves from it only while it
+    /// holds the queue's lease in the transport (docs/concepts.md, "Singleton
+    /// processors"). Off by default.
+    pub fn singleton(mut self, singleton: bool) -> Self {
+        self.singleton = singleton;
+        self
+    }
+    /// How long a singleton's lease lasts without a renewal ([`DEFAULT_SINGLETON_TTL`],
+    /// at least 300 ms): the holder renews it every third of it; a host without it tries
+    /// to take it as often. When the holder dies, another host takes over within
+    /// `ttl + ttl / 3`.
+    pub fn singleton_ttl(mut self, ttl: Duration) -> Self {
+        self.singleton_ttl = ttl.max(Duration::from_millis(300));
+        self
+    }
+
     /// The same settings with each value in the range its setter keeps.
     pub(crate) fn in_range(self) -> Self {
-        let (calls, lock, limit) = (
+        let (calls, lock, limit, ttl) = (
             self.max_concurrent_calls,
             self.message_lock_timeout,
             self.dead_letter_delivery_limit,
+            self.singleton_ttl,
         );
         self.max_concurrent_calls(calls)
             .message_lock_timeout(lock)
             .dead_letter_delivery_limit(limit)
+            .singleton_ttl(ttl)
     }
 }
 

@@ -18,6 +18,7 @@ pub use crate::envelope::{now_ms, ENVELOPE_VERSION};
 pub use crate::message::{validate_name, MAX_NAME_LEN};
 use crate::records::ErrorRecord;
 pub use crate::records::ERROR_HISTORY;
+pub use crate::singleton::SingletonLease;
 use crate::{Envelope, MessageId, Result};
 
 /// Where a consumer reads: a command queue, or one subscription of a topic.
@@ -428,6 +429,21 @@ pub trait Transport: Send + Sync + fmt::Debug + 'static {
     /// What this transport can do: everything ([`Capabilities::ALL`]) by default.
     fn capabilities(&self) -> Capabilities {
         Capabilities::ALL
+    }
+    /// The lease of a singleton processor's `queue`, held under the token `holder` for
+    /// `ttl` per acquisition or renewal ([`SingletonLease`]). Asked when the host is
+    /// built, so it must do no I/O. The default refuses: a transport without leases,
+    /// on which a singleton processor cannot be registered.
+    fn singleton_lease(
+        &self,
+        queue: &str,
+        holder: &str,
+        ttl: Duration,
+    ) -> Result<Arc<dyn SingletonLease>> {
+        let _ = (holder, ttl);
+        Err(crate::Error::Config(format!(
+            "{queue}: a singleton processor needs a transport with leases; this one has none"
+        )))
     }
 }
 

@@ -157,6 +157,13 @@ impl QueueKeys {
     }
 }
 
+/// String: the lease of a singleton processor's `queue`, holding its holder's token and
+/// expiring with the lease's ttl (docs/redis-layout.md, "Singleton leases"). In the
+/// queue's slot; on a partitioned queue, one lease for all its partitions.
+pub fn singleton(prefix: &str, queue: &str) -> String {
+    format!("{prefix}:{{{queue}}}:singleton")
+}
+
 /// Set of the subscription names of a topic (in the topic's slot).
 pub fn subscriptions(prefix: &str, topic: &str) -> String {
     format!("{prefix}:{{{topic}}}:subs")

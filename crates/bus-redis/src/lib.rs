@@ -32,6 +32,7 @@ mod protocol;
 mod receipts;
 mod schedule;
 mod scripts;
+mod singleton;
 #[cfg(feature = "tls")]
 mod tls;
 mod transport;

@@ -110,6 +110,14 @@ pub(crate) static RECOVER: LazyLock<LuaScript> =
     LazyLock::new(|| lua!("recover", ["common"], flags = "allow-oom"));
 pub(crate) static ABSOLVE: LazyLock<LuaScript> =
     LazyLock::new(|| lua!("absolve", ["common"], flags = "allow-oom"));
+// A singleton's lease is taken and kept on a full Redis too: its host may be the one
+// that drains it.
+pub(crate) static SINGLETON_ACQUIRE: LazyLock<LuaScript> =
+    LazyLock::new(|| lua!("singleton_acquire", ["common"], flags = "allow-oom"));
+pub(crate) static SINGLETON_RENEW: LazyLock<LuaScript> =
+    LazyLock::new(|| lua!("singleton_renew", ["common"], flags = "allow-oom"));
+pub(crate) static SINGLETON_RELEASE: LazyLock<LuaScript> =
+    LazyLock::new(|| lua!("singleton_release", ["common"], flags = "allow-oom"));
 
 /// The reply readers every crate's scripts share (bus-redis's, the saga store's,
 /// BabelQueue's, management's): a reply a script never sends is

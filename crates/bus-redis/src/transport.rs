@@ -486,6 +486,15 @@ impl Transport for RedisTransport {
         crate::schedule::reschedule(self, queue, id, due).await
     }
 
+    fn singleton_lease(
+        &self,
+        queue: &str,
+        holder: &str,
+        ttl: Duration,
+    ) -> bus_core::Result<Arc<dyn bus_core::transport::SingletonLease>> {
+        crate::singleton::lease(self.client(), self.prefix(), queue, holder, ttl)
+    }
+
     async fn publish(&self, topic: &str, messages: Vec<Outgoing>) -> bus_core::Result<usize> {
         bus_core::transport::validate_name("topic", topic)?;
         let cached = self

@@ -31,6 +31,18 @@ const SCRIPTS: &[(&str, &str)] = &[
     ("publish", include_str!("../lua/publish.lua")),
     ("publish_at", include_str!("../lua/publish_at.lua")),
     (
+        "singleton_acquire",
+        include_str!("../lua/singleton_acquire.lua"),
+    ),
+    (
+        "singleton_renew",
+        include_str!("../lua/singleton_renew.lua"),
+    ),
+    (
+        "singleton_release",
+        include_str!("../lua/singleton_release.lua"),
+    ),
+    (
         "admin_dead_envelopes",
         include_str!("../lua/admin_dead_envelopes.lua"),
     ),
@@ -71,6 +83,7 @@ struct Queue {
     client: SyncClient,
     k: QueueKeys,
     subs: String,
+    singleton: String,
 }
 
 impl Queue {
@@ -79,6 +92,7 @@ impl Queue {
             client: redis.client(),
             k: QueueKeys::new(redis.namespace(), &Source::queue(name).unwrap()),
             subs: keys::subscriptions(redis.namespace(), name),
+            singleton: keys::singleton(redis.namespace(), name),
         }
     }
 
@@ -172,6 +186,9 @@ impl Queue {
             "read_scheduled" => vec![&k.delayed, &k.msgs],
             "publish" => vec![&self.subs, &k.ready],
             "publish_at" => vec![&self.subs, &k.delayed, &k.msgs, &k.ready],
+            "singleton_acquire" | "singleton_renew" | "singleton_release" => {
+                vec![&self.singleton]
+            }
             "admin_dead_envelopes" => vec![&k.dead, &k.msgs],
             "admin_delete_dead" => vec![&k.dead, &k.msgs, &k.dead_info, &k.errors, &k.deliveries],
             "admin_in_flight" => vec![&k.inflight, &k.msgs, &k.deliveries, &k.leases],
@@ -419,6 +436,8 @@ fn good_argv(script: &str, token: &str, id: &str, dead: &str) -> Vec<String> {
         "reschedule" => vec!["later", "0"],
         "publish" => vec!["1", "name", "{}"],
         "publish_at" => vec!["1", "name", "0", "announced", "{}"],
+        "singleton_acquire" | "singleton_renew" => vec!["holder", "15000"],
+        "singleton_release" => vec!["holder"],
         "admin_dead_envelopes" => vec![dead],
         "admin_delete_dead" => vec![dead],
         "admin_in_flight" => vec!["10"],
@@ -459,6 +478,12 @@ fn bad_argvs(script: &str, token: &str, id: &str) -> Vec<Vec<String>> {
         "cancel" => vec![vec![], vec!["later", "again"]],
         "reschedule" => vec![vec!["later"], vec!["later", "soon"]],
         "read_scheduled" => vec![vec![]],
+        "singleton_acquire" | "singleton_renew" => vec![
+            vec!["holder"],
+            vec!["holder", "soon"],
+            vec!["holder", "15000", "more"],
+        ],
+        "singleton_release" => vec![vec![], vec!["holder", "15000"]],
         "send_once" => vec![
             vec!["60000", "", "once"],
             vec!["soon", "", "once", "{}"],
@@ -751,4 +776,41 @@ fn flow_control_holds_a_reserve_back_says_why_and_writes_nothing() {
     assert_eq!(why, 4);
     assert!((59_000..=60_001).contains(&wait), "{wait}");
     assert_eq!(q.cmd(&["LLEN", &q.k.ready.clone()]), Resp::Integer(1));
+}
+
+#[test]
+fn a_singleton_lease_is_taken_kept_and_given_up_only_by_its_holder() {
+    let redis = TestRedis::start().unwrap();
+    let mut q = Queue::new(&redis, "solo");
+    let key = q.singleton.clone();
+    assert_eq!(
+        q.call("singleton_acquire", &["a", "15000"]),
+        Resp::Integer(1)
+    );
+    let ttl = q.cmd(&["PTTL", &key]).as_int().unwrap();
+    assert!((14_000..=15_000).contains(&ttl), "ttl {ttl}");
+    // Another holder neither takes, renews nor releases it.
+    assert_eq!(
+        q.call("singleton_acquire", &["b", "15000"]),
+        Resp::Integer(0)
+    );
+    assert_eq!(q.call("singleton_renew", &["b", "15000"]), Resp::Integer(0));
+    assert_eq!(q.call("singleton_release", &["b"]), Resp::Integer(0));
+    assert_eq!(q.cmd(&["GET", &key]), Resp::Bulk(Some(b"a".to_vec())));
+    // Its holder renews it, and takes it again while it holds it.
+    q.cmd(&["PEXPIRE", &key, "1000"]);
+    assert_eq!(q.call("singleton_renew", &["a", "15000"]), Resp::Integer(1));
+    assert!(q.cmd(&["PTTL", &key]).as_int().unwrap() > 14_000);
+    assert_eq!(
+        q.call("singleton_acquire", &["a", "15000"]),
+        Resp::Integer(1)
+    );
+    // Given up by its holder, anyone takes it; expired, its old holder cannot renew it.
+    assert_eq!(q.call("singleton_release", &["a"]), Resp::Integer(1));
+    assert_eq!(q.call("singleton_renew", &["a", "15000"]), Resp::Integer(0));
+    assert_eq!(
+        q.call("singleton_acquire", &["b", "15000"]),
+        Resp::Integer(1)
+    );
+    assert_eq!(q.cmd(&["GET", &key]), Resp::Bulk(Some(b"b".to_vec())));
 }

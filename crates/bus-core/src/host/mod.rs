@@ -10,6 +10,7 @@ mod outcome;
 mod registration;
 pub(crate) mod registry;
 mod routes;
+mod singleton;
 mod worker;
 
 use std::future::Future;
@@ -318,10 +319,12 @@ impl HostBuilder {
             &*transport,
             &self.hooks,
         )?;
+        let singletons = singleton::leases(&routes, &*transport)?;
         let middleware: Arc<[Arc<dyn Middleware>]> = self.middleware.into();
         Ok(Host {
             bus: Bus::new(transport, self.bus_config),
             routes,
+            singletons,
             middleware,
             shutdown_grace: self.shutdown_grace,
             recovery_interval: self.recovery_interval,
@@ -375,6 +378,8 @@ impl Drop for RunningHost {
 pub struct Host {
     bus: Bus,
     routes: Vec<Routes>,
+    /// Per group of routes, in order: its lease if it is a singleton.
+    singletons: Vec<Option<singleton::Singleton>>,
     middleware: Arc<[Arc<dyn Middleware>]>,
     shutdown_grace: Duration,
     recovery_interval: Duration,
@@ -413,7 +418,7 @@ impl Host {
         let handler_runtime = Arc::new(handler_runtime::HandlerRuntime::start(
             self.handler_threads,
         )?);
-        for routes in self.routes {
+        for (routes, singleton) in self.routes.into_iter().zip(self.singletons) {
             let registration = routes.registrations[0].clone();
             let options = ConsumerOptions::new(
                 registration.settings.message_lock_timeout,
@@ -432,7 +437,10 @@ impl Host {
                 }
             };
             let wire = self.bus.transport().wire_format(&registration.source);
-            let consumer: Arc<dyn crate::transport::Consumer> = consumer.into();
+            let consumer: Arc<dyn crate::transport::Consumer> = match singleton {
+                Some(singleton) => singleton.gate(consumer),
+                None => consumer.into(),
+            };
             let worker = worker::Worker {
                 metrics: metrics::WorkerMetrics::new(&routes),
                 dispatch: handle::Dispatch {
