@@ -15,6 +15,7 @@
 //! | [`Transport`] | what a host and a bus are given (`bus-redis`, [`MemoryTransport`], ...) |
 //! | [`transport`] | what a transport implements: [`transport::Consumer`], [`transport::Source`], [`transport::Receipt`], limits and names |
 //! | [`records`] | what every transport and tool shows of stored messages: [`records::DeadLetter`], [`records::ErrorRecord`], [`records::QueueStats`], ... |
+//! | [`heartbeat`] | a host's heartbeat ([`heartbeat::HostInfo`]) and where it goes ([`heartbeat::HostReporter`], from the transport) |
 //! | [`operator`] | the operator's capabilities over a kind of queue ([`operator::Operator`]), one for every tool |
 //! | [`MemoryTransport`] | the embedded transport |
 //! | [`Saga`], [`StartSaga`], [`ContinueSaga`], [`SagaData`], [`SagaStore`], [`MemorySagaStore`] | sagas (`docs/sagas.md`) |
@@ -33,6 +34,7 @@ mod envelope;
 mod error;
 mod fast_hash;
 mod format;
+pub mod heartbeat;
 mod host;
 mod memory;
 mod message;

@@ -354,6 +354,11 @@ pub trait Transport: Send + Sync + fmt::Debug + 'static {
     fn capabilities(&self) -> Capabilities {
         Capabilities::ALL
     }
+    /// Where hosts on this transport send their heartbeats
+    /// ([`heartbeat`](crate::heartbeat)); `None` (the default): no heartbeats.
+    fn host_reporter(&self) -> Option<Arc<dyn crate::heartbeat::HostReporter>> {
+        None
+    }
 }
 
 /// One consumer of one [`Source`]. Every method is one atomic transition per message.

@@ -16,6 +16,7 @@
 //! | [`Admin::dead_letters`], [`requeue`](Admin::requeue), [`delete_dead_letter`](Admin::delete_dead_letter) | [`Selection`], [`Requeued`]; the records bus-redis's scripts write, read back | `dead_letters`, `records` |
 //! | [`Admin::audit`], [`audit_log`](Admin::audit_log), [`os_user`] | [`AuditEntry`]: the operators' changes, in a capped stream | `audit` |
 //! | [`health`], [`Admin::health`] | [`Health`], [`HealthCheck`], [`Severity`]: what in Redis's configuration loses or stalls messages (`bus doctor`, the dashboard) | `health` |
+//! | [`Admin::hosts`] | [`HostEntry`]: the hosts' heartbeats, each running or lost | `hosts` |
 //! | `impl` [`bus_core::operator::Operator`] for [`Admin`], [`parse_name`], [`KIND`] | the native layout behind the one operator surface (`bus`, dashboard, metrics) | `operator` |
 
 mod audit;
@@ -23,6 +24,7 @@ mod browse;
 mod dead_letters;
 mod discovery;
 mod health;
+mod hosts;
 mod inflight;
 mod operator;
 mod partitions;
@@ -40,6 +42,7 @@ pub use browse::{ReadyMessage, ScheduledMessage};
 pub use dead_letters::{Requeued, Selection};
 pub use discovery::Topic;
 pub use health::{health, Health, HealthCheck, Severity};
+pub use hosts::HostEntry;
 pub use inflight::{Counters, InFlightMessage};
 pub use operator::{parse_name, KIND};
 pub use queues::{Held, Purged, RemovedSubscription, Unsubscribe};
