@@ -150,6 +150,10 @@ pub enum Command {
         #[arg(short = 'n', long = "count", default_value_t = 20)]
         count: u64,
     },
+    /// List the hosts from their heartbeats: host name, pid, version, queues,
+    /// concurrency, in flight, started, last seen; a host silent for two heartbeat
+    /// intervals shows as LOST (kept 60 intervals, 5 min by default, then dropped).
+    Hosts,
     /// Serve the web dashboard: live counts and plots, messages, dead letters grouped by
     /// error with requeue and delete, sagas. Prints its address; runs until Ctrl-C.
     Dashboard(DashboardArgs),
@@ -366,6 +370,8 @@ mod tests {
             Cli::try_parse_from(["bus", "doctor"]).unwrap().command,
             Command::Doctor
         ));
+        let cli = Cli::try_parse_from(["bus", "hosts"]).unwrap();
+        assert!(matches!(cli.command, Command::Hosts));
         let cli = Cli::try_parse_from(["bus", "audit", "-n", "5"]).unwrap();
         assert!(matches!(cli.command, Command::Audit { count: 5 }));
         let cli = Cli::try_parse_from(["bus", "dashboard", "--read-only"]).unwrap();

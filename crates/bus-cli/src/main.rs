@@ -424,6 +424,14 @@ async fn execute(fleet: &Fleet, command: Command, json: bool) -> Result<(), Fail
                 ops::audit_table(&entries)?;
             }
         }
+        Command::Hosts => {
+            let hosts = management.hosts().await?;
+            if json {
+                output::json(&hosts)?;
+            } else {
+                ops::hosts_table(&hosts)?;
+            }
+        }
         Command::Dashboard(_) | Command::Metrics { .. } | Command::Babel(_) | Command::Doctor => {
             unreachable!("served by `run` before `execute`")
         }

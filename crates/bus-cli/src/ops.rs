@@ -99,3 +99,37 @@ pub fn audit_table(entries: &[bus_management::AuditEntry]) -> Result<(), Failure
     }
     out!("{t}")
 }
+
+/// `bus hosts`: the hosts from their heartbeats, running ones first.
+pub fn hosts_table(hosts: &[bus_management::HostEntry]) -> Result<(), Failure> {
+    if hosts.is_empty() {
+        return out!("no host has reported (hosts report every 5 s while running)");
+    }
+    let mut t = Table::new();
+    t.load_preset(presets::UTF8_FULL_CONDENSED).set_header([
+        "STATE",
+        "HOST",
+        "PID",
+        "VERSION",
+        "QUEUES",
+        "CONCURRENCY",
+        "IN FLIGHT",
+        "STARTED",
+        "LAST SEEN",
+    ]);
+    for h in hosts {
+        let info = &h.info;
+        t.add_row(vec![
+            Cell::new(if h.lost { "LOST" } else { "running" }),
+            Cell::new(&info.hostname),
+            Cell::new(info.pid),
+            Cell::new(&info.version),
+            Cell::new(output::shorten(&info.queues.join(", "), 60)),
+            Cell::new(info.concurrency),
+            Cell::new(info.in_flight),
+            Cell::new(output::time(info.started_at_ms)),
+            Cell::new(format!("{:.1} s ago", h.seen_ago_ms as f64 / 1000.0)),
+        ]);
+    }
+    out!("{t}")
+}

@@ -18,6 +18,7 @@
 //! | [`transport`] | what a transport implements: [`transport::Consumer`], [`transport::Source`], [`transport::Receipt`], [`transport::SingletonLease`], limits and names |
 //! | [`records`] | what every transport and tool shows of stored messages: [`records::DeadLetter`], [`records::ErrorRecord`], [`records::QueueStats`], ... |
 //! | [`flow`] | flow control of a queue across hosts: pause, global concurrency and rate limits ([`flow::FlowControl`]) |
+//! | [`heartbeat`] | a host's heartbeat ([`heartbeat::HostInfo`]) and where it goes ([`heartbeat::HostReporter`], from the transport) |
 //! | [`operator`] | the operator's capabilities over a kind of queue ([`operator::Operator`]), one for every tool |
 //! | [`MemoryTransport`] | the embedded transport |
 //! | [`Saga`], [`StartSaga`], [`ContinueSaga`], [`SagaData`], [`SagaStore`], [`MemorySagaStore`] | sagas (`docs/sagas.md`) |
@@ -38,6 +39,7 @@ mod error;
 mod fast_hash;
 pub mod flow;
 mod format;
+pub mod heartbeat;
 mod host;
 mod memory;
 mod message;

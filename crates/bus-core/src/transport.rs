@@ -445,6 +445,12 @@ pub trait Transport: Send + Sync + fmt::Debug + 'static {
             "{queue}: a singleton processor needs a transport with leases; this one has none"
         )))
     }
+
+    /// Where hosts on this transport send their heartbeats
+    /// ([`heartbeat`](crate::heartbeat)); `None` (the default): no heartbeats.
+    fn host_reporter(&self) -> Option<Arc<dyn crate::heartbeat::HostReporter>> {
+        None
+    }
 }
 
 /// One consumer of one [`Source`]. Every method is one atomic transition per message.

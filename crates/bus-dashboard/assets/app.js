@@ -593,7 +593,7 @@ async function sagaPage(id, partition, sagaId) {
 function route() {
   const parts = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
   const page = parts[0] || "overview";
-  const nav = page.startsWith("saga") ? "sagas" : ["health", "audit"].includes(page) ? page : "overview";
+  const nav = page.startsWith("saga") ? "sagas" : ["health", "audit", "hosts"].includes(page) ? page : "overview";
   document.querySelectorAll(".nav a").forEach((a) => a.classList.toggle("active", a.dataset.nav === nav));
   clearTimeout(timer);
   app.replaceChildren(h("div", { class: "empty" }, "Loading…"));
@@ -615,6 +615,8 @@ function route() {
     livePage(healthPage);
   } else if (page === "audit") {
     livePage(auditPage);
+  } else if (page === "hosts") {
+    livePage(hostsPage);
   } else {
     livePage(overview);
   }

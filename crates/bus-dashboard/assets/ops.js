@@ -1,4 +1,4 @@
-// The operations pages (Redis health, audit log), beside app.js: loaded first, called by
+// The operations pages (Redis health, hosts, audit log), beside app.js: loaded first, called by
 // app.js's overview and router. The same rules: text only through textContent.
 "use strict";
 
@@ -75,4 +75,25 @@ async function auditPage(id) {
       ? h("table", { id: "audit" }, h("thead", {}, h("tr", {}, ["When", "Who", "Through", "Action", "Target", "Count", "Detail"].map((c) => h("th", c === "Count" ? { class: "num" } : {}, c)))),
         h("tbody", {}, rows))
       : h("div", { class: "empty" }, "No changes recorded yet."))));
+}
+
+function seenAgo(ms) {
+  return ms < 60000 ? `${(ms / 1000).toFixed(1)} s ago` : `${Math.round(ms / 60000)} min ago`;
+}
+
+async function hostsPage(id) {
+  const hosts = await getJson("/api/hosts");
+  const lost = hosts.filter((x) => x.lost).length;
+  const rows = hosts.map((x) => h("tr", { "data-host": x.id, "data-host-state": x.lost ? "lost" : "running", class: x.lost ? "sev-row-critical" : "" },
+    h("td", {}, h("span", { class: `badge sev ${x.lost ? "sev-critical" : "sev-ok"}` }, x.lost ? "lost" : "running")),
+    h("td", {}, x.hostname), h("td", { class: "num" }, String(x.pid)), h("td", {}, x.version),
+    h("td", { class: "mono" }, x.queues.join(", ")), h("td", { class: "num" }, num(x.concurrency)),
+    h("td", { class: "num" }, num(x.in_flight)), h("td", {}, when(x.started_at_ms)), h("td", {}, seenAgo(x.seen_ago_ms))));
+  replace(id, h("div", {},
+    h("div", { class: "page-head" }, h("div", {}, h("h1", {}, "Hosts"),
+      h("div", { class: "sub" }, `${hosts.length - lost} running, ${lost} lost · each host reports every few seconds; one silent for two reports is lost`))),
+    h("section", { class: "card section" }, hosts.length
+      ? h("table", { id: "hosts" }, h("thead", {}, h("tr", {}, ["State", "Host", "PID", "Version", "Queues", "Concurrency", "In flight", "Started", "Last seen"].map((c) => h("th", ["PID", "Concurrency", "In flight"].includes(c) ? { class: "num" } : {}, c)))),
+        h("tbody", {}, rows))
+      : h("div", { class: "empty" }, "No host has reported. Running hosts report every 5 s."))));
 }

@@ -289,3 +289,106 @@ async fn read_only_refuses_a_requeue_and_each_change_is_in_the_audit_log() {
     screenshot(&browser, "audit.png").await;
     browser.close().await.unwrap();
 }
+
+/// The environment variable that makes [`host_process`] run a host: `<url> <prefix>`.
+const HOST_PROCESS: &str = "BUS_DASHBOARD_TEST_HOST_PROCESS";
+
+/// Not a test of its own: the host process of the hosts test below, which runs this test
+/// binary again with [`HOST_PROCESS`] set and only this function selected. Without the
+/// variable (a normal test run) it returns at once.
+#[tokio::test]
+async fn host_process() {
+    let Ok(spec) = std::env::var(HOST_PROCESS) else {
+        return;
+    };
+    let (url, prefix) = spec.split_once(' ').expect("<url> <prefix>");
+    let config = RedisConfig::from_url(url).unwrap().prefix(prefix);
+    let transport = RedisTransport::connect(&config).await.unwrap();
+    let s = common::Setup {
+        bus: Bus::new(transport.clone(), BusConfig::default()),
+        transport,
+        config,
+        redis: TestRedis::with_url(url).unwrap(),
+    };
+    let _running = s.failing_host().await;
+    // Runs until the parent kills it.
+    std::future::pending::<()>().await;
+}
+
+/// Issue 21 point 1, with DEFAULT settings (a heartbeat every 5 s): the Hosts page lists
+/// a host in this process and one in another process, with its pid, queues and
+/// concurrency; the other is SIGKILLed and shown lost, this one stays running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hosts_are_listed_and_a_killed_one_is_shown_lost() {
+    let s = setup().await;
+    let here = s.failing_host().await;
+    let mut other = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "host_process",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
+        .env(
+            HOST_PROCESS,
+            format!("{} {}", s.redis.url(), s.redis.namespace()),
+        )
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let other_pid = other.id();
+
+    let addr = start_dashboard(&s.transport, DashboardOptions::default()).await;
+    let driver = Driver::start().await;
+    let browser = driver.browser().await;
+    browser
+        .goto(&format!("http://{addr}/#/hosts"))
+        .await
+        .unwrap();
+    let states = "return Object.fromEntries([...document.querySelectorAll('#hosts tr[data-host]')].map(r => [r.cells[2].textContent, r.dataset.hostState]));";
+    let mine = std::process::id().to_string();
+    let theirs = other_pid.to_string();
+    let listed = eventually(WAIT, || async {
+        js(&browser, states).await == json!({ &mine: "running", &theirs: "running" })
+    })
+    .await;
+    if !listed {
+        let _ = other.kill();
+    }
+    assert!(
+        listed,
+        "{}",
+        js(&browser, "return document.getElementById('app').innerText;").await
+    );
+    let row = js(&browser, &format!("return [...document.querySelectorAll('#hosts tr[data-host]')].find(r => r.cells[2].textContent === '{theirs}').innerText;")).await;
+    let row = row.as_str().unwrap().to_owned();
+    assert!(row.contains("payments"), "{row}");
+    assert!(row.contains(env!("CARGO_PKG_VERSION")), "{row}");
+
+    // SIGKILL: no graceful leave, the heartbeats just stop.
+    other.kill().unwrap();
+    other.wait().unwrap();
+    let lost = eventually(WAIT, || async {
+        js(&browser, states).await == json!({ &mine: "running", &theirs: "lost" })
+    })
+    .await;
+    assert!(
+        lost,
+        "{}",
+        js(&browser, "return document.getElementById('app').innerText;").await
+    );
+    let sub = js(
+        &browser,
+        "return document.querySelector('.page-head .sub').textContent;",
+    )
+    .await;
+    assert!(
+        sub.as_str().unwrap().starts_with("1 running, 1 lost"),
+        "{sub}"
+    );
+    screenshot(&browser, "hosts.png").await;
+    browser.close().await.unwrap();
+    here.shutdown().await.unwrap();
+}

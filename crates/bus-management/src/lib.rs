@@ -23,6 +23,7 @@
 //! | [`Management::sagas`], [`saga`](Management::saga), [`delete_saga`](Management::delete_saga) | [`SagaEntry`], [`SagaState`] | `sagas` |
 //! | [`Management::audit`], [`audit_log`](Management::audit_log) | [`AuditEntry`], [`os_user`]: the operators' changes, in a capped stream | `audit` |
 //! | [`Management::health`] | [`Health`], [`HealthCheck`], [`Severity`]: Redis's configuration checked (`bus doctor`) | `health` |
+//! | [`Management::hosts`] | [`HostEntry`] (with bus-core's [`HostInfo`]): the hosts' heartbeats, each running or lost | `hosts` |
 //! | [`Topic`], [`Purged`], [`RemovedSubscription`], [`ReadyMessage`], [`ScheduledMessage`], [`Selection`], [`Requeued`] | what the operations return (from [`bus_redis::admin`]) | |
 //! | [`DeadLetter`], [`ErrorRecord`], [`QueueStats`], [`MessageSummary`] | the records (from [`bus_core`]) | |
 //! | [`Error`], [`Result`] | what can go wrong | `error` |
@@ -31,14 +32,16 @@ mod audit;
 mod error;
 mod fleet;
 mod health;
+mod hosts;
 mod management;
 mod sagas;
 
+pub use bus_core::heartbeat::HostInfo;
 pub use bus_core::operator::{Capability, Operator};
 pub use bus_core::records::{DeadLetter, ErrorRecord, MessageSummary, QueueStats};
 pub use bus_redis::admin::{
-    os_user, AuditEntry, Health, HealthCheck, Purged, ReadyMessage, RemovedSubscription, Requeued,
-    ScheduledMessage, Selection, Severity, Topic,
+    os_user, AuditEntry, Health, HealthCheck, HostEntry, Purged, ReadyMessage, RemovedSubscription,
+    Requeued, ScheduledMessage, Selection, Severity, Topic,
 };
 pub use error::{Error, Result};
 pub use fleet::{Address, Fleet, NATIVE};

@@ -477,3 +477,15 @@ impl ScriptKeys {
         }
     }
 }
+
+/// Hash of the running hosts' heartbeats: field = host id, value = its JSON
+/// (docs/redis-layout.md, "Host heartbeats"). Hash tag `{:hosts}`, shared with
+/// [`hosts_seen`]: no queue name holds a `:`, so no queue shares it.
+pub fn hosts_info(prefix: &str) -> String {
+    format!("{prefix}:{{:hosts}}:info")
+}
+
+/// Sorted set of the hosts' ids, scored by when each was last seen (Redis's time, ms).
+pub fn hosts_seen(prefix: &str) -> String {
+    format!("{prefix}:{{:hosts}}:seen")
+}

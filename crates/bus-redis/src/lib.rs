@@ -13,6 +13,7 @@
 //! | [`keys`] | every key name |
 //! | [`PROTOCOL`] | the version of the script protocol this build speaks, checked against Redis's record on connect |
 //! | [`shard_of_key`] | the shard of a partition key on a partitioned queue |
+//! | [`RedisReporter`], [`HOST_KEEP_INTERVALS`] | a host's heartbeat, written to Redis (docs/redis-layout.md, "Host heartbeats") |
 //! | [`admin`] | every operation on the layout outside the hot path: stats, peek, dead letters, requeue, purge, discovery (under `bus-management`) |
 //! | [`LuaScript`] | a named script run by SHA with a `NOSCRIPT` fallback, and its reply readers (every crate's scripts run through it) |
 //! | [`Error`] | what can go wrong here |
@@ -25,6 +26,7 @@ mod consumer;
 mod dedup;
 mod durable;
 mod error;
+mod heartbeat;
 pub mod keys;
 mod liveness;
 mod partition;
@@ -39,6 +41,7 @@ mod transport;
 
 pub use config::RedisConfig;
 pub use error::{Error, RedisError, Result};
+pub use heartbeat::{RedisReporter, HOST_KEEP_INTERVALS};
 pub use partition::{shard_of_key, MAX_PARTITIONS};
 pub use protocol::PROTOCOL;
 pub use scripts::LuaScript;

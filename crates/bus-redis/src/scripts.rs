@@ -200,6 +200,10 @@ impl LuaScript {
     }
 }
 
+// Host heartbeats (src/heartbeat.rs, docs/redis-layout.md "Host heartbeats").
+pub(crate) static HOST_BEAT: LazyLock<LuaScript> = LazyLock::new(|| lua!("host_beat"));
+pub(crate) static HOST_LEAVE: LazyLock<LuaScript> = LazyLock::new(|| lua!("host_leave"));
+
 // The admin scripts (src/admin, docs/redis-layout.md "Management").
 pub(crate) static ADMIN_REQUEUE: LazyLock<LuaScript> =
     LazyLock::new(|| lua!("admin_requeue", ["common", "admin_common"]));

@@ -598,4 +598,8 @@ impl Transport for RedisTransport {
             options,
         )))
     }
+
+    fn host_reporter(&self) -> Option<Arc<dyn bus_core::heartbeat::HostReporter>> {
+        Some(Arc::new(crate::heartbeat::RedisReporter::new(self.clone())))
+    }
 }

@@ -62,6 +62,7 @@ pub struct HostBuilder {
     handler_threads: usize,
     hooks: Hooks,
     errors: Vec<Error>,
+    heartbeat_interval: Option<Duration>,
 }
 
 impl Default for HostBuilder {
@@ -78,6 +79,7 @@ impl Default for HostBuilder {
             handler_threads: handler_runtime::default_threads(),
             hooks: Hooks::default(),
             errors: Vec::new(),
+            heartbeat_interval: Some(crate::heartbeat::DEFAULT_HEARTBEAT_INTERVAL),
         }
     }
 }
@@ -260,6 +262,14 @@ impl HostBuilder {
         self
     }
 
+    /// How often the host reports its heartbeat through the transport's
+    /// [`HostReporter`](crate::heartbeat::HostReporter) (5 s by default; at least 100 ms),
+    /// or `None` for no heartbeat. A transport without a reporter sends none either way.
+    pub fn heartbeat_interval(mut self, interval: Option<Duration>) -> Self {
+        self.heartbeat_interval = interval.map(|i| i.max(Duration::from_millis(100)));
+        self
+    }
+
     /// Called for a delivery whose type no processor of its queue handles; the message
     /// is then acknowledged. Without this hook such a message is dead-lettered
     /// (`unknown_type`).
@@ -320,8 +330,16 @@ impl HostBuilder {
             &self.hooks,
         )?;
         let singletons = singleton::leases(&routes, &*transport)?;
+        let heartbeat = self
+            .heartbeat_interval
+            .and_then(|interval| Some((transport.host_reporter()?, interval)))
+            .map(|(reporter, interval)| heartbeat_of(reporter, &routes, interval));
+        if let Some(heartbeat) = &heartbeat {
+            self.middleware.insert(0, heartbeat.counter());
+        }
         let middleware: Arc<[Arc<dyn Middleware>]> = self.middleware.into();
         Ok(Host {
+            heartbeat,
             bus: Bus::new(transport, self.bus_config),
             routes,
             singletons,
@@ -384,6 +402,27 @@ pub struct Host {
     shutdown_grace: Duration,
     recovery_interval: Duration,
     handler_threads: usize,
+    heartbeat: Option<crate::heartbeat::Heartbeat>,
+}
+
+/// The heartbeat of a host consuming `routes`.
+fn heartbeat_of(
+    reporter: Arc<dyn crate::heartbeat::HostReporter>,
+    routes: &[Routes],
+    interval: Duration,
+) -> crate::heartbeat::Heartbeat {
+    let queues = routes
+        .iter()
+        .map(|r| match &r.registrations[0].source {
+            crate::transport::Source::Queue(queue) => queue.clone(),
+            crate::transport::Source::Subscription { topic, name } => format!("{topic}/{name}"),
+        })
+        .collect();
+    let concurrency = routes
+        .iter()
+        .map(|r| r.registrations[0].settings.max_concurrent_calls)
+        .sum();
+    crate::heartbeat::Heartbeat::new(reporter, queues, concurrency, interval)
 }
 
 impl Host {
@@ -464,6 +503,11 @@ impl Host {
                 .push(tokio::spawn(worker.run(running.stop.clone())));
         }
         tracing::info!(processors = running.workers.len(), "bus host running");
+        if let Some(heartbeat) = self.heartbeat {
+            running
+                .workers
+                .push(tokio::spawn(heartbeat.run(running.stop.clone())));
+        }
         Ok(running)
     }
 

@@ -146,6 +146,7 @@ impl Dashboard {
             .route("/api/saga", get(api::saga))
             .route("/api/health", get(ops::health))
             .route("/api/audit", get(ops::audit))
+            .route("/api/hosts", get(ops::hosts))
             .route("/api/dead-letters/requeue", post(actions::requeue))
             .route(
                 "/api/dead-letters/delete",

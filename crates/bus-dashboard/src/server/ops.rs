@@ -1,4 +1,4 @@
-//! The operations pages' data (Redis's health, the audit log), read-only mode, and the
+//! The operations pages' data (Redis's health, the hosts, the audit log), read-only mode, and the
 //! audit entry every change of the dashboard appends.
 
 use std::net::SocketAddr;
@@ -8,7 +8,7 @@ use axum::http::{Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use bus_management::{AuditEntry, Health};
+use bus_management::{AuditEntry, Health, HostEntry};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -22,6 +22,11 @@ const AUDIT_PAGE: u64 = 500;
 /// `bus doctor`), with what to change.
 pub(crate) async fn health(State(shared): State<AppState>) -> ApiResult<Health> {
     Ok(Json(shared.reader.management().health().await))
+}
+
+/// The hosts from their heartbeats, running ones first; a silent one is `lost`.
+pub(crate) async fn hosts(State(shared): State<AppState>) -> ApiResult<Vec<HostEntry>> {
+    Ok(Json(shared.reader.management().hosts().await?))
 }
 
 #[derive(Deserialize)]

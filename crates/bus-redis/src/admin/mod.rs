@@ -17,6 +17,7 @@
 //! | [`Admin::audit`], [`audit_log`](Admin::audit_log), [`os_user`] | [`AuditEntry`]: the operators' changes, in a capped stream | `audit` |
 //! | [`health`], [`Admin::health`] | [`Health`], [`HealthCheck`], [`Severity`]: what in Redis's configuration loses or stalls messages (`bus doctor`, the dashboard) | `health` |
 //! | [`Admin::pause`], [`resume`](Admin::resume), [`limit_concurrency`](Admin::limit_concurrency), [`limit_rate`](Admin::limit_rate), [`flow`](Admin::flow) | flow control (the `flow` hash every reserve reads); `impl` [`bus_core::flow::FlowControl`] | `flow` |
+//! | [`Admin::hosts`] | [`HostEntry`]: the hosts' heartbeats, each running or lost | `hosts` |
 //! | `impl` [`bus_core::operator::Operator`] for [`Admin`], [`parse_name`], [`KIND`] | the native layout behind the one operator surface (`bus`, dashboard, metrics) | `operator` |
 
 mod audit;
@@ -25,6 +26,7 @@ mod dead_letters;
 mod discovery;
 mod flow;
 mod health;
+mod hosts;
 mod inflight;
 mod operator;
 mod partitions;
@@ -44,6 +46,7 @@ pub use browse::{ReadyMessage, ScheduledMessage};
 pub use dead_letters::{Requeued, Selection};
 pub use discovery::Topic;
 pub use health::{health, Health, HealthCheck, Severity};
+pub use hosts::HostEntry;
 pub use inflight::{Counters, InFlightMessage};
 pub use operator::{parse_name, KIND};
 pub use queues::{Held, Purged, RemovedSubscription, Unsubscribe};

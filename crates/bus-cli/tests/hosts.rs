@@ -1,0 +1,98 @@
+//! `bus hosts` (issue 21 point 1), run as the binary: a host running in this process (its
+//! heartbeat with default settings) and one that stopped reporting, shown LOST.
+
+#[path = "../../bus-management/tests/common/mod.rs"]
+mod common;
+
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bus_core::heartbeat::HostInfo;
+use bus_core::{CommandProcessor, Context, Host, ProcessError, Transport};
+use bus_test_redis::bus::Running;
+use bus_test_redis::eventually_async as eventually;
+use common::{setup, Work};
+use serde_json::{json, Value};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+fn bus(url: &str, prefix: &str, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_bus"))
+        .env_remove("REDIS_URL")
+        .args(["--url", url, "--prefix", prefix])
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("the bus binary runs")
+}
+
+struct Acks;
+
+#[async_trait]
+impl CommandProcessor<Work> for Acks {
+    async fn process(&self, _: Work, _: &Context) -> Result<(), ProcessError> {
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bus_hosts_lists_a_running_host_and_a_lost_one() {
+    let s = setup().await;
+    let (url, prefix) = (s.redis.url(), s.redis.namespace().to_owned());
+    let out = bus(&url, &prefix, &["hosts"]);
+    assert!(out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("no host has reported"),
+        "{out:?}"
+    );
+
+    let running = Running::start(
+        Host::builder()
+            .transport(s.transport.clone())
+            .command::<Work, _>(Acks)
+            .build()
+            .unwrap(),
+    );
+    // A host that reported once with a 100 ms interval, then went silent.
+    let silent: HostInfo = serde_json::from_value(json!({
+        "id": "gone:7:1", "hostname": "gone", "pid": 7, "version": "0.0.9",
+        "queues": ["work"], "concurrency": 2, "in_flight": 0,
+        "started_at_ms": 1, "interval_ms": 100,
+    }))
+    .unwrap();
+    let reporter = s.transport.host_reporter().unwrap();
+    reporter.report(&silent).await.unwrap();
+
+    let pid = std::process::id();
+    let listed = eventually(WAIT, || async {
+        let out = bus(&url, &prefix, &["--json", "hosts"]);
+        let hosts: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        let states: Vec<(u64, bool)> = hosts
+            .iter()
+            .map(|h| (h["pid"].as_u64().unwrap_or(0), h["lost"] == true))
+            .collect();
+        states == [(u64::from(pid), false), (7, true)]
+    })
+    .await;
+    let out = bus(&url, &prefix, &["hosts"]);
+    let table = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(listed, "{table}");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = |needle: &str| {
+        table
+            .lines()
+            .find(|l| l.contains(needle))
+            .unwrap_or_else(|| panic!("no line with {needle} in\n{table}"))
+            .to_owned()
+    };
+    let mine = line(&format!(" {pid} "));
+    assert!(mine.contains("running") && mine.contains("work"), "{table}");
+    let lost = line("gone");
+    assert!(lost.contains("LOST") && lost.contains("0.0.9"), "{table}");
+    running.stop().await;
+}
