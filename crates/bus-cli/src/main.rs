@@ -200,6 +200,7 @@ async fn execute(fleet: &Fleet, command: Command, json: bool) -> Result<(), Fail
                     "no delayed message {id} waits in {queue}"
                 )));
             }
+            audit(management, "cancel", &queue, 1, id.clone()).await;
             if json {
                 output::json(&json!({ "queue": queue, "cancelled": id }))?;
             } else {
@@ -311,8 +312,14 @@ async fn execute(fleet: &Fleet, command: Command, json: bool) -> Result<(), Fail
                 )?;
             }
         }
-        Command::Pause { queue } => pause_or_resume(fleet, &queue, true, json).await?,
-        Command::Resume { queue } => pause_or_resume(fleet, &queue, false, json).await?,
+        Command::Pause { queue } => {
+            pause_or_resume(fleet, &queue, true, json).await?;
+            audit(management, "pause", &queue, 1, String::new()).await;
+        }
+        Command::Resume { queue } => {
+            pause_or_resume(fleet, &queue, false, json).await?;
+            audit(management, "resume", &queue, 1, String::new()).await;
+        }
         Command::Send(args) => {
             let source = parse_source(&args.queue)?;
             let id = management

@@ -60,6 +60,16 @@ async fn bus_cancel_removes_a_delayed_message_once() {
     assert!(!again.status.success(), "cancelled twice");
     let stderr = String::from_utf8_lossy(&again.stderr);
     assert!(stderr.contains(cancelled.as_str()), "{stderr}");
+    // The cancel is audited once; the refused second one is not.
+    let audit = json(&bus(r, &["audit"]));
+    let cancels: Vec<&Value> = audit
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["action"] == "cancel")
+        .collect();
+    assert_eq!(cancels.len(), 1, "{audit}");
+    assert_eq!(cancels[0]["detail"], cancelled.as_str());
 
     let scheduled = json(&bus(r, &["scheduled", "work"]));
     assert_eq!(scheduled.as_array().unwrap().len(), 1, "{scheduled}");

@@ -74,7 +74,8 @@ fn doctor_passes_a_well_configured_redis_and_reports_a_protocol_mismatch() {
     assert!(stdout.contains("no problem found"), "{stdout}");
 
     // Where every other command refuses to run, doctor reports it.
-    server.client().set(&keys::protocol("app"), "3").unwrap();
+    let newer = (bus_redis::PROTOCOL + 1).to_string();
+    server.client().set(&keys::protocol("app"), &newer).unwrap();
     let out = bus(&server.url(), "app", &["--json", "doctor"]);
     assert_eq!(out.status.code(), Some(1));
     let health: Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -108,6 +109,8 @@ async fn every_change_made_with_bus_is_in_the_audit_log() {
     run(&["requeue", "work", "--id", &ids[1], "--to", "staging"]);
     run(&["delete-dead", "work", &ids[2]]);
     run(&["purge", "work", "--yes"]);
+    run(&["pause", "work"]);
+    run(&["resume", "work"]);
     // A refused change (not a dead letter) records nothing.
     assert!(!bus(&url, &prefix, &["delete-dead", "work", "nope"])
         .status
@@ -135,6 +138,8 @@ async fn every_change_made_with_bus_is_in_the_audit_log() {
     assert_eq!(
         seen,
         [
+            s3("resume", "work", "", 1),
+            s3("pause", "work", "", 1),
             s3("purge", "work", "1 ready, 0 delayed", 1),
             s3("delete", "work", &format!("dead letters {}", ids[2]), 1),
             s3("move", "work", "to staging", 1),
@@ -143,8 +148,8 @@ async fn every_change_made_with_bus_is_in_the_audit_log() {
     );
     let table = text(&run(&["audit", "-n", "2"]).stdout);
     assert!(
-        table.contains("purge") && table.contains("carol"),
+        table.contains("resume") && table.contains("pause") && table.contains("carol"),
         "{table}"
     );
-    assert!(!table.contains("requeue"), "-n 2 shows two: {table}");
+    assert!(!table.contains("purge"), "-n 2 shows two: {table}");
 }
