@@ -60,6 +60,13 @@ fi
 # union's clippy that replaces them 35-39 s (47-56 s of CPU), on a shared 2-core
 # machine. An opt-in feature of a crate goes into FEATURES, not into a run of its own
 # (docs/getting-started.md, "Running the tests").
+# Build scripts and proc-macros get the same debug setting as the code they are shared
+# with. Cargo builds a host-only dependency (syn for a derive, say) with the build-override
+# profile (no debug info) but one that the tests also link with the dev profile; `cargo test
+# --doc` links no test, so without this every proc-macro, and all that depends on one
+# (serde, tokio, fred, the bus crates), was compiled a second time for the doc-tests:
+# ~130 units, a whole build, found by comparing the two commands' `--unit-graph`.
+export CARGO_PROFILE_DEV_BUILD_OVERRIDE_DEBUG="${CARGO_PROFILE_DEV_DEBUG:-true}"
 FEATURES=bus-core/opentelemetry,bus-core/prometheus,bus-redis/tls,bus-attachments/object-store
 
 cargo fmt --all -- --check
@@ -69,7 +76,19 @@ cargo clippy --workspace --all-targets -- -D warnings
 cargo clippy --workspace --all-targets --features "$FEATURES" -- -D warnings
 # The metrics facade without the Prometheus endpoint that FEATURES brings with it.
 cargo clippy -p bus-core --features metrics --lib -- -D warnings
-cargo test --workspace --all-targets --features "$FEATURES"
+# The tests run under cargo-nextest (installed with the Rust toolchain on this kind of
+# machine; `cargo install --locked cargo-nextest` where it is not), many at once, each in a
+# process of its own: most of them wait on Redis, child processes and lock expiry rather
+# than compute, and one binary after another (`cargo test`) those waits added up to most of
+# CI's time (.config/nextest.toml says how many run at once, and which start first).
+# `--workspace` keeps one feature resolution, so the three commands share one build.
+if ! cargo nextest --version >/dev/null 2>&1; then
+  cargo install --locked cargo-nextest
+fi
+cargo nextest run --workspace --lib --bins --tests --examples --features "$FEATURES"
+# The benchmarks' own harness runs each once, briefly, against a real Redis (a smoke
+# run; nextest runs only libtest harnesses).
+cargo test --workspace --benches --features "$FEATURES"
 cargo test --workspace --doc --features "$FEATURES"
 
 # A message-contract crate never pulls in a Redis client.
