@@ -462,8 +462,8 @@ impl Transport for MemoryTransport {
         }))
     }
 
-    async fn reply_inbox(&self) -> Result<Box<dyn crate::ReplyInbox>> {
-        Ok(self.inboxes.open())
+    async fn reply_inbox(&self, name: &str) -> Result<Box<dyn crate::ReplyInbox>> {
+        Ok(self.inboxes.open(name))
     }
 
     async fn reply(&self, inbox: &str, element: Bytes, keep: Duration) -> Result<()> {

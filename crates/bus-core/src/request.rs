@@ -122,7 +122,9 @@ impl Requests {
     async fn waiting(&self, transport: &Arc<dyn Transport>) -> Result<&Arc<Waiting>> {
         self.waiting
             .get_or_try_init(|| async {
-                let inbox = transport.reply_inbox().await?;
+                let inbox = transport
+                    .reply_inbox(&ulid::Ulid::new().to_string())
+                    .await?;
                 let waiting = Arc::new(Waiting {
                     inbox: inbox.name().to_owned(),
                     pending: Mutex::default(),

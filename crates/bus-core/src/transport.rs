@@ -452,10 +452,11 @@ pub trait Transport: Send + Sync + fmt::Debug + 'static {
         None
     }
 
-    /// Opens a new reply inbox ([`Bus::request`](crate::Bus::request)), with a fresh name
-    /// and what it needs to wait on its own. The default refuses: a transport without
-    /// request/reply.
-    async fn reply_inbox(&self) -> Result<Box<dyn crate::ReplyInbox>> {
+    /// Opens the reply inbox `name` ([`Bus::request`](crate::Bus::request); a fresh, valid
+    /// name), with what it needs to wait on its own. The default refuses: a transport
+    /// without request/reply.
+    async fn reply_inbox(&self, name: &str) -> Result<Box<dyn crate::ReplyInbox>> {
+        let _ = name;
         Err(no_requests())
     }
     /// Pushes the encoded reply `element` onto the inbox named `inbox`, which then expires

@@ -36,9 +36,10 @@ struct Doubler {
 impl CommandProcessor<Ask> for Arc<Doubler> {
     async fn process(&self, ask: Ask, ctx: &Context) -> Result<(), ProcessError> {
         tokio::time::sleep(Duration::from_millis(ask.delay_ms)).await;
-        let counter = match ctx.reply(&(ask.n * 2)).await? {
-            true => &self.replied,
-            false => &self.not_requests,
+        let counter = if ctx.reply(&(ask.n * 2)).await? {
+            &self.replied
+        } else {
+            &self.not_requests
         };
         counter.fetch_add(1, Ordering::SeqCst);
         Ok(())

@@ -30,11 +30,10 @@ impl Inboxes {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    pub(super) fn open(&self) -> Box<dyn ReplyInbox> {
-        let name = ulid::Ulid::new().to_string();
+    pub(super) fn open(&self, name: &str) -> Box<dyn ReplyInbox> {
         Box::new(MemoryInbox {
             inboxes: self.clone(),
-            name,
+            name: name.to_owned(),
         })
     }
 
