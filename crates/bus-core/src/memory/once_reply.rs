@@ -53,7 +53,7 @@ impl Inboxes {
         let now = Instant::now();
         self.lock()
             .values()
-            .filter(|i| !i.replies.is_empty() && i.expires.is_none_or(|at| at > now))
+            .filter(|i| !i.replies.is_empty() && i.expires.map_or(true, |at| at > now))
             .count()
     }
 }
@@ -70,7 +70,7 @@ impl MemoryInbox {
     fn take(&self) -> std::result::Result<Vec<Bytes>, Arc<Notify>> {
         let mut inboxes = self.inboxes.lock();
         let inbox = inboxes.entry(self.name.clone()).or_default();
-        let live = inbox.expires.is_none_or(|at| at > Instant::now());
+        let live = inbox.expires.map_or(true, |at| at > Instant::now());
         if live && !inbox.replies.is_empty() {
             let replies = inbox.replies.drain(..).collect();
             inboxes.remove(&self.name);
