@@ -51,3 +51,49 @@ pub fn solo_runs_key(prefix: &str) -> String {
 pub fn solo_up_key(prefix: &str, pid: u32) -> String {
     format!("{prefix}:test:solo-up:{pid}")
 }
+
+/// A request that `lifecycle-host` answers with `n * 2` (request/reply tests).
+#[derive(Debug, Clone, Serialize, Deserialize, RedisCommand)]
+#[bus(queue = "ask")]
+pub struct Ask {
+    /// Doubled in the reply.
+    pub n: u64,
+    /// How long the responder waits before it replies.
+    pub delay_ms: u64,
+}
+
+/// String set (to the responder's pid) when `lifecycle-host` starts handling the `Ask`
+/// with this `n`.
+pub fn asked_key(prefix: &str, n: u64) -> String {
+    format!("{prefix}:test:asked:{n}")
+}
+
+/// A message whose handler charges once (`lifecycle-host`, effects-once tests).
+#[derive(Debug, Clone, Serialize, Deserialize, RedisCommand)]
+#[bus(queue = "charge")]
+pub struct Charge {
+    /// The order charged.
+    pub order: u64,
+}
+
+/// Counter of the charges made for `order`: the step's effect, outside the bus's keys.
+pub fn charges_key(prefix: &str, order: u64) -> String {
+    format!("{prefix}:test:charges:{order}")
+}
+
+/// String set (to the pid) once a first delivery of `order` finished its step; that
+/// delivery then blocks until its process is killed.
+pub fn charged_key(prefix: &str, order: u64) -> String {
+    format!("{prefix}:test:charged:{order}")
+}
+
+/// List of `"<order> <step result> <delivery count> <pid>"`, one per handler that got past
+/// the step and finished.
+pub fn charge_done_key(prefix: &str) -> String {
+    format!("{prefix}:test:charge-done")
+}
+
+/// String set by a `lifecycle-host` process to its pid once its host runs.
+pub fn lifecycle_up_key(prefix: &str, pid: u32) -> String {
+    format!("{prefix}:test:lifecycle-up:{pid}")
+}

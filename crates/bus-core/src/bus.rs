@@ -46,6 +46,8 @@ struct Shared {
     config: BusConfig,
     /// Events published to topics without subscriptions, over all clones.
     unrouted: AtomicU64,
+    /// Requests waiting for replies, and the inbox they come to ([`Bus::request`]).
+    requests: crate::request::Requests,
 }
 
 /// Bus-wide message settings.
@@ -141,6 +143,7 @@ impl Bus {
                 transport: transport.into_shared(),
                 config,
                 unrouted: AtomicU64::new(0),
+                requests: crate::request::Requests::default(),
             }),
             inherited: None,
         }
@@ -150,6 +153,11 @@ impl Bus {
     /// received them), through this bus and its clones.
     pub fn unrouted_events(&self) -> u64 {
         self.shared.unrouted.load(Ordering::Relaxed)
+    }
+
+    /// This bus's requests and their inbox, over all clones.
+    pub(crate) fn requests(&self) -> &crate::request::Requests {
+        &self.shared.requests
     }
 
     /// The transport under this bus.

@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio_util::sync::CancellationToken;
 
 use crate::host::after_ack::AfterAcks;
-use crate::transport::Receipt;
+use crate::transport::{Receipt, Source};
 use crate::{Bus, Headers, MessageId};
 
 /// The message's metadata and the handles a handler needs.
@@ -22,6 +22,9 @@ pub struct Context {
     pub(crate) bus: Bus,
     /// Where [`Context::after_ack`] puts its hooks: the worker's, under this delivery.
     pub(crate) after_ack: Option<(Arc<AfterAcks>, Receipt)>,
+    /// The queue or subscription it came from: the scope of its step marks
+    /// ([`Context::once`]).
+    pub(crate) source: Arc<Source>,
 }
 
 impl Context {

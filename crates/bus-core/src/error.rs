@@ -153,6 +153,15 @@ pub enum Error {
         /// What was asked.
         capability: crate::operator::Capability,
     },
+    /// A request ([`Bus::request`](crate::Bus::request)) got no reply in time. The
+    /// request may still be handled later; its reply is then dropped.
+    #[error("no reply to `{message_type}` within {timeout:?}")]
+    RequestTimeout {
+        /// The request's message type.
+        message_type: String,
+        /// How long it waited.
+        timeout: Duration,
+    },
 }
 
 impl Error {

@@ -45,11 +45,13 @@ mod memory;
 mod message;
 mod middleware;
 mod names;
+mod once;
 pub mod operator;
 #[cfg(feature = "opentelemetry")]
 mod otel;
 mod processor;
 pub mod records;
+mod request;
 mod saga;
 mod schedule;
 mod send;
@@ -75,7 +77,9 @@ pub use memory::MemoryTransport;
 pub use message::{Command, Event, Message, MessageDescriptor, MessageKind, Subscription};
 pub use middleware::{Middleware, Next};
 pub use names::QueueNames;
+pub use once::ONCE_KEEP;
 pub use processor::{CommandProcessor, Disposition, EventProcessor, ProcessError};
+pub use request::{ReplyInbox, CORRELATION_ID_HEADER, REPLY_KEEP, REPLY_TO_HEADER, REPLY_TYPE};
 /// The saga store conformance suite (feature `conformance`), for store implementations'
 /// tests.
 #[cfg(feature = "conformance")]

@@ -26,6 +26,8 @@ use crate::{MessageId, Result, Transport};
 // Flow control (crate::flow) on this transport.
 mod flow;
 use flow::Allowance;
+// Reply inboxes and step marks on this transport.
+mod once_reply;
 
 /// Longest an idle `receive` waits before returning empty.
 const IDLE_WAIT: Duration = Duration::from_secs(1);
@@ -36,6 +38,9 @@ pub struct MemoryTransport {
     state: Arc<Mutex<State>>,
     /// Singleton processors' leases, apart from the queues' state.
     leases: crate::singleton::Leases,
+    /// Request/reply inboxes and step marks ([`once_reply`]).
+    inboxes: once_reply::Inboxes,
+    marks: once_reply::Marks,
 }
 
 #[derive(Debug, Default)]
@@ -102,6 +107,11 @@ impl State {
             None => unreachable!("inserted above"),
         }
     }
+}
+
+/// The key of a step mark: the source, the message and the step (no name holds `\0`).
+fn mark_key(source: &Source, id: &MessageId, step: &str) -> String {
+    format!("{source}\0{id}\0{step}")
 }
 
 /// New messages, not yet placed. As in Redis, a repeated id is a message of its own.
@@ -257,6 +267,12 @@ impl MemoryTransport {
                 ..QueueStats::new(source)
             },
         )
+    }
+
+    /// How many reply inboxes hold replies that nobody took ([`Bus::request`]
+    /// (crate::Bus::request)): zero once every requesting bus is dropped.
+    pub fn reply_inboxes(&self) -> usize {
+        self.inboxes.held()
     }
 
     /// The dead letters of a queue (or subscription), oldest first.
@@ -444,6 +460,35 @@ impl Transport for MemoryTransport {
             options,
             isolation_pending: AtomicBool::new(false),
         }))
+    }
+
+    async fn reply_inbox(&self, name: &str) -> Result<Box<dyn crate::ReplyInbox>> {
+        Ok(self.inboxes.open(name))
+    }
+
+    async fn reply(&self, inbox: &str, element: Bytes, keep: Duration) -> Result<()> {
+        self.inboxes.push(inbox, element, keep);
+        Ok(())
+    }
+
+    async fn step_mark(
+        &self,
+        source: &Source,
+        id: &MessageId,
+        step: &str,
+    ) -> Result<Option<Bytes>> {
+        Ok(self.marks.get(&mark_key(source, id, step)))
+    }
+
+    async fn mark_step(
+        &self,
+        source: &Source,
+        id: &MessageId,
+        step: &str,
+        result: Bytes,
+        keep: Duration,
+    ) -> Result<Option<Bytes>> {
+        Ok(self.marks.set(mark_key(source, id, step), result, keep))
     }
 }
 

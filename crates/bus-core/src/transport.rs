@@ -451,6 +451,56 @@ pub trait Transport: Send + Sync + fmt::Debug + 'static {
     fn host_reporter(&self) -> Option<Arc<dyn crate::heartbeat::HostReporter>> {
         None
     }
+
+    /// Opens the reply inbox `name` ([`Bus::request`](crate::Bus::request); a fresh, valid
+    /// name), with what it needs to wait on its own. The default refuses: a transport
+    /// without request/reply.
+    async fn reply_inbox(&self, name: &str) -> Result<Box<dyn crate::ReplyInbox>> {
+        let _ = name;
+        Err(no_requests())
+    }
+    /// Pushes the encoded reply `element` onto the inbox named `inbox`, which then expires
+    /// `keep` after this push unless read; one atomic step. The default refuses.
+    async fn reply(&self, inbox: &str, element: Bytes, keep: Duration) -> Result<()> {
+        let _ = (inbox, element, keep);
+        Err(no_requests())
+    }
+    /// The mark of step `step` of message `id` from `source` ([`Context::once`]
+    /// (crate::Context::once)): the result the step stored, or `None` when no delivery
+    /// completed it. The default refuses: a transport without step marks.
+    async fn step_mark(
+        &self,
+        source: &Source,
+        id: &MessageId,
+        step: &str,
+    ) -> Result<Option<Bytes>> {
+        let _ = (id, step);
+        Err(no_step_marks(source))
+    }
+    /// Marks step `step` of message `id` from `source` as done with `result`, kept for
+    /// `keep`, unless it is marked already: then changes nothing and returns the stored
+    /// result. One atomic step, stored before it returns. The default refuses.
+    async fn mark_step(
+        &self,
+        source: &Source,
+        id: &MessageId,
+        step: &str,
+        result: Bytes,
+        keep: Duration,
+    ) -> Result<Option<Bytes>> {
+        let _ = (id, step, result, keep);
+        Err(no_step_marks(source))
+    }
+}
+
+fn no_requests() -> crate::Error {
+    crate::Error::Config("this transport has no request/reply".into())
+}
+
+fn no_step_marks(source: &Source) -> crate::Error {
+    crate::Error::Config(format!(
+        "{source}: this transport cannot mark steps as done (Context::once)"
+    ))
 }
 
 /// One consumer of one [`Source`]. Every method is one atomic transition per message.

@@ -24,6 +24,9 @@ impl Probe for Memory {
         ]
         .map(|n| n as usize)
     }
+    async fn reply_inboxes(&self) -> Option<usize> {
+        Some(self.0.reply_inboxes())
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -67,8 +70,15 @@ with_probe!(
     shutdown_releases_prefetched_messages,
     concurrency_stays_within_max_concurrent_calls,
     an_event_reaches_each_subscription_once,
-    shutdown_is_prompt_when_idle_and_bounded_by_the_grace
+    shutdown_is_prompt_when_idle_and_bounded_by_the_grace,
+    a_request_gets_its_reply_and_leaves_no_inbox
 );
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_step_done_once_is_skipped_by_redeliveries() {
+    conformance::a_step_done_once_is_skipped_by_redeliveries(Arc::new(MemoryTransport::new()))
+        .await;
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pause_stops_reserving_and_resume_restarts() {

@@ -489,3 +489,22 @@ pub fn hosts_info(prefix: &str) -> String {
 pub fn hosts_seen(prefix: &str) -> String {
     format!("{prefix}:{{:hosts}}:seen")
 }
+
+/// List: a requester's reply inbox `inbox` (docs/redis-layout.md, "Request and reply").
+/// Hash tag `{:reply:<inbox>}`: no queue name holds a `:`, so no queue shares it.
+pub fn reply_inbox(prefix: &str, inbox: &str) -> String {
+    format!("{prefix}:{{:reply:{inbox}}}")
+}
+
+/// String: the mark of step `step` of message `id` from `source`, holding the step's
+/// result (docs/redis-layout.md, "Step marks"). Under the source's base, so each
+/// subscription of a topic has its own; a step name holds no `:`, so the key reads from
+/// the right.
+pub fn step_mark(prefix: &str, source: &Source, id: &str, step: &str) -> String {
+    match source {
+        Source::Queue(queue) => format!("{prefix}:{{{queue}}}:once:{id}:{step}"),
+        Source::Subscription { topic, name } => {
+            format!("{prefix}:{{{topic}}}:s:{name}:once:{id}:{step}")
+        }
+    }
+}

@@ -201,6 +201,8 @@ impl LuaScript {
 }
 
 // Host heartbeats (src/heartbeat.rs, docs/redis-layout.md "Host heartbeats").
+/// Request/reply: a responder's push onto an inbox (docs/redis-layout.md).
+pub(crate) static REPLY: LazyLock<LuaScript> = LazyLock::new(|| lua!("reply", ["common"]));
 pub(crate) static HOST_BEAT: LazyLock<LuaScript> = LazyLock::new(|| lua!("host_beat"));
 pub(crate) static HOST_LEAVE: LazyLock<LuaScript> = LazyLock::new(|| lua!("host_leave"));
 

@@ -602,4 +602,32 @@ impl Transport for RedisTransport {
     fn host_reporter(&self) -> Option<Arc<dyn bus_core::heartbeat::HostReporter>> {
         Some(Arc::new(crate::heartbeat::RedisReporter::new(self.clone())))
     }
+
+    async fn reply_inbox(&self, name: &str) -> bus_core::Result<Box<dyn bus_core::ReplyInbox>> {
+        crate::reply::open(self, name).await
+    }
+
+    async fn reply(&self, inbox: &str, element: Bytes, keep: Duration) -> bus_core::Result<()> {
+        crate::reply::push(self, inbox, element, keep).await
+    }
+
+    async fn step_mark(
+        &self,
+        source: &Source,
+        id: &MessageId,
+        step: &str,
+    ) -> bus_core::Result<Option<Bytes>> {
+        crate::once::mark(self, source, id, step).await
+    }
+
+    async fn mark_step(
+        &self,
+        source: &Source,
+        id: &MessageId,
+        step: &str,
+        result: Bytes,
+        keep: Duration,
+    ) -> bus_core::Result<Option<Bytes>> {
+        crate::once::set(self, source, id, step, result, keep).await
+    }
 }

@@ -10,6 +10,8 @@ use bus_core::transport::Source;
 use bus_redis::admin::Admin;
 use bus_redis::RedisTransport;
 use bus_test_redis::TestRedis;
+use fred::prelude::ClientLike;
+use fred::types::{ClusterHash, CustomCommand};
 
 struct Redis(RedisTransport);
 
@@ -32,6 +34,19 @@ impl Probe for Redis {
             stats.dead_letters,
         ]
         .map(|n| n as usize)
+    }
+
+    async fn reply_inboxes(&self) -> Option<usize> {
+        let prefix = self.0.config().key_prefix();
+        let keys = CustomCommand::new_static("KEYS", ClusterHash::Random, false);
+        // A test's own server: KEYS is fine here.
+        let found: Vec<String> = self
+            .0
+            .client()
+            .custom(keys, vec![format!("{prefix}:{{:reply:*")])
+            .await
+            .unwrap();
+        Some(found.len())
     }
 }
 
@@ -83,8 +98,18 @@ with_probe!(
     shutdown_releases_prefetched_messages,
     concurrency_stays_within_max_concurrent_calls,
     an_event_reaches_each_subscription_once,
-    shutdown_is_prompt_when_idle_and_bounded_by_the_grace
+    shutdown_is_prompt_when_idle_and_bounded_by_the_grace,
+    a_request_gets_its_reply_and_leaves_no_inbox
 );
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_step_done_once_is_skipped_by_redeliveries() {
+    let redis = TestRedis::start().unwrap();
+    conformance::a_step_done_once_is_skipped_by_redeliveries(Arc::new(
+        common::transport(&redis).await,
+    ))
+    .await;
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pause_stops_reserving_and_resume_restarts() {

@@ -30,6 +30,7 @@ const SCRIPTS: &[(&str, &str)] = &[
     ("read_scheduled", include_str!("../lua/read_scheduled.lua")),
     ("publish", include_str!("../lua/publish.lua")),
     ("publish_at", include_str!("../lua/publish_at.lua")),
+    ("reply", include_str!("../lua/reply.lua")),
     (
         "singleton_acquire",
         include_str!("../lua/singleton_acquire.lua"),
@@ -69,7 +70,7 @@ fn text(name: &str) -> String {
     let body = SCRIPTS.iter().find(|(n, _)| *n == name).unwrap().1;
     if name.starts_with("admin_") {
         format!("{COMMON}{ADMIN_COMMON}{body}")
-    } else if matches!(name, "send_at" | "publish") {
+    } else if matches!(name, "send_at" | "publish" | "reply") {
         format!("{COMMON}{body}")
     } else if matches!(name, "reserve" | "reserve_alone") {
         format!("#!lua flags=allow-oom\n{COMMON}{FLOW}{body}")
@@ -84,6 +85,7 @@ struct Queue {
     k: QueueKeys,
     subs: String,
     singleton: String,
+    inbox: String,
 }
 
 impl Queue {
@@ -93,6 +95,7 @@ impl Queue {
             k: QueueKeys::new(redis.namespace(), &Source::queue(name).unwrap()),
             subs: keys::subscriptions(redis.namespace(), name),
             singleton: keys::singleton(redis.namespace(), name),
+            inbox: keys::reply_inbox(redis.namespace(), name),
         }
     }
 
@@ -189,6 +192,7 @@ impl Queue {
             "singleton_acquire" | "singleton_renew" | "singleton_release" => {
                 vec![&self.singleton]
             }
+            "reply" => vec![&self.inbox],
             "admin_dead_envelopes" => vec![&k.dead, &k.msgs],
             "admin_delete_dead" => vec![&k.dead, &k.msgs, &k.dead_info, &k.errors, &k.deliveries],
             "admin_in_flight" => vec![&k.inflight, &k.msgs, &k.deliveries, &k.leases],
@@ -296,6 +300,7 @@ impl Queue {
         let pattern = format!("{}*", self.k.ready.trim_end_matches("ready"));
         let mut keys = self.client.scan_match(&pattern).unwrap();
         keys.push(self.subs.clone());
+        keys.push(self.inbox.clone());
         keys.into_iter()
             .filter_map(|key| {
                 let dump = self.cmd(&["DUMP", &key]);
@@ -438,6 +443,7 @@ fn good_argv(script: &str, token: &str, id: &str, dead: &str) -> Vec<String> {
         "publish_at" => vec!["1", "name", "0", "announced", "{}"],
         "singleton_acquire" | "singleton_renew" => vec!["holder", "15000"],
         "singleton_release" => vec!["holder"],
+        "reply" => vec!["{}", "60000"],
         "admin_dead_envelopes" => vec![dead],
         "admin_delete_dead" => vec![dead],
         "admin_in_flight" => vec!["10"],
@@ -484,6 +490,7 @@ fn bad_argvs(script: &str, token: &str, id: &str) -> Vec<Vec<String>> {
             vec!["holder", "15000", "more"],
         ],
         "singleton_release" => vec![vec![], vec!["holder", "15000"]],
+        "reply" => vec![vec!["{}"], vec!["{}", "soon"], vec!["{}", "60000", "more"]],
         "send_once" => vec![
             vec!["60000", "", "once"],
             vec!["soon", "", "once", "{}"],

@@ -32,6 +32,11 @@ pub trait Probe: Send + Sync {
     /// How many messages of a queue are ready (recovered ones included), in flight,
     /// delayed and dead.
     async fn counts(&self, source: &Source) -> [usize; 4];
+    /// How many reply inboxes hold replies ([`Bus::request`](crate::Bus::request));
+    /// `None` (the default): this probe cannot tell, and checks say so.
+    async fn reply_inboxes(&self) -> Option<usize> {
+        None
+    }
 }
 
 /// A dead letter as a probe reads it.
@@ -80,7 +85,11 @@ pub use lifecycle::{
     expired_messages_are_dead_lettered_unhandled, expired_messages_can_be_dropped,
     the_hook_before_a_dead_letter_sees_why_and_never_stops_it,
 };
+mod once;
+pub use once::a_step_done_once_is_skipped_by_redeliveries;
 mod processing;
+mod request;
+pub use request::a_request_gets_its_reply_and_leaves_no_inbox;
 mod schedule;
 pub use processing::{
     an_event_reaches_each_subscription_once, concurrency_stays_within_max_concurrent_calls,

@@ -35,6 +35,8 @@ pub(super) struct Dispatch {
     pub(super) after_ack: Arc<super::after_ack::AfterAcks>,
     /// The source's consumer, for what a dead-letter hook asks of it (the error history).
     pub(super) consumer: Arc<dyn Consumer>,
+    /// `source`, shared with every message's context (the scope of its step marks).
+    pub(super) scope: Arc<Source>,
 }
 
 /// The span of one delivery; the message's id and type are filled in once decoded.
@@ -120,6 +122,7 @@ impl Dispatch {
             sent_at_ms,
             cancellation,
             after_ack: Some((Arc::clone(&self.after_ack), delivery.receipt.clone())),
+            source: Arc::clone(&self.scope),
         };
         let dying = |body| Dying {
             route,

@@ -491,6 +491,7 @@ impl Host {
                     wire,
                     after_ack: Arc::default(),
                     consumer: Arc::clone(&consumer),
+                    scope: Arc::new(registration.source.clone()),
                 },
                 registration,
                 consumer,
