@@ -50,6 +50,7 @@ pub mod operator;
 mod otel;
 mod processor;
 pub mod records;
+mod recurring;
 mod saga;
 mod schedule;
 mod send;
@@ -76,6 +77,7 @@ pub use message::{Command, Event, Message, MessageDescriptor, MessageKind, Subsc
 pub use middleware::{Middleware, Next};
 pub use names::QueueNames;
 pub use processor::{CommandProcessor, Disposition, EventProcessor, ProcessError};
+pub use recurring::{Missed, Recurring, SCHEDULE_HEADER, TICK_HEADER};
 /// The saga store conformance suite (feature `conformance`), for store implementations'
 /// tests.
 #[cfg(feature = "conformance")]

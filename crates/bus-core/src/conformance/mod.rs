@@ -81,6 +81,11 @@ pub use lifecycle::{
     the_hook_before_a_dead_letter_sees_why_and_never_stops_it,
 };
 mod processing;
+mod recurring;
+pub use recurring::{
+    a_tick_is_stored_once_and_only_when_newer, missed_ticks_are_skipped_or_caught_up_once,
+    three_hosts_with_skewed_clocks_send_each_tick_once,
+};
 mod schedule;
 pub use processing::{
     an_event_reaches_each_subscription_once, concurrency_stays_within_max_concurrent_calls,
