@@ -32,6 +32,7 @@ mod liveness;
 mod partition;
 mod protocol;
 mod receipts;
+mod recurring;
 mod schedule;
 mod scripts;
 mod singleton;
