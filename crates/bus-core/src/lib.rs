@@ -82,7 +82,9 @@ pub use recurring::{Missed, Recurring, SCHEDULE_HEADER, TICK_HEADER};
 /// tests.
 #[cfg(feature = "conformance")]
 pub use saga::conformance as saga_conformance;
-pub use saga::{ContinueSaga, MemorySagaStore, Saga, SagaData, SagaStore, Stamp, StartSaga};
+pub use saga::{
+    ContinueSaga, MemorySagaStore, Saga, SagaData, SagaStore, Stamp, StartSaga, SAGA_TIMEOUT_HEADER,
+};
 pub use schedule::Scheduled;
 pub use send::{
     OutgoingMessage, SendMiddleware, SendOptions, Sent, DEFAULT_DEDUP_WINDOW, TRACE_ID_HEADER,
