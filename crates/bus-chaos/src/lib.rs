@@ -97,3 +97,19 @@ pub fn charge_done_key(prefix: &str) -> String {
 pub fn lifecycle_up_key(prefix: &str, pid: u32) -> String {
     format!("{prefix}:test:lifecycle-up:{pid}")
 }
+
+/// The message of the recurring runs (`cron-host`), on a queue of its own.
+#[derive(Debug, Clone, Serialize, Deserialize, RedisCommand)]
+#[bus(queue = "cron-beat")]
+pub struct Beat;
+
+/// List of `"<pid> <tick ms>"`, one per `Beat` handled by a `cron-host` (the tick from
+/// the message's `bus-schedule-tick` header).
+pub fn cron_ticks_key(prefix: &str) -> String {
+    format!("{prefix}:test:cron-ticks")
+}
+
+/// String set by a `cron-host` process to its pid once its host runs.
+pub fn cron_up_key(prefix: &str, pid: u32) -> String {
+    format!("{prefix}:test:cron-up:{pid}")
+}

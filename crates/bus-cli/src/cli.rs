@@ -154,6 +154,9 @@ pub enum Command {
     /// concurrency, in flight, started, last seen; a host silent for two heartbeat
     /// intervals shows as LOST (kept 60 intervals, 5 min by default, then dropped).
     Hosts,
+    /// List the recurring schedules (cron) the hosts run: name, cron, zone, target
+    /// queue, policy for missed ticks, last tick stored, next run.
+    Schedules,
     /// Serve the web dashboard: live counts and plots, messages, dead letters grouped by
     /// error with requeue and delete, sagas. Prints its address; runs until Ctrl-C.
     Dashboard(DashboardArgs),
@@ -372,6 +375,8 @@ mod tests {
         ));
         let cli = Cli::try_parse_from(["bus", "hosts"]).unwrap();
         assert!(matches!(cli.command, Command::Hosts));
+        let cli = Cli::try_parse_from(["bus", "schedules"]).unwrap();
+        assert!(matches!(cli.command, Command::Schedules));
         let cli = Cli::try_parse_from(["bus", "audit", "-n", "5"]).unwrap();
         assert!(matches!(cli.command, Command::Audit { count: 5 }));
         let cli = Cli::try_parse_from(["bus", "dashboard", "--read-only"]).unwrap();

@@ -439,6 +439,14 @@ async fn execute(fleet: &Fleet, command: Command, json: bool) -> Result<(), Fail
                 ops::hosts_table(&hosts)?;
             }
         }
+        Command::Schedules => {
+            let schedules = management.schedules().await?;
+            if json {
+                output::json(&schedules)?;
+            } else {
+                ops::schedules_table(&schedules)?;
+            }
+        }
         Command::Dashboard(_) | Command::Metrics { .. } | Command::Babel(_) | Command::Doctor => {
             unreachable!("served by `run` before `execute`")
         }

@@ -133,3 +133,34 @@ pub fn hosts_table(hosts: &[bus_management::HostEntry]) -> Result<(), Failure> {
     }
     out!("{t}")
 }
+
+/// `bus schedules`: the recurring schedules, by queue then name.
+pub fn schedules_table(schedules: &[bus_management::ScheduleEntry]) -> Result<(), Failure> {
+    if schedules.is_empty() {
+        return out!("no schedule is recorded (a host records its schedules when it starts)");
+    }
+    let mut t = Table::new();
+    t.load_preset(presets::UTF8_FULL_CONDENSED).set_header([
+        "NAME",
+        "CRON",
+        "ZONE",
+        "QUEUE",
+        "MISSED",
+        "LAST TICK",
+        "NEXT RUN",
+    ]);
+    let when = |ms: Option<u64>| ms.map_or_else(|| "-".to_owned(), output::time);
+    for s in schedules {
+        let r = &s.record;
+        t.add_row(vec![
+            Cell::new(&r.name),
+            Cell::new(&r.cron),
+            Cell::new(&r.zone),
+            Cell::new(&r.queue),
+            Cell::new(r.missed.as_str()),
+            Cell::new(when(s.last_tick_ms)),
+            Cell::new(when(s.next_run_ms)),
+        ]);
+    }
+    out!("{t}")
+}

@@ -96,3 +96,75 @@ async fn bus_hosts_lists_a_running_host_and_a_lost_one() {
     assert!(lost.contains("LOST") && lost.contains("0.0.9"), "{table}");
     running.stop().await;
 }
+
+/// `bus schedules` (issue 18 point 5): a host's recurring schedule, listed with its cron,
+/// zone, queue, policy, last tick and next run once it has ticked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bus_schedules_lists_a_running_schedule_with_its_last_tick_and_next_run() {
+    let s = setup().await;
+    let (url, prefix) = (s.redis.url(), s.redis.namespace().to_owned());
+    let out = bus(&url, &prefix, &["schedules"]);
+    assert!(out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("no schedule is recorded"),
+        "{out:?}"
+    );
+    let running = Running::start(
+        Host::builder()
+            .transport(s.transport.clone())
+            .command::<Work, _>(Acks)
+            .schedule(
+                bus_core::Recurring::new("* * * * * *", || Work { n: 0 })
+                    .name("every-second")
+                    .time_zone("Europe/Oslo"),
+            )
+            .build()
+            .unwrap(),
+    );
+    let mut listed = Value::Null;
+    let ticked = eventually(WAIT, || {
+        let out = bus(&url, &prefix, &["--json", "schedules"]);
+        listed = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        let ticked = listed[0]["last_tick_ms"].as_u64().is_some();
+        async move { ticked }
+    })
+    .await;
+    assert!(ticked, "{listed}");
+    let one = &listed[0];
+    assert_eq!(
+        (
+            &one["name"],
+            &one["cron"],
+            &one["zone"],
+            &one["queue"],
+            &one["missed"]
+        ),
+        (
+            &json!("every-second"),
+            &json!("* * * * * *"),
+            &json!("Europe/Oslo"),
+            &json!("work"),
+            &json!("skip")
+        ),
+        "{listed}"
+    );
+    let (last, next) = (
+        one["last_tick_ms"].as_u64().unwrap(),
+        one["next_run_ms"].as_u64().unwrap(),
+    );
+    assert!(
+        last % 1000 == 0 && next % 1000 == 0 && next > last,
+        "{listed}"
+    );
+    let out = bus(&url, &prefix, &["schedules"]);
+    let table = String::from_utf8_lossy(&out.stdout);
+    let line = table
+        .lines()
+        .find(|l| l.contains("every-second"))
+        .unwrap_or_else(|| panic!("no schedule in\n{table}"));
+    assert!(
+        line.contains("Europe/Oslo") && line.contains("work") && line.contains("skip"),
+        "{table}"
+    );
+    running.stop().await;
+}

@@ -52,6 +52,7 @@ mod otel;
 mod processor;
 pub mod records;
 mod request;
+mod recurring;
 mod saga;
 mod schedule;
 mod send;
@@ -80,11 +81,14 @@ pub use names::QueueNames;
 pub use once::ONCE_KEEP;
 pub use processor::{CommandProcessor, Disposition, EventProcessor, ProcessError};
 pub use request::{ReplyInbox, CORRELATION_ID_HEADER, REPLY_KEEP, REPLY_TO_HEADER, REPLY_TYPE};
+pub use recurring::{Missed, Recurring, SCHEDULE_HEADER, TICK_HEADER};
 /// The saga store conformance suite (feature `conformance`), for store implementations'
 /// tests.
 #[cfg(feature = "conformance")]
 pub use saga::conformance as saga_conformance;
-pub use saga::{ContinueSaga, MemorySagaStore, Saga, SagaData, SagaStore, Stamp, StartSaga};
+pub use saga::{
+    ContinueSaga, MemorySagaStore, Saga, SagaData, SagaStore, Stamp, StartSaga, SAGA_TIMEOUT_HEADER,
+};
 pub use schedule::Scheduled;
 pub use send::{
     OutgoingMessage, SendMiddleware, SendOptions, Sent, DEFAULT_DEDUP_WINDOW, TRACE_ID_HEADER,

@@ -72,6 +72,8 @@ struct Queue {
     /// Flow control (crate::flow): its settings, and the rate limit's window of starts.
     flow: Flow,
     starts: VecDeque<Instant>,
+    /// Recurring schedules sending here: the last tick stored (ms), by schedule name.
+    ticks: FastMap<String, u64>,
 }
 
 /// A message at rest, with its storage key: the message id (unless that id was already
@@ -371,6 +373,35 @@ impl Transport for MemoryTransport {
         }
         q.notify.notify_waiters();
         Ok(None)
+    }
+
+    async fn send_tick(
+        &self,
+        queue: &str,
+        tick: crate::transport::Tick<'_>,
+        message: Outgoing,
+    ) -> Result<bool> {
+        let mut state = self.state();
+        let q = state.queue(&Source::queue(queue)?);
+        // The rule of lua/send_tick.lua.
+        let last = q.ticks.get(tick.schedule).copied();
+        let newer = last.map_or(!tick.catch_up, |last| tick.at_ms > last);
+        if !newer {
+            return Ok(false);
+        }
+        q.ticks.insert(tick.schedule.to_owned(), tick.at_ms);
+        q.ready.extend(entries(vec![message]));
+        q.notify.notify_waiters();
+        Ok(true)
+    }
+
+    async fn last_tick(&self, queue: &str, schedule: &str) -> Result<Option<u64>> {
+        let mut state = self.state();
+        Ok(state
+            .queue(&Source::queue(queue)?)
+            .ticks
+            .get(schedule)
+            .copied())
     }
 
     async fn publish_at(

@@ -452,6 +452,32 @@ pub trait Transport: Send + Sync + fmt::Debug + 'static {
         None
     }
 
+    /// Stores `message` (ready now) for `tick` of a recurring schedule sending to
+    /// `queue`, only if this tick is newer than the last one stored for the schedule
+    /// (and, for a catch-up, only if one was stored before): then records it as the
+    /// last. The check, the record and the store are one atomic step, so hosts racing
+    /// with the same tick store it once (docs/concepts.md, "Recurring messages").
+    /// `true` when stored. The default refuses: a transport without schedules.
+    async fn send_tick(&self, queue: &str, tick: Tick<'_>, message: Outgoing) -> Result<bool> {
+        let _ = (tick, message);
+        Err(crate::Error::Config(format!(
+            "{queue}: recurring messages need a transport that records ticks; this one does not"
+        )))
+    }
+    /// The last tick stored for `schedule` on `queue` (ms since the Unix epoch), `None`
+    /// before the first. The default refuses: a transport without schedules.
+    async fn last_tick(&self, queue: &str, schedule: &str) -> Result<Option<u64>> {
+        let _ = schedule;
+        Err(crate::Error::Config(format!(
+            "{queue}: this transport records no ticks of recurring messages"
+        )))
+    }
+    /// Records a host's recurring schedule for operators' listings (`bus schedules`);
+    /// asked when the host starts. The default records nothing.
+    async fn record_schedule(&self, schedule: &ScheduleRecord) -> Result<()> {
+        let _ = schedule;
+        Ok(())
+    }
     /// Opens the reply inbox `name` ([`Bus::request`](crate::Bus::request); a fresh, valid
     /// name), with what it needs to wait on its own. The default refuses: a transport
     /// without request/reply.
@@ -502,6 +528,8 @@ fn no_step_marks(source: &Source) -> crate::Error {
         "{source}: this transport cannot mark steps as done (Context::once)"
     ))
 }
+
+pub use crate::recurring::{ScheduleRecord, Tick};
 
 /// One consumer of one [`Source`]. Every method is one atomic transition per message.
 #[async_trait]

@@ -1,5 +1,5 @@
 //! A message's life on the in-memory transport: the hook before a dead letter, expiry,
-//! deduplication at send, delayed messages by id.
+//! deduplication at send, delayed messages by id, recurring messages.
 
 use std::sync::Arc;
 
@@ -42,5 +42,19 @@ with_probe!(
     expired_messages_can_be_dropped,
     a_dedup_key_stores_one_message_per_window,
     delayed_commands_can_be_read_cancelled_and_rescheduled,
-    a_delayed_publish_reaches_each_subscription_at_its_time
+    a_delayed_publish_reaches_each_subscription_at_its_time,
+    a_tick_is_stored_once_and_only_when_newer
+);
+
+macro_rules! on_memory {
+    ($($check:ident),*) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $check() {
+            conformance::$check(Arc::new(MemoryTransport::new())).await;
+        }
+    )*};
+}
+on_memory!(
+    three_hosts_with_skewed_clocks_send_each_tick_once,
+    missed_ticks_are_skipped_or_caught_up_once
 );

@@ -82,7 +82,7 @@ function seenAgo(ms) {
 }
 
 async function hostsPage(id) {
-  const hosts = await getJson("/api/hosts");
+  const [hosts, schedules] = await Promise.all([getJson("/api/hosts"), getJson("/api/schedules")]);
   const lost = hosts.filter((x) => x.lost).length;
   const rows = hosts.map((x) => h("tr", { "data-host": x.id, "data-host-state": x.lost ? "lost" : "running", class: x.lost ? "sev-row-critical" : "" },
     h("td", {}, h("span", { class: `badge sev ${x.lost ? "sev-critical" : "sev-ok"}` }, x.lost ? "lost" : "running")),
@@ -95,5 +95,18 @@ async function hostsPage(id) {
     h("section", { class: "card section" }, hosts.length
       ? h("table", { id: "hosts" }, h("thead", {}, h("tr", {}, ["State", "Host", "PID", "Version", "Queues", "Concurrency", "In flight", "Started", "Last seen"].map((c) => h("th", ["PID", "Concurrency", "In flight"].includes(c) ? { class: "num" } : {}, c)))),
         h("tbody", {}, rows))
-      : h("div", { class: "empty" }, "No host has reported. Running hosts report every 5 s."))));
+      : h("div", { class: "empty" }, "No host has reported. Running hosts report every 5 s.")),
+    schedulesSection(schedules)));
+}
+
+// The recurring schedules (cron) the hosts run, on the Hosts page.
+function schedulesSection(schedules) {
+  const at = (ms) => (ms == null ? "–" : when(ms));
+  const rows = schedules.map((x) => h("tr", { "data-schedule": x.name },
+    h("td", {}, x.name), h("td", { class: "mono" }, x.cron), h("td", {}, x.zone), h("td", { class: "mono" }, x.queue),
+    h("td", {}, x.missed === "catch_up_once" ? "catch up once" : "skip"), h("td", {}, at(x.last_tick_ms)), h("td", {}, at(x.next_run_ms))));
+  return h("section", { class: "card section" }, h("h2", {}, "Schedules"), schedules.length
+    ? h("table", { id: "schedules" }, h("thead", {}, h("tr", {}, ["Name", "Cron", "Zone", "Queue", "Missed ticks", "Last tick", "Next run"].map((c) => h("th", {}, c)))),
+      h("tbody", {}, rows))
+    : h("div", { class: "empty" }, "No recurring schedule is recorded. A host records its schedules when it starts."));
 }

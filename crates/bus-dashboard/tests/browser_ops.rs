@@ -392,3 +392,58 @@ async fn hosts_are_listed_and_a_killed_one_is_shown_lost() {
     browser.close().await.unwrap();
     here.shutdown().await.unwrap();
 }
+
+/// Issue 18 point 5: the Hosts page's Schedules section lists a running host's recurring
+/// schedule with its cron, zone, queue and policy, and its last tick once it ticked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_schedule_is_shown_with_its_last_tick() {
+    let s = setup().await;
+    let host = bus_core::Host::builder()
+        .transport(s.transport.clone())
+        .schedule(
+            bus_core::Recurring::new("* * * * * *", || Payment { n: 0 })
+                .name("every-second")
+                .time_zone("Europe/Oslo")
+                .missed(bus_core::Missed::CatchUpOnce),
+        )
+        .build()
+        .unwrap()
+        .start()
+        .await
+        .unwrap();
+    let addr = start_dashboard(&s.transport, DashboardOptions::default()).await;
+    let driver = Driver::start().await;
+    let browser = driver.browser().await;
+    browser
+        .goto(&format!("http://{addr}/#/hosts"))
+        .await
+        .unwrap();
+    let row = "const r = document.querySelector('#schedules tr[data-schedule=\"every-second\"]'); return r ? [...r.cells].map(c => c.textContent) : null;";
+    // The last tick shows as a time of day ("–" before the first).
+    let ticked = eventually(WAIT, || async {
+        js(&browser, row).await[5]
+            .as_str()
+            .is_some_and(|last| last.contains(':'))
+    })
+    .await;
+    let cells = js(&browser, row).await;
+    assert!(
+        ticked,
+        "{cells} {}",
+        js(&browser, "return document.getElementById('app').innerText;").await
+    );
+    assert_eq!(
+        cells.as_array().unwrap()[..5],
+        [
+            json!("every-second"),
+            json!("* * * * * *"),
+            json!("Europe/Oslo"),
+            json!("payments"),
+            json!("catch up once")
+        ],
+        "{cells}"
+    );
+    screenshot(&browser, "schedules.png").await;
+    browser.close().await.unwrap();
+    host.shutdown().await.unwrap();
+}

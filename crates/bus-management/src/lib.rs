@@ -24,6 +24,7 @@
 //! | [`Management::audit`], [`audit_log`](Management::audit_log) | [`AuditEntry`], [`os_user`]: the operators' changes, in a capped stream | `audit` |
 //! | [`Management::health`] | [`Health`], [`HealthCheck`], [`Severity`]: Redis's configuration checked (`bus doctor`) | `health` |
 //! | [`Management::hosts`] | [`HostEntry`] (with bus-core's [`HostInfo`]): the hosts' heartbeats, each running or lost | `hosts` |
+//! | [`Management::schedules`] | [`ScheduleEntry`] (with bus-core's [`ScheduleRecord`]): the recurring schedules, last tick and next run | `schedules` |
 //! | [`Topic`], [`Purged`], [`RemovedSubscription`], [`ReadyMessage`], [`ScheduledMessage`], [`Selection`], [`Requeued`] | what the operations return (from [`bus_redis::admin`]) | |
 //! | [`DeadLetter`], [`ErrorRecord`], [`QueueStats`], [`MessageSummary`] | the records (from [`bus_core`]) | |
 //! | [`Error`], [`Result`] | what can go wrong | `error` |
@@ -35,13 +36,15 @@ mod health;
 mod hosts;
 mod management;
 mod sagas;
+mod schedules;
 
 pub use bus_core::heartbeat::HostInfo;
 pub use bus_core::operator::{Capability, Operator};
 pub use bus_core::records::{DeadLetter, ErrorRecord, MessageSummary, QueueStats};
+pub use bus_core::transport::ScheduleRecord;
 pub use bus_redis::admin::{
     os_user, AuditEntry, Health, HealthCheck, HostEntry, Purged, ReadyMessage, RemovedSubscription,
-    Requeued, ScheduledMessage, Selection, Severity, Topic,
+    Requeued, ScheduleEntry, ScheduledMessage, Selection, Severity, Topic,
 };
 pub use error::{Error, Result};
 pub use fleet::{Address, Fleet, NATIVE};

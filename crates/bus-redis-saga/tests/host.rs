@@ -1,5 +1,5 @@
 //! A saga in a host with the Redis store: a start, ten updates, a completion, over the
-//! in-memory transport and over the Redis transport.
+//! in-memory transport and over the Redis transport; saga timeouts over the Redis transport.
 
 mod common;
 
@@ -194,4 +194,21 @@ async fn the_same_saga_over_the_redis_transport_leaves_only_bookkeeping() {
             .all(|k| k.ends_with(":seq") || k.contains(":registry:") || k.ends_with(":protocol")),
         "left behind: {left:?}"
     );
+}
+
+/// Saga timeouts (issue 18 point 6) with the Redis store, over the Redis transport: a
+/// timeout is handled only while the saga is as its step left it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn saga_timeouts_fire_only_for_the_state_that_asked() {
+    let redis = bus_test_redis::TestRedis::start().unwrap();
+    let config = bus_redis::RedisConfig::from_url(&redis.url())
+        .unwrap()
+        .prefix(redis.namespace());
+    let transport = bus_redis::RedisTransport::connect(&config).await.unwrap();
+    let store = bus_redis_saga::RedisSagaStore::for_transport(&transport);
+    bus_core::conformance::saga_timeouts_fire_only_for_the_state_that_asked(
+        Arc::new(transport),
+        Arc::new(store),
+    )
+    .await;
 }

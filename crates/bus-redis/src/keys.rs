@@ -112,6 +112,15 @@ impl QueueKeys {
         format!("{base}:dedup:{key}")
     }
 
+    /// The last tick of the recurring schedule `name` sending to this queue (a string:
+    /// ms since the Unix epoch): `<queue base>:schedule:<name>`, under the queue's hash
+    /// tag (docs/redis-layout.md, "Recurring messages (cron)"). Not one of
+    /// [`QueueKeys::all`]: a purge keeps it.
+    pub fn schedule(&self, name: &str) -> String {
+        let base = self.ready.strip_suffix(":ready").unwrap_or(&self.ready);
+        format!("{base}:schedule:{name}")
+    }
+
     /// Only the ready list of `source`: what a send needs, built with one allocation
     /// instead of every key of the queue. Equal to `QueueKeys::new(prefix, source).ready`.
     pub fn ready_of(prefix: &str, source: &Source) -> String {
@@ -191,6 +200,13 @@ pub fn queue_registry(prefix: &str) -> String {
 /// their consumers for management and foreign producers.
 pub fn partition_registry(prefix: &str) -> String {
     format!("{prefix}:registry:partitions")
+}
+
+/// Hash of the recurring schedules hosts run: schedule key ([`QueueKeys::schedule`]) →
+/// JSON `{name, cron, zone, queue, missed, key}`, written by each host at start for
+/// operators (docs/redis-layout.md, "Recurring messages (cron)").
+pub fn schedule_registry(prefix: &str) -> String {
+    format!("{prefix}:registry:schedules")
 }
 
 /// Set of known topic names, for listings.

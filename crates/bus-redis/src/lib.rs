@@ -34,6 +34,7 @@ mod partition;
 mod protocol;
 mod receipts;
 mod reply;
+mod recurring;
 mod schedule;
 mod scripts;
 mod singleton;

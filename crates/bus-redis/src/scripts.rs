@@ -85,6 +85,7 @@ macro_rules! lua {
 pub(crate) static SEND_AT: LazyLock<LuaScript> = LazyLock::new(|| lua!("send_at", ["common"]));
 pub(crate) static PUBLISH: LazyLock<LuaScript> = LazyLock::new(|| lua!("publish", ["common"]));
 pub(crate) static SEND_ONCE: LazyLock<LuaScript> = LazyLock::new(|| lua!("send_once", ["common"]));
+pub(crate) static SEND_TICK: LazyLock<LuaScript> = LazyLock::new(|| lua!("send_tick", ["common"]));
 pub(crate) static PUBLISH_AT: LazyLock<LuaScript> =
     LazyLock::new(|| lua!("publish_at", ["common"]));
 pub(crate) static CANCEL: LazyLock<LuaScript> = LazyLock::new(|| lua!("cancel", ["common"]));

@@ -486,6 +486,26 @@ impl Transport for RedisTransport {
         crate::schedule::reschedule(self, queue, id, due).await
     }
 
+    async fn send_tick(
+        &self,
+        queue: &str,
+        tick: bus_core::transport::Tick<'_>,
+        message: Outgoing,
+    ) -> bus_core::Result<bool> {
+        crate::recurring::send_tick(self, queue, tick, message).await
+    }
+
+    async fn last_tick(&self, queue: &str, schedule: &str) -> bus_core::Result<Option<u64>> {
+        crate::recurring::last_tick(self, queue, schedule).await
+    }
+
+    async fn record_schedule(
+        &self,
+        schedule: &bus_core::transport::ScheduleRecord,
+    ) -> bus_core::Result<()> {
+        crate::recurring::record(self, schedule).await
+    }
+
     fn singleton_lease(
         &self,
         queue: &str,

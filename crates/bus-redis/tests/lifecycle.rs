@@ -1,7 +1,7 @@
 //! A message's life on the Redis transport (a real redis-server), on a plain queue and on
 //! one of three partitions: the hook before a dead letter (with the error history read
 //! from Redis), expiry, and deduplication at send (with concurrent senders), and delayed
-//! messages read, cancelled and rescheduled by id.
+//! messages read, cancelled and rescheduled by id, and recurring messages' ticks.
 
 mod common;
 
@@ -18,6 +18,7 @@ use bus_test_redis::TestRedis;
 const QUEUE: &str = "conformance-hooked";
 const UNIQUE: &str = "conformance-unique";
 const LATER: &str = "conformance-later";
+const BEAT: &str = "conformance-beat";
 
 struct Redis(RedisTransport);
 
@@ -48,7 +49,8 @@ async fn partitioned(redis: &TestRedis) -> RedisTransport {
         .prefix(redis.namespace())
         .partitions(QUEUE, 3)
         .partitions(UNIQUE, 3)
-        .partitions(LATER, 3);
+        .partitions(LATER, 3)
+        .partitions(BEAT, 3);
     RedisTransport::connect(&config).await.unwrap()
 }
 
@@ -69,10 +71,10 @@ macro_rules! with_probe {
             // The check's queue was sent to as partitioned (its producer recorded the
             // shards), and no key of the plain queue was ever left.
             let registry = bus_redis::keys::partition_registry(redis.namespace());
-            let recorded = [QUEUE, UNIQUE, LATER].map(|q| redis.client().cmd(&["HGET", registry.as_str(), q]).unwrap());
+            let recorded = [QUEUE, UNIQUE, LATER, BEAT].map(|q| redis.client().cmd(&["HGET", registry.as_str(), q]).unwrap());
             assert!(recorded.iter().any(|r| r.as_str() == Some("3")), "{recorded:?}");
             let keys = redis.keys();
-            let plain = [QUEUE, UNIQUE, LATER].map(|q| format!("{{{q}}}"));
+            let plain = [QUEUE, UNIQUE, LATER, BEAT].map(|q| format!("{{{q}}}"));
             assert!(!keys.iter().any(|k| plain.iter().any(|p| k.contains(p))), "{keys:?}");
         }
     )*};
@@ -84,7 +86,23 @@ with_probe!(
     expired_messages_can_be_dropped / expired_messages_are_dropped_on_a_partitioned_queue,
     a_dedup_key_stores_one_message_per_window / dedup_holds_on_a_partitioned_queue,
     delayed_commands_can_be_read_cancelled_and_rescheduled
-        / delayed_commands_are_found_in_any_partition
+        / delayed_commands_are_found_in_any_partition,
+    a_tick_is_stored_once_and_only_when_newer / ticks_are_stored_once_on_a_partitioned_queue
+);
+
+macro_rules! on_redis {
+    ($($check:ident),*) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $check() {
+            let redis = TestRedis::start().unwrap();
+            let transport = common::transport(&redis).await;
+            conformance::$check(Arc::new(transport)).await;
+        }
+    )*};
+}
+on_redis!(
+    three_hosts_with_skewed_clocks_send_each_tick_once,
+    missed_ticks_are_skipped_or_caught_up_once
 );
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

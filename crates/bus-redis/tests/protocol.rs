@@ -25,6 +25,7 @@ const SCRIPTS: &[(&str, &str)] = &[
     ("absolve", include_str!("../lua/absolve.lua")),
     ("send_at", include_str!("../lua/send_at.lua")),
     ("send_once", include_str!("../lua/send_once.lua")),
+    ("send_tick", include_str!("../lua/send_tick.lua")),
     ("cancel", include_str!("../lua/cancel.lua")),
     ("reschedule", include_str!("../lua/reschedule.lua")),
     ("read_scheduled", include_str!("../lua/read_scheduled.lua")),
@@ -103,6 +104,7 @@ impl Queue {
     fn keys(&self, script: &str) -> Vec<String> {
         let k = &self.k;
         let dedup = k.dedup("shape");
+        let schedule = k.schedule("shape");
         let list: Vec<&String> = match script {
             "reserve" => vec![
                 &k.ready,
@@ -184,6 +186,7 @@ impl Queue {
             "absolve" => vec![&k.suspects, &k.ready],
             "send_at" => vec![&k.delayed, &k.msgs, &k.ready],
             "send_once" => vec![&dedup, &k.ready, &k.delayed, &k.msgs],
+            "send_tick" => vec![&schedule, &k.ready],
             "cancel" => vec![&k.delayed, &k.msgs, &k.deliveries, &k.errors],
             "reschedule" => vec![&k.delayed, &k.ready],
             "read_scheduled" => vec![&k.delayed, &k.msgs],
@@ -437,6 +440,7 @@ fn good_argv(script: &str, token: &str, id: &str, dead: &str) -> Vec<String> {
         "absolve" => vec![token, "0", id, "1"],
         "send_at" => vec!["0", "now", "{}"],
         "send_once" => vec!["60000", "", "once", "{}"],
+        "send_tick" => vec!["60000", "", "{}"],
         "cancel" | "read_scheduled" => vec!["later"],
         "reschedule" => vec!["later", "0"],
         "publish" => vec!["1", "name", "{}"],
@@ -496,6 +500,12 @@ fn bad_argvs(script: &str, token: &str, id: &str) -> Vec<Vec<String>> {
             vec!["soon", "", "once", "{}"],
             vec!["60000", "later", "once", "{}"],
             vec!["0", "", "once", "{}"],
+        ],
+        "send_tick" => vec![
+            vec!["60000", ""],
+            vec!["soon", "", "{}"],
+            vec!["60000", "yes", "{}"],
+            vec!["60000", "", "{}", "more"],
         ],
         "publish" => vec![vec!["x", "name", "{}"], vec!["2", "name"], vec![]],
         "publish_at" => vec![

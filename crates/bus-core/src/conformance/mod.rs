@@ -90,6 +90,13 @@ pub use once::a_step_done_once_is_skipped_by_redeliveries;
 mod processing;
 mod request;
 pub use request::a_request_gets_its_reply_and_leaves_no_inbox;
+mod recurring;
+pub use recurring::{
+    a_tick_is_stored_once_and_only_when_newer, missed_ticks_are_skipped_or_caught_up_once,
+    three_hosts_with_skewed_clocks_send_each_tick_once,
+};
+mod saga_timeouts;
+pub use saga_timeouts::saga_timeouts_fire_only_for_the_state_that_asked;
 mod schedule;
 pub use processing::{
     an_event_reaches_each_subscription_once, concurrency_stays_within_max_concurrent_calls,

@@ -63,6 +63,8 @@ pub struct HostBuilder {
     hooks: Hooks,
     errors: Vec<Error>,
     heartbeat_interval: Option<Duration>,
+    schedules: Vec<crate::Recurring>,
+    schedule_clock: crate::recurring::Clock,
 }
 
 impl Default for HostBuilder {
@@ -80,6 +82,8 @@ impl Default for HostBuilder {
             hooks: Hooks::default(),
             errors: Vec::new(),
             heartbeat_interval: Some(crate::heartbeat::DEFAULT_HEARTBEAT_INTERVAL),
+            schedules: Vec::new(),
+            schedule_clock: crate::recurring::Clock::default(),
         }
     }
 }
@@ -289,8 +293,37 @@ impl HostBuilder {
         self
     }
 
+    /// Sends `make()`'s command on every tick of `cron` (seconds first:
+    /// `"0 */5 * * * *"` is every five minutes), in UTC, the schedule named after the
+    /// command's queue: [`HostBuilder::schedule`] with a [`Recurring`](crate::Recurring)
+    /// for a name, a time zone or a policy for missed ticks. Every host that declares it
+    /// presents each tick; the transport stores each tick once (docs/concepts.md,
+    /// "Recurring messages").
+    pub fn recurring<C: Command>(
+        self,
+        cron: &str,
+        make: impl Fn() -> C + Send + Sync + 'static,
+    ) -> Self {
+        self.schedule(crate::Recurring::new(cron, make))
+    }
+
+    /// Adds a recurring message ([`Recurring`](crate::Recurring)).
+    pub fn schedule(mut self, schedule: crate::Recurring) -> Self {
+        self.schedules.push(schedule);
+        self
+    }
+
+    /// Shifts the clock this host's schedules read by `offset_ms`: for tests that
+    /// simulate hosts with skewed clocks. Not for production use.
+    #[doc(hidden)]
+    pub fn schedule_clock_offset(mut self, offset_ms: i64) -> Self {
+        self.schedule_clock = crate::recurring::Clock::shifted(offset_ms);
+        self
+    }
+
     /// Checks the registrations and builds the host. No I/O happens here.
     pub fn build(mut self) -> Result<Host> {
+        let schedules = recurring_schedules(std::mem::take(&mut self.schedules), &mut self.errors);
         // Every invalid registration is reported at once, not only the first.
         if self.errors.len() == 1 {
             return Err(self.errors.remove(0));
@@ -347,8 +380,31 @@ impl HostBuilder {
             shutdown_grace: self.shutdown_grace,
             recovery_interval: self.recovery_interval,
             handler_threads: self.handler_threads,
+            schedules,
+            schedule_clock: self.schedule_clock,
         })
     }
+}
+
+/// The schedules checked: an invalid one, or a name used twice, is an error.
+fn recurring_schedules(
+    schedules: Vec<crate::Recurring>,
+    errors: &mut Vec<Error>,
+) -> Vec<crate::recurring::Checked> {
+    let mut checked: Vec<crate::recurring::Checked> = Vec::new();
+    for schedule in schedules {
+        match schedule.checked() {
+            Ok(s) if checked.iter().any(|c| c.name() == s.name()) => {
+                errors.push(Error::Config(format!(
+                    "two schedules are named {}: name one with Recurring::name",
+                    s.name()
+                )))
+            }
+            Ok(s) => checked.push(s),
+            Err(e) => errors.push(e),
+        }
+    }
+    checked
 }
 
 /// A started host: its processors run in the background.
@@ -403,6 +459,8 @@ pub struct Host {
     recovery_interval: Duration,
     handler_threads: usize,
     heartbeat: Option<crate::heartbeat::Heartbeat>,
+    schedules: Vec<crate::recurring::Checked>,
+    schedule_clock: crate::recurring::Clock,
 }
 
 /// The heartbeat of a host consuming `routes`.
@@ -504,6 +562,14 @@ impl Host {
                 .push(tokio::spawn(worker.run(running.stop.clone())));
         }
         tracing::info!(processors = running.workers.len(), "bus host running");
+        for schedule in self.schedules {
+            running.workers.push(tokio::spawn(crate::recurring::run(
+                schedule,
+                self.bus.clone(),
+                self.schedule_clock,
+                running.stop.clone(),
+            )));
+        }
         if let Some(heartbeat) = self.heartbeat {
             running
                 .workers

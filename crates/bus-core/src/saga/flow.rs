@@ -13,6 +13,7 @@ use tokio::time::Instant;
 
 use super::cache::StateCache;
 use super::store::saga_key;
+use super::timeout;
 use super::{ContinueSaga, SagaData, SagaStore, Stamp, StartSaga};
 use crate::host::{invoke, Registration};
 use crate::transport::{validate_name, Source};
@@ -143,18 +144,24 @@ async fn start_flow<C: Command, S: StartSaga<C>>(
         armed: Some((Arc::clone(&store), partition, id.clone())),
     };
     let mut data = SagaData::new(id, S::State::default());
-    if let Err(error) = saga.start(message, &mut data, ctx).await {
+    let (started, timeouts) = timeout::in_step(saga.start(message, &mut data, ctx)).await;
+    if let Err(error) = started {
         guard.delete_now().await;
         return Err(error);
     }
     // Always written, even unmodified: this is what ends the "starting" mark.
     data.state_mut();
-    let key = saga_key(partition, data.id());
+    let id = data.id().to_owned();
+    let key = saga_key(partition, &id);
     match write_back(&*store, partition, data, &stamp).await {
         Ok(written) => {
             guard.disarm();
+            let left = written.stamp(&stamp);
             written.remember(&cache, key, expires_at);
-            Ok(())
+            match left {
+                Some(left) => timeout::send(timeouts, partition, &id, &left).await,
+                None => Ok(()),
+            }
         }
         // A duplicate start took the saga over meanwhile and finished first: the retry
         // of this one goes to `on_duplicate_start`.
@@ -192,6 +199,10 @@ async fn continue_flow<C: Command, S: ContinueSaga<C>>(
             Some((bytes, stamp, expires_at)) => (bytes, stamp, Some(expires_at)),
             None => match store.get(partition, &id).await {
                 Ok((bytes, stamp)) => (bytes, stamp, None),
+                Err(Error::SagaNotFound { .. }) if timeout::asked_for(ctx).is_some() => {
+                    tracing::debug!(%key, "timeout of a saga that ended: dropped");
+                    return Ok(());
+                }
                 Err(e @ Error::SagaNotFound { .. }) => {
                     let message = take_or_decode(&mut message, &again)?;
                     return saga.on_not_found(message, e, ctx).await;
@@ -203,18 +214,28 @@ async fn continue_flow<C: Command, S: ContinueSaga<C>>(
             // Its start handler is still running: come back when it has written the state.
             return Err(ProcessError::retry(format!("saga {key} is still starting")));
         }
+        if let Some(asked) = timeout::asked_for(ctx) {
+            if !timeout::still_current(asked, &key, &stamp) {
+                tracing::debug!(%key, "timeout of an earlier state of the saga: dropped");
+                return Ok(());
+            }
+        }
         let state: S::State = decode(partition, &id, &bytes).map_err(into_process_error)?;
         let mut data = SagaData::new(id.clone(), state);
         let current = take_or_decode(&mut message, &again)?;
-        saga.handle(current, &mut data, ctx).await?;
+        let (handled, timeouts) = timeout::in_step(saga.handle(current, &mut data, ctx)).await;
+        handled?;
         match write_back(&*store, partition, data, &stamp).await {
-            Ok(Written::Unchanged) => {
-                cache.put(key, bytes, stamp, expires_at);
-                return Ok(());
-            }
             Ok(written) => {
-                written.remember(&cache, key, expires_at);
-                return Ok(());
+                let left = written.stamp(&stamp);
+                match written {
+                    Written::Unchanged => cache.put(key, bytes, stamp, expires_at),
+                    written => written.remember(&cache, key, expires_at),
+                }
+                return match left {
+                    Some(left) => timeout::send(timeouts, partition, &id, &left).await,
+                    None => Ok(()),
+                };
             }
             // Written by someone else since it was read (or gone): run again on a fresh read.
             Err(Error::SagaConflict { .. } | Error::SagaNotFound { .. })
@@ -250,6 +271,16 @@ enum Written {
 }
 
 impl Written {
+    /// The stamp the saga has after this write (`read`: the one read before it), `None`
+    /// when it was completed.
+    fn stamp(&self, read: &Stamp) -> Option<Stamp> {
+        match self {
+            Written::Completed => None,
+            Written::Unchanged => Some(read.clone()),
+            Written::Updated(_, stamp) => Some(stamp.clone()),
+        }
+    }
+
     /// Keeps the cache in step with what was written; `expires_at` as for
     /// [`StateCache::put`] (a write never changes it).
     fn remember(self, cache: &StateCache, key: String, expires_at: Option<Instant>) {

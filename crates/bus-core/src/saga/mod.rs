@@ -14,6 +14,7 @@
 //! | [`MemorySagaStore`] | the in-memory store (tests, embedded use) | `memory` |
 //! | (host glue) | the start / continue flows behind a registration | `flow` |
 //! | (host glue) | the state and stamp this host wrote last, to skip reads | `cache` |
+//! | [`Context::request_timeout`], [`SAGA_TIMEOUT_HEADER`] | timeouts, dropped once the saga moved on | `timeout` |
 //! | `conformance` | the store conformance suite, run against every store | `conformance` |
 //!
 //! The long guide is `docs/sagas.md`.
@@ -24,6 +25,7 @@ pub mod conformance;
 mod flow;
 mod memory;
 mod store;
+mod timeout;
 
 use std::time::Duration;
 
@@ -41,6 +43,7 @@ pub(crate) use flow::PendingSaga;
 pub struct SagaGuide;
 pub use memory::MemorySagaStore;
 pub use store::{SagaStore, Stamp};
+pub use timeout::SAGA_TIMEOUT_HEADER;
 
 /// A saga type: its state, the partition its instances live in, and how long they live.
 ///

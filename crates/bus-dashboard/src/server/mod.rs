@@ -147,6 +147,7 @@ impl Dashboard {
             .route("/api/health", get(ops::health))
             .route("/api/audit", get(ops::audit))
             .route("/api/hosts", get(ops::hosts))
+            .route("/api/schedules", get(ops::schedules))
             .route("/api/dead-letters/requeue", post(actions::requeue))
             .route(
                 "/api/dead-letters/delete",

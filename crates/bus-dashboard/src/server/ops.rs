@@ -1,4 +1,4 @@
-//! The operations pages' data (Redis's health, the hosts, the audit log), read-only mode, and the
+//! The operations pages' data (Redis's health, the hosts and their schedules, the audit log), read-only mode, and the
 //! audit entry every change of the dashboard appends.
 
 use std::net::SocketAddr;
@@ -8,7 +8,7 @@ use axum::http::{Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use bus_management::{AuditEntry, Health, HostEntry};
+use bus_management::{AuditEntry, Health, HostEntry, ScheduleEntry};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -27,6 +27,11 @@ pub(crate) async fn health(State(shared): State<AppState>) -> ApiResult<Health> 
 /// The hosts from their heartbeats, running ones first; a silent one is `lost`.
 pub(crate) async fn hosts(State(shared): State<AppState>) -> ApiResult<Vec<HostEntry>> {
     Ok(Json(shared.reader.management().hosts().await?))
+}
+
+/// The recurring schedules the hosts run, with their last tick and next run.
+pub(crate) async fn schedules(State(shared): State<AppState>) -> ApiResult<Vec<ScheduleEntry>> {
+    Ok(Json(shared.reader.management().schedules().await?))
 }
 
 #[derive(Deserialize)]

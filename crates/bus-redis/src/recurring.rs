@@ -1,0 +1,79 @@
+//! Recurring messages: `send_tick.lua` stores a tick's message only if the tick is newer
+//! than the schedule's last, in one step; the schedules hosts run are recorded for
+//! operators (docs/redis-layout.md, "Recurring messages (cron)").
+
+use bus_core::transport::{Outgoing, ScheduleRecord, Tick};
+use fred::prelude::{HashesInterface, KeysInterface};
+use fred::types::Value;
+
+use crate::error::Error;
+use crate::scripts;
+use crate::transport::{RedisTransport, Written};
+
+/// The key of `schedule`'s last tick: in the queue's slot, or on a partitioned queue in
+/// the shard the schedule's name picks.
+async fn key(transport: &RedisTransport, queue: &str, schedule: &str) -> bus_core::Result<String> {
+    bus_core::transport::validate_name("schedule", schedule)?;
+    let keys = transport.keys_for_send(queue, Some(schedule)).await?;
+    Ok(keys.schedule(schedule))
+}
+
+pub(crate) async fn send_tick(
+    transport: &RedisTransport,
+    queue: &str,
+    tick: Tick<'_>,
+    message: Outgoing,
+) -> bus_core::Result<bool> {
+    bus_core::transport::validate_name("schedule", tick.schedule)?;
+    let keys = transport.keys_for_send(queue, Some(tick.schedule)).await?;
+    let script_keys = vec![keys.schedule(tick.schedule), keys.ready];
+    let args = vec![
+        Value::from(tick.at_ms.to_string()),
+        Value::from(if tick.catch_up { "1" } else { "" }),
+        Value::Bytes(message.payload),
+    ];
+    match transport
+        .write(&scripts::SEND_TICK, script_keys, args)
+        .await?
+    {
+        Written::Done(n) => Ok(n == 1),
+        // Only a write that stored something is reported as not replicated.
+        Written::NotReplicated(0, _) => Ok(false),
+        Written::NotReplicated(_, error) => Err(error),
+    }
+}
+
+pub(crate) async fn last_tick(
+    transport: &RedisTransport,
+    queue: &str,
+    schedule: &str,
+) -> bus_core::Result<Option<u64>> {
+    let key = key(transport, queue, schedule).await?;
+    let last: Option<String> = transport.client().get(key).await.map_err(Error::from)?;
+    last.map(|t| {
+        t.parse().map_err(|_| {
+            bus_core::Error::Transport(
+                format!("schedule {schedule}: last tick {t:?} is not a number").into(),
+            )
+        })
+    })
+    .transpose()
+}
+
+pub(crate) async fn record(
+    transport: &RedisTransport,
+    schedule: &ScheduleRecord,
+) -> bus_core::Result<()> {
+    let key = key(transport, &schedule.queue, &schedule.name).await?;
+    let mut json = serde_json::to_value(schedule).map_err(|e| {
+        bus_core::Error::Transport(format!("schedule {}: {e}", schedule.name).into())
+    })?;
+    json["key"] = serde_json::Value::from(key.as_str());
+    let registry = crate::keys::schedule_registry(transport.prefix());
+    let () = transport
+        .client()
+        .hset(registry, (key, json.to_string()))
+        .await
+        .map_err(Error::from)?;
+    Ok(())
+}
