@@ -21,6 +21,10 @@ static SEAL: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new("seal", include_str!("../lua/seal.lua")));
 static TOUCH: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new("touch", include_str!("../lua/touch.lua")));
+static SHARE: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new("share", include_str!("../lua/share.lua")));
+static HOLD: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new("hold", include_str!("../lua/hold.lua")));
 
 /// Attachments in Redis, written and read one chunk at a time, so neither side holds more
 /// than a chunk (plus the sender's own read buffer) of a large file.
@@ -70,6 +74,37 @@ impl RedisProvider {
 
     fn ttl_ms(ttl: Duration) -> Value {
         Value::Integer(i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX).max(1))
+    }
+
+    /// Meta, data and refs: every key of an attachment.
+    fn keys_of(&self, attachment: &AttachmentRef) -> [String; 3] {
+        let (scope, id) = (&attachment.scope, &attachment.id);
+        [
+            keys::meta(&self.prefix, scope, id),
+            keys::data(&self.prefix, scope, id),
+            keys::refs(&self.prefix, scope, id),
+        ]
+    }
+
+    /// Runs hold.lua (`kind`: release or handover): `change` holders, once per `token`;
+    /// whether it deleted.
+    async fn hold(
+        &self,
+        attachment: &AttachmentRef,
+        kind: &str,
+        change: i64,
+        token: &str,
+    ) -> Result<bool> {
+        let [meta, data, refs] = self.keys_of(attachment);
+        let deleted: i64 = HOLD
+            .run(
+                &self.client,
+                vec![refs, meta, data],
+                vec![kind.into(), Value::Integer(change), token.into()],
+            )
+            .await?
+            .convert()?;
+        Ok(deleted == 1)
     }
 
     async fn put_chunk(&self, data: &str, index: u64, chunk: Bytes) -> Result<()> {
@@ -224,26 +259,45 @@ impl AttachmentProvider for RedisProvider {
     }
 
     async fn delete(&self, attachment: &AttachmentRef) -> Result<bool> {
-        let removed: i64 = self
-            .client
-            .del(vec![
-                keys::meta(&self.prefix, &attachment.scope, &attachment.id),
-                keys::data(&self.prefix, &attachment.scope, &attachment.id),
-            ])
-            .await?;
+        let [meta, data, refs] = self.keys_of(attachment);
+        let removed: i64 = self.client.del(vec![meta, data]).await?;
+        let _: i64 = self.client.del(refs).await?;
         Ok(removed > 0)
     }
 
     async fn touch(&self, attachment: &AttachmentRef, ttl: Duration) -> Result<bool> {
-        let keys = vec![
-            keys::meta(&self.prefix, &attachment.scope, &attachment.id),
-            keys::data(&self.prefix, &attachment.scope, &attachment.id),
-        ];
         let touched: i64 = TOUCH
-            .run(&self.client, keys, vec![Self::ttl_ms(ttl)])
+            .run(
+                &self.client,
+                self.keys_of(attachment).to_vec(),
+                vec![Self::ttl_ms(ttl)],
+            )
             .await?
             .convert()?;
         Ok(touched == 1)
+    }
+
+    async fn share(&self, attachment: &AttachmentRef) -> Result<bool> {
+        let [meta, _, refs] = self.keys_of(attachment);
+        let shared: i64 = SHARE
+            .run(&self.client, vec![refs, meta], vec![])
+            .await?
+            .convert()?;
+        Ok(shared == 1)
+    }
+
+    async fn shared_by(
+        &self,
+        attachment: &AttachmentRef,
+        copies: u64,
+        token: &str,
+    ) -> Result<bool> {
+        let copies = i64::try_from(copies).unwrap_or(i64::MAX);
+        self.hold(attachment, "handover", copies, token).await
+    }
+
+    async fn release(&self, attachment: &AttachmentRef, token: &str) -> Result<bool> {
+        self.hold(attachment, "release", -1, token).await
     }
 }
 

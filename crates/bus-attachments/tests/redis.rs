@@ -1,7 +1,9 @@
 //! Attachments on Redis end to end: sent with a command, read by its handler as a stream,
-//! kept through a retry, deleted after the ack; size limit and expiry backstop.
+//! kept through a retry, deleted after the ack; size limit and expiry backstop; deleted
+//! with its dead letter, an event's shared by three subscriptions (tests/lifecycle).
 
 mod common;
+mod lifecycle;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -490,4 +492,59 @@ async fn a_requeued_dead_letter_still_has_its_attachment() {
         attachment_keys(&redis)
     );
     running.stop().await;
+}
+
+/// A count of the attachment keys, for the scenarios shared with the object stores.
+fn key_count(
+    redis: &TestRedis,
+) -> impl Fn() -> futures::future::BoxFuture<'static, usize> + Sync + '_ {
+    move || {
+        let n = attachment_keys(redis).len();
+        Box::pin(async move { n })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_the_dead_letter_deletes_its_attachment() {
+    let redis = TestRedis::start().unwrap();
+    let provider = Arc::new(provider(&redis).await);
+    lifecycle::deleting_the_dead_letter_deletes_its_attachment(
+        &redis,
+        provider,
+        &key_count(&redis),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_attachment_is_shared_by_three_subscriptions() {
+    let redis = TestRedis::start().unwrap();
+    let provider = Arc::new(provider(&redis).await);
+    lifecycle::an_event_attachment_is_shared_by_three_subscriptions(
+        &redis,
+        provider,
+        &key_count(&redis),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn releases_count_once_and_the_last_deletes() {
+    let redis = TestRedis::start().unwrap();
+    let provider = Arc::new(provider(&redis).await);
+    lifecycle::releases_count_once_and_the_last_deletes(provider, &key_count(&redis)).await;
+}
+
+// The in-memory provider (the memory transport's) counts holders the same way.
+#[tokio::test]
+async fn releases_count_once_and_the_last_deletes_in_memory() {
+    let provider = bus_attachments::MemoryProvider::new();
+    let count = {
+        let provider = provider.clone();
+        move || {
+            let n = provider.len();
+            Box::pin(async move { n }) as futures::future::BoxFuture<'static, usize>
+        }
+    };
+    lifecycle::releases_count_once_and_the_last_deletes(Arc::new(provider), &count).await;
 }

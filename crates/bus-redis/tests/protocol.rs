@@ -84,6 +84,7 @@ struct Queue {
     k: QueueKeys,
     subs: String,
     singleton: String,
+    orphans: String,
 }
 
 impl Queue {
@@ -93,6 +94,8 @@ impl Queue {
             k: QueueKeys::new(redis.namespace(), &Source::queue(name).unwrap()),
             subs: keys::subscriptions(redis.namespace(), name),
             singleton: keys::singleton(redis.namespace(), name),
+            orphans: QueueKeys::new(redis.namespace(), &Source::queue(name).unwrap())
+                .attachment_orphans(),
         }
     }
 
@@ -190,7 +193,14 @@ impl Queue {
                 vec![&self.singleton]
             }
             "admin_dead_envelopes" => vec![&k.dead, &k.msgs],
-            "admin_delete_dead" => vec![&k.dead, &k.msgs, &k.dead_info, &k.errors, &k.deliveries],
+            "admin_delete_dead" => vec![
+                &k.dead,
+                &k.msgs,
+                &k.dead_info,
+                &k.errors,
+                &k.deliveries,
+                &self.orphans,
+            ],
             "admin_in_flight" => vec![&k.inflight, &k.msgs, &k.deliveries, &k.leases],
             "admin_move" => vec![
                 &k.dead,
@@ -533,6 +543,10 @@ fn a_call_of_the_wrong_shape_is_refused_before_any_write() {
         if *script == "publish" {
             // KEYS: the subs and at most one ready list per name.
             calls[0].0 = vec![];
+        }
+        if *script == "admin_delete_dead" {
+            // The orphans list is optional (a move across slots leaves it out).
+            calls[0].0 = keys[..keys.len() - 2].to_vec();
         }
         calls.extend(
             bad_argvs(script, &token, &id)
