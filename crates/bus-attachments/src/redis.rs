@@ -2,6 +2,7 @@
 //! scope's hash tag, both with a TTL (docs/wire-format.md, "Attachments").
 
 use std::collections::HashMap;
+use std::io::{Read, Write};
 use std::sync::LazyLock;
 use std::time::Duration;
 
@@ -35,7 +36,11 @@ pub struct RedisProvider {
     chunk_size: usize,
     max_size: u64,
     ttl: Duration,
+    compress: bool,
 }
+
+/// The meta hash's `encoding` of a body stored as one DEFLATE stream per chunk.
+const DEFLATE: &str = "deflate";
 
 impl RedisProvider {
     /// Default chunk size: 256 KiB.
@@ -54,7 +59,16 @@ impl RedisProvider {
             chunk_size: Self::DEFAULT_CHUNK_SIZE,
             max_size: Self::DEFAULT_MAX_SIZE,
             ttl: Self::DEFAULT_TTL,
+            compress: false,
         }
+    }
+    /// Compresses each chunk (DEFLATE, one stream per chunk, so both sides still hold one
+    /// chunk at a time and a reader can start at any chunk); off by default. The size
+    /// limit and the reference's `length` count the uncompressed bytes. Readers decompress
+    /// by the attachment's `encoding`, whatever their own setting.
+    pub fn compress(mut self, on: bool) -> Self {
+        self.compress = on;
+        self
     }
     /// The size of each stored chunk (at least 1 byte).
     pub fn chunk_size(mut self, bytes: usize) -> Self {
@@ -122,6 +136,19 @@ impl RedisProvider {
         Ok(())
     }
 
+    /// A chunk as stored: compressed when the provider compresses.
+    fn encode(&self, chunk: Bytes) -> Result<Bytes> {
+        if !self.compress {
+            return Ok(chunk);
+        }
+        let mut encoder = flate2::write::DeflateEncoder::new(
+            Vec::with_capacity(chunk.len() / 2),
+            flate2::Compression::fast(),
+        );
+        encoder.write_all(&chunk).map_err(Error::Body)?;
+        Ok(encoder.finish().map_err(Error::Body)?.into())
+    }
+
     /// Writes the chunks and returns their count and total length.
     async fn write(
         &self,
@@ -149,12 +176,13 @@ impl RedisProvider {
             pending.extend_from_slice(&piece);
             while pending.len() >= self.chunk_size {
                 let chunk = pending.split_to(self.chunk_size).freeze();
-                self.put_chunk(data, chunks, chunk).await?;
+                self.put_chunk(data, chunks, self.encode(chunk)?).await?;
                 chunks += 1;
             }
         }
         if !pending.is_empty() {
-            self.put_chunk(data, chunks, pending.freeze()).await?;
+            self.put_chunk(data, chunks, self.encode(pending.freeze())?)
+                .await?;
             chunks += 1;
         }
         if let Some(declared) = declared.filter(|&declared| declared != total) {
@@ -207,7 +235,10 @@ impl AttachmentProvider for RedisProvider {
             ("length", length.to_string()),
             ("chunks", chunks.to_string()),
             ("metadata", metadata),
-        ] {
+        ]
+        .into_iter()
+        .chain(self.compress.then(|| ("encoding", DEFLATE.to_owned())))
+        {
             args.push(field.into());
             args.push(value.into());
         }
@@ -238,10 +269,25 @@ impl AttachmentProvider for RedisProvider {
                 id: id.clone(),
                 reason: "no chunk count".into(),
             })?;
+        let deflated = match meta.get("encoding").map(String::as_str) {
+            None => false,
+            Some(DEFLATE) => true,
+            Some(other) => {
+                return Err(Error::Corrupt {
+                    id,
+                    reason: format!("unknown encoding {other:?}"),
+                })
+            }
+        };
+        let length: u64 = meta
+            .get("length")
+            .and_then(|length| length.parse().ok())
+            .unwrap_or(attachment.length);
         let client = self.client.clone();
         let data = keys::data(&self.prefix, &attachment.scope, &id);
-        // One chunk per read: LRANGE i i.
-        let body = futures::stream::try_unfold(0u64, move |index| {
+        // One chunk per read: LRANGE i i; `seen` bounds what a compressed chunk may
+        // inflate to (the length left), so a corrupt one cannot fill the memory.
+        let body = futures::stream::try_unfold((0u64, 0u64), move |(index, seen)| {
             let (client, data, id) = (client.clone(), data.clone(), id.clone());
             async move {
                 if index == chunks {
@@ -249,10 +295,16 @@ impl AttachmentProvider for RedisProvider {
                 }
                 let at = index as i64;
                 let mut got: Vec<Bytes> = client.lrange(&data, at, at).await?;
-                match got.pop() {
-                    Some(chunk) => Ok(Some((chunk, index + 1))),
-                    None => Err(Error::NotFound { id }),
-                }
+                let Some(chunk) = got.pop() else {
+                    return Err(Error::NotFound { id });
+                };
+                let chunk = if deflated {
+                    inflate(&chunk, length.saturating_sub(seen), &id)?
+                } else {
+                    chunk
+                };
+                let seen = seen + chunk.len() as u64;
+                Ok(Some((chunk, (index + 1, seen))))
             }
         });
         Ok(body.boxed())
@@ -299,6 +351,25 @@ impl AttachmentProvider for RedisProvider {
     async fn release(&self, attachment: &AttachmentRef, token: &str) -> Result<bool> {
         self.hold(attachment, "release", -1, token).await
     }
+}
+
+/// One stored chunk inflated, refused past `at_most` bytes.
+fn inflate(chunk: &[u8], at_most: u64, id: &str) -> Result<Bytes> {
+    let corrupt = |reason: String| Error::Corrupt {
+        id: id.to_owned(),
+        reason,
+    };
+    let mut out = Vec::new();
+    flate2::read::DeflateDecoder::new(chunk)
+        .take(at_most.saturating_add(1))
+        .read_to_end(&mut out)
+        .map_err(|e| corrupt(format!("a compressed chunk does not inflate: {e}")))?;
+    if out.len() as u64 > at_most {
+        return Err(corrupt(
+            "a chunk inflates past the attachment's length".into(),
+        ));
+    }
+    Ok(out.into())
 }
 
 #[cfg(test)]
