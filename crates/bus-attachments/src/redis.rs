@@ -90,6 +90,32 @@ impl RedisProvider {
         Value::Integer(i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX).max(1))
     }
 
+    /// The reference of the complete attachment `id` of `scope`, read back from its meta
+    /// hash (what the dashboard's download needs); `None` when it is not (or no longer)
+    /// stored here.
+    pub async fn stat(&self, scope: &str, id: &str) -> Result<Option<AttachmentRef>> {
+        let meta: HashMap<String, String> = self
+            .client
+            .hgetall(keys::meta(&self.prefix, scope, id))
+            .await?;
+        if meta.is_empty() {
+            return Ok(None);
+        }
+        let field = |name: &str| meta.get(name).cloned().unwrap_or_default();
+        let corrupt = |reason: &str| Error::Corrupt {
+            id: id.to_owned(),
+            reason: reason.to_owned(),
+        };
+        Ok(Some(AttachmentRef {
+            id: id.to_owned(),
+            scope: scope.to_owned(),
+            name: field("name"),
+            content_type: field("content_type"),
+            length: field("length").parse().map_err(|_| corrupt("no length"))?,
+            metadata: serde_json::from_str(&field("metadata")).unwrap_or_default(),
+        }))
+    }
+
     /// Meta, data and refs: every key of an attachment.
     fn keys_of(&self, attachment: &AttachmentRef) -> [String; 3] {
         let (scope, id) = (&attachment.scope, &attachment.id);
