@@ -37,6 +37,7 @@ on_every_store!(
     deleting_the_dead_letter_deletes_its_attachment,
     an_event_attachment_is_shared_by_three_subscriptions,
     releases_count_once_and_the_last_deletes,
+    deleting_the_last_copys_dead_letter_deletes_the_shared_attachment,
 );
 
 async fn read_all(provider: &dyn AttachmentProvider, reference: &AttachmentRef) -> PatternCheck {
@@ -358,4 +359,14 @@ async fn an_event_attachment_is_shared_by_three_subscriptions(store: Store) {
 async fn releases_count_once_and_the_last_deletes(store: Store) {
     lifecycle::releases_count_once_and_the_last_deletes(Arc::new(store.provider()), &store.count())
         .await;
+}
+
+async fn deleting_the_last_copys_dead_letter_deletes_the_shared_attachment(store: Store) {
+    let redis = TestRedis::start().unwrap();
+    lifecycle::deleting_the_last_copys_dead_letter_deletes_the_shared_attachment(
+        &redis,
+        Arc::new(store.provider()),
+        &store.count(),
+    )
+    .await;
 }

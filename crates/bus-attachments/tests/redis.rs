@@ -627,3 +627,15 @@ async fn compression_round_trips_and_stores_fewer_bytes() {
     }
     assert!(matches!(failed, Some(Error::Corrupt { .. })), "{failed:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_the_last_copys_dead_letter_deletes_the_shared_attachment() {
+    let redis = TestRedis::start().unwrap();
+    let provider = Arc::new(provider(&redis).await);
+    lifecycle::deleting_the_last_copys_dead_letter_deletes_the_shared_attachment(
+        &redis,
+        provider,
+        &key_count(&redis),
+    )
+    .await;
+}

@@ -140,11 +140,13 @@ pub struct Index;
 #[bus(event = Scanned, name = "notify")]
 pub struct Notify;
 
-/// What each subscription read; `notify` retries while `hold_notify` is set.
+/// What each subscription read; `notify` retries while `hold_notify` is set, and
+/// dead-letters while `reject_notify` is.
 #[derive(Default)]
 struct Subscribers {
     reads: Mutex<Vec<(&'static str, u64, u64)>>,
     hold_notify: AtomicBool,
+    reject_notify: AtomicBool,
 }
 
 macro_rules! subscriber {
@@ -154,6 +156,9 @@ macro_rules! subscriber {
             async fn process(&self, _: Scanned, ctx: &Context) -> Result<(), ProcessError> {
                 let (seen, mismatches) = read_through(ctx).await?;
                 self.reads.lock().unwrap().push(($name, seen, mismatches));
+                if $name == "notify" && self.reject_notify.load(Ordering::SeqCst) {
+                    return Err(ProcessError::dead_letter("rejected by the test"));
+                }
                 if $name == "notify" && self.hold_notify.load(Ordering::SeqCst) {
                     return Err(ProcessError::retry_after(
                         Duration::from_millis(50),
@@ -169,22 +174,18 @@ subscriber!(Archive, "archive");
 subscriber!(Index, "index");
 subscriber!(Notify, "notify");
 
-/// One event with an attachment, three subscriptions: each copy reads the one stored
-/// attachment; it stays while any copy is not acknowledged (here `notify`, retried) and is
-/// deleted after the last ack.
-pub async fn an_event_attachment_is_shared_by_three_subscriptions(
+/// A host with the three subscriptions, and their consumers registered.
+async fn subscribed(
     redis: &TestRedis,
-    provider: Arc<dyn AttachmentProvider>,
-    stored: Stored<'_>,
-) {
-    let subscribers = Arc::new(Subscribers::default());
-    subscribers.hold_notify.store(true, Ordering::SeqCst);
+    provider: &Arc<dyn AttachmentProvider>,
+    subscribers: &Arc<Subscribers>,
+) -> Running {
     let host = bus_core::Host::builder()
         .transport(common::transport(redis).await)
-        .middleware(AttachmentLayer::new(Arc::clone(&provider)))
-        .event::<Archive, _>(Arc::clone(&subscribers))
-        .event::<Index, _>(Arc::clone(&subscribers))
-        .event::<Notify, _>(Arc::clone(&subscribers))
+        .middleware(AttachmentLayer::new(Arc::clone(provider)))
+        .event::<Archive, _>(Arc::clone(subscribers))
+        .event::<Index, _>(Arc::clone(subscribers))
+        .event::<Notify, _>(Arc::clone(subscribers))
         .build()
         .unwrap();
     let running = Running::start(host);
@@ -199,6 +200,20 @@ pub async fn an_event_attachment_is_shared_by_three_subscriptions(
         })
         .await
     );
+    running
+}
+
+/// One event with an attachment, three subscriptions: each copy reads the one stored
+/// attachment; it stays while any copy is not acknowledged (here `notify`, retried) and is
+/// deleted after the last ack.
+pub async fn an_event_attachment_is_shared_by_three_subscriptions(
+    redis: &TestRedis,
+    provider: Arc<dyn AttachmentProvider>,
+    stored: Stored<'_>,
+) {
+    let subscribers = Arc::new(Subscribers::default());
+    subscribers.hold_notify.store(true, Ordering::SeqCst);
+    let running = subscribed(redis, &provider, &subscribers).await;
     let len = 600_000;
     let (sent, reference) = publish_with_attachment(
         &running.bus,
@@ -283,5 +298,52 @@ pub async fn releases_count_once_and_the_last_deletes(
     let unheard = put().await;
     assert!(provider.share(&unheard).await.unwrap());
     assert!(provider.shared_by(&unheard, 0, "publisher").await.unwrap());
+    assert_eq!(stored().await, 0);
+}
+
+/// One subscription's copy dead-lettered, the two others acknowledged: the attachment
+/// stays for the dead letter, and deleting that dead letter (its copy's release, through
+/// the orphans list) deletes it.
+pub async fn deleting_the_last_copys_dead_letter_deletes_the_shared_attachment(
+    redis: &TestRedis,
+    provider: Arc<dyn AttachmentProvider>,
+    stored: Stored<'_>,
+) {
+    let subscribers = Arc::new(Subscribers::default());
+    subscribers.reject_notify.store(true, Ordering::SeqCst);
+    let running = subscribed(redis, &provider, &subscribers).await;
+    publish_with_attachment(
+        &running.bus,
+        &*provider,
+        &Scanned { n: 2 },
+        AttachmentMeta::new("scan.tiff", "image/tiff"),
+        pattern_body(100_000),
+        &SendOptions::new(),
+    )
+    .await
+    .unwrap();
+    let admin = bus_redis::admin::Admin::new(common::transport(redis).await);
+    let notify = Source::subscription("scans", "notify").unwrap();
+    assert!(
+        eventually(Duration::from_secs(30), || async {
+            subscribers.reads.lock().unwrap().len() == 3
+                && admin.dead_letters(&notify, 10).await.unwrap().len() == 1
+        })
+        .await,
+        "{:?}",
+        subscribers.reads.lock().unwrap()
+    );
+    running.stop().await;
+    assert!(stored().await > 0, "the dead letter's share is kept");
+    let dead = admin.dead_letters(&notify, 10).await.unwrap();
+    assert!(admin
+        .delete_dead_letter(&notify, &dead[0].storage_id)
+        .await
+        .unwrap());
+    let collector = OrphanCollector::new(
+        bus_redis::admin::Admin::new(common::transport(redis).await),
+        Arc::clone(&provider),
+    );
+    assert_eq!(collector.collect().await.unwrap(), 1);
     assert_eq!(stored().await, 0);
 }
