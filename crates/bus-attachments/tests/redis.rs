@@ -639,3 +639,9 @@ async fn deleting_the_last_copys_dead_letter_deletes_the_shared_attachment() {
     )
     .await;
 }
+
+// The in-memory transport and provider share an event's attachment the same way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_attachment_is_shared_on_the_memory_transport() {
+    lifecycle::an_event_attachment_is_shared_on_the_memory_transport().await;
+}

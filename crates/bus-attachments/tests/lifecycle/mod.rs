@@ -174,21 +174,30 @@ subscriber!(Archive, "archive");
 subscriber!(Index, "index");
 subscriber!(Notify, "notify");
 
-/// A host with the three subscriptions, and their consumers registered.
-async fn subscribed(
-    redis: &TestRedis,
+/// A host on `transport` with the three subscriptions.
+fn host_of(
+    transport: impl bus_core::IntoShared<dyn bus_core::Transport>,
     provider: &Arc<dyn AttachmentProvider>,
     subscribers: &Arc<Subscribers>,
 ) -> Running {
     let host = bus_core::Host::builder()
-        .transport(common::transport(redis).await)
+        .transport(transport)
         .middleware(AttachmentLayer::new(Arc::clone(provider)))
         .event::<Archive, _>(Arc::clone(subscribers))
         .event::<Index, _>(Arc::clone(subscribers))
         .event::<Notify, _>(Arc::clone(subscribers))
         .build()
         .unwrap();
-    let running = Running::start(host);
+    Running::start(host)
+}
+
+/// A host with the three subscriptions, and their consumers registered.
+async fn subscribed(
+    redis: &TestRedis,
+    provider: &Arc<dyn AttachmentProvider>,
+    subscribers: &Arc<Subscribers>,
+) -> Running {
+    let running = host_of(common::transport(redis).await, provider, subscribers);
     // Subscriptions register when their consumers start.
     let admin = bus_redis::admin::Admin::new(common::transport(redis).await);
     assert!(
@@ -214,6 +223,38 @@ pub async fn an_event_attachment_is_shared_by_three_subscriptions(
     let subscribers = Arc::new(Subscribers::default());
     subscribers.hold_notify.store(true, Ordering::SeqCst);
     let running = subscribed(redis, &provider, &subscribers).await;
+    shared_until_the_last_ack(running, subscribers, provider, stored).await;
+}
+
+/// The same on the in-memory transport, with the in-memory provider.
+pub async fn an_event_attachment_is_shared_on_the_memory_transport() {
+    let memory = bus_attachments::MemoryProvider::new();
+    let provider: Arc<dyn AttachmentProvider> = Arc::new(memory.clone());
+    let transport = bus_core::MemoryTransport::new();
+    let subscribers = Arc::new(Subscribers::default());
+    subscribers.hold_notify.store(true, Ordering::SeqCst);
+    let running = host_of(transport.clone(), &provider, &subscribers);
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            transport.subscriptions("scans").len() == 3
+        })
+        .await
+    );
+    let stored = move || {
+        let n = memory.len();
+        Box::pin(async move { n }) as BoxFuture<'static, usize>
+    };
+    shared_until_the_last_ack(running, subscribers, provider, &stored).await;
+}
+
+/// Publishes the event with its attachment to the three running subscriptions, `notify`
+/// held back: the attachment stays until `notify` acks too.
+async fn shared_until_the_last_ack(
+    running: Running,
+    subscribers: Arc<Subscribers>,
+    provider: Arc<dyn AttachmentProvider>,
+    stored: Stored<'_>,
+) {
     let len = 600_000;
     let (sent, reference) = publish_with_attachment(
         &running.bus,
