@@ -11,3 +11,9 @@ pub(crate) fn meta(prefix: &str, scope: &str, id: &str) -> String {
 pub(crate) fn data(prefix: &str, scope: &str, id: &str) -> String {
     format!("{prefix}:{{{scope}}}:att:{id}:data")
 }
+
+/// `<prefix>:{<scope>}:att:<id>:refs`: hash of a shared attachment's `holders` count and
+/// the tokens of the changes counted (`t:<token>`); absent when it is not shared.
+pub(crate) fn refs(prefix: &str, scope: &str, id: &str) -> String {
+    format!("{prefix}:{{{scope}}}:att:{id}:refs")
+}

@@ -64,6 +64,7 @@ mod memory;
 mod middleware;
 #[cfg(feature = "object-store")]
 mod objects;
+mod orphans;
 mod redis;
 
 use std::collections::BTreeMap;
@@ -71,7 +72,7 @@ use std::fmt;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use bus_core::{Bus, Command, Headers, SendOptions, Sent};
+use bus_core::{Bus, Command, Event, Headers, SendOptions, Sent};
 use bytes::Bytes;
 use futures::stream::BoxStream;
 use serde::{Deserialize, Serialize};
@@ -81,6 +82,7 @@ pub use memory::MemoryProvider;
 pub use middleware::{Attachment, AttachmentLayer, ContextExt};
 #[cfg(feature = "object-store")]
 pub use objects::ObjectStoreProvider;
+pub use orphans::OrphanCollector;
 pub use redis::RedisProvider;
 
 /// The header that carries a message's [`AttachmentRef`] (JSON).
@@ -210,6 +212,27 @@ pub trait AttachmentProvider: fmt::Debug + Send + Sync + 'static {
     async fn delete(&self, attachment: &AttachmentRef) -> Result<bool>;
     /// Sets a new expiry, `ttl` from now; `false` when it is gone.
     async fn touch(&self, attachment: &AttachmentRef, ttl: Duration) -> Result<bool>;
+    /// Makes a stored attachment shared by the copies of one published event: it is held
+    /// by its publisher until [`shared_by`](Self::shared_by) says how many copies hold it,
+    /// so that no copy's release deletes it early. `false` when it is gone.
+    async fn share(&self, attachment: &AttachmentRef) -> Result<bool>;
+    /// The publisher's hand-over once the event is stored: `copies` copies (one per
+    /// subscription) hold the attachment and the publisher lets go. Deletes it when every
+    /// copy already let go (or there is none); returns whether it did. Counted once per
+    /// `token`.
+    async fn shared_by(&self, attachment: &AttachmentRef, copies: u64, token: &str)
+        -> Result<bool>;
+    /// One holder lets go: a message whose ack is stored, or a dead letter deleted. An
+    /// attachment that is not shared is deleted; a shared one once its last holder let go.
+    /// `token` is unique per release: a release re-sent with it counts once. Returns
+    /// whether it deleted the attachment.
+    async fn release(&self, attachment: &AttachmentRef, token: &str) -> Result<bool>;
+}
+
+/// A fresh token for [`AttachmentProvider::release`] and
+/// [`AttachmentProvider::shared_by`].
+pub fn release_token() -> String {
+    ulid::Ulid::new().to_string()
 }
 
 /// Stores `body`, then sends `command` with `options` and the attachment's reference in
@@ -240,4 +263,55 @@ pub async fn send_with_attachment<C: Command>(
             Err(error.into())
         }
     }
+}
+
+/// Stores `body` once, then publishes `event` with `options` and the attachment's
+/// reference in its [`ATTACHMENT_HEADER`]: every subscription's copy refers to the same
+/// attachment, which is deleted once the last copy is acknowledged (or its dead letter
+/// deleted). The attachment is [shared](AttachmentProvider::share) before the publish, so
+/// that a copy acknowledged at once cannot delete it before the others are counted; the
+/// publish then says how many copies were stored ([`Sent::copies`]) and the publisher
+/// hands over to them. When the publish fails the attachment is deleted (or expires).
+pub async fn publish_with_attachment<E: Event>(
+    bus: &Bus,
+    provider: &dyn AttachmentProvider,
+    event: &E,
+    meta: AttachmentMeta,
+    body: BodyStream,
+    options: &SendOptions,
+) -> Result<(Sent, AttachmentRef)> {
+    let attachment = provider.put(E::NAME, meta, body).await?;
+    let published = match provider.share(&attachment).await {
+        Ok(true) => {
+            let options = options
+                .clone()
+                .header(ATTACHMENT_HEADER, attachment.to_header());
+            bus.publish_with(event, &options).await.map_err(Error::from)
+        }
+        Ok(false) => Err(Error::NotFound {
+            id: attachment.id.clone(),
+        }),
+        Err(error) => Err(error),
+    };
+    let sent = match published {
+        Ok(sent) => sent,
+        Err(error) => {
+            if let Err(delete) = provider.delete(&attachment).await {
+                tracing::warn!(attachment = %attachment.id, error = %delete,
+                    "the publish failed and its attachment could not be deleted: it expires");
+            }
+            return Err(error);
+        }
+    };
+    let copies = sent.copies.map_or(0, |copies| copies as u64);
+    // The event is stored: a failure now must not read as a failed publish (a retry
+    // would publish it twice). The attachment then stays until its expiry.
+    if let Err(error) = provider
+        .shared_by(&attachment, copies, &release_token())
+        .await
+    {
+        tracing::warn!(attachment = %attachment.id, %error,
+            "the attachment's copies could not be counted: it stays until it expires");
+    }
+    Ok((sent, attachment))
 }

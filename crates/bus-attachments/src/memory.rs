@@ -1,7 +1,7 @@
 //! The in-memory provider: for tests and for a bus on the memory transport (the `tour`
 //! sample without Redis). Attachments live in the process, in the sender's chunks.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -12,11 +12,21 @@ use futures::StreamExt;
 use crate::{AttachmentMeta, AttachmentProvider, AttachmentRef, BodyStream, ByteStream};
 use crate::{Error, Result};
 
-/// One stored attachment: its chunks and when it expires.
+/// One stored attachment: its chunks, when it expires, and its holders when shared.
 #[derive(Debug)]
 struct Stored {
     chunks: Arc<[Bytes]>,
     expires: Instant,
+    shared: Option<Holders>,
+}
+
+/// A shared attachment's holders (as the Redis provider's refs hash): whether the
+/// publisher still holds it, the copies' count, the tokens of the changes counted.
+#[derive(Debug)]
+struct Holders {
+    pending: bool,
+    count: i64,
+    tokens: HashSet<String>,
 }
 
 /// Attachments in this process's memory, with the same limit and expiry as the others
@@ -74,6 +84,32 @@ impl MemoryProvider {
     fn key(attachment: &AttachmentRef) -> (String, String) {
         (attachment.scope.clone(), attachment.id.clone())
     }
+
+    /// As the Redis provider's hold.lua: `change` holders once per `token` (`handover`:
+    /// the publisher's); deletes it when handed over and none is left, or on a release
+    /// when it is not shared.
+    fn hold(&self, attachment: &AttachmentRef, handover: bool, change: i64, token: &str) -> bool {
+        let mut map = self.map();
+        let key = Self::key(attachment);
+        let Some(stored) = map.get_mut(&key) else {
+            return false;
+        };
+        let gone = match &mut stored.shared {
+            None => !handover,
+            Some(holders) => {
+                if !holders.tokens.insert(token.to_owned()) {
+                    return false;
+                }
+                holders.count += change;
+                holders.pending &= !handover;
+                !holders.pending && holders.count <= 0
+            }
+        };
+        if gone {
+            map.remove(&key);
+        }
+        gone
+    }
 }
 
 #[async_trait]
@@ -119,6 +155,7 @@ impl AttachmentProvider for MemoryProvider {
             Stored {
                 chunks: chunks.into(),
                 expires: now + self.ttl,
+                shared: None,
             },
         );
         Ok(attachment)
@@ -139,6 +176,34 @@ impl AttachmentProvider for MemoryProvider {
 
     async fn delete(&self, attachment: &AttachmentRef) -> Result<bool> {
         Ok(self.map().remove(&Self::key(attachment)).is_some())
+    }
+
+    async fn share(&self, attachment: &AttachmentRef) -> Result<bool> {
+        Ok(match self.map().get_mut(&Self::key(attachment)) {
+            Some(stored) => {
+                stored.shared = Some(Holders {
+                    pending: true,
+                    count: 0,
+                    tokens: HashSet::new(),
+                });
+                true
+            }
+            None => false,
+        })
+    }
+
+    async fn shared_by(
+        &self,
+        attachment: &AttachmentRef,
+        copies: u64,
+        token: &str,
+    ) -> Result<bool> {
+        let copies = i64::try_from(copies).unwrap_or(i64::MAX);
+        Ok(self.hold(attachment, true, copies, token))
+    }
+
+    async fn release(&self, attachment: &AttachmentRef, token: &str) -> Result<bool> {
+        Ok(self.hold(attachment, false, -1, token))
     }
 
     async fn touch(&self, attachment: &AttachmentRef, ttl: Duration) -> Result<bool> {

@@ -17,8 +17,9 @@ tokio::task_local! {
 }
 
 /// Middleware that gives handlers their message's attachment
-/// ([`ContextExt::attachment`]) and deletes it once the handler succeeded and the ack is
-/// stored ([`Context::after_ack`]). A failed handler keeps it: the retry (or the dead
+/// ([`ContextExt::attachment`]) and releases it once the handler succeeded and the ack is
+/// stored ([`Context::after_ack`]): deleted, or for an event's shared attachment, deleted
+/// when the last subscription's copy is acknowledged. A failed handler keeps it: the retry (or the dead
 /// letter) still has it.
 #[derive(Debug, Clone)]
 pub struct AttachmentLayer {
@@ -50,9 +51,12 @@ impl Middleware for AttachmentLayer {
                 return result;
             }
             let provider = Arc::clone(&self.provider);
+            // An event's attachment is shared by every subscription's copy: `release`
+            // deletes it when this copy is its last holder (a command's at once).
+            let token = crate::release_token();
             ctx.after_ack(async move {
-                if let Err(error) = provider.delete(&attachment).await {
-                    tracing::warn!(attachment = %attachment.id, %error, "attachment not deleted: it expires");
+                if let Err(error) = provider.release(&attachment, &token).await {
+                    tracing::warn!(attachment = %attachment.id, %error, "attachment not released: it expires");
                 }
             });
         }

@@ -21,11 +21,24 @@ use crate::{Error, Result};
 /// The sidecar object's suffix.
 const SIDECAR: &str = ".meta";
 
+/// The suffix of a shared attachment's folder of releases: one empty object per holder
+/// that let go, named by its release token (`<id>.released/<token>`).
+const RELEASED: &str = ".released";
+
 /// What the sidecar holds.
 #[derive(Debug, Serialize, Deserialize)]
 struct Sidecar {
     attachment: AttachmentRef,
     expires_at_ms: u64,
+    /// Shared by the copies of an event: deleted when as many releases as `holders` are
+    /// stored. Object stores have no atomic counter: each release is an object of its own,
+    /// and whoever writes last (a release, or the publisher's `holders`) then counts them
+    /// all (every store here reads its own writes and lists them at once).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    shared: bool,
+    /// How many copies hold it; `None` until the publisher knows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    holders: Option<u64>,
 }
 
 /// Attachments in an object store, streamed in parts of `part_size` (at most two parts
@@ -82,6 +95,30 @@ impl ObjectStoreProvider {
 
     fn sidecar_path(&self, scope: &str, id: &str) -> Path {
         Path::from_iter([self.prefix.as_str(), scope, &format!("{id}{SIDECAR}")])
+    }
+
+    fn released_path(&self, scope: &str, id: &str) -> Path {
+        Path::from_iter([self.prefix.as_str(), scope, &format!("{id}{RELEASED}")])
+    }
+
+    /// Deletes a shared attachment once its releases reach its holders; whether it did.
+    async fn delete_if_released(&self, attachment: &AttachmentRef) -> Result<bool> {
+        let Some(holders) = self
+            .sidecar(attachment)
+            .await?
+            .and_then(|sidecar| sidecar.holders)
+        else {
+            return Ok(false);
+        };
+        let released = self
+            .store
+            .list(Some(&self.released_path(&attachment.scope, &attachment.id)))
+            .try_fold(0u64, |n, _| async move { Ok(n + 1) })
+            .await?;
+        if released < holders {
+            return Ok(false);
+        }
+        self.delete(attachment).await
     }
 
     fn expiry(&self, ttl: Duration) -> u64 {
@@ -257,6 +294,8 @@ impl AttachmentProvider for ObjectStoreProvider {
         let sidecar = Sidecar {
             attachment,
             expires_at_ms: self.expiry(self.ttl),
+            shared: false,
+            holders: None,
         };
         if let Err(error) = self.write_sidecar(&sidecar).await {
             let _ = self.delete_quietly(&path).await;
@@ -294,8 +333,50 @@ impl AttachmentProvider for ObjectStoreProvider {
         // The sidecar last: a body left by a failed delete is still found by the sweep.
         self.delete_quietly(&self.body_path(&attachment.scope, &attachment.id))
             .await?;
+        let releases: Vec<Path> = self
+            .store
+            .list(Some(&self.released_path(&attachment.scope, &attachment.id)))
+            .map_ok(|object| object.location)
+            .try_collect()
+            .await?;
+        for release in releases {
+            self.delete_quietly(&release).await?;
+        }
         self.delete_quietly(&sidecar).await?;
         Ok(existed)
+    }
+
+    async fn share(&self, attachment: &AttachmentRef) -> Result<bool> {
+        let Some(mut sidecar) = self.sidecar(attachment).await? else {
+            return Ok(false);
+        };
+        sidecar.shared = true;
+        self.write_sidecar(&sidecar).await?;
+        Ok(true)
+    }
+
+    async fn shared_by(&self, attachment: &AttachmentRef, copies: u64, _: &str) -> Result<bool> {
+        // Writing the count twice is the same as once: no token needed.
+        let Some(mut sidecar) = self.sidecar(attachment).await? else {
+            return Ok(false);
+        };
+        sidecar.holders = Some(copies);
+        self.write_sidecar(&sidecar).await?;
+        self.delete_if_released(attachment).await
+    }
+
+    async fn release(&self, attachment: &AttachmentRef, token: &str) -> Result<bool> {
+        match self.sidecar(attachment).await? {
+            None => Ok(false),
+            Some(sidecar) if !sidecar.shared => self.delete(attachment).await,
+            Some(_) => {
+                let released = self.released_path(&attachment.scope, &attachment.id);
+                self.store
+                    .put(&released.child(token), bytes::Bytes::new().into())
+                    .await?;
+                self.delete_if_released(attachment).await
+            }
+        }
     }
 
     async fn touch(&self, attachment: &AttachmentRef, ttl: Duration) -> Result<bool> {

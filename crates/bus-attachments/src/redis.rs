@@ -2,6 +2,7 @@
 //! scope's hash tag, both with a TTL (docs/wire-format.md, "Attachments").
 
 use std::collections::HashMap;
+use std::io::{Read, Write};
 use std::sync::LazyLock;
 use std::time::Duration;
 
@@ -21,6 +22,10 @@ static SEAL: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new("seal", include_str!("../lua/seal.lua")));
 static TOUCH: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new("touch", include_str!("../lua/touch.lua")));
+static SHARE: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new("share", include_str!("../lua/share.lua")));
+static HOLD: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new("hold", include_str!("../lua/hold.lua")));
 
 /// Attachments in Redis, written and read one chunk at a time, so neither side holds more
 /// than a chunk (plus the sender's own read buffer) of a large file.
@@ -31,7 +36,11 @@ pub struct RedisProvider {
     chunk_size: usize,
     max_size: u64,
     ttl: Duration,
+    compress: bool,
 }
+
+/// The meta hash's `encoding` of a body stored as one DEFLATE stream per chunk.
+const DEFLATE: &str = "deflate";
 
 impl RedisProvider {
     /// Default chunk size: 256 KiB.
@@ -50,7 +59,16 @@ impl RedisProvider {
             chunk_size: Self::DEFAULT_CHUNK_SIZE,
             max_size: Self::DEFAULT_MAX_SIZE,
             ttl: Self::DEFAULT_TTL,
+            compress: false,
         }
+    }
+    /// Compresses each chunk (DEFLATE, one stream per chunk, so both sides still hold one
+    /// chunk at a time and a reader can start at any chunk); off by default. The size
+    /// limit and the reference's `length` count the uncompressed bytes. Readers decompress
+    /// by the attachment's `encoding`, whatever their own setting.
+    pub fn compress(mut self, on: bool) -> Self {
+        self.compress = on;
+        self
     }
     /// The size of each stored chunk (at least 1 byte).
     pub fn chunk_size(mut self, bytes: usize) -> Self {
@@ -72,6 +90,63 @@ impl RedisProvider {
         Value::Integer(i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX).max(1))
     }
 
+    /// The reference of the complete attachment `id` of `scope`, read back from its meta
+    /// hash (what the dashboard's download needs); `None` when it is not (or no longer)
+    /// stored here.
+    pub async fn stat(&self, scope: &str, id: &str) -> Result<Option<AttachmentRef>> {
+        let meta: HashMap<String, String> = self
+            .client
+            .hgetall(keys::meta(&self.prefix, scope, id))
+            .await?;
+        if meta.is_empty() {
+            return Ok(None);
+        }
+        let field = |name: &str| meta.get(name).cloned().unwrap_or_default();
+        let corrupt = |reason: &str| Error::Corrupt {
+            id: id.to_owned(),
+            reason: reason.to_owned(),
+        };
+        Ok(Some(AttachmentRef {
+            id: id.to_owned(),
+            scope: scope.to_owned(),
+            name: field("name"),
+            content_type: field("content_type"),
+            length: field("length").parse().map_err(|_| corrupt("no length"))?,
+            metadata: serde_json::from_str(&field("metadata")).unwrap_or_default(),
+        }))
+    }
+
+    /// Meta, data and refs: every key of an attachment.
+    fn keys_of(&self, attachment: &AttachmentRef) -> [String; 3] {
+        let (scope, id) = (&attachment.scope, &attachment.id);
+        [
+            keys::meta(&self.prefix, scope, id),
+            keys::data(&self.prefix, scope, id),
+            keys::refs(&self.prefix, scope, id),
+        ]
+    }
+
+    /// Runs hold.lua (`kind`: release or handover): `change` holders, once per `token`;
+    /// whether it deleted.
+    async fn hold(
+        &self,
+        attachment: &AttachmentRef,
+        kind: &str,
+        change: i64,
+        token: &str,
+    ) -> Result<bool> {
+        let [meta, data, refs] = self.keys_of(attachment);
+        let deleted: i64 = HOLD
+            .run(
+                &self.client,
+                vec![refs, meta, data],
+                vec![kind.into(), Value::Integer(change), token.into()],
+            )
+            .await?
+            .convert()?;
+        Ok(deleted == 1)
+    }
+
     async fn put_chunk(&self, data: &str, index: u64, chunk: Bytes) -> Result<()> {
         PUT_CHUNK
             .run(
@@ -85,6 +160,19 @@ impl RedisProvider {
             )
             .await?;
         Ok(())
+    }
+
+    /// A chunk as stored: compressed when the provider compresses.
+    fn encode(&self, chunk: Bytes) -> Result<Bytes> {
+        if !self.compress {
+            return Ok(chunk);
+        }
+        let mut encoder = flate2::write::DeflateEncoder::new(
+            Vec::with_capacity(chunk.len() / 2),
+            flate2::Compression::fast(),
+        );
+        encoder.write_all(&chunk).map_err(Error::Body)?;
+        Ok(encoder.finish().map_err(Error::Body)?.into())
     }
 
     /// Writes the chunks and returns their count and total length.
@@ -114,12 +202,13 @@ impl RedisProvider {
             pending.extend_from_slice(&piece);
             while pending.len() >= self.chunk_size {
                 let chunk = pending.split_to(self.chunk_size).freeze();
-                self.put_chunk(data, chunks, chunk).await?;
+                self.put_chunk(data, chunks, self.encode(chunk)?).await?;
                 chunks += 1;
             }
         }
         if !pending.is_empty() {
-            self.put_chunk(data, chunks, pending.freeze()).await?;
+            self.put_chunk(data, chunks, self.encode(pending.freeze())?)
+                .await?;
             chunks += 1;
         }
         if let Some(declared) = declared.filter(|&declared| declared != total) {
@@ -172,7 +261,10 @@ impl AttachmentProvider for RedisProvider {
             ("length", length.to_string()),
             ("chunks", chunks.to_string()),
             ("metadata", metadata),
-        ] {
+        ]
+        .into_iter()
+        .chain(self.compress.then(|| ("encoding", DEFLATE.to_owned())))
+        {
             args.push(field.into());
             args.push(value.into());
         }
@@ -203,10 +295,25 @@ impl AttachmentProvider for RedisProvider {
                 id: id.clone(),
                 reason: "no chunk count".into(),
             })?;
+        let deflated = match meta.get("encoding").map(String::as_str) {
+            None => false,
+            Some(DEFLATE) => true,
+            Some(other) => {
+                return Err(Error::Corrupt {
+                    id,
+                    reason: format!("unknown encoding {other:?}"),
+                })
+            }
+        };
+        let length: u64 = meta
+            .get("length")
+            .and_then(|length| length.parse().ok())
+            .unwrap_or(attachment.length);
         let client = self.client.clone();
         let data = keys::data(&self.prefix, &attachment.scope, &id);
-        // One chunk per read: LRANGE i i.
-        let body = futures::stream::try_unfold(0u64, move |index| {
+        // One chunk per read: LRANGE i i; `seen` bounds what a compressed chunk may
+        // inflate to (the length left), so a corrupt one cannot fill the memory.
+        let body = futures::stream::try_unfold((0u64, 0u64), move |(index, seen)| {
             let (client, data, id) = (client.clone(), data.clone(), id.clone());
             async move {
                 if index == chunks {
@@ -214,37 +321,81 @@ impl AttachmentProvider for RedisProvider {
                 }
                 let at = index as i64;
                 let mut got: Vec<Bytes> = client.lrange(&data, at, at).await?;
-                match got.pop() {
-                    Some(chunk) => Ok(Some((chunk, index + 1))),
-                    None => Err(Error::NotFound { id }),
-                }
+                let Some(chunk) = got.pop() else {
+                    return Err(Error::NotFound { id });
+                };
+                let chunk = if deflated {
+                    inflate(&chunk, length.saturating_sub(seen), &id)?
+                } else {
+                    chunk
+                };
+                let seen = seen + chunk.len() as u64;
+                Ok(Some((chunk, (index + 1, seen))))
             }
         });
         Ok(body.boxed())
     }
 
     async fn delete(&self, attachment: &AttachmentRef) -> Result<bool> {
-        let removed: i64 = self
-            .client
-            .del(vec![
-                keys::meta(&self.prefix, &attachment.scope, &attachment.id),
-                keys::data(&self.prefix, &attachment.scope, &attachment.id),
-            ])
-            .await?;
+        let [meta, data, refs] = self.keys_of(attachment);
+        let removed: i64 = self.client.del(vec![meta, data]).await?;
+        let _: i64 = self.client.del(refs).await?;
         Ok(removed > 0)
     }
 
     async fn touch(&self, attachment: &AttachmentRef, ttl: Duration) -> Result<bool> {
-        let keys = vec![
-            keys::meta(&self.prefix, &attachment.scope, &attachment.id),
-            keys::data(&self.prefix, &attachment.scope, &attachment.id),
-        ];
         let touched: i64 = TOUCH
-            .run(&self.client, keys, vec![Self::ttl_ms(ttl)])
+            .run(
+                &self.client,
+                self.keys_of(attachment).to_vec(),
+                vec![Self::ttl_ms(ttl)],
+            )
             .await?
             .convert()?;
         Ok(touched == 1)
     }
+
+    async fn share(&self, attachment: &AttachmentRef) -> Result<bool> {
+        let [meta, _, refs] = self.keys_of(attachment);
+        let shared: i64 = SHARE
+            .run(&self.client, vec![refs, meta], vec![])
+            .await?
+            .convert()?;
+        Ok(shared == 1)
+    }
+
+    async fn shared_by(
+        &self,
+        attachment: &AttachmentRef,
+        copies: u64,
+        token: &str,
+    ) -> Result<bool> {
+        let copies = i64::try_from(copies).unwrap_or(i64::MAX);
+        self.hold(attachment, "handover", copies, token).await
+    }
+
+    async fn release(&self, attachment: &AttachmentRef, token: &str) -> Result<bool> {
+        self.hold(attachment, "release", -1, token).await
+    }
+}
+
+/// One stored chunk inflated, refused past `at_most` bytes.
+fn inflate(chunk: &[u8], at_most: u64, id: &str) -> Result<Bytes> {
+    let corrupt = |reason: String| Error::Corrupt {
+        id: id.to_owned(),
+        reason,
+    };
+    let mut out = Vec::new();
+    flate2::read::DeflateDecoder::new(chunk)
+        .take(at_most.saturating_add(1))
+        .read_to_end(&mut out)
+        .map_err(|e| corrupt(format!("a compressed chunk does not inflate: {e}")))?;
+    if out.len() as u64 > at_most {
+        return Err(corrupt(
+            "a chunk inflates past the attachment's length".into(),
+        ));
+    }
+    Ok(out.into())
 }
 
 #[cfg(test)]

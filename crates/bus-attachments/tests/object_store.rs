@@ -2,9 +2,11 @@
 //! filesystem backend, a real Azure Blob emulator (Azurite) and a real S3 server (moto).
 //! Each scenario runs once per store: streamed in parts, read back by the handler,
 //! deleted after the ack, kept through a retry and a dead letter, nothing left by a send
-//! that fails after the upload, expired by the sweep, size limit.
+//! that fails after the upload, expired by the sweep, size limit; deleted with its dead
+//! letter, and an event's shared by three subscriptions (tests/lifecycle).
 
 mod common;
+mod lifecycle;
 #[macro_use]
 mod stores;
 
@@ -32,6 +34,10 @@ on_every_store!(
     a_send_that_fails_after_the_upload_leaves_nothing_behind,
     the_sweep_deletes_what_expired_and_keeps_what_was_touched,
     the_size_limit_refuses_and_keeps_nothing,
+    deleting_the_dead_letter_deletes_its_attachment,
+    an_event_attachment_is_shared_by_three_subscriptions,
+    releases_count_once_and_the_last_deletes,
+    deleting_the_last_copys_dead_letter_deletes_the_shared_attachment,
 );
 
 async fn read_all(provider: &dyn AttachmentProvider, reference: &AttachmentRef) -> PatternCheck {
@@ -328,4 +334,39 @@ async fn the_size_limit_refuses_and_keeps_nothing(store: Store) {
         "{streamed:?}"
     );
     assert_eq!(store.objects().await, Vec::<String>::new());
+}
+
+async fn deleting_the_dead_letter_deletes_its_attachment(store: Store) {
+    let redis = TestRedis::start().unwrap();
+    lifecycle::deleting_the_dead_letter_deletes_its_attachment(
+        &redis,
+        Arc::new(store.provider()),
+        &store.count(),
+    )
+    .await;
+}
+
+async fn an_event_attachment_is_shared_by_three_subscriptions(store: Store) {
+    let redis = TestRedis::start().unwrap();
+    lifecycle::an_event_attachment_is_shared_by_three_subscriptions(
+        &redis,
+        Arc::new(store.provider()),
+        &store.count(),
+    )
+    .await;
+}
+
+async fn releases_count_once_and_the_last_deletes(store: Store) {
+    lifecycle::releases_count_once_and_the_last_deletes(Arc::new(store.provider()), &store.count())
+        .await;
+}
+
+async fn deleting_the_last_copys_dead_letter_deletes_the_shared_attachment(store: Store) {
+    let redis = TestRedis::start().unwrap();
+    lifecycle::deleting_the_last_copys_dead_letter_deletes_the_shared_attachment(
+        &redis,
+        Arc::new(store.provider()),
+        &store.count(),
+    )
+    .await;
 }

@@ -1,15 +1,17 @@
 //! Attachments on Redis end to end: sent with a command, read by its handler as a stream,
-//! kept through a retry, deleted after the ack; size limit and expiry backstop.
+//! kept through a retry, deleted after the ack; size limit and expiry backstop; deleted
+//! with its dead letter, an event's shared by three subscriptions (tests/lifecycle).
 
 mod common;
+mod lifecycle;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use bus_attachments::{
-    send_with_attachment, AttachmentLayer, AttachmentMeta, AttachmentProvider, ContextExt, Error,
-    RedisProvider,
+    send_with_attachment, AttachmentLayer, AttachmentMeta, AttachmentProvider, AttachmentRef,
+    ContextExt, Error, RedisProvider,
 };
 use bus_core::{
     CommandProcessor, Context, OutgoingMessage, ProcessError, SendMiddleware, SendOptions,
@@ -490,4 +492,156 @@ async fn a_requeued_dead_letter_still_has_its_attachment() {
         attachment_keys(&redis)
     );
     running.stop().await;
+}
+
+/// A count of the attachment keys, for the scenarios shared with the object stores.
+fn key_count(
+    redis: &TestRedis,
+) -> impl Fn() -> futures::future::BoxFuture<'static, usize> + Sync + '_ {
+    move || {
+        let n = attachment_keys(redis).len();
+        Box::pin(async move { n })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_the_dead_letter_deletes_its_attachment() {
+    let redis = TestRedis::start().unwrap();
+    let provider = Arc::new(provider(&redis).await);
+    lifecycle::deleting_the_dead_letter_deletes_its_attachment(
+        &redis,
+        provider,
+        &key_count(&redis),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_attachment_is_shared_by_three_subscriptions() {
+    let redis = TestRedis::start().unwrap();
+    let provider = Arc::new(provider(&redis).await);
+    lifecycle::an_event_attachment_is_shared_by_three_subscriptions(
+        &redis,
+        provider,
+        &key_count(&redis),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn releases_count_once_and_the_last_deletes() {
+    let redis = TestRedis::start().unwrap();
+    let provider = Arc::new(provider(&redis).await);
+    lifecycle::releases_count_once_and_the_last_deletes(provider, &key_count(&redis)).await;
+}
+
+// The in-memory provider (the memory transport's) counts holders the same way.
+#[tokio::test]
+async fn releases_count_once_and_the_last_deletes_in_memory() {
+    let provider = bus_attachments::MemoryProvider::new();
+    let count = {
+        let provider = provider.clone();
+        move || {
+            let n = provider.len();
+            Box::pin(async move { n }) as futures::future::BoxFuture<'static, usize>
+        }
+    };
+    lifecycle::releases_count_once_and_the_last_deletes(Arc::new(provider), &count).await;
+}
+
+/// The bytes stored in an attachment's data list.
+async fn stored_bytes(redis: &TestRedis, id: &str) -> u64 {
+    let client = common::config(redis).connect_client().await.unwrap();
+    let data = attachment_keys(redis)
+        .into_iter()
+        .find(|key| key.contains(id) && key.ends_with(":data"))
+        .unwrap();
+    let chunks: Vec<Bytes> = fred::prelude::ListInterface::lrange(&client, &data, 0, -1)
+        .await
+        .unwrap();
+    chunks.iter().map(|chunk| chunk.len() as u64).sum()
+}
+
+async fn read_bytes(provider: &RedisProvider, reference: &AttachmentRef) -> Vec<u8> {
+    let mut body = provider.open(reference).await.unwrap();
+    let mut all = Vec::new();
+    while let Some(chunk) = body.try_next().await.unwrap() {
+        all.extend_from_slice(&chunk);
+    }
+    all
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compression_round_trips_and_stores_fewer_bytes() {
+    let redis = TestRedis::start().unwrap();
+    // Compressible: text, 1 MB in 64 KiB pieces (4 chunks of 256 KiB).
+    let text: Vec<u8> = b"invoice line: 42 x widget @ 3.50 EUR\n"
+        .iter()
+        .copied()
+        .cycle()
+        .take(1_000_000)
+        .collect();
+    let body = || -> bus_attachments::BodyStream {
+        let pieces: Vec<std::io::Result<Bytes>> = text
+            .chunks(64 * 1024)
+            .map(|piece| Ok(Bytes::copy_from_slice(piece)))
+            .collect();
+        Box::pin(futures::stream::iter(pieces))
+    };
+    let meta = || AttachmentMeta::new("lines.txt", "text/plain");
+    // Off by default: stored as sent.
+    let plain = provider(&redis).await;
+    let stored = plain.put("files", meta(), body()).await.unwrap();
+    assert_eq!(stored_bytes(&redis, &stored.id).await, 1_000_000);
+    // On: smaller, and reads back byte for byte (the reader needs no setting).
+    let compressing = provider(&redis).await.compress(true);
+    let reference = compressing.put("files", meta(), body()).await.unwrap();
+    assert_eq!(reference.length, 1_000_000);
+    let bytes = stored_bytes(&redis, &reference.id).await;
+    assert!(bytes < 100_000, "{bytes} bytes stored for 1,000,000");
+    assert_eq!(read_bytes(&plain, &reference).await, text);
+    // Incompressible data round trips too.
+    let random = compressing
+        .put("files", meta(), pattern_body(LEN))
+        .await
+        .unwrap();
+    let mut check = PatternCheck::default();
+    check.feed(&read_bytes(&plain, &random).await);
+    assert_eq!((check.seen, check.mismatches), (LEN, 0));
+    // A corrupt compressed chunk is a clear error, not a panic or a wrong body.
+    let data = attachment_keys(&redis)
+        .into_iter()
+        .find(|key| key.contains(&reference.id) && key.ends_with(":data"))
+        .unwrap();
+    redis
+        .client()
+        .cmd(&["LSET", &data, "1", "not deflate"])
+        .unwrap();
+    let mut body = plain.open(&reference).await.unwrap();
+    let mut failed = None;
+    while let Some(chunk) = body.next().await {
+        if let Err(error) = chunk {
+            failed = Some(error);
+            break;
+        }
+    }
+    assert!(matches!(failed, Some(Error::Corrupt { .. })), "{failed:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_the_last_copys_dead_letter_deletes_the_shared_attachment() {
+    let redis = TestRedis::start().unwrap();
+    let provider = Arc::new(provider(&redis).await);
+    lifecycle::deleting_the_last_copys_dead_letter_deletes_the_shared_attachment(
+        &redis,
+        provider,
+        &key_count(&redis),
+    )
+    .await;
+}
+
+// The in-memory transport and provider share an event's attachment the same way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_attachment_is_shared_on_the_memory_transport() {
+    lifecycle::an_event_attachment_is_shared_on_the_memory_transport().await;
 }

@@ -296,7 +296,10 @@ impl Bus {
             })
             .await?;
         self.count_unrouted::<E>(&produced);
-        Ok(produced.sent())
+        let copies = produced.out;
+        let mut sent = produced.sent();
+        sent.copies = copies;
+        Ok(sent)
     }
 
     /// Publishes many events in one atomic round trip.
@@ -534,6 +537,7 @@ impl<T> Produced<T> {
             id: self.first_id(),
             trace_id: self.trace_id,
             duplicate: false,
+            copies: None,
         }
     }
 }

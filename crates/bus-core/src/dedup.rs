@@ -34,6 +34,7 @@ impl Bus {
                 id: first,
                 trace_id: None,
                 duplicate: true,
+                copies: None,
             }),
             None => Ok(produced.sent()),
         }

@@ -123,6 +123,9 @@ pub struct Sent {
     /// stored within its window: [`Sent::id`] is then that first message's id, and
     /// `trace_id` is `None` (it is not known).
     pub duplicate: bool,
+    /// For a publish: how many subscriptions stored a copy (`None` for a send). What a
+    /// resource shared by every copy counts its holders with (an event's attachment).
+    pub copies: Option<usize>,
 }
 
 /// One message about to be sent or published, as a [`SendMiddleware`] sees it.

@@ -382,13 +382,16 @@ function envelopeDetails(m, extra) {
 }
 
 // The attachment the bus-attachments layer names in the `bus-attachment` header (JSON:
-// name, content_type, length): stored beside the message, not in it.
+// id, scope, name, content_type, length): stored beside the message, not in it. The
+// download link serves the Redis provider's copy (an object store's answers 404).
 function attachmentOf(msg) {
   const header = msg && msg.headers["bus-attachment"];
   if (!header) return "none";
   try {
     const a = JSON.parse(header);
-    return `${a.name} (${a.content_type}, ${byteSize(Number(a.length))})`;
+    const href = `/api/attachment?scope=${encodeURIComponent(a.scope)}&id=${encodeURIComponent(a.id)}`;
+    return [`${a.name} (${a.content_type}, ${byteSize(Number(a.length))}) `,
+      h("a", { href, download: a.name, "data-attachment-download": "" }, "download")];
   } catch (_) { return "unreadable bus-attachment header"; }
 }
 

@@ -478,3 +478,96 @@ async fn babelqueue_queues_show_beside_native_ones_and_a_dead_letter_is_requeued
     );
     browser.close().await.unwrap();
 }
+
+/// A message with an attachment: its view names it (name, type, size) with a download
+/// link, and the link serves the Redis provider's bytes as a download.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_view_shows_its_attachment_with_a_download_link() {
+    let s = setup().await;
+    let addr = start_dashboard(&s.transport, DashboardOptions::default()).await;
+    let provider = bus_attachments::RedisProvider::new(
+        s.transport.client().clone(),
+        s.transport.config().key_prefix(),
+    );
+    // Text, so that the test's HTTP reader (text) compares it byte for byte.
+    let text: String = "%PDF-1.7 invoice 42\n".repeat(15_000);
+    let body = futures::stream::iter([Ok(bytes::Bytes::from(text.clone()))]);
+    bus_attachments::send_with_attachment(
+        &s.bus,
+        &provider,
+        &Payment { n: 1 },
+        bus_attachments::AttachmentMeta::new("invoice 42.pdf", "application/pdf"),
+        Box::pin(body),
+        &bus_core::SendOptions::new(),
+    )
+    .await
+    .unwrap();
+
+    let driver = Driver::start().await;
+    let browser = driver.browser().await;
+    browser
+        .goto(&format!("http://{addr}/#/queue/payments"))
+        .await
+        .unwrap();
+    let listed = eventually(WAIT, || async {
+        js(
+            &browser,
+            "return document.querySelectorAll('details.msg').length;",
+        )
+        .await
+            == json!(1)
+    })
+    .await;
+    assert!(
+        listed,
+        "{}",
+        js(&browser, "return document.getElementById('app').innerText;").await
+    );
+    click(&browser, "details.msg summary").await;
+    let line = js(
+        &browser,
+        "const a = document.querySelector('details.msg[open] a[data-attachment-download]'); \
+         return a && [a.parentElement.textContent, a.getAttribute('href'), a.getAttribute('download')];",
+    )
+    .await;
+    let line: Vec<String> =
+        serde_json::from_value(line.clone()).unwrap_or_else(|_| panic!("{line}"));
+    assert_eq!(
+        line[0],
+        "invoice 42.pdf (application/pdf, 293.0 KiB) download"
+    );
+    assert_eq!(line[2], "invoice 42.pdf");
+    screenshot(&browser, "attachment.png").await;
+    let download = common::http(addr, "GET", &line[1], &[], "").await;
+    assert_eq!(download.status, 200);
+    let header = |name: &str| {
+        download
+            .headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.clone())
+    };
+    assert_eq!(
+        header("content-type").as_deref(),
+        Some("application/octet-stream")
+    );
+    assert_eq!(
+        header("content-disposition").as_deref(),
+        Some("attachment; filename=\"invoice 42.pdf\"")
+    );
+    assert!(
+        download.body == text,
+        "{} bytes downloaded",
+        download.body.len()
+    );
+    // A deleted (or unknown) attachment: a clear 404.
+    let missing = common::http(
+        addr,
+        "GET",
+        "/api/attachment?scope=payments&id=nope",
+        &[],
+        "",
+    )
+    .await;
+    assert_eq!(missing.status, 404);
+}

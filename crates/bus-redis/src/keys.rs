@@ -164,6 +164,14 @@ impl QueueKeys {
             &self.flow_starts,
         ]
     }
+
+    /// List of the envelopes of deleted dead letters that carry an attachment (the
+    /// `bus-attachment` header), written by `admin_delete_dead.lua`: an attachment-aware
+    /// host (bus-attachments' `OrphanCollector`) pops them and deletes their attachments.
+    pub fn attachment_orphans(&self) -> String {
+        let base = self.dead.strip_suffix(":dead").unwrap_or(&self.dead);
+        format!("{base}:att-orphans")
+    }
 }
 
 /// String: the lease of a singleton processor's `queue`, holding its holder's token and

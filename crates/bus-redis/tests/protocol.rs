@@ -87,6 +87,7 @@ struct Queue {
     subs: String,
     singleton: String,
     inbox: String,
+    orphans: String,
 }
 
 impl Queue {
@@ -97,6 +98,8 @@ impl Queue {
             subs: keys::subscriptions(redis.namespace(), name),
             singleton: keys::singleton(redis.namespace(), name),
             inbox: keys::reply_inbox(redis.namespace(), name),
+            orphans: QueueKeys::new(redis.namespace(), &Source::queue(name).unwrap())
+                .attachment_orphans(),
         }
     }
 
@@ -197,7 +200,14 @@ impl Queue {
             }
             "reply" => vec![&self.inbox],
             "admin_dead_envelopes" => vec![&k.dead, &k.msgs],
-            "admin_delete_dead" => vec![&k.dead, &k.msgs, &k.dead_info, &k.errors, &k.deliveries],
+            "admin_delete_dead" => vec![
+                &k.dead,
+                &k.msgs,
+                &k.dead_info,
+                &k.errors,
+                &k.deliveries,
+                &self.orphans,
+            ],
             "admin_in_flight" => vec![&k.inflight, &k.msgs, &k.deliveries, &k.leases],
             "admin_move" => vec![
                 &k.dead,
@@ -550,6 +560,10 @@ fn a_call_of_the_wrong_shape_is_refused_before_any_write() {
         if *script == "publish" {
             // KEYS: the subs and at most one ready list per name.
             calls[0].0 = vec![];
+        }
+        if *script == "admin_delete_dead" {
+            // The orphans list is optional (a move across slots leaves it out).
+            calls[0].0 = keys[..keys.len() - 2].to_vec();
         }
         calls.extend(
             bad_argvs(script, &token, &id)

@@ -80,6 +80,23 @@ impl Store {
         ObjectStoreProvider::new(Arc::clone(&self.store), "attachments")
     }
 
+    /// A count of the objects, for the scenarios shared with the Redis provider
+    /// (tests/lifecycle).
+    pub fn count(&self) -> impl Fn() -> futures::future::BoxFuture<'static, usize> + Sync {
+        let store = Arc::clone(&self.store);
+        move || {
+            let store = Arc::clone(&store);
+            Box::pin(async move {
+                store
+                    .list(None)
+                    .try_collect::<Vec<_>>()
+                    .await
+                    .unwrap()
+                    .len()
+            })
+        }
+    }
+
     /// Every object's path, sorted.
     pub async fn objects(&self) -> Vec<String> {
         let mut found: Vec<String> = self

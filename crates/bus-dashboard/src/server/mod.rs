@@ -2,6 +2,7 @@
 
 mod actions;
 mod api;
+mod attachments;
 mod auth;
 mod ops;
 mod views;
@@ -154,6 +155,7 @@ impl Dashboard {
                 post(actions::delete_dead_letters),
             )
             .route("/api/sagas/delete", post(actions::delete_saga))
+            .route("/api/attachment", get(attachments::download))
             .with_state(shared.clone())
             .merge(metrics)
             .layer(from_fn_with_state(shared.clone(), bounded))

@@ -198,29 +198,59 @@ impl Admin {
 
     /// Deletes one dead letter: its id leaves the dead list and its envelope, dead-letter
     /// info, errors and delivery count are deleted, in one atomic script. Returns whether
-    /// it was a dead letter of the queue.
+    /// it was a dead letter of the queue. A letter with an attachment leaves its envelope
+    /// in the queue's attachment orphans list ([`QueueKeys::attachment_orphans`]), whose
+    /// attachment an attachment-aware host then deletes.
     pub async fn delete_dead_letter(&self, source: &Source, id: &str) -> Result<bool> {
         let shards = self.shards(source).await?;
         let Some((shard, own)) = locate(&shards, id) else {
             return Ok(false);
         };
-        let deleted = self.delete_dead(&shards[shard].keys, vec![own]).await?;
+        let deleted = self
+            .delete_dead(&shards[shard].keys, vec![own], Deleted::Gone)
+            .await?;
         Ok(!deleted.is_empty())
     }
 
+    /// Pops up to `max` envelopes from each attachment orphans list under the prefix
+    /// ([`QueueKeys::attachment_orphans`], found with `SCAN`): the deleted dead letters
+    /// whose attachments are to be deleted. Popped means taken: an envelope whose
+    /// attachment is then not deleted leaves it to its expiry.
+    pub async fn take_attachment_orphans(&self, max: usize) -> Result<Vec<Bytes>> {
+        let pattern = format!(
+            "{}:{{*:att-orphans",
+            crate::keys::escape_glob(self.key_prefix())
+        );
+        let mut taken = Vec::new();
+        for list in super::discovery::scan(self.client(), &pattern).await? {
+            let popped: Vec<Bytes> = self.client().lpop(&list, Some(max.max(1))).await?;
+            taken.extend(popped);
+        }
+        Ok(taken)
+    }
+
     /// Runs `admin_delete_dead.lua` on `ids`; returns those deleted.
-    async fn delete_dead(&self, keys: &QueueKeys, ids: Vec<String>) -> Result<Vec<String>> {
+    async fn delete_dead(
+        &self,
+        keys: &QueueKeys,
+        ids: Vec<String>,
+        deleted: Deleted,
+    ) -> Result<Vec<String>> {
         let script = &scripts::ADMIN_DELETE_DEAD;
+        let mut script_keys = vec![
+            keys.dead.clone(),
+            keys.msgs.clone(),
+            keys.dead_info.clone(),
+            keys.errors.clone(),
+            keys.deliveries.clone(),
+        ];
+        if deleted == Deleted::Gone {
+            script_keys.push(keys.attachment_orphans());
+        }
         let reply = script
             .call(
                 self.client(),
-                vec![
-                    keys.dead.clone(),
-                    keys.msgs.clone(),
-                    keys.dead_info.clone(),
-                    keys.errors.clone(),
-                    keys.deliveries.clone(),
-                ],
+                script_keys,
                 ids.into_iter().map(Value::from).collect(),
             )
             .await?;
@@ -352,7 +382,7 @@ impl Admin {
         let _: i64 = self.client().rpush(&to.ready, envelopes).await?;
         // Step 2: delete the originals that are still dead letters.
         let deleted: HashSet<String> = self
-            .delete_dead(from, ids.clone())
+            .delete_dead(from, ids.clone(), Deleted::Moved)
             .await?
             .into_iter()
             .collect();
@@ -365,6 +395,15 @@ impl Admin {
         }
         Ok(())
     }
+}
+
+/// What becomes of the messages [`Admin::delete_dead`] deletes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Deleted {
+    /// Gone for good: their attachments are orphans.
+    Gone,
+    /// Moved to another queue (the copy across slots): they keep their attachments.
+    Moved,
 }
 
 fn unique(ids: &[String]) -> Vec<String> {

@@ -161,7 +161,10 @@ impl Admin {
 
 /// Every key matching `pattern` (`SCAN ... COUNT 1000`, never `KEYS`; every master of a
 /// cluster). Keys that are not UTF-8 are not the bus's and are skipped.
-async fn scan(client: &Client, pattern: &str) -> Result<Vec<String>, fred::error::Error> {
+pub(super) async fn scan(
+    client: &Client,
+    pattern: &str,
+) -> Result<Vec<String>, fred::error::Error> {
     let mut found = Vec::new();
     if client.is_clustered() {
         collect(
