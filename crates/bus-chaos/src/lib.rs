@@ -51,3 +51,14 @@ pub fn solo_runs_key(prefix: &str) -> String {
 pub fn solo_up_key(prefix: &str, pid: u32) -> String {
     format!("{prefix}:test:solo-up:{pid}")
 }
+
+/// While this key exists, handlers in `flaky` mode fail (a downstream outage).
+pub fn failing_key(prefix: &str) -> String {
+    format!("{prefix}:test:failing")
+}
+
+/// List of `"<pid> <start_ms> <end_ms> <ok|fail>"`, one per `flaky` handler run (wall
+/// clock of the one machine the processes share): the breaker tests measure from it.
+pub fn attempts_key(prefix: &str) -> String {
+    format!("{prefix}:test:attempts")
+}
