@@ -153,6 +153,8 @@ impl Dashboard {
                 post(actions::delete_dead_letters),
             )
             .route("/api/sagas/delete", post(actions::delete_saga))
+            .route("/api/queue/pause", post(actions::pause))
+            .route("/api/queue/resume", post(actions::resume))
             .with_state(shared.clone())
             .merge(metrics)
             .layer(from_fn_with_state(shared.clone(), bounded))
