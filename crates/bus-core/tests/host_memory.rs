@@ -195,6 +195,7 @@ const COOL_DOWN: Duration = Duration::from_millis(300);
 
 #[tokio::test]
 async fn a_circuit_breaker_stops_reserving_then_probes_one_message_and_closes_on_success() {
+    let logs = bus_test_redis::Logs::capture("bus_core=info");
     let transport = MemoryTransport::new();
     let queue = Source::queue("work").unwrap();
     let failing = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
@@ -218,6 +219,7 @@ async fn a_circuit_breaker_stops_reserving_then_probes_one_message_and_closes_on
     assert!(
         eventually(Duration::from_secs(10), || transport.stats(&queue).ready
             == 0
+            && transport.stats(&queue).in_flight == 0
             && count() >= 20 + 7)
         .await,
         "the breaker never closed"
@@ -243,7 +245,20 @@ async fn a_circuit_breaker_stops_reserving_then_probes_one_message_and_closes_on
         runs.last().unwrap().0 - runs[8].0 < COOL_DOWN * 10,
         "after closing, the remaining messages should not wait for cool-downs"
     );
-    assert_eq!(transport.stats(&queue).in_flight, 0);
+    // One log line per change of state: opened, three probes, two re-opened, closed.
+    let count = |text: &str| logs.matching(text).len();
+    assert_eq!(
+        [
+            count("circuit breaker opened"),
+            count("circuit breaker half-open"),
+            count("circuit breaker re-opened"),
+            count("circuit breaker closed"),
+        ],
+        [1, 3, 2, 1],
+        "{:#?}",
+        logs.lines()
+    );
+    assert!(logs.matching("circuit breaker opened")[0].contains("queue work"));
     stop.cancel();
     handle.await.unwrap().unwrap();
 }
