@@ -593,6 +593,26 @@ async fn a_queue_is_paused_and_resumed_from_its_page_and_a_tripped_breaker_shows
     .await;
     assert!(open, "{}", js(&browser, flow).await);
     screenshot(&browser, "flow-breaker.png").await;
+    // The Hosts page shows it beside the queue too.
+    browser
+        .goto(&format!("http://{addr}/#/hosts"))
+        .await
+        .unwrap();
+    let listed = eventually(WAIT, || async {
+        js(
+            &browser,
+            "const b = document.querySelector('#hosts [data-breaker=\"shipments\"]'); return b ? b.textContent : '';",
+        )
+        .await
+        .as_str()
+        .is_some_and(|t| t.starts_with("breaker "))
+    })
+    .await;
+    assert!(
+        listed,
+        "{}",
+        js(&browser, "return document.getElementById('app').innerText;").await
+    );
     browser.close().await.unwrap();
     breaking.shutdown().await.unwrap();
     host.shutdown().await.unwrap();
