@@ -113,3 +113,14 @@ pub fn cron_ticks_key(prefix: &str) -> String {
 pub fn cron_up_key(prefix: &str, pid: u32) -> String {
     format!("{prefix}:test:cron-up:{pid}")
 }
+
+/// While this key exists, handlers in `flaky` mode fail (a downstream outage).
+pub fn failing_key(prefix: &str) -> String {
+    format!("{prefix}:test:failing")
+}
+
+/// List of `"<pid> <start_ms> <end_ms> <ok|fail>"`, one per `flaky` handler run (wall
+/// clock of the one machine the processes share): the breaker tests measure from it.
+pub fn attempts_key(prefix: &str) -> String {
+    format!("{prefix}:test:attempts")
+}

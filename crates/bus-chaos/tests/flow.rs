@@ -279,3 +279,168 @@ async fn a_rate_limit_holds_across_processes() {
         "{JOBS} starts took only {total} ms"
     );
 }
+
+/// One `flaky` handler run: its process, start and end (ms) and whether it failed.
+#[derive(Debug, Clone, Copy)]
+struct Attempt {
+    pid: u32,
+    start: u64,
+    end: u64,
+    failed: bool,
+}
+
+fn attempts(client: &mut SyncClient, prefix: &str) -> Vec<Attempt> {
+    let list = client
+        .cmd(&["LRANGE", &bus_chaos::attempts_key(prefix), "0", "-1"])
+        .unwrap();
+    list.as_array()
+        .unwrap()
+        .iter()
+        .map(|line| {
+            let fields: Vec<&str> = line.as_str().unwrap().split(' ').collect();
+            Attempt {
+                pid: fields[0].parse().unwrap(),
+                start: fields[1].parse().unwrap(),
+                end: fields[2].parse().unwrap(),
+                failed: fields[3] == "fail",
+            }
+        })
+        .collect()
+}
+
+/// One process's runs by start, split where nothing started for over a second: its
+/// breaker's closed stretches and probes.
+fn stretches(all: &[Attempt], pid: u32) -> Vec<Vec<Attempt>> {
+    let mut runs: Vec<Attempt> = all.iter().filter(|a| a.pid == pid).copied().collect();
+    runs.sort_by_key(|a| a.start);
+    let mut out: Vec<Vec<Attempt>> = Vec::new();
+    for run in runs {
+        match out.last_mut() {
+            Some(last) if run.start - last[last.len() - 1].start <= 1_000 => last.push(run),
+            _ => out.push(vec![run]),
+        }
+    }
+    out
+}
+
+/// A circuit breaker with its default settings (at least half of at least 20 runs
+/// failed within 30 s: open for 5 s, then one probe) in each of two consumer processes,
+/// against a real Redis: each stops after its own failures, probes one message per
+/// cool-down while the outage lasts, and closes on the first probe that succeeds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tripped_breaker_stops_its_process_then_probes_one_message_per_cool_down() {
+    const JOBS: u64 = 2_000;
+    let defaults = bus_core::CircuitBreaker::default();
+    let cool_down = defaults.cool_down.as_millis() as u64;
+    let minimum = defaults.minimum_calls as usize;
+    let redis = TestRedis::start().unwrap();
+    let prefix = redis.namespace().to_owned();
+    let mut client = redis.client();
+    let admin = admin(&redis).await;
+    let bus = bus(&redis.url(), &prefix).await;
+    client
+        .cmd(&["SET", &bus_chaos::failing_key(&prefix), "1"])
+        .unwrap();
+    send_jobs(&bus, JOBS).await;
+    let flaky = || {
+        consumer_command(&redis.url(), redis.namespace(), "flaky", 30_000, 100)
+            .env("CHAOS_BREAKER", "1")
+            .env("CHAOS_CONCURRENCY", "4")
+            .env("CHAOS_PREFETCH", "0")
+            .env("CHAOS_WORK_MS", "20")
+            .spawn()
+            .expect("start chaos-consumer")
+    };
+    let mut a = flaky();
+    let mut b = flaky();
+    let pids = [a.id(), b.id()];
+
+    // The outage lasts until each process has probed twice (and failed).
+    let probed_twice = |client: &mut SyncClient| {
+        let all = attempts(client, &prefix);
+        pids.iter().all(|pid| stretches(&all, *pid).len() >= 3)
+    };
+    assert!(
+        eventually(Duration::from_secs(60), || probed_twice(&mut client)).await,
+        "the processes did not trip and probe twice"
+    );
+    // The hosts report their open breakers in their heartbeats (the dashboard's source).
+    let open_in_heartbeats = || async {
+        let hosts = admin.hosts().await.unwrap();
+        hosts.len() == 2
+            && hosts.iter().all(|h| {
+                h.info.breakers.get(<Job as Message>::NAME) != Some(&bus_core::BreakerState::Closed)
+                    && h.info.breakers.contains_key(<Job as Message>::NAME)
+            })
+    };
+    let mut seen_open = false;
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while !seen_open && std::time::Instant::now() < deadline {
+        seen_open = open_in_heartbeats().await;
+        if !seen_open {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    assert!(seen_open, "no heartbeat showed the breakers open");
+    client
+        .cmd(&["DEL", &bus_chaos::failing_key(&prefix)])
+        .unwrap();
+    assert!(
+        eventually(Duration::from_secs(90), || processed(&mut client, &prefix)
+            == JOBS as i64)
+        .await,
+        "the jobs were not all processed after the outage ended"
+    );
+    kill(&mut a);
+    kill(&mut b);
+
+    let all = attempts(&mut client, &prefix);
+    let mut closed = 0;
+    for pid in pids {
+        let stretches = stretches(&all, pid);
+        // Closed until `minimum` runs had failed; the runs it let start before it opened
+        // (at most one per handler slot and one per fetch in flight) finish.
+        let burst = &stretches[0];
+        assert!(burst.iter().all(|a| a.failed), "{pid}: {burst:?}");
+        assert!(
+            (minimum..=minimum + 8).contains(&burst.len()),
+            "{pid}: {} runs before the breaker opened",
+            burst.len()
+        );
+        // Up to the probe that closed it (after that, a quiet second is the queue's).
+        let end = stretches[1..]
+            .iter()
+            .position(|s| !s.first().unwrap().failed)
+            .map_or(stretches.len(), |i| i + 2);
+        for pair in stretches[..end].windows(2) {
+            let (before, probe) = (&pair[0], &pair[1]);
+            let quiet = probe[0].start - before[before.len() - 1].start;
+            // ms stamps: a 1 ms rounding either side.
+            assert!(
+                quiet + 1 >= cool_down,
+                "{pid}: probed {quiet} ms after the last run"
+            );
+            // The probe runs alone: nothing else starts until it ended.
+            if probe.len() > 1 {
+                assert!(probe[1].start >= probe[0].end, "{pid}: {probe:?}");
+            }
+        }
+        // While the outage lasted, each probe failed and re-opened it: one run each.
+        let probes = &stretches[1..end];
+        let failed_probes = probes.iter().take_while(|s| s[0].failed).count();
+        for stretch in &probes[..failed_probes] {
+            assert_eq!(
+                stretch.len(),
+                1,
+                "{pid}: a failed probe was not alone: {stretch:?}"
+            );
+        }
+        assert!(failed_probes >= 2, "{pid}: {failed_probes} failed probes");
+        // The first probe that succeeded closed it: messages flowed again.
+        if let Some(closing) = probes.get(failed_probes) {
+            assert!(closing.iter().all(|a| !a.failed), "{pid}: {closing:?}");
+            closed += 1;
+        }
+    }
+    assert!(closed >= 1, "no breaker closed after the outage");
+}

@@ -8,6 +8,7 @@
 //! With no reporter the host does nothing more per message; with one, a middleware counts
 //! the handlers running (two atomic operations per message).
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,7 +17,9 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
+use crate::host::breaker::Breaker;
 use crate::processor::ProcessError;
+use crate::BreakerState;
 use crate::{Context, Middleware, Next, Result};
 
 /// How often a host reports by default; it shows as lost after two missed reports.
@@ -44,6 +47,10 @@ pub struct HostInfo {
     pub started_at_ms: u64,
     /// How often it reports, in ms: readers call it lost after two missed reports.
     pub interval_ms: u64,
+    /// The state of each circuit breaker it runs, by queue (`queue`,
+    /// `topic/subscription`); only processors with a breaker appear.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub breakers: BTreeMap<String, BreakerState>,
 }
 
 /// Where a host's heartbeats go; implemented by a transport (bus-redis writes them to
@@ -103,6 +110,8 @@ pub(crate) struct Heartbeat {
     info: HostInfo,
     in_flight: InFlight,
     interval: Duration,
+    /// The circuit breakers of the host's workers, by queue.
+    breakers: Vec<(String, Arc<Breaker>)>,
 }
 
 impl Heartbeat {
@@ -127,10 +136,17 @@ impl Heartbeat {
                 in_flight: 0,
                 started_at_ms,
                 interval_ms: u64::try_from(interval.as_millis()).unwrap_or(u64::MAX),
+                breakers: BTreeMap::new(),
             },
             in_flight: InFlight::default(),
             interval,
+            breakers: Vec::new(),
         }
+    }
+
+    /// Reports the state of these circuit breakers (queue, breaker) too.
+    pub(crate) fn breakers(&mut self, breakers: Vec<(String, Arc<Breaker>)>) {
+        self.breakers = breakers;
     }
 
     /// The middleware that counts running handlers, to put first in the pipeline.
@@ -149,6 +165,9 @@ impl Heartbeat {
                 _ = ticks.tick() => {}
             }
             self.info.in_flight = self.in_flight.get();
+            for (queue, breaker) in &self.breakers {
+                self.info.breakers.insert(queue.clone(), breaker.state());
+            }
             if let Err(e) = self.reporter.report(&self.info).await {
                 tracing::warn!(error = %e, "host heartbeat failed; retrying at the next one");
             }

@@ -490,6 +490,7 @@ impl Transport for MemoryTransport {
             source: source.clone(),
             options,
             isolation_pending: AtomicBool::new(false),
+            paused: AtomicBool::new(false),
         }))
     }
 
@@ -531,6 +532,8 @@ struct MemoryConsumer {
     options: ConsumerOptions,
     /// The last receive found suspects waiting.
     isolation_pending: AtomicBool,
+    /// The last receive found the queue paused (flow control).
+    paused: AtomicBool,
 }
 
 impl MemoryConsumer {
@@ -554,6 +557,7 @@ impl Consumer for MemoryConsumer {
             let lock = now + self.options.lock_timeout;
             let (deliveries, next_due, pending) = self.with_queue(|q| {
                 q.promote_due(now);
+                self.paused.store(q.flow.paused, Ordering::Relaxed);
                 let allowed = match q.allowance(max, now) {
                     Allowance::Take(n) => n,
                     Allowance::Wait(until) => return (Vec::new(), until, false),
@@ -589,6 +593,10 @@ impl Consumer for MemoryConsumer {
                 () = tokio::time::sleep_until(wake) => {}
             }
         }
+    }
+
+    fn paused(&self) -> bool {
+        self.paused.load(Ordering::Relaxed)
     }
 
     fn isolation_pending(&self) -> bool {

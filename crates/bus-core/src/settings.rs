@@ -40,6 +40,8 @@ pub struct ProcessingSettings {
     pub singleton: bool,
     /// See [`ProcessingSettings::singleton_ttl()`].
     pub singleton_ttl: Duration,
+    /// See [`ProcessingSettings::circuit_breaker()`].
+    pub circuit_breaker: Option<crate::CircuitBreaker>,
 }
 
 /// How long a singleton processor's lease lasts without a renewal, by default: the
@@ -58,6 +60,7 @@ impl Default for ProcessingSettings {
             on_expiry: crate::OnExpiry::DeadLetter,
             singleton: false,
             singleton_ttl: DEFAULT_SINGLETON_TTL,
+            circuit_breaker: None,
         }
     }
 }
@@ -118,18 +121,30 @@ impl ProcessingSettings {
         self
     }
 
+    /// A circuit breaker on this processor (none by default): when too many of its
+    /// handlers fail, this host stops reserving from its queue for a cool-down, then lets
+    /// one message through as a probe and closes again if it succeeds
+    /// ([`CircuitBreaker`](crate::CircuitBreaker) has the settings and their defaults;
+    /// docs/concepts.md, "Circuit breakers").
+    pub fn circuit_breaker(mut self, breaker: Option<crate::CircuitBreaker>) -> Self {
+        self.circuit_breaker = breaker.map(crate::CircuitBreaker::in_range);
+        self
+    }
+
     /// The same settings with each value in the range its setter keeps.
     pub(crate) fn in_range(self) -> Self {
-        let (calls, lock, limit, ttl) = (
+        let (calls, lock, limit, ttl, breaker) = (
             self.max_concurrent_calls,
             self.message_lock_timeout,
             self.dead_letter_delivery_limit,
             self.singleton_ttl,
+            self.circuit_breaker,
         );
         self.max_concurrent_calls(calls)
             .message_lock_timeout(lock)
             .dead_letter_delivery_limit(limit)
             .singleton_ttl(ttl)
+            .circuit_breaker(breaker)
     }
 }
 

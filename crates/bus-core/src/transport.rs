@@ -550,6 +550,11 @@ pub trait Consumer: Send + Sync + fmt::Debug {
     fn isolation_pending(&self) -> bool {
         false
     }
+    /// Whether the last receive found the source paused by flow control
+    /// ([`crate::flow`]): the host shows it in its metrics. `false` by default.
+    fn paused(&self) -> bool {
+        false
+    }
     /// Reserves the next recovered message to be run alone, if there is one. The caller
     /// holds nothing else while it runs.
     async fn receive_isolated(&self) -> Result<Option<Delivery>> {

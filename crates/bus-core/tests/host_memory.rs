@@ -153,3 +153,112 @@ async fn a_handler_that_watches_its_token_stops_when_shutdown_starts() {
         "{stats:?}"
     );
 }
+
+/// Fails while `failing` is set; records each run's start, end and whether it failed.
+struct Flaky {
+    failing: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    runs: std::sync::Arc<std::sync::Mutex<Vec<(Instant, Instant, bool)>>>,
+}
+
+#[async_trait]
+impl CommandProcessor<Work> for Flaky {
+    async fn process(&self, _: Work, _: &Context) -> Result<(), ProcessError> {
+        let start = Instant::now();
+        let failed = self.failing.load(std::sync::atomic::Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        self.runs
+            .lock()
+            .unwrap()
+            .push((start, Instant::now(), failed));
+        if failed {
+            return Err(ProcessError::retry("the downstream service is down"));
+        }
+        Ok(())
+    }
+    fn settings(&self) -> bus_core::ProcessingSettings {
+        bus_core::ProcessingSettings::default()
+            .max_concurrent_calls(1)
+            .prefetch_count(0)
+            .dead_letter_delivery_limit(1_000)
+            .retry(bus_core::Backoff::Immediate)
+            .circuit_breaker(Some(
+                bus_core::CircuitBreaker::default()
+                    .minimum_calls(5)
+                    .failure_ratio(0.5)
+                    .window(Duration::from_secs(10))
+                    .cool_down(COOL_DOWN),
+            ))
+    }
+}
+
+const COOL_DOWN: Duration = Duration::from_millis(300);
+
+#[tokio::test]
+async fn a_circuit_breaker_stops_reserving_then_probes_one_message_and_closes_on_success() {
+    let logs = bus_test_redis::Logs::capture("bus_core=info");
+    let transport = MemoryTransport::new();
+    let queue = Source::queue("work").unwrap();
+    let failing = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let runs = std::sync::Arc::default();
+    let host = Host::builder()
+        .transport(transport.clone())
+        .command::<Work, _>(Flaky {
+            failing: std::sync::Arc::clone(&failing),
+            runs: std::sync::Arc::clone(&runs),
+        })
+        .build()
+        .unwrap();
+    let (bus, stop, handle) = start(host);
+    for n in 0..20 {
+        bus.send(&Work { n }).await.unwrap();
+    }
+    let count = || runs.lock().unwrap().len();
+    // Five failures open it; two probes fail and re-open it.
+    assert!(eventually(Duration::from_secs(10), || count() >= 7).await);
+    failing.store(false, std::sync::atomic::Ordering::SeqCst);
+    assert!(
+        eventually(Duration::from_secs(10), || transport.stats(&queue).ready
+            == 0
+            && transport.stats(&queue).in_flight == 0
+            && count() >= 20 + 7)
+        .await,
+        "the breaker never closed"
+    );
+    let runs = runs.lock().unwrap().clone();
+    // The minimum of five runs, all failed, before it opened: no sixth before the cool-down.
+    assert!(runs[..5].iter().all(|r| r.2));
+    for probe in 5..8 {
+        let (before, this) = (runs[probe - 1], runs[probe]);
+        assert!(
+            this.0 - before.0 >= COOL_DOWN,
+            "run {probe} started {:?} after the one before, within the cool-down",
+            this.0 - before.0
+        );
+        assert!(this.0 >= before.1, "a probe ran alongside another run");
+    }
+    // Probes 5 and 6 failed (re-opened); probe 7 succeeded and closed it.
+    assert!(runs[5].2 && runs[6].2 && !runs[7].2);
+    // Closed: the rest flowed without a cool-down between them, none before the probe ended.
+    assert!(runs[8].0 >= runs[7].1);
+    assert!(runs[8..].iter().all(|r| !r.2));
+    assert!(
+        runs.last().unwrap().0 - runs[8].0 < COOL_DOWN * 10,
+        "after closing, the remaining messages should not wait for cool-downs"
+    );
+    // One log line per change of state: opened, three probes, two re-opened, closed.
+    let count = |text: &str| logs.matching(text).len();
+    assert_eq!(
+        [
+            count("circuit breaker opened"),
+            count("circuit breaker half-open"),
+            count("circuit breaker re-opened"),
+            count("circuit breaker closed"),
+        ],
+        [1, 3, 2, 1],
+        "{:#?}",
+        logs.lines()
+    );
+    assert!(logs.matching("circuit breaker opened")[0].contains("queue work"));
+    stop.cancel();
+    handle.await.unwrap().unwrap();
+}

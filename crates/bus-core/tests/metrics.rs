@@ -368,3 +368,95 @@ async fn lock_renewals_and_recoveries_are_counted() {
     stop.cancel();
     running.await.unwrap().unwrap();
 }
+
+#[derive(Debug, Serialize, Deserialize, RedisCommand)]
+#[bus(queue = "gated")]
+struct Gated {
+    n: u32,
+}
+
+#[derive(Debug, Serialize, Deserialize, RedisCommand)]
+#[bus(queue = "held")]
+struct Held {
+    n: u32,
+}
+
+/// Fails every `Gated` behind a breaker that opens after 3 runs and stays open for
+/// the test; handles every `Held`.
+struct Down;
+
+#[async_trait]
+impl CommandProcessor<Gated> for Arc<Down> {
+    async fn process(&self, _: Gated, _: &Context) -> Result<(), ProcessError> {
+        Err(ProcessError::retry("down"))
+    }
+    fn settings(&self) -> ProcessingSettings {
+        ProcessingSettings::default()
+            .dead_letter_delivery_limit(100)
+            .circuit_breaker(Some(
+                bus_core::CircuitBreaker::default()
+                    .minimum_calls(3)
+                    .cool_down(Duration::from_secs(600)),
+            ))
+    }
+}
+
+#[async_trait]
+impl CommandProcessor<Held> for Arc<Down> {
+    async fn process(&self, _: Held, _: &Context) -> Result<(), ProcessError> {
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_open_breaker_and_a_paused_queue_show_in_the_host_metrics() {
+    use bus_core::flow::FlowControl;
+    let addr = endpoint();
+    let transport = MemoryTransport::new();
+    let bus = Bus::new(transport.clone(), bus_core::BusConfig::default());
+    let down = Arc::new(Down);
+    let host = Host::builder()
+        .transport(transport.clone())
+        .command::<Gated, _>(Arc::clone(&down))
+        .command::<Held, _>(Arc::clone(&down))
+        .build()
+        .unwrap();
+    let stop = CancellationToken::new();
+    let signal = stop.clone();
+    let running = tokio::spawn(host.run(async move { signal.cancelled().await }));
+    let gauge = |name: &str, queue: &str| {
+        value(
+            &scrape(addr),
+            name,
+            &[("messaging_destination_name", queue)],
+        )
+    };
+    assert!(
+        eventually(WAIT, || gauge("bus_host_breaker_state", "gated")
+            == Some(0.0))
+        .await,
+        "{}",
+        scrape(addr)
+    );
+    assert!(eventually(WAIT, || gauge("bus_host_queue_paused", "held") == Some(0.0)).await);
+    for n in 0..3 {
+        bus.send(&Gated { n }).await.unwrap();
+    }
+    assert!(
+        eventually(WAIT, || gauge("bus_host_breaker_state", "gated")
+            == Some(1.0))
+        .await,
+        "{}",
+        scrape(addr)
+    );
+    // Only the queue with a breaker has the gauge.
+    assert_eq!(gauge("bus_host_breaker_state", "held"), None);
+
+    let held = Source::queue("held").unwrap();
+    transport.pause(&held).await.unwrap();
+    assert!(eventually(WAIT, || gauge("bus_host_queue_paused", "held") == Some(1.0)).await);
+    transport.resume(&held).await.unwrap();
+    assert!(eventually(WAIT, || gauge("bus_host_queue_paused", "held") == Some(0.0)).await);
+    stop.cancel();
+    running.await.unwrap().unwrap();
+}

@@ -317,7 +317,8 @@ async function overview(id) {
     tile("Processed", rate(totalRate), "c-rate", "msg/s"));
 
   const rows = queues.map((q) => h("tr", { "data-queue": q.name },
-    h("td", {}, h("a", { href: `#/queue/${enc(q.name)}` }, queueTitle(q.name))),
+    h("td", {}, h("a", { href: `#/queue/${enc(q.name)}` }, queueTitle(q.name)),
+      q.paused ? h("span", { class: "badge badge-paused", "data-paused": q.name }, "paused") : null),
     countCell(q.ready), countCell(q.in_flight), countCell(q.expired_locks, "pill-expired"),
     countCell(q.delayed),
     h("td", { class: q.dead ? "num" : "num zero" }, q.dead
@@ -454,9 +455,12 @@ async function queuePage(id, name) {
   }, l.label, h("span", { class: "count" }, num(key === "ready" ? snap.ready : key === "scheduled" ? snap.delayed : snap.in_flight)))));
   replace(id, h("div", {},
     h("div", { class: "page-head" },
-      h("div", {}, h("div", { class: "crumbs" }, h("a", { href: "#/" }, "Overview"), " / queue"), h("h1", {}, queueTitle(name)),
+      h("div", {}, h("div", { class: "crumbs" }, h("a", { href: "#/" }, "Overview"), " / queue"),
+        h("h1", {}, queueTitle(name), snap.paused ? h("span", { class: "badge badge-paused", id: "paused-badge" }, "paused") : null),
         h("div", { class: "sub" }, snap.oldest_ready_age_ms !== null ? `Oldest ready message: ${age(snap.oldest_ready_age_ms)} old` : "Nothing waiting")),
-      snap.dead ? h("a", { class: "btn btn-danger", href: `#/dead/${enc(name)}` }, `Dead letters (${num(snap.dead)})`) : null),
+      h("div", { class: "head-actions" }, q.flow ? flowButton(id, name, snap.paused) : null,
+        snap.dead ? h("a", { class: "btn btn-danger", href: `#/dead/${enc(name)}` }, `Dead letters (${num(snap.dead)})`) : null)),
+    q.flow ? flowLine(q.flow, q.breakers) : null,
     h("div", { class: "tiles" },
       tile("Ready", num(snap.ready), "c-ready"), tile("In flight", num(snap.in_flight), "c-inflight"),
       tile("Expired locks", num(snap.expired_locks), "c-expired"), tile("Delayed", num(snap.delayed), "c-delayed"),
@@ -464,6 +468,40 @@ async function queuePage(id, name) {
     h("section", { class: "card section" }, tabs,
       h("div", { class: "section-head" }, h("span", { class: "hint" }, `${list.hint}; the first ${q.limit} at most`)),
       body)));
+}
+
+/** Pause or resume a queue (flow control): hidden in read-only mode, refused there too. */
+function flowButton(id, name, paused) {
+  const action = paused ? "resume" : "pause";
+  const run = async () => {
+    const ok = await confirmAction(paused ? `Resume ${name}?` : `Pause ${name}?`,
+      paused ? "Consumers on every host reserve its messages again within a second."
+        : "Consumers on every host stop reserving its messages within a second; running handlers finish and sends still enqueue.",
+      paused ? "Resume" : "Pause", !paused);
+    if (!ok) return;
+    await post(`/api/queue/${action}`, { name });
+    toast(paused ? `Resumed ${name}` : `Paused ${name}`);
+    redraw();
+    queuePage(id, name).catch(showError);
+  };
+  return h("button", { class: paused ? "btn btn-primary" : "btn", type: "button", id: `${action}-queue`, "data-action": action,
+    onclick: (event) => { event.preventDefault(); run().catch((e) => toast(e.message, true)); } }, paused ? "Resume" : "Pause");
+}
+
+/** The queue's flow control and its hosts' circuit breakers, in one line. */
+function flowLine(flow, breakers) {
+  const item = (label, value, attrs) => h("span", Object.assign({ class: "flow-item" }, attrs || {}), h("span", { class: "muted" }, `${label}: `), value);
+  const limit = flow.concurrency === null ? "none" : `${num(flow.concurrency)} in flight`;
+  const rateLimit = flow.rate === null ? "none" : `${num(flow.rate.starts)} per ${age(flow.rate.per_ms)}`;
+  const open = breakers.filter((b) => b.state !== "closed");
+  const breaker = breakers.length === 0 ? "none"
+    : open.length === 0 ? `closed on ${breakers.length} host${breakers.length === 1 ? "" : "s"}`
+      : open.map((b) => h("span", { class: `badge badge-breaker-${b.state}`, title: b.host }, `${b.state} on ${b.host.split(":")[0]}`));
+  return h("div", { class: "flow-line", id: "flow" },
+    item("State", flow.paused ? h("span", { class: "warn" }, "paused") : "consuming", { "data-flow": "state" }),
+    item("Concurrency limit", limit, { "data-flow": "concurrency" }),
+    item("Rate limit", rateLimit, { "data-flow": "rate" }),
+    item("Circuit breaker", breaker, { "data-flow": "breaker" }));
 }
 
 const deadState = { open: new Set(), target: "" };

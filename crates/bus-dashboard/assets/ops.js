@@ -81,13 +81,20 @@ function seenAgo(ms) {
   return ms < 60000 ? `${(ms / 1000).toFixed(1)} s ago` : `${Math.round(ms / 60000)} min ago`;
 }
 
+/** A host's queues, each with its circuit breaker's state when that is not closed. */
+function queuesOf(host) {
+  const breakers = host.breakers || {};
+  return host.queues.flatMap((q, i) => [i ? ", " : "", q,
+    breakers[q] && breakers[q] !== "closed" ? h("span", { class: `badge badge-breaker-${breakers[q]}`, "data-breaker": q }, `breaker ${breakers[q]}`) : ""]);
+}
+
 async function hostsPage(id) {
   const [hosts, schedules] = await Promise.all([getJson("/api/hosts"), getJson("/api/schedules")]);
   const lost = hosts.filter((x) => x.lost).length;
   const rows = hosts.map((x) => h("tr", { "data-host": x.id, "data-host-state": x.lost ? "lost" : "running", class: x.lost ? "sev-row-critical" : "" },
     h("td", {}, h("span", { class: `badge sev ${x.lost ? "sev-critical" : "sev-ok"}` }, x.lost ? "lost" : "running")),
     h("td", {}, x.hostname), h("td", { class: "num" }, String(x.pid)), h("td", {}, x.version),
-    h("td", { class: "mono" }, x.queues.join(", ")), h("td", { class: "num" }, num(x.concurrency)),
+    h("td", { class: "mono" }, queuesOf(x)), h("td", { class: "num" }, num(x.concurrency)),
     h("td", { class: "num" }, num(x.in_flight)), h("td", {}, when(x.started_at_ms)), h("td", {}, seenAgo(x.seen_ago_ms))));
   replace(id, h("div", {},
     h("div", { class: "page-head" }, h("div", {}, h("h1", {}, "Hosts"),

@@ -447,3 +447,228 @@ async fn a_running_schedule_is_shown_with_its_last_tick() {
     browser.close().await.unwrap();
     host.shutdown().await.unwrap();
 }
+
+/// A message of its own queue, for the circuit breaker below.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, bus_core::RedisCommand)]
+#[bus(queue = "shipments")]
+struct Shipment {
+    n: u64,
+}
+
+/// Always fails (the carrier is down), behind a circuit breaker with its defaults.
+struct CarrierDown;
+
+#[async_trait::async_trait]
+impl bus_core::CommandProcessor<Shipment> for CarrierDown {
+    async fn process(
+        &self,
+        _: Shipment,
+        _: &bus_core::Context,
+    ) -> Result<(), bus_core::ProcessError> {
+        Err(bus_core::ProcessError::retry("the carrier's API is down"))
+    }
+
+    fn settings(&self) -> bus_core::ProcessingSettings {
+        bus_core::ProcessingSettings::default()
+            .dead_letter_delivery_limit(1_000)
+            .retry(bus_core::Backoff::fixed(Duration::from_millis(10)))
+            .circuit_breaker(Some(bus_core::CircuitBreaker::default()))
+    }
+}
+
+/// Issue 21 point 7 (flow control) and issue 17 point 4: a queue is paused from its page
+/// (its consumers stop, the badge shows, sends still enqueue), then resumed (the messages
+/// run); both are in the audit log; a read-only dashboard refuses a pause, and an unknown
+/// queue is a 400 that creates nothing. A host's open circuit breaker shows on its
+/// queue's page (from its heartbeat, default interval).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_is_paused_and_resumed_from_its_page_and_a_tripped_breaker_shows() {
+    let s = setup().await;
+    let payments = Source::queue("payments").unwrap();
+    let keys = s.transport.keys(&payments);
+    let seen = std::sync::Arc::new(common::Seen::default());
+    let host = s.succeeding_host(std::sync::Arc::clone(&seen)).await;
+    let breaking = bus_core::Host::builder()
+        .transport(s.transport.clone())
+        .command::<Shipment, _>(CarrierDown)
+        .build()
+        .unwrap()
+        .start()
+        .await
+        .unwrap();
+    let addr = start_dashboard(&s.transport, DashboardOptions::default().operator("bob")).await;
+    let driver = Driver::start().await;
+    let browser = driver.browser().await;
+    browser
+        .goto(&format!("http://{addr}/#/queue/payments"))
+        .await
+        .unwrap();
+    let flow = "const f = document.getElementById('flow'); return f ? f.innerText : '';";
+    let consuming = eventually(WAIT, || async {
+        js(&browser, flow)
+            .await
+            .as_str()
+            .is_some_and(|t| t.contains("consuming") && t.contains("Concurrency limit: none"))
+    })
+    .await;
+    assert!(
+        consuming,
+        "{}",
+        js(&browser, "return document.getElementById('app').innerText;").await
+    );
+    click(&browser, "#pause-queue").await;
+    click(&browser, "#confirm-ok").await;
+    let paused = eventually(WAIT, || async {
+        js(
+            &browser,
+            "return document.getElementById('paused-badge') !== null;",
+        )
+        .await
+            == json!(true)
+    })
+    .await;
+    assert!(paused, "no paused badge");
+    let flow_key = keys.flow.clone();
+    assert_eq!(
+        s.redis
+            .client()
+            .cmd(&["HGET", &flow_key, "paused"])
+            .unwrap()
+            .as_str(),
+        Some("1")
+    );
+    // Sends still enqueue; the paused consumer takes none of them.
+    for n in 1..=3 {
+        s.bus.send(&Payment { n }).await.unwrap();
+    }
+    let waiting = eventually(WAIT, || async { s.int("LLEN", &keys.ready) == 3 }).await;
+    assert!(
+        waiting && seen.processed().is_empty(),
+        "{:?}",
+        seen.processed()
+    );
+    let shown = eventually(WAIT, || async {
+        js(
+            &browser,
+            "const c = document.querySelector('[data-tab=\"ready\"] .count'); return c ? c.textContent : '';",
+        )
+        .await
+            == json!("3")
+    })
+    .await;
+    assert!(shown, "the page did not show the 3 waiting messages");
+    assert!(seen.processed().is_empty(), "{:?}", seen.processed());
+    screenshot(&browser, "flow-paused.png").await;
+
+    click(&browser, "#resume-queue").await;
+    click(&browser, "#confirm-ok").await;
+    let resumed = eventually(WAIT, || async {
+        seen.processed().len() == 3
+            && js(
+                &browser,
+                "return document.getElementById('paused-badge') === null && document.getElementById('pause-queue') !== null;",
+            )
+            .await
+                == json!(true)
+    })
+    .await;
+    assert!(resumed, "processed after resume: {:?}", seen.processed());
+    assert_eq!(s.int("EXISTS", &flow_key), 0, "resume left the flow hash");
+
+    // Refused without a change: read-only, and a queue that does not exist.
+    let page = http(addr, "GET", "/", &[], "").await;
+    let csrf = csrf_of(&page.body);
+    let headers = [
+        ("content-type", "application/json"),
+        ("x-csrf-token", csrf.as_str()),
+    ];
+    let unknown = json!({ "name": "paymnets" }).to_string();
+    let response = http(addr, "POST", "/api/queue/pause", &headers, &unknown).await;
+    assert_eq!(response.status, 400, "{}", response.body);
+    assert!(response.body.contains("paymnets"), "{}", response.body);
+    let read_only =
+        start_dashboard(&s.transport, DashboardOptions::default().read_only(true)).await;
+    let page = http(read_only, "GET", "/", &[], "").await;
+    let csrf = csrf_of(&page.body);
+    let headers = [
+        ("content-type", "application/json"),
+        ("x-csrf-token", csrf.as_str()),
+    ];
+    let body = json!({ "name": "payments" }).to_string();
+    let response = http(read_only, "POST", "/api/queue/pause", &headers, &body).await;
+    assert_eq!(response.status, 403, "{}", response.body);
+    let flow_keys = s
+        .redis
+        .client()
+        .cmd(&["KEYS", &format!("{}*:flow", s.redis.namespace())])
+        .unwrap();
+    assert_eq!(
+        flow_keys.as_array().map(<[_]>::len),
+        Some(0),
+        "{flow_keys:?}"
+    );
+
+    // Both changes in the audit log, newest first.
+    browser
+        .goto(&format!("http://{addr}/#/audit"))
+        .await
+        .unwrap();
+    let expected = json!([
+        ["bob", "dashboard from 127.0.0.1", "resume", "payments", "1"],
+        ["bob", "dashboard from 127.0.0.1", "pause", "payments", "1"],
+    ]);
+    let audited = eventually(WAIT, || async {
+        js(&browser, "return [...document.querySelectorAll('#audit tr[data-audit]')].map(r => [...r.cells].slice(1, 6).map(c => c.textContent));")
+            .await
+            == expected
+    })
+    .await;
+    assert!(
+        audited,
+        "audit page: {}",
+        js(&browser, "return document.getElementById('app').innerText;").await
+    );
+
+    // The breaker: 20 failures open it; the host's next heartbeat says so.
+    for n in 0..20 {
+        s.bus.send(&Shipment { n }).await.unwrap();
+    }
+    browser
+        .goto(&format!("http://{addr}/#/queue/shipments"))
+        .await
+        .unwrap();
+    let open = eventually(WAIT, || async {
+        js(
+            &browser,
+            "return document.querySelectorAll('#flow .badge-breaker-open').length;",
+        )
+        .await
+            == json!(1)
+    })
+    .await;
+    assert!(open, "{}", js(&browser, flow).await);
+    screenshot(&browser, "flow-breaker.png").await;
+    // The Hosts page shows it beside the queue too.
+    browser
+        .goto(&format!("http://{addr}/#/hosts"))
+        .await
+        .unwrap();
+    let listed = eventually(WAIT, || async {
+        js(
+            &browser,
+            "const b = document.querySelector('#hosts [data-breaker=\"shipments\"]'); return b ? b.textContent : '';",
+        )
+        .await
+        .as_str()
+        .is_some_and(|t| t.starts_with("breaker "))
+    })
+    .await;
+    assert!(
+        listed,
+        "{}",
+        js(&browser, "return document.getElementById('app').innerText;").await
+    );
+    browser.close().await.unwrap();
+    breaking.shutdown().await.unwrap();
+    host.shutdown().await.unwrap();
+}

@@ -80,6 +80,8 @@ pub(crate) struct RedisConsumer {
     options: ConsumerOptions,
     /// The last reserve found recovered messages waiting to run alone.
     isolation_pending: AtomicBool,
+    /// The last reserve found the queue paused (flow control): for the host's metrics.
+    paused: AtomicBool,
 }
 
 impl RedisConsumer {
@@ -98,6 +100,7 @@ impl RedisConsumer {
             keys,
             options,
             isolation_pending: AtomicBool::new(false),
+            paused: AtomicBool::new(false),
         }
     }
 
@@ -125,7 +128,9 @@ impl RedisConsumer {
         };
         let mut items = items.into_iter();
         let wait = items.next().and_then(|v| v.as_i64()).unwrap_or(-1);
-        let held = Hold::of(items.next().and_then(|v| v.as_i64()), wait);
+        let pending = items.next().and_then(|v| v.as_i64());
+        self.paused.store(pending == Some(2), Ordering::Relaxed);
+        let held = Hold::of(pending, wait);
         self.isolation_pending
             .store(held == Hold::Isolation, Ordering::Relaxed);
         let token = items.next().and_then(Value::into_bytes);
@@ -245,6 +250,10 @@ impl Consumer for RedisConsumer {
 
     fn isolation_pending(&self) -> bool {
         self.isolation_pending.load(Ordering::Relaxed)
+    }
+
+    fn paused(&self) -> bool {
+        self.paused.load(Ordering::Relaxed)
     }
 
     async fn receive_isolated(&self) -> Result<Option<Delivery>> {

@@ -340,6 +340,11 @@ impl Consumer for PartitionedConsumer {
         self.shards.iter().any(Consumer::isolation_pending)
     }
 
+    fn paused(&self) -> bool {
+        // A pause is set on every shard at once (`Admin::pause`).
+        self.shards.iter().any(Consumer::paused)
+    }
+
     async fn receive_isolated(&self) -> Result<Option<Delivery>> {
         let n = self.shards.len();
         let start = self.turn.fetch_add(1, Ordering::Relaxed) % n;

@@ -3,18 +3,22 @@
 //! Environment: `REDIS_URL`, `BUS_PREFIX`, `CHAOS_MODE` (`record`: mark the job processed
 //! then ack; `abort`: count the run then abort the whole process; `poison`: abort for
 //! job 0 only, record the others; `hold`: never finish; `block`: block the thread for
-//! `CHAOS_WORK_MS`, then record), `CHAOS_LOCK_MS`, `CHAOS_LIMIT` (dead-letter delivery
+//! `CHAOS_WORK_MS`, then record; `flaky`: fail while `failing_key` exists, else record,
+//! pushing every run to `attempts_key`), `CHAOS_LOCK_MS`, `CHAOS_LIMIT` (dead-letter delivery
 //! limit); optional `CHAOS_GRACE_MS` (shutdown grace), `CHAOS_CONCURRENCY` and
 //! `CHAOS_PREFETCH` (32 and 64 by default), `CHAOS_WORK_MS` (how long each
 //! handler awaits before it records), `CHAOS_TIMELINE=1` (also push each run's start
-//! and end to `timeline_key`). The Redis connection keeps the default
+//! and end to `timeline_key`), `CHAOS_BREAKER=1` (a circuit breaker with its default
+//! settings). The Redis connection keeps the default
 //! `RedisConfig`. Runs until killed, SIGINT or SIGTERM.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
-use bus_chaos::{poison_runs_key, processed_key, runs_key, timeline_key, Job};
-use bus_core::{CommandProcessor, Context, Host, ProcessError, ProcessingSettings};
+use bus_chaos::{
+    attempts_key, failing_key, poison_runs_key, processed_key, runs_key, timeline_key, Job,
+};
+use bus_core::{CircuitBreaker, CommandProcessor, Context, Host, ProcessError, ProcessingSettings};
 use bus_redis::{RedisConfig, RedisTransport};
 use fred::prelude::{Client, KeysInterface, ListInterface, SetsInterface};
 
@@ -46,6 +50,20 @@ impl CommandProcessor<Job> for Handler {
         }
         if self.mode == "abort" {
             std::process::abort();
+        }
+        if self.mode == "flaky" {
+            let failing: i64 = self.client.exists(failing_key(&self.prefix)).await?;
+            if let Some(work) = self.work {
+                tokio::time::sleep(work).await;
+            }
+            let outcome = if failing > 0 { "fail" } else { "ok" };
+            let run = format!("{} {start} {} {outcome}", std::process::id(), now_ms());
+            let _: i64 = self.client.rpush(attempts_key(&self.prefix), run).await?;
+            if failing > 0 {
+                return Err(ProcessError::retry("the downstream service is down"));
+            }
+            let _: i64 = self.client.sadd(processed_key(&self.prefix), job.n).await?;
+            return Ok(());
         }
         if self.mode == "poison" && job.n == 0 {
             let _: i64 = self.client.incr(poison_runs_key(&self.prefix)).await?;
@@ -105,7 +123,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .max_concurrent_calls(env("CHAOS_CONCURRENCY").map_or(Ok(32), |n| n.parse())?)
             .prefetch_count(env("CHAOS_PREFETCH").map_or(Ok(64), |n| n.parse())?)
             .message_lock_timeout(lock)
-            .dead_letter_delivery_limit(env("CHAOS_LIMIT")?.parse()?),
+            .dead_letter_delivery_limit(env("CHAOS_LIMIT")?.parse()?)
+            .circuit_breaker(
+                env("CHAOS_BREAKER")
+                    .is_ok_and(|on| on == "1")
+                    .then(CircuitBreaker::default),
+            ),
     };
     Host::builder()
         .transport(transport)

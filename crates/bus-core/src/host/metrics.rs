@@ -42,6 +42,12 @@ pub const BATCH_SIZE: &str = "bus.client.batch.size";
 /// `renew`, `recover` (histogram, seconds).
 pub const OPERATION_DURATION: &str = "messaging.client.operation.duration";
 
+/// The state of a processor's circuit breaker: 0 closed, 1 open, 2 half-open (gauge;
+/// only processors with a breaker).
+pub const BREAKER_STATE: &str = "bus.host.breaker.state";
+/// 1 while the host's last reserve found the queue paused by flow control, else 0 (gauge).
+pub const QUEUE_PAUSED: &str = "bus.host.queue.paused";
+
 /// The `messaging.system` of every series.
 const SYSTEM: &str = "bus";
 
@@ -77,11 +83,28 @@ pub(crate) struct WorkerMetrics {
 }
 
 impl WorkerMetrics {
-    pub(crate) fn new(routes: &Routes) -> Self {
+    /// The handles of a worker consuming `routes`; with a breaker gauge if `breaker`.
+    pub(crate) fn new(routes: &Routes, breaker: bool) -> Self {
         WorkerMetrics {
             #[cfg(feature = "metrics")]
-            inner: std::sync::Arc::new(enabled::Handles::new(routes)),
+            inner: std::sync::Arc::new(enabled::Handles::new(routes, breaker)),
         }
+    }
+
+    /// The circuit breaker changed state.
+    #[inline]
+    pub(crate) fn breaker(&self, state: crate::BreakerState) {
+        #[cfg(feature = "metrics")]
+        if let Some(gauge) = &self.inner.breaker {
+            gauge.set(state.gauge());
+        }
+    }
+
+    /// Whether the last receive found the queue paused.
+    #[inline]
+    pub(crate) fn paused(&self, paused: bool) {
+        #[cfg(feature = "metrics")]
+        self.inner.paused.set(f64::from(u8::from(paused)));
     }
 
     /// `n` messages received.
@@ -221,10 +244,12 @@ mod enabled {
         /// Kept, lost.
         pub(super) renewals: (Counter, Counter),
         pub(super) recovered: Counter,
+        pub(super) breaker: Option<Gauge>,
+        pub(super) paused: Gauge,
     }
 
     impl Handles {
-        pub(super) fn new(routes: &Routes) -> Self {
+        pub(super) fn new(routes: &Routes, breaker: bool) -> Self {
             // The host builds a source's routes with its first processor, so one exists.
             let (destination, subscription) = destination(&routes.registrations[0].source);
             let mut base = vec![
@@ -293,6 +318,8 @@ mod enabled {
                     counter!(LOCK_RENEWALS, with(&base, &[("bus.lock.result", "lost")])),
                 ),
                 recovered: counter!(RECOVERED_MESSAGES, base.clone()),
+                breaker: breaker.then(|| gauge!(BREAKER_STATE, base.clone())),
+                paused: gauge!(QUEUE_PAUSED, base.clone()),
             }
         }
     }
@@ -395,6 +422,16 @@ pub fn describe() {
         RECOVERED_MESSAGES,
         Unit::Count,
         "Messages of crashed consumers returned to the queue by recovery"
+    );
+    describe_gauge!(
+        BREAKER_STATE,
+        Unit::Count,
+        "State of the processor's circuit breaker: 0 closed, 1 open, 2 half-open"
+    );
+    describe_gauge!(
+        QUEUE_PAUSED,
+        Unit::Count,
+        "1 while the queue is paused by flow control (as the host's last reserve found it)"
     );
     describe_counter!(
         SENT_MESSAGES,

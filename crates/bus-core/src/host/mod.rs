@@ -1,6 +1,7 @@
 //! The host: registration at start-up, then `run` until a shutdown signal.
 
 pub(crate) mod after_ack;
+pub(crate) mod breaker;
 mod handle;
 mod handler_runtime;
 mod held;
@@ -19,6 +20,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+pub use breaker::{BreakerState, CircuitBreaker};
 pub(crate) use lifecycle::deadline_header;
 pub use lifecycle::{DeadLettering, OnExpiry, DEAD_LETTER_HOOK_BOUND, EXPIRES_AT_HEADER};
 pub(crate) use registration::{invoke, Registration};
@@ -471,10 +473,7 @@ fn heartbeat_of(
 ) -> crate::heartbeat::Heartbeat {
     let queues = routes
         .iter()
-        .map(|r| match &r.registrations[0].source {
-            crate::transport::Source::Queue(queue) => queue.clone(),
-            crate::transport::Source::Subscription { topic, name } => format!("{topic}/{name}"),
-        })
+        .map(|r| source_name(&r.registrations[0].source))
         .collect();
     let concurrency = routes
         .iter()
@@ -515,6 +514,7 @@ impl Host {
         let handler_runtime = Arc::new(handler_runtime::HandlerRuntime::start(
             self.handler_threads,
         )?);
+        let mut breakers = Vec::new();
         for (routes, singleton) in self.routes.into_iter().zip(self.singletons) {
             let registration = routes.registrations[0].clone();
             let options = ConsumerOptions::new(
@@ -538,8 +538,13 @@ impl Host {
                 Some(singleton) => singleton.gate(consumer),
                 None => consumer.into(),
             };
+            let breaker = breaker_of(&registration);
+            if let Some(breaker) = &breaker {
+                breakers.push((source_name(&registration.source), Arc::clone(breaker)));
+            }
             let worker = worker::Worker {
-                metrics: metrics::WorkerMetrics::new(&routes),
+                metrics: metrics::WorkerMetrics::new(&routes, breaker.is_some()),
+                breaker,
                 dispatch: handle::Dispatch {
                     source: registration.source.clone(),
                     settings: registration.settings.clone(),
@@ -570,7 +575,8 @@ impl Host {
                 running.stop.clone(),
             )));
         }
-        if let Some(heartbeat) = self.heartbeat {
+        if let Some(mut heartbeat) = self.heartbeat {
+            heartbeat.breakers(breakers);
             running
                 .workers
                 .push(tokio::spawn(heartbeat.run(running.stop.clone())));
@@ -626,5 +632,22 @@ pub async fn shutdown_signal() {
     tokio::select! {
         () = terminate => tracing::info!("SIGTERM received: shutting down"),
         () = interrupt => tracing::info!("SIGINT received: shutting down"),
+    }
+}
+
+/// The circuit breaker of a worker whose (first) processor asks for one.
+fn breaker_of(registration: &Registration) -> Option<Arc<breaker::Breaker>> {
+    let settings = registration.settings.circuit_breaker?;
+    Some(Arc::new(breaker::Breaker::new(
+        registration.source.clone(),
+        settings,
+    )))
+}
+
+/// A source as operators name it: `queue`, `topic/subscription`.
+fn source_name(source: &crate::transport::Source) -> String {
+    match source {
+        crate::transport::Source::Queue(queue) => queue.clone(),
+        crate::transport::Source::Subscription { topic, name } => format!("{topic}/{name}"),
     }
 }

@@ -221,6 +221,9 @@ impl Consumer for Gate {
     fn isolation_pending(&self) -> bool {
         self.inner.isolation_pending()
     }
+    fn paused(&self) -> bool {
+        self.inner.paused()
+    }
     async fn receive_isolated(&self) -> Result<Option<Delivery>> {
         if !self.holds() {
             return Ok(None);

@@ -27,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::instrument::WithSubscriber;
 use tracing::Instrument;
 
+use super::breaker::{gate, Breaker, Gate};
 use super::handle::{delivery_span, Dispatch};
 use super::held::Held;
 use super::metrics::{Op, WorkerMetrics};
@@ -54,6 +55,8 @@ pub(super) struct Worker {
     pub(super) recovery_interval: Duration,
     pub(super) shutdown_grace: Duration,
     pub(super) metrics: WorkerMetrics,
+    /// The processor's circuit breaker, if its settings ask for one.
+    pub(super) breaker: Option<Arc<Breaker>>,
     /// Where handlers run: threads of their own (see `handler_runtime`).
     pub(super) handler_runtime: Arc<super::handler_runtime::HandlerRuntime>,
 }
@@ -90,6 +93,7 @@ impl Worker {
         let renewer =
             tokio::spawn(Arc::clone(&this).renew_loop(Arc::clone(&held), background.clone()));
         let recoverer = tokio::spawn(Arc::clone(&this).recover_loop(background.clone()));
+        let breaker_gauge = tokio::spawn(Arc::clone(&this).breaker_gauge(background.clone()));
 
         let mut handlers = Arc::clone(&this)
             .dispatch(buffer_rx, Arc::clone(&held), ack_tx, &stop, fetcher)
@@ -140,6 +144,7 @@ impl Worker {
             .await;
         this.bounded("stopping recovery", settle_end, recoverer)
             .await;
+        breaker_gauge.abort();
         let consumer = Arc::clone(&this.consumer);
         let closing = tokio::spawn(async move {
             if let Err(e) = consumer.close().await {
@@ -176,6 +181,16 @@ impl Worker {
                 () = stop.cancelled() => break,
                 p = Arc::clone(&slots).acquire_owned() => match p { Ok(p) => p, Err(_) => break },
             };
+            // Asked once a slot is free: the outcome that freed it may have opened it.
+            let probe = match &self.breaker {
+                None => false,
+                Some(breaker) => match gate(breaker, &held, &stop).await {
+                    Gate::Go => false,
+                    Gate::Probe => true,
+                    Gate::Again => continue,
+                    Gate::Stop => break,
+                },
+            };
             let received = if alone {
                 // Recovered messages run alone: first settle everything held.
                 tokio::select! {
@@ -190,12 +205,14 @@ impl Worker {
                     Ok(Some(delivery)) => Ok(vec![delivery]),
                     Ok(None) => {
                         alone = false;
+                        self.probe_unused(probe);
                         continue;
                     }
                     Err(e) => Err(e),
                 }
             } else {
-                let more = slots.available_permits();
+                // A probe is one message.
+                let more = if probe { 0 } else { slots.available_permits() };
                 if more > 0 {
                     if let Ok(p) = Arc::clone(&slots).try_acquire_many_owned(more as u32) {
                         permit.merge(p);
@@ -207,6 +224,10 @@ impl Worker {
                 };
                 received
             };
+            if !matches!(&received, Ok(d) if !d.is_empty()) {
+                self.probe_unused(probe);
+            }
+            self.metrics.paused(self.consumer.paused());
             match received {
                 Ok(mut deliveries) => {
                     self.metrics.consumed(deliveries.len());
@@ -238,6 +259,26 @@ impl Worker {
                         () = tokio::time::sleep(pause) => {}
                     }
                 }
+            }
+        }
+    }
+
+    /// A probe's reserve found nothing: the next one tries again.
+    fn probe_unused(&self, probe: bool) {
+        if let (true, Some(breaker)) = (probe, &self.breaker) {
+            breaker.probe_unused();
+        }
+    }
+
+    /// Keeps the breaker's gauge at its state until `done`.
+    async fn breaker_gauge(self: Arc<Self>, done: CancellationToken) {
+        let Some(breaker) = &self.breaker else { return };
+        let mut changes = breaker.watch();
+        loop {
+            self.metrics.breaker(*changes.borrow_and_update());
+            tokio::select! {
+                () = done.cancelled() => return,
+                changed = changes.changed() => if changed.is_err() { return },
             }
         }
     }
@@ -364,6 +405,9 @@ impl Worker {
                     let handled =
                         outcome_of(this.dispatch.handle(&delivery, decoded, token.clone()));
                     let outcome = this.metrics.process(handled).await;
+                    if let Some(breaker) = &this.breaker {
+                        breaker.record(matches!(outcome, Outcome::Ack));
+                    }
                     this.dispatch.observe_failure(&delivery.payload, &outcome);
                     this.settle(delivery.receipt, outcome, &token, held).await
                 }

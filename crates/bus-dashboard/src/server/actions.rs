@@ -149,3 +149,43 @@ pub(crate) async fn delete_saga(
     }
     Ok(Json(SagaDeleted { existed }))
 }
+
+#[derive(Deserialize)]
+pub(crate) struct FlowRequest {
+    name: String,
+}
+
+#[derive(Serialize)]
+pub(crate) struct FlowChanged {
+    paused: bool,
+}
+
+/// Pauses a queue (flow control): its consumers stop reserving within a second, running
+/// handlers finish, sends still enqueue. One `HSET` per shard.
+pub(crate) async fn pause(
+    State(shared): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    Json(request): Json<FlowRequest>,
+) -> ApiResult<FlowChanged> {
+    let fleet = shared.reader.fleet();
+    // A typo must not leave a `flow` hash behind for a queue nobody consumes.
+    fleet.ensure_exists(&request.name).await?;
+    fleet.pause(&request.name).await?;
+    tracing::info!(queue = %request.name, "dashboard: queue paused");
+    record(&shared, peer, "pause", &request.name, 1, String::new()).await;
+    Ok(Json(FlowChanged { paused: true }))
+}
+
+/// Resumes a paused queue: its consumers reserve again within a second.
+pub(crate) async fn resume(
+    State(shared): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    Json(request): Json<FlowRequest>,
+) -> ApiResult<FlowChanged> {
+    let fleet = shared.reader.fleet();
+    fleet.ensure_exists(&request.name).await?;
+    fleet.resume(&request.name).await?;
+    tracing::info!(queue = %request.name, "dashboard: queue resumed");
+    record(&shared, peer, "resume", &request.name, 1, String::new()).await;
+    Ok(Json(FlowChanged { paused: false }))
+}

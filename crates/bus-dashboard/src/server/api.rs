@@ -31,6 +31,8 @@ impl From<Error> for ApiError {
                 bus_management::Error::InvalidSource { .. }
                 | bus_management::Error::Bus(_)
                 | bus_management::Error::UnknownKind { .. }
+                | bus_management::Error::UnknownSource { .. }
+                | bus_management::Error::UnknownQueue { .. }
                 | bus_management::Error::AcrossKinds { .. },
             ) => StatusCode::BAD_REQUEST,
             _ => StatusCode::SERVICE_UNAVAILABLE,
@@ -127,6 +129,32 @@ pub(crate) struct QueuePage {
     ready: Vec<ReadyView>,
     scheduled: Vec<ScheduledView>,
     in_flight: Vec<bus_redis::admin::InFlightMessage>,
+    /// Flow control (pause, limits); `None` for another kind's queue.
+    flow: Option<bus_core::flow::Flow>,
+    /// The circuit breakers of the running hosts that consume the queue with one.
+    breakers: Vec<BreakerView>,
+}
+
+/// One host's circuit breaker on a queue, as its last heartbeat reported it.
+#[derive(Serialize)]
+pub(crate) struct BreakerView {
+    host: String,
+    state: bus_core::BreakerState,
+}
+
+/// The breakers of `name` in the running hosts' heartbeats.
+fn breakers_of(hosts: &[bus_redis::admin::HostEntry], name: &str) -> Vec<BreakerView> {
+    hosts
+        .iter()
+        .filter(|h| !h.lost)
+        .filter_map(|h| {
+            let state = *h.info.breakers.get(name)?;
+            Some(BreakerView {
+                host: h.info.id.clone(),
+                state,
+            })
+        })
+        .collect()
 }
 
 /// One queue: its counts, next ready messages, scheduled ones and those in flight, each
@@ -161,9 +189,11 @@ pub(crate) async fn queue(
             ready,
             scheduled: Vec::new(),
             in_flight: Vec::new(),
+            flow: None,
+            breakers: Vec::new(),
         }));
     };
-    let (snapshot, ready, scheduled, mut in_flight) = tokio::try_join!(
+    let (snapshot, ready, scheduled, mut in_flight, (flow, hosts)) = tokio::try_join!(
         reader.snapshot(&query.name, now_ms),
         async { Ok(management.peek(&source, n).await?) },
         async { Ok(management.scheduled(&source, n).await?) },
@@ -171,6 +201,10 @@ pub(crate) async fn queue(
             Ok(admin
                 .in_flight(&source, n)
                 .await
+                .map_err(bus_management::Error::from)?)
+        },
+        async {
+            Ok(tokio::try_join!(admin.flow(&source), admin.hosts())
                 .map_err(bus_management::Error::from)?)
         },
     )?;
@@ -213,6 +247,8 @@ pub(crate) async fn queue(
         ready,
         scheduled,
         in_flight,
+        flow: Some(flow),
+        breakers: breakers_of(&hosts, &query.name),
     }))
 }
 

@@ -156,6 +156,8 @@ impl Dashboard {
             )
             .route("/api/sagas/delete", post(actions::delete_saga))
             .route("/api/attachment", get(attachments::download))
+            .route("/api/queue/pause", post(actions::pause))
+            .route("/api/queue/resume", post(actions::resume))
             .with_state(shared.clone())
             .merge(metrics)
             .layer(from_fn_with_state(shared.clone(), bounded))
