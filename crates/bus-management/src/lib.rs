@@ -24,6 +24,7 @@
 //! | [`Management::audit`], [`audit_log`](Management::audit_log) | [`AuditEntry`], [`os_user`]: the operators' changes, in a capped stream | `audit` |
 //! | [`Management::health`] | [`Health`], [`HealthCheck`], [`Severity`]: Redis's configuration checked (`bus doctor`) | `health` |
 //! | [`Management::hosts`] | [`HostEntry`] (with bus-core's [`HostInfo`]): the hosts' heartbeats, each running or lost | `hosts` |
+//! | [`Management::search`], [`act`](Management::act), [`act_all`](Management::act_all), [`edit_and_requeue`](Management::edit_and_requeue), [`edits`](Management::edits) | [`SearchQuery`], [`SearchPage`], [`Found`], [`Place`], [`Action`], [`Acted`], [`ActedPage`], [`Edited`], [`EditRecord`]: find and act on all that matches; edit and retry a dead letter | `search` |
 //! | [`Topic`], [`Purged`], [`RemovedSubscription`], [`ReadyMessage`], [`ScheduledMessage`], [`Selection`], [`Requeued`] | what the operations return (from [`bus_redis::admin`]) | |
 //! | [`DeadLetter`], [`ErrorRecord`], [`QueueStats`], [`MessageSummary`] | the records (from [`bus_core`]) | |
 //! | [`Error`], [`Result`] | what can go wrong | `error` |
@@ -35,6 +36,7 @@ mod health;
 mod hosts;
 mod management;
 mod sagas;
+mod search;
 
 pub use bus_core::heartbeat::HostInfo;
 pub use bus_core::operator::{Capability, Operator};
@@ -42,6 +44,9 @@ pub use bus_core::records::{DeadLetter, ErrorRecord, MessageSummary, QueueStats}
 pub use bus_redis::admin::{
     os_user, AuditEntry, Health, HealthCheck, HostEntry, Purged, ReadyMessage, RemovedSubscription,
     Requeued, ScheduledMessage, Selection, Severity, Topic,
+};
+pub use bus_redis::admin::{
+    Acted, ActedPage, Action, EditRecord, Edited, Found, Place, SearchPage, SearchQuery,
 };
 pub use error::{Error, Result};
 pub use fleet::{Address, Fleet, NATIVE};
