@@ -453,7 +453,9 @@ async function queuePage(id, name) {
     h("div", { class: "page-head" },
       h("div", {}, h("div", { class: "crumbs" }, h("a", { href: "#/" }, "Overview"), " / queue"), h("h1", {}, queueTitle(name)),
         h("div", { class: "sub" }, snap.oldest_ready_age_ms !== null ? `Oldest ready message: ${age(snap.oldest_ready_age_ms)} old` : "Nothing waiting")),
-      snap.dead ? h("a", { class: "btn btn-danger", href: `#/dead/${enc(name)}` }, `Dead letters (${num(snap.dead)})`) : null),
+      h("div", { class: "actions" },
+        snap.kind === "bus" ? h("a", { class: "btn", href: `#/search/${enc(name)}`, "data-action": "search" }, "Search") : null,
+        snap.dead ? h("a", { class: "btn btn-danger", href: `#/dead/${enc(name)}` }, `Dead letters (${num(snap.dead)})`) : null)),
     h("div", { class: "tiles" },
       tile("Ready", num(snap.ready), "c-ready"), tile("In flight", num(snap.in_flight), "c-inflight"),
       tile("Expired locks", num(snap.expired_locks), "c-expired"), tile("Delayed", num(snap.delayed), "c-delayed"),
@@ -511,7 +513,8 @@ async function deadPage(id, name) {
             h("span", {}, num(l.delivery_count)),
             h("span", { class: "actions" },
               h("button", { class: "btn btn-sm", type: "button", "data-action": "requeue-one", onclick: guarded(() => act("requeue", [sid])) }, "Requeue"),
-              h("button", { class: "btn btn-sm btn-danger", type: "button", "data-action": "delete-one", onclick: guarded(() => act("delete", [sid])) }, "Delete"))),
+              h("button", { class: "btn btn-sm btn-danger", type: "button", "data-action": "delete-one", onclick: guarded(() => act("delete", [sid])) }, "Delete"),
+              name.includes(":") ? null : h("a", { class: "btn btn-sm", href: `#/edit/${enc(name)}/${enc(sid)}`, "data-action": "edit-one" }, "Edit"))),
           envelopeDetails(l, [h("dt", {}, "Reason"), h("dd", {}, l.reason || "–"), h("dt", {}, "Dead-lettered"), h("dd", {}, when(l.dead_lettered_at_ms))]));
       })) : null;
     return h("div", { class: open ? "group open" : "group", "data-group": g.key },
@@ -537,6 +540,7 @@ async function deadPage(id, name) {
         h("div", { class: "sub", id: "dead-total" }, `${num(d.total)} dead letters` + (d.read < d.total ? ` · the oldest ${num(d.read)} are grouped here` : "") +
           ` · grouped by reason and last error`)),
       h("div", { class: "toolbar" },
+        name.includes(":") ? null : h("a", { class: "btn", href: `#/search/${enc(name)}`, "data-action": "search" }, "Search"),
         h("label", { class: "inline", for: "requeue-target" }, "Requeue to", select),
         d.total ? h("button", { class: "btn btn-primary", type: "button", "data-action": "requeue-all", onclick: guarded(() => act("requeue", [], true)) }, `Requeue all ${num(d.total)}`) : null)),
     h("section", { class: "card section" },
@@ -611,6 +615,11 @@ function route() {
   } else if (page === "saga") {
     const id = ++renderId;
     sagaPage(id, parts[1], parts.slice(2).join("/")).catch(showError);
+  } else if (page === "search") {
+    searchPage(++renderId, parts.slice(1).join("/")).catch(showError);
+  } else if (page === "edit") {
+    // The storage id is the last part (`~42`, `1:~42`); a subscription's name has a '/'.
+    editPage(++renderId, parts.slice(1, -1).join("/"), parts[parts.length - 1]).catch(showError);
   } else if (page === "health") {
     livePage(healthPage);
   } else if (page === "audit") {
