@@ -37,7 +37,11 @@ async fn fill(transport: &RedisTransport, queues: usize, per_queue: usize) {
     for q in 0..queues {
         let keys = transport.keys(&Source::queue(format!("q{q:03}")).unwrap());
         for _ in 0..per_queue / 1000 {
-            pushes.push(push(client, keys.ready.clone(), vec![envelope.clone(); 1000]));
+            pushes.push(push(
+                client,
+                keys.ready.clone(),
+                vec![envelope.clone(); 1000],
+            ));
         }
         let dead = (0..10).map(|i| Bytes::from(format!("~d{i}"))).collect();
         pushes.push(push(client, keys.dead.clone(), dead));

@@ -35,7 +35,10 @@ pub async fn run(fleet: &Fleet, args: SearchArgs, json: bool) -> Result<(), Fail
         let room = (args.count as usize).saturating_sub(shown.len());
         shown.extend(page.found.into_iter().take(room));
         if progress {
-            eprint!("\rscanned {} of {} · {matched} match(es)", page.position, page.total);
+            eprint!(
+                "\rscanned {} of {} · {matched} match(es)",
+                page.position, page.total
+            );
         }
         match page.next {
             Some(next) => cursor = Some(next),
@@ -64,16 +67,32 @@ pub async fn run(fleet: &Fleet, args: SearchArgs, json: bool) -> Result<(), Fail
     let acted = management
         .act_all(&source, &query, args.page, &action, |page| {
             if progress {
-                eprint!("\r{} {} of {}", action.name(), page.page.position, page.page.total);
+                eprint!(
+                    "\r{} {} of {}",
+                    action.name(),
+                    page.page.position,
+                    page.page.total
+                );
             }
         })
         .await?;
     if progress {
         eprintln!();
     }
-    let to = args.move_to.as_deref().map(|t| format!(" to {t}")).unwrap_or_default();
+    let to = args
+        .move_to
+        .as_deref()
+        .map(|t| format!(" to {t}"))
+        .unwrap_or_default();
     let detail = format!("search matches ({}){to}", describe(&args));
-    audit(management, action.name(), &args.queue, acted.changed, detail).await;
+    audit(
+        management,
+        action.name(),
+        &args.queue,
+        acted.changed,
+        detail,
+    )
+    .await;
     if json {
         output::json(&acted)?;
     } else {
@@ -146,7 +165,9 @@ fn confirm(queue: &str, action: &str, matched: u64) -> Result<(), Failure> {
     let mut answer = String::new();
     let read = stdin.lock().read_line(&mut answer)?;
     if read == 0 || answer.trim() != action {
-        return Err(Failure::Refused(format!("not confirmed: nothing done to {queue}")));
+        return Err(Failure::Refused(format!(
+            "not confirmed: nothing done to {queue}"
+        )));
     }
     Ok(())
 }
@@ -157,7 +178,12 @@ fn table(found: &[Found]) -> Result<(), Failure> {
             Some(m) => (m.id.as_str(), m.message_type.as_str()),
             None => (f.storage_id.as_deref().unwrap_or("?"), "(unreadable)"),
         };
-        let error = f.errors.last().map(|e| e.message.as_str()).or(f.reason.as_deref()).unwrap_or("");
+        let error = f
+            .errors
+            .last()
+            .map(|e| e.message.as_str())
+            .or(f.reason.as_deref())
+            .unwrap_or("");
         let error: String = error.chars().take(60).collect();
         out!("{:<8} {:<28} {:<20} {}", f.place.name(), id, kind, error)?;
     }
@@ -165,15 +191,25 @@ fn table(found: &[Found]) -> Result<(), Failure> {
 }
 
 fn report(queue: &str, action: &str, acted: &Acted) -> Result<(), Failure> {
-    out!("{action}: {} of {} match(es) of {queue}", acted.changed, acted.matched)?;
+    out!(
+        "{action}: {} of {} match(es) of {queue}",
+        acted.changed,
+        acted.matched
+    )?;
     if acted.gone > 0 {
-        eprintln!("{} were no longer where the search found them (taken meanwhile): left alone", acted.gone);
+        eprintln!(
+            "{} were no longer where the search found them (taken meanwhile): left alone",
+            acted.gone
+        );
     }
     if acted.unchanged > 0 {
         eprintln!("{} left as they were (ready messages are not requeued; dead letters without an envelope)", acted.unchanged);
     }
     if acted.duplicated > 0 {
-        eprintln!("{} copied to the target but already gone here (may be delivered twice)", acted.duplicated);
+        eprintln!(
+            "{} copied to the target but already gone here (may be delivered twice)",
+            acted.duplicated
+        );
     }
     Ok(())
 }

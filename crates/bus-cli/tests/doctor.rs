@@ -170,7 +170,11 @@ async fn bus_search_finds_then_requeues_the_matches_and_audits_it() {
     }
     let keys = s.keys(&work());
 
-    let out = bus(&url, &prefix, &["--json", "search", "work", "--error", "FAILURE"]);
+    let out = bus(
+        &url,
+        &prefix,
+        &["--json", "search", "work", "--error", "FAILURE"],
+    );
     assert!(out.status.success(), "{}", text(&out.stderr));
     let found: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(found["matched"], 3, "{found}");
@@ -180,19 +184,35 @@ async fn bus_search_finds_then_requeues_the_matches_and_audits_it() {
         .iter()
         .all(|f| f["place"] == "dead"));
     let out = bus(&url, &prefix, &["search", "work", "--body", "\"n\":15"]);
-    assert!(text(&out.stdout).contains("1 match(es) in work"), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stdout).contains("1 match(es) in work"),
+        "{}",
+        text(&out.stdout)
+    );
     // No criterion: refused.
     assert!(!bus(&url, &prefix, &["search", "work"]).status.success());
 
     // No terminal to confirm on: refused, nothing changed.
-    let out = bus(&url, &prefix, &["search", "work", "--error", "failure", "--requeue"]);
+    let out = bus(
+        &url,
+        &prefix,
+        &["search", "work", "--error", "failure", "--requeue"],
+    );
     assert!(!out.status.success());
     assert!(text(&out.stderr).contains("--yes"), "{}", text(&out.stderr));
     assert_eq!(s.len("LLEN", &keys.dead), 3);
 
-    let out = bus(&url, &prefix, &["search", "work", "--error", "failure", "--requeue", "--yes"]);
+    let out = bus(
+        &url,
+        &prefix,
+        &["search", "work", "--error", "failure", "--requeue", "--yes"],
+    );
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert!(text(&out.stdout).contains("requeue: 3 of 3"), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stdout).contains("requeue: 3 of 3"),
+        "{}",
+        text(&out.stdout)
+    );
     assert_eq!(s.len("LLEN", &keys.dead), 0);
     assert_eq!(s.len("LLEN", &keys.ready), 13);
 
@@ -200,8 +220,16 @@ async fn bus_search_finds_then_requeues_the_matches_and_audits_it() {
     let entries: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(entries.len(), 1, "{entries:?}");
     assert_eq!(
-        (&entries[0]["action"], &entries[0]["target"], &entries[0]["count"]),
-        (&Value::from("requeue"), &Value::from("work"), &Value::from(3))
+        (
+            &entries[0]["action"],
+            &entries[0]["target"],
+            &entries[0]["count"]
+        ),
+        (
+            &Value::from("requeue"),
+            &Value::from("work"),
+            &Value::from(3)
+        )
     );
     assert_eq!(entries[0]["detail"], "search matches (error \"failure\")");
 }

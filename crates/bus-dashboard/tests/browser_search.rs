@@ -48,26 +48,58 @@ async fn a_search_finds_one_among_10_000_and_requeues_an_errors_matches_after_a_
         .unwrap();
     click(&browser, "a[data-action=\"search\"]").await;
     let form = eventually(WAIT, || async {
-        js(&browser, "return document.getElementById('search-body') !== null;").await == json!(true)
+        js(
+            &browser,
+            "return document.getElementById('search-body') !== null;",
+        )
+        .await
+            == json!(true)
     })
     .await;
     assert!(form, "no search form");
 
     // One among 10,003: the body of payment 7777.
-    js(&browser, "document.getElementById('search-body').value = '\"n\":7777}';").await;
+    js(
+        &browser,
+        "document.getElementById('search-body').value = '\"n\":7777}';",
+    )
+    .await;
     click(&browser, "#search-go").await;
     let one = eventually(WAIT, || async {
-        js(&browser, "const c = document.getElementById('search-count'); return c ? c.dataset.matched : '';").await
+        js(
+            &browser,
+            "const c = document.getElementById('search-count'); return c ? c.dataset.matched : '';",
+        )
+        .await
             == json!("1")
     })
     .await;
-    assert!(one, "{}", app_text(js(&browser, "return document.getElementById('app').innerText;").await));
-    let progress = app_text(js(&browser, "return document.getElementById('search-progress').textContent;").await);
-    assert!(progress.contains("10,003 of 10,003 scanned (100%)"), "{progress}");
+    assert!(
+        one,
+        "{}",
+        app_text(js(&browser, "return document.getElementById('app').innerText;").await)
+    );
+    let progress = app_text(
+        js(
+            &browser,
+            "return document.getElementById('search-progress').textContent;",
+        )
+        .await,
+    );
+    assert!(
+        progress.contains("10,003 of 10,003 scanned (100%)"),
+        "{progress}"
+    );
     let row = js(&browser, "return [...document.querySelectorAll('#search-results details.msg summary')].map(s => s.textContent);").await;
     assert!(row[0].as_str().unwrap().starts_with("ready"), "{row}");
     click(&browser, "#search-results details.msg summary").await;
-    let body = app_text(js(&browser, "return document.querySelector('#search-results details.msg pre').textContent;").await);
+    let body = app_text(
+        js(
+            &browser,
+            "return document.querySelector('#search-results details.msg pre').textContent;",
+        )
+        .await,
+    );
     assert!(body.contains("7777"), "{body}");
     screenshot(&browser, "search.png").await;
 
@@ -75,38 +107,85 @@ async fn a_search_finds_one_among_10_000_and_requeues_an_errors_matches_after_a_
     js(&browser, "document.getElementById('search-body').value = ''; document.getElementById('search-error').value = 'gateway code 51';").await;
     click(&browser, "#search-go").await;
     let three = eventually(WAIT, || async {
-        js(&browser, "const c = document.getElementById('search-count'); return c ? c.dataset.matched : '';").await
+        js(
+            &browser,
+            "const c = document.getElementById('search-count'); return c ? c.dataset.matched : '';",
+        )
+        .await
             == json!("3")
     })
     .await;
-    assert!(three, "{}", app_text(js(&browser, "return document.getElementById('app').innerText;").await));
+    assert!(
+        three,
+        "{}",
+        app_text(js(&browser, "return document.getElementById('app').innerText;").await)
+    );
     assert_eq!(s.int("LLEN", &keys.dead), 3, "a dry run changed something");
     screenshot(&browser, "search-dry-run.png").await;
     click(&browser, "button[data-action=\"search-requeue\"]").await;
-    let asked = app_text(js(&browser, "return document.getElementById('confirm-title').textContent;").await);
+    let asked = app_text(
+        js(
+            &browser,
+            "return document.getElementById('confirm-title').textContent;",
+        )
+        .await,
+    );
     assert_eq!(asked, "Requeue 3 matches?");
     click(&browser, "#confirm-ok").await;
     let requeued = eventually(WAIT, || async {
         s.int("LLEN", &keys.dead) == 0 && s.int("LLEN", &keys.ready) == 10_003
     })
     .await;
-    assert!(requeued, "dead {}, ready {}", s.int("LLEN", &keys.dead), s.int("LLEN", &keys.ready));
+    assert!(
+        requeued,
+        "dead {}, ready {}",
+        s.int("LLEN", &keys.dead),
+        s.int("LLEN", &keys.ready)
+    );
     let done = eventually(WAIT, || async {
-        js(&browser, "return document.getElementById('search-progress').dataset.done || '';").await == json!("3")
+        js(
+            &browser,
+            "return document.getElementById('search-progress').dataset.done || '';",
+        )
+        .await
+            == json!("3")
     })
     .await;
-    assert!(done, "{}", app_text(js(&browser, "return document.getElementById('search-progress').textContent;").await));
+    assert!(
+        done,
+        "{}",
+        app_text(
+            js(
+                &browser,
+                "return document.getElementById('search-progress').textContent;"
+            )
+            .await
+        )
+    );
 
     // The audit entry: who, through what, what, on what, how many, and the search.
-    browser.goto(&format!("http://{addr}/#/audit")).await.unwrap();
+    browser
+        .goto(&format!("http://{addr}/#/audit"))
+        .await
+        .unwrap();
     let audited = eventually(WAIT, || async {
         js(&browser, "return [...document.querySelectorAll('#audit tr[data-audit]')].map(r => [...r.cells].slice(1, 6).map(c => c.textContent));")
             .await
             == json!([["bob", "dashboard from 127.0.0.1", "requeue", "payments", "3"]])
     })
     .await;
-    assert!(audited, "{}", app_text(js(&browser, "return document.getElementById('app').innerText;").await));
-    let detail = app_text(js(&browser, "return document.querySelector('#audit tr[data-audit]').cells[6].textContent;").await);
+    assert!(
+        audited,
+        "{}",
+        app_text(js(&browser, "return document.getElementById('app').innerText;").await)
+    );
+    let detail = app_text(
+        js(
+            &browser,
+            "return document.querySelector('#audit tr[data-audit]').cells[6].textContent;",
+        )
+        .await,
+    );
     assert!(detail.contains("error \"gateway code 51\""), "{detail}");
     browser.close().await.unwrap();
 }
@@ -132,17 +211,28 @@ async fn an_edited_dead_letter_is_retried_and_handled_by_a_real_host() {
     click(&browser, "[data-group] button[data-action=\"open-group\"]").await;
     click(&browser, "[data-letter] a[data-action=\"edit-one\"]").await;
     let opened = eventually(WAIT, || async {
-        js(&browser, "const b = document.getElementById('edit-body'); return b ? b.value : '';")
-            .await
-            .as_str()
-            .is_some_and(|b| b.contains("\"n\": 1"))
+        js(
+            &browser,
+            "const b = document.getElementById('edit-body'); return b ? b.value : '';",
+        )
+        .await
+        .as_str()
+        .is_some_and(|b| b.contains("\"n\": 1"))
     })
     .await;
-    assert!(opened, "{}", app_text(js(&browser, "return document.getElementById('app').innerText;").await));
+    assert!(
+        opened,
+        "{}",
+        app_text(js(&browser, "return document.getElementById('app').innerText;").await)
+    );
     screenshot(&browser, "edit.png").await;
 
     // Bad JSON is refused by the server with nothing changed.
-    js(&browser, "document.getElementById('edit-body').value = '{\"n\": 4';").await;
+    js(
+        &browser,
+        "document.getElementById('edit-body').value = '{\"n\": 4';",
+    )
+    .await;
     click(&browser, "button[data-action=\"edit-requeue\"]").await;
     click(&browser, "#confirm-ok").await;
     let refused = eventually(WAIT, || async {
@@ -177,15 +267,25 @@ async fn an_edited_dead_letter_is_retried_and_handled_by_a_real_host() {
     let history = management.edits(&payments, 10).await.unwrap();
     assert_eq!(history.len(), 1);
     assert_eq!(history[0].who, "carol");
-    assert_eq!(history[0].original.as_ref().unwrap().body.get(), r#"{"n":1}"#);
+    assert_eq!(
+        history[0].original.as_ref().unwrap().body.get(),
+        r#"{"n":1}"#
+    );
     assert!(!history[0].errors.is_empty());
-    browser.goto(&format!("http://{addr}/#/audit")).await.unwrap();
+    browser
+        .goto(&format!("http://{addr}/#/audit"))
+        .await
+        .unwrap();
     let audited = eventually(WAIT, || async {
         js(&browser, "return [...document.querySelectorAll('#audit tr[data-audit]')].map(r => [...r.cells].slice(1, 6).map(c => c.textContent));")
             .await
             == json!([["carol", "dashboard from 127.0.0.1", "edit", "payments", "1"]])
     })
     .await;
-    assert!(audited, "{}", app_text(js(&browser, "return document.getElementById('app').innerText;").await));
+    assert!(
+        audited,
+        "{}",
+        app_text(js(&browser, "return document.getElementById('app').innerText;").await)
+    );
     browser.close().await.unwrap();
 }

@@ -5,9 +5,7 @@
 
 use bus_core::transport::Source;
 use bus_core::Headers;
-use bus_redis::admin::{
-    Acted, ActedPage, Action, EditRecord, Edited, SearchPage, SearchQuery,
-};
+use bus_redis::admin::{Acted, ActedPage, Action, EditRecord, Edited, SearchPage, SearchQuery};
 
 use crate::{Management, Result};
 

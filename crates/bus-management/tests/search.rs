@@ -20,7 +20,11 @@ fn n_of(found: &bus_management::Found) -> u64 {
 }
 
 /// Every page of a search, with the progress each reported.
-async fn search_all(s: &Setup, query: &SearchQuery, limit: u64) -> (Vec<bus_management::Found>, Vec<(u64, u64)>) {
+async fn search_all(
+    s: &Setup,
+    query: &SearchQuery,
+    limit: u64,
+) -> (Vec<bus_management::Found>, Vec<(u64, u64)>) {
     let mut found = Vec::new();
     let mut progress = Vec::new();
     let mut cursor: Option<String> = None;
@@ -30,7 +34,11 @@ async fn search_all(s: &Setup, query: &SearchQuery, limit: u64) -> (Vec<bus_mana
             .search(&work(), query, cursor.as_deref(), limit)
             .await
             .unwrap();
-        assert!(page.scanned <= limit, "a page read {} > {limit}", page.scanned);
+        assert!(
+            page.scanned <= limit,
+            "a page read {} > {limit}",
+            page.scanned
+        );
         progress.push((page.position, page.total));
         found.extend(page.found);
         match page.next {
@@ -60,7 +68,10 @@ async fn a_search_pages_through_ready_delayed_and_dead_by_each_criterion() {
     let (found, progress) = search_all(&s, &SearchQuery::default().body("\"n\":250}"), 100).await;
     assert_eq!(found.len(), 1, "{found:?}");
     assert_eq!((found[0].place, n_of(&found[0])), (Place::Ready, 250));
-    assert_eq!(found[0].storage_id, None, "a fresh envelope has no storage id");
+    assert_eq!(
+        found[0].storage_id, None,
+        "a fresh envelope has no storage id"
+    );
     let total = 497 + 1 + 1 + 3;
     assert!(progress.len() >= 5, "{progress:?}");
     assert!(progress.windows(2).all(|w| w[0].0 < w[1].0), "{progress:?}");
@@ -85,16 +96,30 @@ async fn a_search_pages_through_ready_delayed_and_dead_by_each_criterion() {
     assert_eq!(found[0].place, Place::Delayed);
     let (found, _) = search_all(
         &s,
-        &SearchQuery::default().message_type("work").places([Place::Delayed, Place::Dead]),
+        &SearchQuery::default()
+            .message_type("work")
+            .places([Place::Delayed, Place::Dead]),
         1000,
     )
     .await;
     assert_eq!(found.len(), 4);
 
     // An empty query and a bad cursor are refused.
-    let empty = s.management.search(&work(), &SearchQuery::default(), None, 10).await;
-    assert!(matches!(empty, Err(Error::Redis(bus_redis::Error::InvalidRequest(_)))), "{empty:?}");
-    let bad = s.management.search(&work(), &SearchQuery::default().body("x"), Some("x"), 10).await;
+    let empty = s
+        .management
+        .search(&work(), &SearchQuery::default(), None, 10)
+        .await;
+    assert!(
+        matches!(
+            empty,
+            Err(Error::Redis(bus_redis::Error::InvalidRequest(_)))
+        ),
+        "{empty:?}"
+    );
+    let bad = s
+        .management
+        .search(&work(), &SearchQuery::default().body("x"), Some("x"), 10)
+        .await;
     assert!(bad.is_err());
 }
 
@@ -111,8 +136,14 @@ async fn each_action_changes_only_the_matches_and_reports_them() {
 
     // Delete the ready messages whose body says 1xx (n = 100..=199): pages of 50, so
     // the cursor must step back over what each page removed.
-    let query = SearchQuery::default().body("\"n\":1").places([Place::Ready]);
-    let dry = s.management.search(&work(), &query, None, 1000).await.unwrap();
+    let query = SearchQuery::default()
+        .body("\"n\":1")
+        .places([Place::Ready]);
+    let dry = s
+        .management
+        .search(&work(), &query, None, 1000)
+        .await
+        .unwrap();
     let wanted = dry.found.len() as u64;
     assert_eq!(wanted, 111 - 1, "1, 10-19, 100-199 minus the dead n=1");
     let done = s
@@ -122,11 +153,17 @@ async fn each_action_changes_only_the_matches_and_reports_them() {
         .unwrap();
     assert_eq!((done.matched, done.changed, done.gone), (wanted, wanted, 0));
     assert_eq!(s.len("LLEN", &keys.ready), 298 - wanted as i64);
-    let again = s.management.search(&work(), &query, None, 1000).await.unwrap();
+    let again = s
+        .management
+        .search(&work(), &query, None, 1000)
+        .await
+        .unwrap();
     assert!(again.found.is_empty(), "left: {}", again.found.len());
 
     // Requeue the delayed ones: due now, on the ready list.
-    let delayed = SearchQuery::default().body("\"n\":500").places([Place::Delayed]);
+    let delayed = SearchQuery::default()
+        .body("\"n\":500")
+        .places([Place::Delayed]);
     let done = s
         .management
         .act_all(&work(), &delayed, 1000, &Action::Requeue, |_| {})
@@ -148,7 +185,13 @@ async fn each_action_changes_only_the_matches_and_reports_them() {
     // Ready messages asked to be requeued stay as they are.
     let done = s
         .management
-        .act_all(&work(), &SearchQuery::default().body("\"n\":5000"), 1000, &Action::Requeue, |_| {})
+        .act_all(
+            &work(),
+            &SearchQuery::default().body("\"n\":5000"),
+            1000,
+            &Action::Requeue,
+            |_| {},
+        )
         .await
         .unwrap();
     assert_eq!((done.matched, done.unchanged, done.changed), (1, 1, 0));
@@ -159,7 +202,13 @@ async fn each_action_changes_only_the_matches_and_reports_them() {
     let moved = SearchQuery::default().body("\"n\":2");
     let done = s
         .management
-        .act_all(&work(), &moved, 1000, &Action::Move(staging.clone()), |_| {})
+        .act_all(
+            &work(),
+            &moved,
+            1000,
+            &Action::Move(staging.clone()),
+            |_| {},
+        )
         .await
         .unwrap();
     assert_eq!(done.changed, 111, "2, 20-29, 200-299");
@@ -202,7 +251,12 @@ async fn a_bulk_action_racing_a_consumer_neither_loses_nor_repeats_a_message() {
                 break;
             }
             for delivery in &batch {
-                taken.push(bus_core::Envelope::decode(&delivery.payload).unwrap().id.to_string());
+                taken.push(
+                    bus_core::Envelope::decode(&delivery.payload)
+                        .unwrap()
+                        .id
+                        .to_string(),
+                );
             }
             let receipts: Vec<_> = batch.iter().map(|d| d.receipt.clone()).collect();
             consumer.ack(&receipts).await.unwrap();
@@ -212,7 +266,13 @@ async fn a_bulk_action_racing_a_consumer_neither_loses_nor_repeats_a_message() {
     });
     let done = s
         .management
-        .act_all(&work(), &SearchQuery::default().message_type("work"), 100, &Action::Delete, |_| {})
+        .act_all(
+            &work(),
+            &SearchQuery::default().message_type("work"),
+            100,
+            &Action::Delete,
+            |_| {},
+        )
         .await
         .unwrap();
     let taken = taker.await.unwrap();
@@ -221,7 +281,13 @@ async fn a_bulk_action_racing_a_consumer_neither_loses_nor_repeats_a_message() {
     assert_eq!(handled.len(), taken.len(), "a message was delivered twice");
     assert!(deleted.is_disjoint(&handled), "deleted and handled");
     let union: BTreeSet<String> = deleted.union(&handled).cloned().collect();
-    assert_eq!(union, ids, "{} deleted + {} handled", deleted.len(), handled.len());
+    assert_eq!(
+        union,
+        ids,
+        "{} deleted + {} handled",
+        deleted.len(),
+        handled.len()
+    );
     assert_eq!(s.len("LLEN", &s.keys(&work()).ready), 0);
 }
 
@@ -238,7 +304,10 @@ async fn an_edited_dead_letter_is_requeued_once_and_its_original_kept() {
         .management
         .edit_and_requeue(&work(), &dead[0], headers.clone(), "{not json", "alice")
         .await;
-    assert!(matches!(bad, Err(Error::Redis(bus_redis::Error::InvalidRequest(_)))), "{bad:?}");
+    assert!(
+        matches!(bad, Err(Error::Redis(bus_redis::Error::InvalidRequest(_)))),
+        "{bad:?}"
+    );
     assert_eq!(s.len("LLEN", &keys.dead), 1);
 
     let edited = s
@@ -246,9 +315,18 @@ async fn an_edited_dead_letter_is_requeued_once_and_its_original_kept() {
         .edit_and_requeue(&work(), &dead[0], headers.clone(), r#"{"n":14}"#, "alice")
         .await
         .unwrap();
-    assert_eq!(edited, Edited::Requeued { message_id: sent.to_string() });
+    assert_eq!(
+        edited,
+        Edited::Requeued {
+            message_id: sent.to_string()
+        }
+    );
     assert_eq!(s.len("LLEN", &keys.dead), 0);
-    assert_eq!(s.len("HLEN", &keys.msgs), 0, "the dead letter's envelope left msgs");
+    assert_eq!(
+        s.len("HLEN", &keys.msgs),
+        0,
+        "the dead letter's envelope left msgs"
+    );
     assert_eq!(s.len("HLEN", &keys.errors), 0);
     let ready = s.management.peek(&work(), 10).await.unwrap();
     assert_eq!(ready.len(), 1);
@@ -261,8 +339,14 @@ async fn an_edited_dead_letter_is_requeued_once_and_its_original_kept() {
     assert_eq!(history.len(), 1);
     assert_eq!(history[0].who, "alice");
     assert_eq!(history[0].storage_id, dead[0]);
-    assert_eq!(history[0].original.as_ref().unwrap().body.get(), r#"{"n":13}"#);
-    assert_eq!(history[0].edited.as_ref().unwrap().body.get(), r#"{"n":14}"#);
+    assert_eq!(
+        history[0].original.as_ref().unwrap().body.get(),
+        r#"{"n":13}"#
+    );
+    assert_eq!(
+        history[0].edited.as_ref().unwrap().body.get(),
+        r#"{"n":14}"#
+    );
     assert_eq!(history[0].errors.len(), 1, "{:?}", history[0].errors);
 
     // Once only: the dead letter is gone.

@@ -169,7 +169,15 @@ pub(crate) async fn act(
             done.acted.ids.join(" ")
         );
         let count = done.acted.changed;
-        record(&shared, peer, action.name(), &request.search.name, count, detail).await;
+        record(
+            &shared,
+            peer,
+            action.name(),
+            &request.search.name,
+            count,
+            detail,
+        )
+        .await;
     }
     Ok(Json(done))
 }
@@ -222,7 +230,5 @@ pub(crate) async fn edits(
     Query(query): Query<EditsQuery>,
 ) -> ApiResult<Vec<EditRecord>> {
     let source = native(&shared, &query.name)?;
-    Ok(Json(
-        shared.reader.management().edits(&source, 100).await?,
-    ))
+    Ok(Json(shared.reader.management().edits(&source, 100).await?))
 }

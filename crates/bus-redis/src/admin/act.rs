@@ -210,7 +210,10 @@ impl Admin {
                 acted.unchanged = acted.matched;
                 return Ok(acted);
             }
-            Action::Requeue => self.take_found(keys, &keys.ready, place, "due", elements).await?,
+            Action::Requeue => {
+                self.take_found(keys, &keys.ready, place, "due", elements)
+                    .await?
+            }
             Action::Delete => {
                 self.take_found(keys, &keys.ready, place, "delete", elements)
                     .await?
@@ -248,8 +251,8 @@ impl Admin {
             }
         }
         acted.gone = acted
-                .matched
-                .saturating_sub(acted.changed + acted.unchanged + acted.duplicated);
+            .matched
+            .saturating_sub(acted.changed + acted.unchanged + acted.duplicated);
         Ok(acted)
     }
 

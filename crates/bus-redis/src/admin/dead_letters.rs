@@ -209,7 +209,11 @@ impl Admin {
     }
 
     /// Runs `admin_delete_dead.lua` on `ids`; returns those deleted.
-    pub(super) async fn delete_dead(&self, keys: &QueueKeys, ids: Vec<String>) -> Result<Vec<String>> {
+    pub(super) async fn delete_dead(
+        &self,
+        keys: &QueueKeys,
+        ids: Vec<String>,
+    ) -> Result<Vec<String>> {
         let script = &scripts::ADMIN_DELETE_DEAD;
         let reply = script
             .call(

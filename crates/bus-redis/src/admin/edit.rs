@@ -84,7 +84,9 @@ impl Admin {
             return Ok(Edited::NotFound);
         };
         let mut envelope = Envelope::decode(&original).map_err(|e| {
-            Error::InvalidRequest(format!("dead letter {id} does not decode, so it cannot be edited: {e}"))
+            Error::InvalidRequest(format!(
+                "dead letter {id} does not decode, so it cannot be edited: {e}"
+            ))
         })?;
         if envelope.format != Format::Json {
             return Err(Error::InvalidRequest(format!(

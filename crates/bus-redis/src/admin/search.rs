@@ -58,9 +58,7 @@ impl FromStr for Place {
             .into_iter()
             .find(|place| place.name() == text)
             .ok_or_else(|| {
-                Error::InvalidRequest(format!(
-                    "no place {text:?}: use ready, delayed or dead"
-                ))
+                Error::InvalidRequest(format!("no place {text:?}: use ready, delayed or dead"))
             })
     }
 }
@@ -417,7 +415,9 @@ impl Admin {
             .cloned()
             .collect();
         let (stored, errors, infos) = self.stored_fields(keys, &ids, segment.place).await?;
-        let mut by_id = ids.into_iter().zip(stored.into_iter().zip(errors).zip(infos));
+        let mut by_id = ids
+            .into_iter()
+            .zip(stored.into_iter().zip(errors).zip(infos));
         let mut next_stored = by_id.next();
         let mut found = Vec::new();
         for element in elements {
@@ -550,7 +550,10 @@ mod tests {
         assert!(q().error("reject").matches(&candidate));
         assert!(q().body("\"n\":7").matches(&candidate));
         assert!(!q().body("\"n\":8").matches(&candidate));
-        assert!(!q().body("\"n\":7").message_type("other").matches(&candidate));
+        assert!(!q()
+            .body("\"n\":7")
+            .message_type("other")
+            .matches(&candidate));
         assert!(q().is_empty());
     }
 }
