@@ -12,7 +12,7 @@ use std::sync::Arc;
 use bus_core::transport::Source;
 use bus_dashboard::DashboardOptions;
 use common::browser::{click, js, screenshot, Driver};
-use common::{eventually, setup, start_dashboard, Payment, Seen, WAIT};
+use common::{csrf_of, eventually, http, setup, start_dashboard, Payment, Seen, WAIT};
 use serde_json::json;
 
 fn app_text(v: serde_json::Value) -> String {
@@ -200,6 +200,27 @@ async fn an_edited_dead_letter_is_retried_and_handled_by_a_real_host() {
     let dead = eventually(WAIT, || async { s.int("LLEN", &keys.dead) == 1 }).await;
     failing.shutdown().await.unwrap();
     assert!(dead);
+
+    // Read-only: a bulk act and an edit are refused (403) with nothing changed.
+    let read_only =
+        start_dashboard(&s.transport, DashboardOptions::default().read_only(true)).await;
+    let page = http(read_only, "GET", "/", &[], "").await;
+    let csrf = csrf_of(&page.body);
+    let headers = [
+        ("content-type", "application/json"),
+        ("x-csrf-token", csrf.as_str()),
+    ];
+    let act = json!({ "name": "payments", "error": "declined", "action": "requeue" }).to_string();
+    let edit = json!({ "name": "payments", "id": "~1", "headers": {}, "body": "{}" }).to_string();
+    for (path, body) in [("/api/search/act", &act), ("/api/dead-letters/edit", &edit)] {
+        let response = http(read_only, "POST", path, &headers, body).await;
+        assert_eq!(response.status, 403, "{path}: {}", response.body);
+    }
+    assert_eq!(
+        s.int("LLEN", &keys.dead),
+        1,
+        "a read-only dashboard changed Redis"
+    );
 
     let addr = start_dashboard(&s.transport, DashboardOptions::default().operator("carol")).await;
     let driver = Driver::start().await;
