@@ -280,6 +280,12 @@ async fn a_bulk_action_racing_a_consumer_neither_loses_nor_repeats_a_message() {
     let handled: BTreeSet<String> = taken.iter().cloned().collect();
     assert_eq!(handled.len(), taken.len(), "a message was delivered twice");
     assert!(deleted.is_disjoint(&handled), "deleted and handled");
+    println!(
+        "deleted {}, handled {}, gone {}",
+        deleted.len(),
+        handled.len(),
+        done.gone
+    );
     let union: BTreeSet<String> = deleted.union(&handled).cloned().collect();
     assert_eq!(
         union,
