@@ -79,6 +79,11 @@ pub enum Command {
     /// Requeue dead letters (some or all) to their queue or to another one. Exits 1 if an
     /// --id was not a dead letter of the queue (the others are still requeued).
     Requeue(RequeueArgs),
+    /// Find ready, delayed and dead messages by id, type, header, error text or body text
+    /// (every criterion given must hold; text ignores case), read in bounded pages with
+    /// progress on stderr. With --requeue, --delete or --move-to: a dry run counts the
+    /// matches, asks to confirm (unless --yes), then acts on each still where it was found.
+    Search(SearchArgs),
     /// Delete one dead letter (exits 1 if it is not one).
     DeleteDead {
         /// `queue` or `topic/subscription`.
@@ -233,6 +238,48 @@ pub struct RequeueArgs {
     /// Requeue to this queue (or `topic/subscription`) instead of their own.
     #[arg(long, value_name = "QUEUE")]
     pub to: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct SearchArgs {
+    /// `queue` or `topic/subscription`.
+    pub queue: String,
+    /// The message id (or storage id, as `bus dead` shows it).
+    #[arg(long)]
+    pub id: Option<String>,
+    /// The message type (wire name).
+    #[arg(long = "type", value_name = "TYPE")]
+    pub message_type: Option<String>,
+    /// A header: `name=value` (value contained) or `name` (any value).
+    #[arg(long, value_name = "NAME=VALUE")]
+    pub header: Option<String>,
+    /// Text in the error history or the dead-letter reason.
+    #[arg(long, value_name = "TEXT")]
+    pub error: Option<String>,
+    /// Text in the body (as JSON).
+    #[arg(long, value_name = "TEXT")]
+    pub body: Option<String>,
+    /// Where to look: ready, delayed, dead (comma-separated; all by default).
+    #[arg(long = "in", value_name = "PLACES", value_delimiter = ',')]
+    pub places: Vec<String>,
+    /// Matches listed (all are counted).
+    #[arg(short = 'n', long = "count", default_value_t = 20)]
+    pub count: u64,
+    /// Elements read per request.
+    #[arg(long, default_value_t = 2000)]
+    pub page: u64,
+    /// Requeue every match: dead letters to their queue, delayed messages ready now.
+    #[arg(long, conflicts_with_all = ["delete", "move_to"])]
+    pub requeue: bool,
+    /// Delete every match.
+    #[arg(long, conflicts_with = "move_to")]
+    pub delete: bool,
+    /// Move every match to this queue's ready list.
+    #[arg(long, value_name = "QUEUE")]
+    pub move_to: Option<String>,
+    /// Do not ask for confirmation.
+    #[arg(long)]
+    pub yes: bool,
 }
 
 #[derive(Debug, Args)]

@@ -5,6 +5,7 @@ mod cli;
 mod failure;
 mod ops;
 mod output;
+mod search;
 mod serve;
 mod watch;
 
@@ -270,6 +271,7 @@ async fn execute(fleet: &Fleet, command: Command, json: bool) -> Result<(), Fail
                 )));
             }
         }
+        Command::Search(args) => search::run(fleet, args, json).await?,
         Command::DeleteDead { queue, id } => {
             let address = existing(fleet, &queue).await?;
             if !fleet.delete_dead_letter(&address, &id).await? {

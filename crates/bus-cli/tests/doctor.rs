@@ -153,3 +153,83 @@ async fn every_change_made_with_bus_is_in_the_audit_log() {
     );
     assert!(!table.contains("purge"), "-n 2 shows two: {table}");
 }
+
+/// `bus search`: lists and counts the matches; with --requeue it refuses to act without
+/// a terminal or --yes (nothing changed), acts with --yes, and the whole is one audit
+/// entry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bus_search_finds_then_requeues_the_matches_and_audits_it() {
+    let s = setup().await;
+    let (url, prefix) = (s.redis.url(), s.redis.namespace().to_owned());
+    for n in 0..3 {
+        s.bus.send(&Work { n }).await.unwrap();
+    }
+    s.dead_letter(&work(), 3, DeadLetterReason::Rejected).await;
+    for n in 10..20 {
+        s.bus.send(&Work { n }).await.unwrap();
+    }
+    let keys = s.keys(&work());
+
+    let out = bus(
+        &url,
+        &prefix,
+        &["--json", "search", "work", "--error", "FAILURE"],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let found: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(found["matched"], 3, "{found}");
+    assert!(found["found"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|f| f["place"] == "dead"));
+    let out = bus(&url, &prefix, &["search", "work", "--body", "\"n\":15"]);
+    assert!(
+        text(&out.stdout).contains("1 match(es) in work"),
+        "{}",
+        text(&out.stdout)
+    );
+    // No criterion: refused.
+    assert!(!bus(&url, &prefix, &["search", "work"]).status.success());
+
+    // No terminal to confirm on: refused, nothing changed.
+    let out = bus(
+        &url,
+        &prefix,
+        &["search", "work", "--error", "failure", "--requeue"],
+    );
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("--yes"), "{}", text(&out.stderr));
+    assert_eq!(s.len("LLEN", &keys.dead), 3);
+
+    let out = bus(
+        &url,
+        &prefix,
+        &["search", "work", "--error", "failure", "--requeue", "--yes"],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("requeue: 3 of 3"),
+        "{}",
+        text(&out.stdout)
+    );
+    assert_eq!(s.len("LLEN", &keys.dead), 0);
+    assert_eq!(s.len("LLEN", &keys.ready), 13);
+
+    let out = bus(&url, &prefix, &["--json", "audit"]);
+    let entries: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    assert_eq!(
+        (
+            &entries[0]["action"],
+            &entries[0]["target"],
+            &entries[0]["count"]
+        ),
+        (
+            &Value::from("requeue"),
+            &Value::from("work"),
+            &Value::from(3)
+        )
+    );
+    assert_eq!(entries[0]["detail"], "search matches (error \"failure\")");
+}

@@ -459,6 +459,7 @@ async function queuePage(id, name) {
         h("h1", {}, queueTitle(name), snap.paused ? h("span", { class: "badge badge-paused", id: "paused-badge" }, "paused") : null),
         h("div", { class: "sub" }, snap.oldest_ready_age_ms !== null ? `Oldest ready message: ${age(snap.oldest_ready_age_ms)} old` : "Nothing waiting")),
       h("div", { class: "head-actions" }, q.flow ? flowButton(id, name, snap.paused) : null,
+        snap.kind === "bus" ? h("a", { class: "btn", href: `#/search/${enc(name)}`, "data-action": "search" }, "Search") : null,
         snap.dead ? h("a", { class: "btn btn-danger", href: `#/dead/${enc(name)}` }, `Dead letters (${num(snap.dead)})`) : null)),
     q.flow ? flowLine(q.flow, q.breakers) : null,
     h("div", { class: "tiles" },
@@ -552,7 +553,8 @@ async function deadPage(id, name) {
             h("span", {}, num(l.delivery_count)),
             h("span", { class: "actions" },
               h("button", { class: "btn btn-sm", type: "button", "data-action": "requeue-one", onclick: guarded(() => act("requeue", [sid])) }, "Requeue"),
-              h("button", { class: "btn btn-sm btn-danger", type: "button", "data-action": "delete-one", onclick: guarded(() => act("delete", [sid])) }, "Delete"))),
+              h("button", { class: "btn btn-sm btn-danger", type: "button", "data-action": "delete-one", onclick: guarded(() => act("delete", [sid])) }, "Delete"),
+              name.includes(":") ? null : h("a", { class: "btn btn-sm", href: `#/edit/${enc(name)}/${enc(sid)}`, "data-action": "edit-one" }, "Edit"))),
           envelopeDetails(l, [h("dt", {}, "Reason"), h("dd", {}, l.reason || "–"), h("dt", {}, "Dead-lettered"), h("dd", {}, when(l.dead_lettered_at_ms))]));
       })) : null;
     return h("div", { class: open ? "group open" : "group", "data-group": g.key },
@@ -578,6 +580,7 @@ async function deadPage(id, name) {
         h("div", { class: "sub", id: "dead-total" }, `${num(d.total)} dead letters` + (d.read < d.total ? ` · the oldest ${num(d.read)} are grouped here` : "") +
           ` · grouped by reason and last error`)),
       h("div", { class: "toolbar" },
+        name.includes(":") ? null : h("a", { class: "btn", href: `#/search/${enc(name)}`, "data-action": "search" }, "Search"),
         h("label", { class: "inline", for: "requeue-target" }, "Requeue to", select),
         d.total ? h("button", { class: "btn btn-primary", type: "button", "data-action": "requeue-all", onclick: guarded(() => act("requeue", [], true)) }, `Requeue all ${num(d.total)}`) : null)),
     h("section", { class: "card section" },
@@ -652,6 +655,11 @@ function route() {
   } else if (page === "saga") {
     const id = ++renderId;
     sagaPage(id, parts[1], parts.slice(2).join("/")).catch(showError);
+  } else if (page === "search") {
+    searchPage(++renderId, parts.slice(1).join("/")).catch(showError);
+  } else if (page === "edit") {
+    // The storage id is the last part (`~42`, `1:~42`); a subscription's name has a '/'.
+    editPage(++renderId, parts.slice(1, -1).join("/"), parts[parts.length - 1]).catch(showError);
   } else if (page === "health") {
     livePage(healthPage);
   } else if (page === "audit") {

@@ -25,6 +25,7 @@
 //! | [`Management::health`] | [`Health`], [`HealthCheck`], [`Severity`]: Redis's configuration checked (`bus doctor`) | `health` |
 //! | [`Management::hosts`] | [`HostEntry`] (with bus-core's [`HostInfo`]): the hosts' heartbeats, each running or lost | `hosts` |
 //! | [`Management::schedules`] | [`ScheduleEntry`] (with bus-core's [`ScheduleRecord`]): the recurring schedules, last tick and next run | `schedules` |
+//! | [`Management::search`], [`act`](Management::act), [`act_all`](Management::act_all), [`edit_and_requeue`](Management::edit_and_requeue), [`edits`](Management::edits) | [`SearchQuery`], [`SearchPage`], [`Found`], [`Place`], [`Action`], [`Acted`], [`ActedPage`], [`Edited`], [`EditRecord`]: find and act on all that matches; edit and retry a dead letter | `search` |
 //! | [`Topic`], [`Purged`], [`RemovedSubscription`], [`ReadyMessage`], [`ScheduledMessage`], [`Selection`], [`Requeued`] | what the operations return (from [`bus_redis::admin`]) | |
 //! | [`DeadLetter`], [`ErrorRecord`], [`QueueStats`], [`MessageSummary`] | the records (from [`bus_core`]) | |
 //! | [`Error`], [`Result`] | what can go wrong | `error` |
@@ -37,6 +38,7 @@ mod hosts;
 mod management;
 mod sagas;
 mod schedules;
+mod search;
 
 pub use bus_core::heartbeat::HostInfo;
 pub use bus_core::operator::{Capability, Operator};
@@ -45,6 +47,9 @@ pub use bus_core::transport::ScheduleRecord;
 pub use bus_redis::admin::{
     os_user, AuditEntry, Health, HealthCheck, HostEntry, Purged, ReadyMessage, RemovedSubscription,
     Requeued, ScheduleEntry, ScheduledMessage, Selection, Severity, Topic,
+};
+pub use bus_redis::admin::{
+    Acted, ActedPage, Action, EditRecord, Edited, Found, Place, SearchPage, SearchQuery,
 };
 pub use error::{Error, Result};
 pub use fleet::{Address, Fleet, NATIVE};

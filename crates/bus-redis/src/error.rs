@@ -93,6 +93,10 @@ pub enum Error {
     /// too large.
     #[error(transparent)]
     Bus(#[from] bus_core::Error),
+    /// An operator's request that cannot be carried out as asked (an empty search, a move
+    /// to the queue itself, an edited body that is not JSON): nothing was changed.
+    #[error("{0}")]
+    InvalidRequest(String),
 }
 
 impl From<fred::error::Error> for Error {

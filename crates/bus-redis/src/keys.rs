@@ -121,6 +121,14 @@ impl QueueKeys {
         format!("{base}:schedule:{name}")
     }
 
+    /// The queue's edit history (a capped stream: each dead letter edited and requeued
+    /// from the dashboard, its original and who edited it): `<queue base>:edited`.
+    /// Operator-only, written by `admin_edit_requeue.lua`; no consumer reads it.
+    pub fn edited(&self) -> String {
+        let base = self.ready.strip_suffix(":ready").unwrap_or(&self.ready);
+        format!("{base}:edited")
+    }
+
     /// Only the ready list of `source`: what a send needs, built with one allocation
     /// instead of every key of the queue. Equal to `QueueKeys::new(prefix, source).ready`.
     pub fn ready_of(prefix: &str, source: &Source) -> String {

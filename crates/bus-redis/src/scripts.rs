@@ -201,6 +201,12 @@ impl LuaScript {
     }
 }
 
+// Search and edit (src/admin/search.rs, src/admin/edit.rs).
+pub(crate) static ADMIN_TAKE_FOUND: LazyLock<LuaScript> =
+    LazyLock::new(|| lua!("admin_take_found", ["common", "admin_common"]));
+pub(crate) static ADMIN_EDIT_REQUEUE: LazyLock<LuaScript> =
+    LazyLock::new(|| lua!("admin_edit_requeue", ["common", "admin_common"]));
+
 // Host heartbeats (src/heartbeat.rs, docs/redis-layout.md "Host heartbeats").
 /// Request/reply: a responder's push onto an inbox (docs/redis-layout.md).
 pub(crate) static REPLY: LazyLock<LuaScript> = LazyLock::new(|| lua!("reply", ["common"]));

@@ -33,7 +33,8 @@ impl From<Error> for ApiError {
                 | bus_management::Error::UnknownKind { .. }
                 | bus_management::Error::UnknownSource { .. }
                 | bus_management::Error::UnknownQueue { .. }
-                | bus_management::Error::AcrossKinds { .. },
+                | bus_management::Error::AcrossKinds { .. }
+                | bus_management::Error::Redis(bus_redis::Error::InvalidRequest(_)),
             ) => StatusCode::BAD_REQUEST,
             _ => StatusCode::SERVICE_UNAVAILABLE,
         };

@@ -5,6 +5,7 @@ mod api;
 mod attachments;
 mod auth;
 mod ops;
+mod search;
 mod views;
 
 use std::future::Future;
@@ -30,6 +31,7 @@ use crate::{DashboardOptions, Result};
 const INDEX: &str = include_str!("../../assets/index.html");
 const APP_JS: &str = include_str!("../../assets/app.js");
 const OPS_JS: &str = include_str!("../../assets/ops.js");
+const SEARCH_JS: &str = include_str!("../../assets/search.js");
 const APP_CSS: &str = include_str!("../../assets/app.css");
 
 /// What every handler shares.
@@ -158,6 +160,10 @@ impl Dashboard {
             .route("/api/attachment", get(attachments::download))
             .route("/api/queue/pause", post(actions::pause))
             .route("/api/queue/resume", post(actions::resume))
+            .route("/api/search", get(search::search))
+            .route("/api/search/act", post(search::act))
+            .route("/api/dead-letters/edit", post(search::edit))
+            .route("/api/edits", get(search::edits))
             .with_state(shared.clone())
             .merge(metrics)
             .layer(from_fn_with_state(shared.clone(), bounded))
@@ -168,6 +174,7 @@ impl Dashboard {
             // Static and secret-free: the login page needs the style sheet.
             .route("/assets/app.js", get(app_js))
             .route("/assets/ops.js", get(ops_js))
+            .route("/assets/search.js", get(search_js))
             .route("/assets/app.css", get(app_css))
             .with_state(shared.clone())
             .merge(guarded)
@@ -192,6 +199,14 @@ async fn ops_js() -> Response {
     (
         [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
         OPS_JS,
+    )
+        .into_response()
+}
+
+async fn search_js() -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
+        SEARCH_JS,
     )
         .into_response()
 }

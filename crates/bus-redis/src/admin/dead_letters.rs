@@ -230,7 +230,7 @@ impl Admin {
     }
 
     /// Runs `admin_delete_dead.lua` on `ids`; returns those deleted.
-    async fn delete_dead(
+    pub(super) async fn delete_dead(
         &self,
         keys: &QueueKeys,
         ids: Vec<String>,
@@ -399,7 +399,7 @@ impl Admin {
 
 /// What becomes of the messages [`Admin::delete_dead`] deletes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Deleted {
+pub(super) enum Deleted {
     /// Gone for good: their attachments are orphans.
     Gone,
     /// Moved to another queue (the copy across slots): they keep their attachments.

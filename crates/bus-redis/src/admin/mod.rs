@@ -19,12 +19,16 @@
 //! | [`Admin::pause`], [`resume`](Admin::resume), [`limit_concurrency`](Admin::limit_concurrency), [`limit_rate`](Admin::limit_rate), [`flow`](Admin::flow) | flow control (the `flow` hash every reserve reads); `impl` [`bus_core::flow::FlowControl`] | `flow` |
 //! | [`Admin::hosts`] | [`HostEntry`]: the hosts' heartbeats, each running or lost | `hosts` |
 //! | [`Admin::schedules`] | [`ScheduleEntry`]: the recurring schedules, last tick and next run | `schedules` |
+//! | [`Admin::search`], [`act`](Admin::act), [`act_all`](Admin::act_all) | [`SearchQuery`], [`SearchPage`], [`Found`], [`Action`], [`Acted`]: find ready, delayed and dead messages in bounded pages, and act on every match | `search`, `act` |
+//! | [`Admin::edit_and_requeue`], [`edits`](Admin::edits) | [`Edited`], [`EditRecord`]: edit a dead letter and retry it, the original kept in the queue's edit history | `edit` |
 //! | `impl` [`bus_core::operator::Operator`] for [`Admin`], [`parse_name`], [`KIND`] | the native layout behind the one operator surface (`bus`, dashboard, metrics) | `operator` |
 
+mod act;
 mod audit;
 mod browse;
 mod dead_letters;
 mod discovery;
+mod edit;
 mod flow;
 mod health;
 mod hosts;
@@ -34,6 +38,7 @@ mod partitions;
 mod queues;
 mod records;
 mod schedules;
+mod search;
 
 pub(crate) use records::parse_errors;
 
@@ -43,16 +48,19 @@ use fred::prelude::Client;
 use crate::keys::QueueKeys;
 use crate::RedisTransport;
 
+pub use act::{Acted, ActedPage, Action};
 pub use audit::{os_user, AuditEntry, AUDIT_KEEP};
 pub use browse::{ReadyMessage, ScheduledMessage};
 pub use dead_letters::{Requeued, Selection};
 pub use discovery::Topic;
+pub use edit::{EditRecord, Edited, EDITS_KEPT};
 pub use health::{health, Health, HealthCheck, Severity};
 pub use hosts::HostEntry;
 pub use inflight::{Counters, InFlightMessage};
 pub use operator::{parse_name, KIND};
 pub use queues::{Held, Purged, RemovedSubscription, Unsubscribe};
 pub use schedules::ScheduleEntry;
+pub use search::{Cursor, Found, Place, SearchPage, SearchQuery, MAX_PAGE};
 
 /// The layout's administration, on a transport's connection and under its key prefix.
 /// A cheap-to-clone handle.
