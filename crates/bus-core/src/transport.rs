@@ -451,6 +451,12 @@ pub trait Transport: Send + Sync + fmt::Debug + 'static {
     fn host_reporter(&self) -> Option<Arc<dyn crate::heartbeat::HostReporter>> {
         None
     }
+
+    /// Where hosts on this transport send their per-type timing
+    /// ([`timing`](crate::timing)); `None` (the default): none is kept.
+    fn timing_reporter(&self) -> Option<Arc<dyn crate::timing::TimingReporter>> {
+        None
+    }
 }
 
 /// One consumer of one [`Source`]. Every method is one atomic transition per message.

@@ -35,6 +35,7 @@ mod receipts;
 mod schedule;
 mod scripts;
 mod singleton;
+mod timing;
 #[cfg(feature = "tls")]
 mod tls;
 mod transport;
@@ -45,6 +46,7 @@ pub use heartbeat::{RedisReporter, HOST_KEEP_INTERVALS};
 pub use partition::{shard_of_key, MAX_PARTITIONS};
 pub use protocol::PROTOCOL;
 pub use scripts::LuaScript;
+pub use timing::{RedisTimingReporter, DEFAULT_TIMING_RETENTION};
 
 /// The Redis client this crate is built on, whose types appear in its API
 /// ([`RedisTransport::client`], [`Error::fred`]): use it through this path, so the

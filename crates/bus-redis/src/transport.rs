@@ -602,4 +602,10 @@ impl Transport for RedisTransport {
     fn host_reporter(&self) -> Option<Arc<dyn bus_core::heartbeat::HostReporter>> {
         Some(Arc::new(crate::heartbeat::RedisReporter::new(self.clone())))
     }
+
+    fn timing_reporter(&self) -> Option<Arc<dyn bus_core::timing::TimingReporter>> {
+        Some(Arc::new(crate::timing::RedisTimingReporter::new(
+            self.clone(),
+        )))
+    }
 }

@@ -18,6 +18,7 @@
 //! | [`health`], [`Admin::health`] | [`Health`], [`HealthCheck`], [`Severity`]: what in Redis's configuration loses or stalls messages (`bus doctor`, the dashboard) | `health` |
 //! | [`Admin::pause`], [`resume`](Admin::resume), [`limit_concurrency`](Admin::limit_concurrency), [`limit_rate`](Admin::limit_rate), [`flow`](Admin::flow) | flow control (the `flow` hash every reserve reads); `impl` [`bus_core::flow::FlowControl`] | `flow` |
 //! | [`Admin::hosts`] | [`HostEntry`]: the hosts' heartbeats, each running or lost | `hosts` |
+//! | [`Admin::timing`], [`redis_minute`](Admin::redis_minute) | [`MinuteTiming`]: the hosts' per-type timing, per minute | `timing` |
 //! | `impl` [`bus_core::operator::Operator`] for [`Admin`], [`parse_name`], [`KIND`] | the native layout behind the one operator surface (`bus`, dashboard, metrics) | `operator` |
 
 mod audit;
@@ -32,6 +33,7 @@ mod operator;
 mod partitions;
 mod queues;
 mod records;
+mod timing;
 
 pub(crate) use records::parse_errors;
 
@@ -50,6 +52,7 @@ pub use hosts::HostEntry;
 pub use inflight::{Counters, InFlightMessage};
 pub use operator::{parse_name, KIND};
 pub use queues::{Held, Purged, RemovedSubscription, Unsubscribe};
+pub use timing::{MinuteTiming, MAX_TIMING_MINUTES};
 
 /// The layout's administration, on a transport's connection and under its key prefix.
 /// A cheap-to-clone handle.
