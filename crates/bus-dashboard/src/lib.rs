@@ -19,6 +19,7 @@ mod metrics;
 mod options;
 mod server;
 mod snapshot;
+mod timing;
 
 pub use error::{Error, Result};
 pub use metrics::QueueMetrics;

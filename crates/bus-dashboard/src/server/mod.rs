@@ -3,7 +3,9 @@
 mod actions;
 mod api;
 mod auth;
+mod lifecycle;
 mod ops;
+mod timing;
 mod views;
 
 use std::future::Future;
@@ -29,6 +31,7 @@ use crate::{DashboardOptions, Result};
 const INDEX: &str = include_str!("../../assets/index.html");
 const APP_JS: &str = include_str!("../../assets/app.js");
 const OPS_JS: &str = include_str!("../../assets/ops.js");
+const TIMING_JS: &str = include_str!("../../assets/timing.js");
 const APP_CSS: &str = include_str!("../../assets/app.css");
 
 /// What every handler shares.
@@ -153,6 +156,9 @@ impl Dashboard {
                 post(actions::delete_dead_letters),
             )
             .route("/api/sagas/delete", post(actions::delete_saga))
+            .route("/api/timing", get(timing::timing))
+            .route("/api/timing/type", get(timing::type_history))
+            .route("/api/scheduled/cancel", post(lifecycle::cancel))
             .with_state(shared.clone())
             .merge(metrics)
             .layer(from_fn_with_state(shared.clone(), bounded))
@@ -163,6 +169,7 @@ impl Dashboard {
             // Static and secret-free: the login page needs the style sheet.
             .route("/assets/app.js", get(app_js))
             .route("/assets/ops.js", get(ops_js))
+            .route("/assets/timing.js", get(timing_js))
             .route("/assets/app.css", get(app_css))
             .with_state(shared.clone())
             .merge(guarded)
@@ -187,6 +194,14 @@ async fn ops_js() -> Response {
     (
         [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
         OPS_JS,
+    )
+        .into_response()
+}
+
+async fn timing_js() -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
+        TIMING_JS,
     )
         .into_response()
 }
