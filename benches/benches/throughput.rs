@@ -392,6 +392,15 @@ where
 }
 
 async fn bus_prefilled(env: &Env) -> Figure {
+    bus_prefilled_timed(env, true).await
+}
+
+/// The same with per-type timing off (`timing_interval(None)`): the baseline of its cost.
+async fn bus_prefilled_untimed(env: &Env) -> Figure {
+    bus_prefilled_timed(env, false).await
+}
+
+async fn bus_prefilled_timed(env: &Env, timing: bool) -> Figure {
     let transport = env.transport().await;
     let keys = transport.keys(&Source::queue("bench").unwrap());
     let bus = Bus::new(transport.clone(), BusConfig::default());
@@ -403,6 +412,7 @@ async fn bus_prefilled(env: &Env) -> Figure {
     let host = Host::builder()
         .transport(transport.clone())
         .command::<Order, _>(noop.clone())
+        .timing_interval(timing.then_some(bus_core::timing::DEFAULT_TIMING_INTERVAL))
         .build()
         .unwrap();
     env.reset_stats().await;
@@ -563,7 +573,21 @@ fn main() {
             );
             let circ_pre = if wanted("circular_prefilled") { let f = circular_prefilled(&env).await; row("circular list, pre-filled", f); f } else { Figure::NONE };
             let layout_pre = if wanted("layout_prefilled") { let f = layout_prefilled(&env, 0).await; row("raw layout (reserve.lua+ack.lua), pre-filled", f); f } else { Figure::NONE };
+            // Per-type timing's cost (issue 21): the same phase with it off, run before and
+            // after it (the first phase of a process runs on a colder client).
+            let untimed_before = if wanted("bus_prefilled") { let f = bus_prefilled_untimed(&env).await; row("bus, pre-filled, no per-type timing", f); f } else { Figure::NONE };
             let bus_pre = if wanted("bus_prefilled") { let f = bus_prefilled(&env).await; row("bus, pre-filled", f); f } else { Figure::NONE };
+            let untimed_after = if wanted("bus_prefilled") { let f = bus_prefilled_untimed(&env).await; row("bus, pre-filled, no per-type timing", f); f } else { Figure::NONE };
+            if untimed_after.rate > 0.0 {
+                let untimed_rate = (untimed_before.rate + untimed_after.rate) / 2.0;
+                let untimed_cpu = (untimed_before.client_us + untimed_after.client_us) / 2.0;
+                println!(
+                    "   per-type timing: with / without (mean of before and after) {:>6.1}% of the rate, client CPU {:.2} vs {:.2} us/msg",
+                    bus_pre.rate / untimed_rate * 100.0,
+                    bus_pre.client_us,
+                    untimed_cpu
+                );
+            }
             let circ_e2e = if wanted("circular_end_to_end") { let f = circular_end_to_end(&env).await; row("circular list, end to end (producer process)", f); f } else { Figure::NONE };
             let bus_e2e = if wanted("bus_end_to_end") { let f = bus_end_to_end(&env).await; row("bus, end to end (producer process)", f); f } else { Figure::NONE };
             let raw_send = if wanted("raw_sends") { let f = raw_sends(&env).await; row("bare fred RPUSH, single", f); f } else { Figure::NONE };

@@ -94,7 +94,7 @@ impl Middleware for InFlight {
 }
 
 /// The machine's host name, without a dependency: `$HOSTNAME`, then `/etc/hostname`.
-fn hostname() -> String {
+pub(crate) fn hostname() -> String {
     std::env::var("HOSTNAME")
         .ok()
         .or_else(|| std::fs::read_to_string("/etc/hostname").ok())

@@ -19,6 +19,7 @@
 //! | [`records`] | what every transport and tool shows of stored messages: [`records::DeadLetter`], [`records::ErrorRecord`], [`records::QueueStats`], ... |
 //! | [`flow`] | flow control of a queue across hosts: pause, global concurrency and rate limits ([`flow::FlowControl`]) |
 //! | [`heartbeat`] | a host's heartbeat ([`heartbeat::HostInfo`]) and where it goes ([`heartbeat::HostReporter`], from the transport) |
+//! | [`timing`] | per-type timing of a host's handlers ([`timing::TypeTiming`]) and where it goes ([`timing::TimingReporter`], from the transport) |
 //! | [`operator`] | the operator's capabilities over a kind of queue ([`operator::Operator`]), one for every tool |
 //! | [`MemoryTransport`] | the embedded transport |
 //! | [`Saga`], [`StartSaga`], [`ContinueSaga`], [`SagaData`], [`SagaStore`], [`MemorySagaStore`] | sagas (`docs/sagas.md`) |
@@ -59,6 +60,7 @@ mod send;
 mod settings;
 mod shared;
 mod singleton;
+pub mod timing;
 pub mod transport;
 
 pub use bus::{Bus, BusConfig, DEFAULT_MAX_MESSAGE_SIZE};

@@ -517,6 +517,11 @@ pub trait Transport: Send + Sync + fmt::Debug + 'static {
         let _ = (id, step, result, keep);
         Err(no_step_marks(source))
     }
+    /// Where hosts on this transport send their per-type timing
+    /// ([`timing`](crate::timing)); `None` (the default): none is kept.
+    fn timing_reporter(&self) -> Option<Arc<dyn crate::timing::TimingReporter>> {
+        None
+    }
 }
 
 fn no_requests() -> crate::Error {

@@ -433,7 +433,8 @@ async function queuePage(id, name) {
     scheduled: { label: "Scheduled", hint: "earliest due first", items: q.scheduled, columns: [
       { label: "#", value: (m, _n) => q.scheduled.indexOf(m) + 1 }, { label: "Message", value: idCell }, { label: "Type", value: typeCell },
       { label: "Due", value: (m) => `${when(m.due_at_ms)} (${relative(m.due_at_ms, now)})` },
-      { label: "Deliveries", value: (m) => num(m.delivery_count) }, { label: "Errors", value: errCell }] },
+      { label: "Deliveries", value: (m) => num(m.delivery_count) }, { label: "Errors", value: errCell },
+      { label: "", value: (m) => cancelButton(name, m, () => queuePage(id, name).catch(showError)) }] },
     in_flight: { label: "In flight", hint: "earliest lock deadline first", items: q.in_flight, columns: [
       { label: "#", value: (m) => q.in_flight.indexOf(m) + 1 }, { label: "Message", value: idCell }, { label: "Type", value: typeCell },
       { label: "Lock deadline", value: (m) => (m.lock_deadline_ms < now
@@ -448,6 +449,7 @@ async function queuePage(id, name) {
   const current = lists[queueTabs.current] ? queueTabs.current : "ready";
   const list = lists[current];
   const body = messageList(list.items, list.columns, now);
+  if (current === "scheduled") body.classList.add("scheduled-list");
   const snap = q.snapshot;
   const tabs = h("div", { class: "tabs" }, Object.entries(lists).map(([key, l]) => h("button", {
     class: key === current ? "active" : "", type: "button", "data-tab": key,
@@ -503,6 +505,24 @@ function flowLine(flow, breakers) {
     item("Concurrency limit", limit, { "data-flow": "concurrency" }),
     item("Rate limit", rateLimit, { "data-flow": "rate" }),
     item("Circuit breaker", breaker, { "data-flow": "breaker" }));
+}
+
+/** Cancels a scheduled message after confirmation (`POST /api/scheduled/cancel`, audited). */
+function cancelButton(name, m, then) {
+  const sid = m.storage_id;
+  const cancel = async (event) => {
+    event.preventDefault();
+    const ok = await confirmAction("Cancel this scheduled message?",
+      `Message ${m.message ? m.message.id : sid} due ${when(m.due_at_ms)} is removed from ${name} and never delivered.`, "Cancel message");
+    if (!ok) return;
+    try {
+      const done = await post("/api/scheduled/cancel", { name, id: sid });
+      toast(done.cancelled ? "Scheduled message cancelled" : "It was no longer scheduled (delivered or cancelled already)");
+      redraw();
+      then();
+    } catch (e) { toast(e.message, true); }
+  };
+  return h("span", { class: "actions" }, h("button", { class: "btn btn-sm btn-danger", type: "button", "data-action": "cancel-scheduled", onclick: cancel }, "Cancel"));
 }
 
 const deadState = { open: new Set(), target: "" };
@@ -578,7 +598,8 @@ async function deadPage(id, name) {
       h("div", {}, h("div", { class: "crumbs" }, h("a", { href: "#/" }, "Overview"), " / ", h("a", { href: `#/queue/${enc(name)}` }, name), " / dead letters"),
         h("h1", {}, "Dead letters of ", queueTitle(name)),
         h("div", { class: "sub", id: "dead-total" }, `${num(d.total)} dead letters` + (d.read < d.total ? ` · the oldest ${num(d.read)} are grouped here` : "") +
-          ` · grouped by reason and last error`)),
+          ` · grouped by reason and last error`),
+        reasonCounts(d.groups)),
       h("div", { class: "toolbar" },
         name.includes(":") ? null : h("a", { class: "btn", href: `#/search/${enc(name)}`, "data-action": "search" }, "Search"),
         h("label", { class: "inline", for: "requeue-target" }, "Requeue to", select),
@@ -587,6 +608,15 @@ async function deadPage(id, name) {
       h("div", { class: "section-head" }, h("h2", {}, `${d.groups.length} group${d.groups.length === 1 ? "" : "s"}`),
         h("span", { class: "hint" }, "Numbers in error messages are masked (#) when grouping")),
       d.groups.length ? groups : h("div", { class: "empty" }, "No dead letters. 🎉"))));
+}
+
+/** How many dead letters (of those read) each reason holds: expired, rejected, ... */
+function reasonCounts(groups) {
+  const by = new Map();
+  for (const g of groups) by.set(g.reason || "none", (by.get(g.reason || "none") || 0) + g.count);
+  if (by.size === 0) return null;
+  return h("div", { class: "reasons", id: "dead-reasons" }, "By reason: ", [...by.entries()].sort((a, b) => b[1] - a[1]).map(([reason, count]) =>
+    h("span", { class: `badge badge-${reason}`, "data-reason": reason, "data-reason-count": count }, `${reason} ${num(count)}`)));
 }
 
 async function sagasPage(id, partition) {
@@ -637,7 +667,7 @@ async function sagaPage(id, partition, sagaId) {
 function route() {
   const parts = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
   const page = parts[0] || "overview";
-  const nav = page.startsWith("saga") ? "sagas" : ["health", "audit", "hosts"].includes(page) ? page : "overview";
+  const nav = page.startsWith("saga") ? "sagas" : ["health", "audit", "hosts", "timing"].includes(page) ? page : "overview";
   document.querySelectorAll(".nav a").forEach((a) => a.classList.toggle("active", a.dataset.nav === nav));
   clearTimeout(timer);
   app.replaceChildren(h("div", { class: "empty" }, "Loading…"));
@@ -666,6 +696,9 @@ function route() {
     livePage(auditPage);
   } else if (page === "hosts") {
     livePage(hostsPage);
+  } else if (page === "timing") {
+    const name = parts.slice(1).join("/");
+    livePage(name ? (id) => timingTypePage(id, name) : timingPage);
   } else {
     livePage(overview);
   }

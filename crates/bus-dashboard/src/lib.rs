@@ -3,7 +3,7 @@
 //!
 //! | Item | What it is | Module |
 //! |---|---|---|
-//! | [`Dashboard`], [`DashboardOptions`] | the web dashboard (`bus dashboard`): live counts and plots, messages, dead letters grouped by error with requeue and delete, sagas, Redis's health, the audit log, a read-only mode | `server`, `options` |
+//! | [`Dashboard`], [`DashboardOptions`] | the web dashboard (`bus dashboard`): live counts and plots, messages, dead letters grouped by error with requeue and delete, sagas, Redis's health, the audit log, per-type timing, scheduled messages cancelled, a read-only mode | `server`, `options` |
 //! | [`QueueMetrics`] | `GET /metrics` of every queue's counts (`bus metrics`) | `metrics` |
 //! | [`QueueSnapshot`] | one queue's counts at one moment, read at bounded cost | `snapshot` |
 //! | [`Error`], [`Result`] | what can go wrong | `error` |
@@ -19,6 +19,7 @@ mod metrics;
 mod options;
 mod server;
 mod snapshot;
+mod timing;
 
 pub use error::{Error, Result};
 pub use metrics::QueueMetrics;

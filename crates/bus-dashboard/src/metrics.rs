@@ -1,6 +1,7 @@
 //! `bus metrics`: the queue counts as a Prometheus (OpenMetrics text) endpoint, read from
 //! Redis on each scrape.
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
@@ -10,6 +11,7 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
+use bus_core::timing::TypeTiming;
 use bus_redis::RedisTransport;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::family::Family;
@@ -87,10 +89,28 @@ impl QueueMetrics {
     /// Reads every queue's counts now and renders them in the OpenMetrics text format.
     pub async fn render(&self) -> Result<String> {
         let started = Instant::now();
-        let snapshots = tokio::time::timeout(self.timeout, self.reader.snapshot_all())
+        let read = async {
+            let snapshots = self.reader.snapshot_all().await?;
+            let timing = self.last_minute().await?;
+            Ok::<_, Error>((snapshots, timing))
+        };
+        let (snapshots, timing) = tokio::time::timeout(self.timeout, read)
             .await
             .map_err(|_| Error::Timeout(self.timeout))??;
-        Ok(render(&snapshots, started.elapsed().as_secs_f64()))
+        let mut text = render(&snapshots, started.elapsed().as_secs_f64());
+        render_timing(&mut text, &timing);
+        Ok(text)
+    }
+
+    /// Every type's runs in the last complete minute (Redis's clock), all hosts added.
+    async fn last_minute(&self) -> Result<BTreeMap<String, TypeTiming>> {
+        let admin = self.reader.management().admin();
+        let read = async {
+            let minute = admin.redis_minute().await?.saturating_sub(1);
+            admin.timing(minute, minute).await
+        };
+        let minutes = read.await.map_err(bus_management::Error::from)?;
+        Ok(crate::timing::by_type(&minutes))
     }
 
     /// A router with `GET /metrics` (and `/` pointing at it), to serve or to nest.
@@ -229,6 +249,80 @@ fn render(snapshots: &[QueueSnapshot], scrape_seconds: f64) -> String {
     text
 }
 
+/// A per-type gauge's name, help text and the count it reads.
+type TypeCount = (&'static str, &'static str, fn(&TypeTiming) -> u64);
+
+/// The per-type series of the last complete minute (docs/operations.md, "Per-type
+/// timing"), appended to a scrape's text before its `# EOF`.
+fn render_timing(text: &mut String, timing: &BTreeMap<String, TypeTiming>) {
+    if timing.is_empty() {
+        return;
+    }
+    let mut registry = Registry::default();
+    let labels = |name: &str| -> Labels {
+        vec![
+            ("messaging_system", SYSTEM.to_owned()),
+            ("bus_message_type", name.to_owned()),
+        ]
+    };
+    let counts: [TypeCount; 2] = [
+        (
+            "bus_message_type_handled_messages",
+            "Handler runs of the type that succeeded in the last complete minute, all hosts",
+            |t| t.handled,
+        ),
+        (
+            "bus_message_type_failed_messages",
+            "Handler runs of the type that failed in the last complete minute, all hosts",
+            |t| t.failed,
+        ),
+    ];
+    for (name, help, value) in counts {
+        let family = Family::<Labels, Gauge>::default();
+        for (message_type, t) in timing {
+            family
+                .get_or_create(&labels(message_type))
+                .set(i64::try_from(value(t)).unwrap_or(i64::MAX));
+        }
+        registry.register(name, help, family);
+    }
+    let mean = Family::<Labels, Gauge<f64, AtomicU64>>::default();
+    let quantiles = Family::<Labels, Gauge<f64, AtomicU64>>::default();
+    for (message_type, t) in timing {
+        mean.get_or_create(&labels(message_type))
+            .set(t.mean_us() as f64 / 1e6);
+        for (q, label) in [(0.5, "0.5"), (0.95, "0.95"), (0.99, "0.99")] {
+            let mut with_q = labels(message_type);
+            with_q.push(("quantile", label.to_owned()));
+            quantiles
+                .get_or_create(&with_q)
+                .set(t.quantile_us(q) as f64 / 1e6);
+        }
+    }
+    registry.register_with_unit(
+        "bus_message_type_duration_mean",
+        "Mean handler duration of the type in the last complete minute",
+        Unit::Seconds,
+        mean,
+    );
+    registry.register_with_unit(
+        "bus_message_type_duration_quantile",
+        "Upper bound of the histogram bucket holding the quantile of the type's handler durations in the last complete minute",
+        Unit::Seconds,
+        quantiles,
+    );
+    let mut more = String::new();
+    // Writing into a String cannot fail.
+    let _ = encode(&mut more, &registry);
+    // One exposition: the queue text's `# EOF` goes after these series.
+    if let Some(body) = text.strip_suffix("# EOF\n") {
+        let body = body.to_owned();
+        *text = body + more.as_str();
+    } else {
+        text.push_str(&more);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -278,6 +372,32 @@ mod tests {
             "bus_queue_oldest_ready_age_seconds{messaging_system=\"bus\",messaging_destination_name=\"orders\"} 1.5"
         ));
         assert!(text.contains("bus_queue_metrics_scrape_duration_seconds 0.25"));
+        assert!(text.ends_with("# EOF\n"));
+    }
+
+    #[test]
+    fn each_type_of_the_last_minute_is_a_labelled_gauge_in_one_exposition() {
+        let mut text = render(&[snapshot("orders", None)], 0.1);
+        let mut timing = TypeTiming::default();
+        timing.handled = 40;
+        timing.failed = 2;
+        timing.total_us = 42 * 3_000;
+        timing.buckets[TypeTiming::bucket_of(3_000)] = 42;
+        render_timing(&mut text, &[("order-placed".to_owned(), timing)].into());
+        assert!(text.contains(
+            "bus_message_type_handled_messages{messaging_system=\"bus\",bus_message_type=\"order-placed\"} 40"
+        ), "{text}");
+        assert!(text.contains(
+            "bus_message_type_failed_messages{messaging_system=\"bus\",bus_message_type=\"order-placed\"} 2"
+        ));
+        assert!(text.contains(
+            "bus_message_type_duration_mean_seconds{messaging_system=\"bus\",bus_message_type=\"order-placed\"} 0.003"
+        ));
+        assert!(text.contains(
+            "bus_message_type_duration_quantile_seconds{messaging_system=\"bus\",bus_message_type=\"order-placed\",quantile=\"0.95\"} 0.005"
+        ));
+        assert!(text.contains("bus_queue_ready_messages{"));
+        assert_eq!(text.matches("# EOF").count(), 1);
         assert!(text.ends_with("# EOF\n"));
     }
 }

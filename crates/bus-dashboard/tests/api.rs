@@ -440,3 +440,177 @@ async fn a_fresh_overview_has_a_line_and_says_how_long_it_sampled() {
         "sampled for {sampled_for:?} after {elapsed:?}"
     );
 }
+
+/// Issue 21 point 2: the Timing page's data, from reports as hosts write them (two hosts,
+/// two types): each type summed over the window, busiest first, with its durations; one
+/// type's history and histogram; a request without a type refused.
+#[tokio::test]
+async fn the_timing_endpoints_sum_each_type_over_the_window() {
+    use bus_core::timing::{TimingReport, TypeTiming};
+    let s = setup().await;
+    let reporter = s.transport.timing_reporter().unwrap();
+    let admin = bus_redis::admin::Admin::new(s.transport.clone());
+    let now = admin.redis_minute().await.unwrap();
+    let timing = |handled: u64, failed: u64, us: u64| {
+        let mut t = TypeTiming::default();
+        t.handled = handled;
+        t.failed = failed;
+        t.total_us = (handled + failed) * us;
+        t.buckets[TypeTiming::bucket_of(us)] = handled + failed;
+        t
+    };
+    let reports = [
+        TimingReport::new(
+            "a:1:1:0",
+            1,
+            now,
+            vec![
+                ("fast".into(), timing(30, 0, 400)),
+                ("slow".into(), timing(2, 1, 700_000)),
+            ],
+        ),
+        TimingReport::new("b:2:1:0", 1, now, vec![("fast".into(), timing(10, 2, 400))]),
+        TimingReport::new(
+            "a:1:1:0",
+            2,
+            now - 5,
+            vec![("slow".into(), timing(4, 0, 700_000))],
+        ),
+        // Outside a one-hour window.
+        TimingReport::new(
+            "a:1:1:0",
+            3,
+            now - 90,
+            vec![("old".into(), timing(9, 0, 100))],
+        ),
+    ];
+    for report in &reports {
+        reporter.record(report).await.unwrap();
+    }
+    let addr = start_dashboard(&s.transport, DashboardOptions::default()).await;
+
+    let view = http(addr, "GET", "/api/timing?minutes=60", &[], "").await;
+    assert_eq!(view.status, 200, "{}", view.body);
+    let view = view.json();
+    assert_eq!(view["minutes"], 60);
+    let types = view["types"].as_array().unwrap();
+    let names: Vec<&str> = types
+        .iter()
+        .map(|t| t["message_type"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["fast", "slow"], "{view}");
+    assert_eq!(types[0]["handled"], 40);
+    assert_eq!(types[0]["failed"], 2);
+    assert_eq!(types[0]["mean_ms"], 0.4);
+    assert_eq!(types[0]["p95_ms"], 0.5);
+    assert_eq!(types[1]["handled"], 6);
+    assert_eq!(types[1]["failed"], 1);
+    assert_eq!(types[1]["p95_ms"], 1000.0);
+    // Two hours back, the old type is in.
+    let wide = http(addr, "GET", "/api/timing?minutes=120", &[], "")
+        .await
+        .json();
+    assert_eq!(wide["types"].as_array().unwrap().len(), 3, "{wide}");
+
+    let slow = http(
+        addr,
+        "GET",
+        "/api/timing/type?name=slow&minutes=60",
+        &[],
+        "",
+    )
+    .await;
+    assert_eq!(slow.status, 200, "{}", slow.body);
+    let slow = slow.json();
+    assert_eq!(slow["span_minutes"], 1);
+    let points = slow["points"].as_array().unwrap();
+    assert_eq!(points.len(), 60);
+    let handled: u64 = points.iter().map(|p| p["handled"].as_u64().unwrap()).sum();
+    assert_eq!(handled, 6);
+    let at = |minute: u64| {
+        points
+            .iter()
+            .find(|p| p["t"] == minute * 60_000)
+            .map(|p| p["handled"].clone())
+    };
+    assert_eq!(at(now), Some(2.into()), "{points:?}");
+    assert_eq!(at(now - 5), Some(4.into()));
+    let buckets = slow["buckets"].as_array().unwrap();
+    assert_eq!(buckets.len(), bus_core::timing::BUCKETS);
+    let full: Vec<_> = buckets.iter().filter(|b| b["count"] != 0).collect();
+    assert_eq!(full.len(), 1);
+    assert_eq!(full[0]["le_ms"], 1000.0);
+    assert_eq!(full[0]["count"], 7);
+    // 72 hours in at most 240 points.
+    let long = http(
+        addr,
+        "GET",
+        "/api/timing/type?name=slow&minutes=99999",
+        &[],
+        "",
+    )
+    .await
+    .json();
+    assert_eq!(long["minutes"], 4320);
+    assert!(
+        long["points"].as_array().unwrap().len() <= 240,
+        "{}",
+        long["points"]
+    );
+    let missing = http(addr, "GET", "/api/timing/type", &[], "").await;
+    assert_eq!(missing.status, 400, "{}", missing.body);
+}
+
+/// Issue 21 point 7 (lifecycle): a scheduled message cancelled from the dashboard, with
+/// the page's CSRF token, audited; a second cancel finds nothing; a read-only dashboard
+/// refuses it.
+#[tokio::test]
+async fn a_scheduled_message_is_cancelled_audited_and_refused_read_only() {
+    let s = setup().await;
+    let keys = s.transport.keys(&payments());
+    let id = s
+        .bus
+        .send_delayed(&Payment { n: 1 }, Duration::from_secs(3600))
+        .await
+        .unwrap();
+    let addr = start_dashboard(&s.transport, DashboardOptions::default()).await;
+    let read_only =
+        start_dashboard(&s.transport, DashboardOptions::default().read_only(true)).await;
+    let queue = http(addr, "GET", "/api/queue?name=payments", &[], "")
+        .await
+        .json();
+    let scheduled = queue["scheduled"].as_array().unwrap();
+    assert_eq!(scheduled.len(), 1, "{queue}");
+    assert_eq!(scheduled[0]["message"]["id"], id.to_string());
+    let storage_id = scheduled[0]["storage_id"].as_str().unwrap().to_owned();
+    let body = serde_json::json!({ "name": "payments", "id": storage_id }).to_string();
+
+    for (dashboard, status) in [(read_only, 403), (addr, 200)] {
+        let page = http(dashboard, "GET", "/", &[], "").await;
+        let csrf = csrf_of(&page.body);
+        let headers = [
+            ("content-type", "application/json"),
+            ("x-csrf-token", csrf.as_str()),
+        ];
+        let done = http(dashboard, "POST", "/api/scheduled/cancel", &headers, &body).await;
+        assert_eq!(done.status, status, "{}", done.body);
+        if status == 403 {
+            assert_eq!(s.int("ZCARD", &keys.delayed), 1, "read-only cancelled");
+            continue;
+        }
+        assert_eq!(done.json()["cancelled"], true);
+        assert_eq!(s.int("ZCARD", &keys.delayed), 0);
+        assert_eq!(s.int("HLEN", &keys.msgs), 0, "the envelope stays");
+        let again = http(dashboard, "POST", "/api/scheduled/cancel", &headers, &body).await;
+        assert_eq!(again.json()["cancelled"], false);
+        let bad = serde_json::json!({ "name": "bad{name}", "id": "1" }).to_string();
+        let bad = http(dashboard, "POST", "/api/scheduled/cancel", &headers, &bad).await;
+        assert_eq!(bad.status, 400, "{}", bad.body);
+    }
+    let audit = http(addr, "GET", "/api/audit", &[], "").await.json();
+    let entries = audit.as_array().unwrap();
+    assert_eq!(entries.len(), 1, "{audit}");
+    assert_eq!(entries[0]["action"], "cancel");
+    assert_eq!(entries[0]["target"], "payments");
+    assert_eq!(entries[0]["detail"], storage_id);
+}

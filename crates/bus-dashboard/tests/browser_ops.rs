@@ -672,3 +672,156 @@ async fn a_queue_is_paused_and_resumed_from_its_page_and_a_tripped_breaker_shows
     breaking.shutdown().await.unwrap();
     host.shutdown().await.unwrap();
 }
+
+
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, bus_core::RedisCommand)]
+#[bus(queue = "refunds")]
+struct Refund {
+    n: u64,
+}
+
+/// Takes 20 ms per refund.
+struct SlowRefunds;
+
+#[async_trait::async_trait]
+impl bus_core::CommandProcessor<Refund> for SlowRefunds {
+    async fn process(
+        &self,
+        _: Refund,
+        _: &bus_core::Context,
+    ) -> Result<(), bus_core::ProcessError> {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        Ok(())
+    }
+}
+
+/// Issue 21 points 2 and 7, with DEFAULT settings (timing flushed every 10 s): a host
+/// handles two types and the Timing page lists both with their counts, then one type's
+/// history and histogram; a scheduled message is cancelled from its queue's page (and
+/// audited); a message that expired before it was handled is counted under reason
+/// `expired` on the dead-letter page.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timing_page_shows_each_type_and_scheduled_and_expired_messages_are_visible() {
+    let s = setup().await;
+    let payments = Source::queue("payments").unwrap();
+    let keys = s.transport.keys(&payments);
+    // Expired before any host runs: dead-lettered `expired` when taken.
+    s.bus
+        .send_with(
+            &Payment { n: 99 },
+            &bus_core::SendOptions::new().expires_in(Duration::from_millis(1)),
+        )
+        .await
+        .unwrap();
+    let scheduled = s
+        .bus
+        .send_delayed(&Payment { n: 7 }, Duration::from_secs(3600))
+        .await
+        .unwrap();
+    let seen = std::sync::Arc::new(common::Seen::default());
+    let host = bus_core::Host::builder()
+        .transport(s.transport.clone())
+        .command::<Payment, _>(std::sync::Arc::clone(&seen))
+        .command::<Refund, _>(SlowRefunds)
+        .build()
+        .unwrap()
+        .start()
+        .await
+        .unwrap();
+    for n in 0..10 {
+        s.bus.send(&Payment { n }).await.unwrap();
+    }
+    for n in 0..4 {
+        s.bus.send(&Refund { n }).await.unwrap();
+    }
+
+    let addr = start_dashboard(&s.transport, DashboardOptions::default().operator("bob")).await;
+    let driver = Driver::start().await;
+    let browser = driver.browser().await;
+    browser
+        .goto(&format!("http://{addr}/#/timing"))
+        .await
+        .unwrap();
+    let rows = "return Object.fromEntries([...document.querySelectorAll('#timing tr[data-timing-type]')].map(r => [r.dataset.timingType, r.cells[1].textContent]));";
+    let listed = eventually(WAIT, || async {
+        js(&browser, rows).await == json!({ "payments": "10", "refunds": "4" })
+    })
+    .await;
+    assert!(
+        listed,
+        "{}",
+        js(&browser, "return document.getElementById('app').innerText;").await
+    );
+    screenshot(&browser, "timing.png").await;
+    click(&browser, "#timing a[data-timing-link=\"refunds\"]").await;
+    let history = eventually(WAIT, || async {
+        js(&browser, "const t = document.getElementById('timing-type'); const runs = [...document.querySelectorAll('#timing-histogram .bucket')].reduce((n, b) => n + Number(b.dataset.count), 0); return t && t.textContent === 'refunds' && runs === 4 && document.querySelector('[data-tile=\"c-rate\"]').textContent === '4';")
+            .await
+            == json!(true)
+    })
+    .await;
+    assert!(
+        history,
+        "{}",
+        js(&browser, "return document.getElementById('app').innerText;").await
+    );
+    assert_eq!(
+        js(
+            &browser,
+            "return document.querySelectorAll('svg.chart path.series').length;"
+        )
+        .await,
+        json!(4),
+        "two plots of two series each"
+    );
+    screenshot(&browser, "timing-type.png").await;
+
+    // The scheduled message, with its due time and a cancel button.
+    browser
+        .goto(&format!("http://{addr}/#/queue/payments"))
+        .await
+        .unwrap();
+    click(&browser, "button[data-tab=\"scheduled\"]").await;
+    let id = scheduled.to_string();
+    let shown = eventually(WAIT, || async {
+        js(&browser, "return [...document.querySelectorAll('.scheduled-list details.msg')].map(d => d.querySelector('summary').innerText);")
+            .await
+            .as_array()
+            .is_some_and(|rows| rows.len() == 1 && rows[0].as_str().unwrap().contains(&id))
+    })
+    .await;
+    assert!(
+        shown,
+        "{}",
+        js(&browser, "return document.getElementById('app').innerText;").await
+    );
+    screenshot(&browser, "queue-scheduled.png").await;
+    click(&browser, "button[data-action=\"cancel-scheduled\"]").await;
+    click(&browser, "#confirm-ok").await;
+    let cancelled = eventually(WAIT, || async { s.int("ZCARD", &keys.delayed) == 0 }).await;
+    assert!(cancelled, "delayed {}", s.int("ZCARD", &keys.delayed));
+    let audit = http(addr, "GET", "/api/audit", &[], "").await.json();
+    assert_eq!(audit[0]["action"], "cancel", "{audit}");
+    assert_eq!(audit[0]["who"], "bob");
+
+    // The expired message: a dead letter counted under its reason.
+    browser
+        .goto(&format!("http://{addr}/#/dead/payments"))
+        .await
+        .unwrap();
+    let counted = eventually(WAIT, || async {
+        js(&browser, "const r = document.querySelector('[data-reason=\"expired\"]'); return r ? r.dataset.reasonCount : null;")
+            .await
+            == json!("1")
+    })
+    .await;
+    assert!(
+        counted,
+        "{}",
+        js(&browser, "return document.getElementById('app').innerText;").await
+    );
+    assert_eq!(seen.processed().len(), 10, "the expired one never ran");
+    screenshot(&browser, "dead-letters-expired.png").await;
+    browser.close().await.unwrap();
+    host.shutdown().await.unwrap();
+}

@@ -178,3 +178,68 @@ async fn a_scrape_fails_with_503_when_redis_is_gone() {
     .await;
     assert!(failed, "a scrape without Redis did not fail");
 }
+
+/// Issue 21 point 2: `bus metrics` exports each type's last complete minute (all hosts
+/// added) from the hosts' per-type timing; the current minute is not exported yet.
+#[tokio::test]
+async fn a_scrape_shows_each_types_last_complete_minute() {
+    use bus_core::timing::{TimingReport, TypeTiming};
+    let s = setup().await;
+    let admin = bus_redis::admin::Admin::new(s.transport.clone());
+    let reporter = s.transport.timing_reporter().unwrap();
+    let mut timing = TypeTiming::default();
+    timing.handled = 12;
+    timing.failed = 3;
+    timing.total_us = 15 * 20_000;
+    timing.buckets[TypeTiming::bucket_of(20_000)] = 15;
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(QueueMetrics::new(s.transport.clone()).serve(listener));
+    let series = |metric: &str, extra: &str| {
+        format!("{metric}{{messaging_system=\"bus\",bus_message_type=\"refund-issued\"{extra}}}")
+    };
+    // Two hosts' reports of the minute before the scrape's, and one of the current
+    // minute; each round has reports of its own (sequence numbers), and it is tried
+    // again should the clock turn a minute between writing and scraping.
+    let mut seq = 0;
+    let exported = eventually(WAIT, || {
+        seq += 1;
+        let (admin, reporter, timing) = (&admin, &reporter, &timing);
+        let seq = seq;
+        async move {
+            let minute = admin.redis_minute().await.unwrap() - 1;
+            let report = |host: &str, minute: u64, name: &str| {
+                TimingReport::new(host, seq, minute, vec![(name.to_owned(), timing.clone())])
+            };
+            for host in ["a:1:1:0", "b:2:1:0"] {
+                reporter
+                    .record(&report(host, minute, "refund-issued"))
+                    .await
+                    .unwrap();
+            }
+            reporter
+                .record(&report("c:3:1:0", minute + 1, "current-only"))
+                .await
+                .unwrap();
+            let text = http(addr, "GET", "/metrics", &[], "").await.body;
+            let values = samples(&text);
+            // Every round adds 2 × 12 handled to its minute.
+            values
+                .get(&series("bus_message_type_handled_messages", ""))
+                .is_some_and(|v| *v > 0.0 && v % 24.0 == 0.0)
+                && values
+                    .get(&series("bus_message_type_failed_messages", ""))
+                    .is_some_and(|v| v % 6.0 == 0.0)
+                && values.get(&series("bus_message_type_duration_mean_seconds", "")) == Some(&0.02)
+                && values.get(&series(
+                    "bus_message_type_duration_quantile_seconds",
+                    ",quantile=\"0.99\"",
+                )) == Some(&0.025)
+                && !text.contains("current-only")
+                && text.ends_with("# EOF\n")
+        }
+    })
+    .await;
+    let text = http(addr, "GET", "/metrics", &[], "").await.body;
+    assert!(exported, "{text}");
+}

@@ -29,6 +29,8 @@ pub struct RedisConfig {
     reconnect_max_delay: Duration,
     command_timeout: Duration,
     unresponsive_timeout: Duration,
+    /// How long each minute of per-type timing stays in Redis.
+    timing_retention: Duration,
     /// Partitioned command queues: name → number of shards (absent: one, unpartitioned).
     partitions: BTreeMap<String, u16>,
     #[cfg(feature = "tls")]
@@ -70,6 +72,7 @@ impl RedisConfig {
             reconnect_max_delay: Duration::from_secs(2),
             command_timeout: Duration::from_secs(5),
             unresponsive_timeout: Duration::from_secs(3),
+            timing_retention: crate::timing::DEFAULT_TIMING_RETENTION,
             partitions: BTreeMap::new(),
             #[cfg(feature = "tls")]
             tls_ca: None,
@@ -121,6 +124,19 @@ impl RedisConfig {
     pub fn unresponsive_timeout(mut self, timeout: Duration) -> Self {
         self.unresponsive_timeout = timeout.max(MIN_TIMEOUT);
         self
+    }
+
+    /// How long hosts keep each minute of their per-type timing in Redis (72 h by
+    /// default, at least 1 h): the Timing page and `bus metrics` read back that far, and
+    /// memory stays bounded (docs/redis-layout.md, "Per-type timing").
+    pub fn timing_retention(mut self, retention: Duration) -> Self {
+        self.timing_retention = retention.max(Duration::from_secs(3600));
+        self
+    }
+
+    /// How long each minute of per-type timing is kept ([`RedisConfig::timing_retention`]).
+    pub fn timing_kept(&self) -> Duration {
+        self.timing_retention
     }
 
     /// Spreads command queue `queue` over `shards` shards (1 to

@@ -540,3 +540,16 @@ pub fn step_mark(prefix: &str, source: &Source, id: &str, step: &str) -> String 
         }
     }
 }
+
+/// Hash of one minute's per-type timing (docs/redis-layout.md, "Per-type timing"):
+/// field = message type, value = its packed record; `minute` counts minutes since the
+/// Unix epoch. Hash tag `{:timing}`, which no queue name can hold.
+pub fn timing_minute(prefix: &str, minute: u64) -> String {
+    format!("{prefix}:{{:timing}}:{minute}")
+}
+
+/// String: the sequence number of the last timing report of `host` recorded, so a
+/// report sent twice (a retry after a reconnect) is counted once.
+pub fn timing_reported(prefix: &str, host: &str) -> String {
+    format!("{prefix}:{{:timing}}:host:{host}")
+}

@@ -38,6 +38,7 @@ mod recurring;
 mod schedule;
 mod scripts;
 mod singleton;
+mod timing;
 #[cfg(feature = "tls")]
 mod tls;
 mod transport;
@@ -48,6 +49,7 @@ pub use heartbeat::{RedisReporter, HOST_KEEP_INTERVALS};
 pub use partition::{shard_of_key, MAX_PARTITIONS};
 pub use protocol::PROTOCOL;
 pub use scripts::LuaScript;
+pub use timing::{RedisTimingReporter, DEFAULT_TIMING_RETENTION};
 
 /// The Redis client this crate is built on, whose types appear in its API
 /// ([`RedisTransport::client`], [`Error::fred`]): use it through this path, so the

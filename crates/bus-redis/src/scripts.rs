@@ -213,6 +213,9 @@ pub(crate) static REPLY: LazyLock<LuaScript> = LazyLock::new(|| lua!("reply", ["
 pub(crate) static HOST_BEAT: LazyLock<LuaScript> = LazyLock::new(|| lua!("host_beat"));
 pub(crate) static HOST_LEAVE: LazyLock<LuaScript> = LazyLock::new(|| lua!("host_leave"));
 
+// Per-type timing (src/timing.rs, docs/redis-layout.md "Per-type timing").
+pub(crate) static TIMING_FLUSH: LazyLock<LuaScript> = LazyLock::new(|| lua!("timing_flush"));
+
 // The admin scripts (src/admin, docs/redis-layout.md "Management").
 pub(crate) static ADMIN_REQUEUE: LazyLock<LuaScript> =
     LazyLock::new(|| lua!("admin_requeue", ["common", "admin_common"]));

@@ -650,4 +650,10 @@ impl Transport for RedisTransport {
     ) -> bus_core::Result<Option<Bytes>> {
         crate::once::set(self, source, id, step, result, keep).await
     }
+
+    fn timing_reporter(&self) -> Option<Arc<dyn bus_core::timing::TimingReporter>> {
+        Some(Arc::new(crate::timing::RedisTimingReporter::new(
+            self.clone(),
+        )))
+    }
 }

@@ -67,6 +67,7 @@ pub struct HostBuilder {
     heartbeat_interval: Option<Duration>,
     schedules: Vec<crate::Recurring>,
     schedule_clock: crate::recurring::Clock,
+    timing_interval: Option<Duration>,
 }
 
 impl Default for HostBuilder {
@@ -86,6 +87,7 @@ impl Default for HostBuilder {
             heartbeat_interval: Some(crate::heartbeat::DEFAULT_HEARTBEAT_INTERVAL),
             schedules: Vec::new(),
             schedule_clock: crate::recurring::Clock::default(),
+            timing_interval: Some(crate::timing::DEFAULT_TIMING_INTERVAL),
         }
     }
 }
@@ -276,6 +278,17 @@ impl HostBuilder {
         self
     }
 
+    /// How often the host flushes its per-type timing (handled, failed, a duration
+    /// histogram per message type and minute) through the transport's
+    /// [`TimingReporter`](crate::timing::TimingReporter): 10 s by default, between 1 s
+    /// and 60 s (pick a divisor of a minute, so no flush spans two); `None` for none. A
+    /// transport without a reporter keeps none either way.
+    pub fn timing_interval(mut self, interval: Option<Duration>) -> Self {
+        self.timing_interval =
+            interval.map(|i| i.clamp(Duration::from_secs(1), Duration::from_secs(60)));
+        self
+    }
+
     /// Called for a delivery whose type no processor of its queue handles; the message
     /// is then acknowledged. Without this hook such a message is dead-lettered
     /// (`unknown_type`).
@@ -372,9 +385,22 @@ impl HostBuilder {
         if let Some(heartbeat) = &heartbeat {
             self.middleware.insert(0, heartbeat.counter());
         }
+        let timing = self
+            .timing_interval
+            .and_then(|interval| Some((transport.timing_reporter()?, interval)))
+            .map(|(reporter, interval)| {
+                let types = routes
+                    .iter()
+                    .flat_map(|r| r.registrations.iter().map(|r| r.message.message_type()));
+                crate::timing::Timing::new(reporter, types, interval)
+            });
+        if let Some(timing) = &timing {
+            self.middleware.insert(0, timing.recorder());
+        }
         let middleware: Arc<[Arc<dyn Middleware>]> = self.middleware.into();
         Ok(Host {
             heartbeat,
+            timing,
             bus: Bus::new(transport, self.bus_config),
             routes,
             singletons,
@@ -417,6 +443,9 @@ pub struct RunningHost {
     bus: Bus,
     stop: CancellationToken,
     workers: Vec<tokio::task::JoinHandle<()>>,
+    /// The per-type timing's flusher, stopped after the workers so that it records the
+    /// runs they finish during shutdown.
+    timing: Option<(CancellationToken, tokio::task::JoinHandle<()>)>,
 }
 
 impl RunningHost {
@@ -440,12 +469,21 @@ impl RunningHost {
                 tracing::error!(error = %e, "a worker task failed");
             }
         }
+        if let Some((stop, flusher)) = self.timing.take() {
+            stop.cancel();
+            if let Err(e) = flusher.await {
+                tracing::error!(error = %e, "the per-type timing task failed");
+            }
+        }
     }
 }
 
 impl Drop for RunningHost {
     fn drop(&mut self) {
         self.stop.cancel();
+        if let Some((stop, _)) = &self.timing {
+            stop.cancel();
+        }
     }
 }
 
@@ -463,6 +501,7 @@ pub struct Host {
     heartbeat: Option<crate::heartbeat::Heartbeat>,
     schedules: Vec<crate::recurring::Checked>,
     schedule_clock: crate::recurring::Clock,
+    timing: Option<crate::timing::Timing>,
 }
 
 /// The heartbeat of a host consuming `routes`.
@@ -510,6 +549,7 @@ impl Host {
             bus: self.bus.clone(),
             stop: CancellationToken::new(),
             workers: Vec::with_capacity(self.routes.len()),
+            timing: None,
         };
         let handler_runtime = Arc::new(handler_runtime::HandlerRuntime::start(
             self.handler_threads,
@@ -580,6 +620,10 @@ impl Host {
             running
                 .workers
                 .push(tokio::spawn(heartbeat.run(running.stop.clone())));
+        }
+        if let Some(timing) = self.timing {
+            let stop = CancellationToken::new();
+            running.timing = Some((stop.clone(), tokio::spawn(timing.run(stop))));
         }
         Ok(running)
     }

@@ -4,8 +4,10 @@ mod actions;
 mod api;
 mod attachments;
 mod auth;
+mod lifecycle;
 mod ops;
 mod search;
+mod timing;
 mod views;
 
 use std::future::Future;
@@ -32,6 +34,7 @@ const INDEX: &str = include_str!("../../assets/index.html");
 const APP_JS: &str = include_str!("../../assets/app.js");
 const OPS_JS: &str = include_str!("../../assets/ops.js");
 const SEARCH_JS: &str = include_str!("../../assets/search.js");
+const TIMING_JS: &str = include_str!("../../assets/timing.js");
 const APP_CSS: &str = include_str!("../../assets/app.css");
 
 /// What every handler shares.
@@ -164,6 +167,9 @@ impl Dashboard {
             .route("/api/search/act", post(search::act))
             .route("/api/dead-letters/edit", post(search::edit))
             .route("/api/edits", get(search::edits))
+            .route("/api/timing", get(timing::timing))
+            .route("/api/timing/type", get(timing::type_history))
+            .route("/api/scheduled/cancel", post(lifecycle::cancel))
             .with_state(shared.clone())
             .merge(metrics)
             .layer(from_fn_with_state(shared.clone(), bounded))
@@ -175,6 +181,7 @@ impl Dashboard {
             .route("/assets/app.js", get(app_js))
             .route("/assets/ops.js", get(ops_js))
             .route("/assets/search.js", get(search_js))
+            .route("/assets/timing.js", get(timing_js))
             .route("/assets/app.css", get(app_css))
             .with_state(shared.clone())
             .merge(guarded)
@@ -207,6 +214,14 @@ async fn search_js() -> Response {
     (
         [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
         SEARCH_JS,
+    )
+        .into_response()
+}
+
+async fn timing_js() -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
+        TIMING_JS,
     )
         .into_response()
 }

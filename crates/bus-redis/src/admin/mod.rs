@@ -21,6 +21,7 @@
 //! | [`Admin::schedules`] | [`ScheduleEntry`]: the recurring schedules, last tick and next run | `schedules` |
 //! | [`Admin::search`], [`act`](Admin::act), [`act_all`](Admin::act_all) | [`SearchQuery`], [`SearchPage`], [`Found`], [`Action`], [`Acted`]: find ready, delayed and dead messages in bounded pages, and act on every match | `search`, `act` |
 //! | [`Admin::edit_and_requeue`], [`edits`](Admin::edits) | [`Edited`], [`EditRecord`]: edit a dead letter and retry it, the original kept in the queue's edit history | `edit` |
+//! | [`Admin::timing`], [`redis_minute`](Admin::redis_minute) | [`MinuteTiming`]: the hosts' per-type timing, per minute | `timing` |
 //! | `impl` [`bus_core::operator::Operator`] for [`Admin`], [`parse_name`], [`KIND`] | the native layout behind the one operator surface (`bus`, dashboard, metrics) | `operator` |
 
 mod act;
@@ -39,6 +40,7 @@ mod queues;
 mod records;
 mod schedules;
 mod search;
+mod timing;
 
 pub(crate) use records::parse_errors;
 
@@ -61,6 +63,7 @@ pub use operator::{parse_name, KIND};
 pub use queues::{Held, Purged, RemovedSubscription, Unsubscribe};
 pub use schedules::ScheduleEntry;
 pub use search::{Cursor, Found, Place, SearchPage, SearchQuery, MAX_PAGE};
+pub use timing::{MinuteTiming, MAX_TIMING_MINUTES};
 
 /// The layout's administration, on a transport's connection and under its key prefix.
 /// A cheap-to-clone handle.
