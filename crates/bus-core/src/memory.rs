@@ -26,6 +26,8 @@ use crate::{MessageId, Result, Transport};
 // Flow control (crate::flow) on this transport.
 mod flow;
 use flow::Allowance;
+// Per-key ordering (crate::flow::PerKey) on this transport.
+mod ordering;
 
 /// Longest an idle `receive` waits before returning empty.
 const IDLE_WAIT: Duration = Duration::from_secs(1);
@@ -67,6 +69,8 @@ struct Queue {
     /// Flow control (crate::flow): its settings, and the rate limit's window of starts.
     flow: Flow,
     starts: VecDeque<Instant>,
+    /// Keyed messages waiting for their key, and the keys' turns and slots.
+    keyed: ordering::Keyed,
 }
 
 /// A message at rest, with its storage key: the message id (unless that id was already
@@ -89,6 +93,9 @@ struct Stored {
     deliveries: u32,
     errors: Vec<ErrorRecord>,
     dead: Option<(DeadLetterReason, u64)>,
+    /// The ordering key of a message sent keyed to an ordered queue: it holds a slot of
+    /// that key from its first delivery until acked or dead-lettered.
+    order_key: Option<Arc<str>>,
 }
 
 impl State {
@@ -113,6 +120,7 @@ fn entries(messages: Vec<Outgoing>) -> impl Iterator<Item = Entry> {
             deliveries: 0,
             errors: Vec::new(),
             dead: None,
+            order_key: None,
         },
     })
 }
@@ -249,7 +257,7 @@ impl MemoryTransport {
         state.queues.get(source).map_or_else(
             || QueueStats::new(source),
             |q| QueueStats {
-                ready: (q.ready.len() + q.suspects.len()) as u64,
+                ready: (q.ready.len() + q.suspects.len() + q.keyed_waiting()) as u64,
                 in_flight: q.in_flight.len() as u64,
                 delayed: q.delayed.len() as u64,
                 dead_letters: q.dead.len() as u64,
@@ -311,6 +319,19 @@ impl Transport for MemoryTransport {
         let mut state = self.state();
         let q = state.queue(&Source::queue(queue)?);
         q.ready.extend(entries(messages));
+        q.notify.notify_waiters();
+        Ok(())
+    }
+
+    async fn send_keyed(&self, queue: &str, key: &str, messages: Vec<Outgoing>) -> Result<()> {
+        if key.is_empty() {
+            return Err(crate::Error::Config(format!(
+                "sending to {queue} with an empty key: a key must have at least one character"
+            )));
+        }
+        let mut state = self.state();
+        let q = state.queue(&Source::queue(queue)?);
+        q.send_keyed(key, messages);
         q.notify.notify_waiters();
         Ok(())
     }
@@ -485,12 +506,17 @@ impl Consumer for MemoryConsumer {
                 if !q.suspects.is_empty() {
                     return (Vec::new(), None, true);
                 }
-                let n = allowed.min(q.ready.len());
+                let keyed = q.keyed_share(allowed);
+                let n = (allowed - keyed).min(q.ready.len());
                 let mut deliveries = Vec::with_capacity(n);
                 for _ in 0..n {
                     if let Some(entry) = q.ready.pop_front() {
                         deliveries.push(q.reserve(entry, lock));
                     }
+                }
+                let left = allowed - deliveries.len();
+                if left > 0 {
+                    q.take_keyed(left, lock, &mut deliveries);
                 }
                 q.started(deliveries.len(), now);
                 (
@@ -537,7 +563,9 @@ impl Consumer for MemoryConsumer {
     async fn ack(&self, receipts: &[Receipt]) -> Result<()> {
         self.with_queue(|q| {
             for receipt in receipts {
-                q.unlock(receipt);
+                if let Some((entry, _)) = q.unlock(receipt) {
+                    q.key_freed(&entry);
+                }
             }
             q.freed();
         });
@@ -584,6 +612,9 @@ impl Consumer for MemoryConsumer {
     ) -> Result<()> {
         self.with_queue(|q| {
             if let Some((entry, _)) = q.unlock(receipt) {
+                if !q.dead_letter_blocks() {
+                    q.key_freed(&entry);
+                }
                 q.kill(entry, reason, error);
             }
             q.freed();
@@ -636,6 +667,9 @@ impl Consumer for MemoryConsumer {
                 // Held alone, it can only have failed itself; held with others, it is
                 // delivered alone next, so that it is charged only its own failures.
                 if alone && entry.stored.deliveries >= limit {
+                    if !q.dead_letter_blocks() {
+                        q.key_freed(&entry);
+                    }
                     q.kill(entry, DeadLetterReason::DeliveryLimit, Some(&error));
                 } else {
                     entry.stored.record(Some(&error));
