@@ -132,10 +132,17 @@ async fn keyed_messages_run_in_order_per_key() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn keys_take_turns_within_their_limit() {
+async fn keys_take_turns() {
     let redis = TestRedis::start().unwrap();
     let transport = common::transport(&redis).await;
-    conformance::keys_take_turns_within_their_limit(
+    conformance::keys_take_turns(Arc::new(transport.clone()), &Admin::new(transport)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_per_key_limit_holds_and_is_reached() {
+    let redis = TestRedis::start().unwrap();
+    let transport = common::transport(&redis).await;
+    conformance::a_per_key_limit_holds_and_is_reached(
         Arc::new(transport.clone()),
         &Admin::new(transport),
     )

@@ -77,8 +77,8 @@ pub use flow::{
 };
 mod ordering;
 pub use ordering::{
-    a_dead_letter_unblocks_its_key_unless_set_to_block, keyed_messages_run_in_order_per_key,
-    keys_take_turns_within_their_limit,
+    a_dead_letter_unblocks_its_key_unless_set_to_block, a_per_key_limit_holds_and_is_reached,
+    keyed_messages_run_in_order_per_key, keys_take_turns,
 };
 mod lifecycle;
 pub use lifecycle::{
