@@ -264,6 +264,9 @@ impl Queue {
                     &k.isolated,
                     &k.flow,
                     &k.flow_starts,
+                    &k.kready,
+                    &k.kbusy,
+                    &k.kof,
                 ] {
                     list.push(key);
                 }
