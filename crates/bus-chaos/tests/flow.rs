@@ -1,6 +1,6 @@
 //! Flow control across consumer processes (issue 17), measured from the handlers' own
-//! start and end records (`CHAOS_TIMELINE=1`): pause, a global concurrency limit and a
-//! rate limit hold over several hosts, with their default settings.
+//! start and end records (`CHAOS_TIMELINE=1`): pause, a global concurrency limit, a
+//! rate limit and per-key ordering hold over several hosts, with their default settings.
 
 use std::process::Child;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 mod common;
 
 use bus_chaos::{processed_key, timeline_key, Job};
-use bus_core::flow::RateLimit;
+use bus_core::flow::{PerKey, RateLimit};
 use bus_core::transport::Source;
 use bus_core::Message;
 use bus_redis::admin::Admin;
@@ -19,6 +19,7 @@ use common::{backlog, bus, consumer_command, kill, send_jobs};
 /// One handler run: job, start and end (ms since the epoch, the handler's clock).
 #[derive(Debug, Clone, Copy)]
 struct Run {
+    n: u64,
     start: u64,
     end: u64,
 }
@@ -45,6 +46,7 @@ fn timeline(client: &mut SyncClient, prefix: &str) -> Vec<Run> {
                 .map(|f| f.parse().unwrap())
                 .collect();
             Run {
+                n: fields[0],
                 start: fields[1],
                 end: fields[2],
             }
@@ -278,6 +280,89 @@ async fn a_rate_limit_holds_across_processes() {
         total + JITTER_MS >= 3 * PER_MS,
         "{JOBS} starts took only {total} ms"
     );
+}
+
+/// Per-key FIFO over three consumer processes (8 handlers and 16 prefetched each), one of
+/// them SIGKILLed mid-run: within each key no run overlaps another and the runs come in
+/// the order sent, a run cut by the kill redone first (its key waits for its lock, 5 s
+/// here, to expire), from the handlers' own records; other keys run meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn per_key_order_holds_across_processes_and_a_sigkill() {
+    const KEYS: u64 = 20;
+    const JOBS: u64 = 600;
+    let redis = TestRedis::start().unwrap();
+    let prefix = redis.namespace().to_owned();
+    let mut client = redis.client();
+    let admin = admin(&redis).await;
+    admin
+        .order_per_key(&jobs(), Some(PerKey::fifo()))
+        .await
+        .unwrap();
+    let bus = bus(&redis.url(), &prefix).await;
+    // Job n is message n / KEYS of key n % KEYS.
+    for n in 0..JOBS {
+        bus.send_keyed(&Job { n }, &format!("k{}", n % KEYS))
+            .await
+            .unwrap();
+    }
+    let ordered_consumer = || {
+        consumer_command(&redis.url(), &prefix, "record", 5_000, 5)
+            .env("CHAOS_TIMELINE", "1")
+            .env("CHAOS_CONCURRENCY", "8")
+            .env("CHAOS_PREFETCH", "16")
+            .env("CHAOS_WORK_MS", "10")
+            .spawn()
+            .expect("start chaos-consumer")
+    };
+    let mut consumers: Vec<Child> = (0..3).map(|_| ordered_consumer()).collect();
+    assert!(
+        eventually(Duration::from_secs(30), || processed(&mut client, &prefix)
+            >= 150)
+        .await,
+        "the consumers made no progress"
+    );
+    kill(&mut consumers[0]);
+    let all = eventually(Duration::from_secs(90), || {
+        processed(&mut client, &prefix) == JOBS as i64
+    })
+    .await;
+    for consumer in &mut consumers[1..] {
+        kill(consumer);
+    }
+    assert!(
+        all,
+        "processed {} of {JOBS}",
+        processed(&mut client, &prefix)
+    );
+    let runs = timeline(&mut client, &prefix);
+    for key in 0..KEYS {
+        let mut mine: Vec<Run> = runs.iter().filter(|r| r.n % KEYS == key).copied().collect();
+        mine.sort_by_key(|r| (r.start, r.end));
+        assert_eq!(
+            mine.first().map(|r| r.n),
+            Some(key),
+            "k{key} did not start first"
+        );
+        for pair in mine.windows(2) {
+            let (a, b) = (pair[0], pair[1]);
+            assert!(
+                b.start >= a.end,
+                "k{key}: job {} started at {} before job {} ended at {}",
+                b.n,
+                b.start,
+                a.n,
+                a.end
+            );
+            // The next message, or the same one again (killed after its record).
+            assert!(
+                b.n == a.n || b.n == a.n + KEYS,
+                "k{key}: job {} ran after job {}: out of order",
+                b.n,
+                a.n
+            );
+        }
+    }
+    assert!(peak(&runs) > 1, "keys never ran side by side");
 }
 
 /// One `flaky` handler run: its process, start and end (ms) and whether it failed.

@@ -1,7 +1,7 @@
 //! A rolling upgrade across a protocol version (docs/operations.md, "Upgrades"): the
 //! chaos consumer of commit 1f46ce1 (protocol 1, the layout before leases), built from git
 //! here, works a backlog and is SIGKILLed mid-run while today's producer keeps sending;
-//! then today's hosts (protocol 3) must finish everything. And a host refuses to start on
+//! then today's hosts (protocol 4) must finish everything. And a host refuses to start on
 //! a Redis that records another protocol, losing nothing.
 //!
 //! The old build lives in `<target>/upgrade-1f46ce1` (its own target dir, so its binary
@@ -284,7 +284,7 @@ async fn protocol_1_consumers_killed_mid_run_then_protocol_2_hosts_finish_everyt
     assert_eq!(lost, 0);
     assert_eq!(
         client.get(&keys::protocol(&prefix)).unwrap().as_deref(),
-        Some(&b"3"[..])
+        Some(bus_redis::PROTOCOL.to_string().as_bytes())
     );
 }
 
@@ -296,7 +296,8 @@ async fn a_host_refuses_to_start_on_a_redis_of_another_protocol_losing_nothing()
     let mut client = redis.client();
     push_jobs(&mut client, &prefix, 0, JOBS);
     let key = keys::protocol(&prefix);
-    client.set(&key, "4").unwrap();
+    let newer = (bus_redis::PROTOCOL + 1).to_string();
+    client.set(&key, &newer).unwrap();
     let before = snapshot(&mut client, &prefix);
 
     let mut refused = consumer_command(&url, &prefix, "record", LOCK_MS, LIMIT)
@@ -312,11 +313,14 @@ async fn a_host_refuses_to_start_on_a_redis_of_another_protocol_losing_nothing()
     }
     let out = refused.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(exited, "a host started on a Redis of protocol 4: {stderr}");
+    assert!(
+        exited,
+        "a host started on a Redis of protocol {newer}: {stderr}"
+    );
     assert!(!out.status.success());
     // (The chaos consumer's `main` returns the error: Rust prints its Debug form.)
     assert!(
-        stderr.contains("ProtocolMismatch") && stderr.contains(r#"found: "4""#),
+        stderr.contains("ProtocolMismatch") && stderr.contains(&format!(r#"found: "{newer}""#)),
         "{stderr}"
     );
     assert_eq!(
@@ -325,8 +329,9 @@ async fn a_host_refuses_to_start_on_a_redis_of_another_protocol_losing_nothing()
         "the refused host wrote"
     );
 
-    // Nothing was lost: once the record says 3, a host processes every job.
-    client.set(&key, "3").unwrap();
+    // Nothing was lost: once the record says this build's protocol, a host processes
+    // every job.
+    client.set(&key, bus_redis::PROTOCOL.to_string()).unwrap();
     let mut host = consumer_command(&url, &prefix, "record", LOCK_MS, LIMIT)
         .spawn()
         .expect("start chaos-consumer");

@@ -28,16 +28,24 @@ fn the_bus_tool_refuses_a_redis_of_another_protocol_and_records_its_own() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_eq!(client.get(&key).unwrap().as_deref(), Some(&b"3"[..]));
+    let speaks = bus_redis::PROTOCOL.to_string();
+    let newer = (bus_redis::PROTOCOL + 1).to_string();
+    assert_eq!(
+        client.get(&key).unwrap().as_deref(),
+        Some(speaks.as_bytes())
+    );
 
-    client.set(&key, "4").unwrap();
+    client.set(&key, &newer).unwrap();
     let before = redis.keys();
     let out = bus(&redis, &["stats", "--all"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "ran against protocol 4: {stderr}");
     assert!(
-        stderr.contains(&format!("Redis records bus protocol 4 under {key}"))
-            && stderr.contains("this build speaks protocol 3")
+        !out.status.success(),
+        "ran against protocol {newer}: {stderr}"
+    );
+    assert!(
+        stderr.contains(&format!("Redis records bus protocol {newer} under {key}"))
+            && stderr.contains(&format!("this build speaks protocol {speaks}"))
             && stderr.contains("docs/operations.md \"Upgrades\"")
             && !stderr.contains("cannot connect"),
         "{stderr}"

@@ -55,6 +55,59 @@ impl fmt::Display for RateLimit {
     }
 }
 
+/// Per-key ordering of a command queue (issue 17): a message sent with a key
+/// ([`Bus::send_keyed`](crate::Bus::send_keyed)) starts only while fewer than `limit`
+/// messages of its key are in flight, over every consumer (`limit` 1: one at a time, in
+/// the order sent). A message holds its key's slot from its first delivery until it is
+/// acknowledged or dead-lettered: a retry (delayed or not), a crash or a release keeps it,
+/// so later messages of its key wait. Keys take turns (round robin).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct PerKey {
+    limit: u32,
+    dead_letter_blocks: bool,
+}
+
+impl PerKey {
+    /// At most `limit` messages of one key in flight (at least 1; 1 is FIFO per key).
+    pub fn new(limit: u32) -> Result<Self> {
+        if limit == 0 {
+            return Err(Error::Config(
+                "a per-key limit must be at least 1 (pause the queue to stop it)".into(),
+            ));
+        }
+        Ok(PerKey {
+            limit,
+            dead_letter_blocks: false,
+        })
+    }
+
+    /// One message of a key at a time, in the order sent.
+    pub fn fifo() -> Self {
+        PerKey {
+            limit: 1,
+            dead_letter_blocks: false,
+        }
+    }
+
+    /// Whether a dead-lettered message keeps its key's slot (`true`: later messages of the
+    /// key wait until an operator requeues the dead letter and it succeeds; `false`, the
+    /// default: the dead letter gives the slot back and the key moves on).
+    pub fn dead_letter_blocks(mut self, blocks: bool) -> Self {
+        self.dead_letter_blocks = blocks;
+        self
+    }
+
+    /// Messages of one key in flight at most.
+    pub fn limit(&self) -> u32 {
+        self.limit
+    }
+
+    /// Whether a dead letter keeps its key's slot.
+    pub fn blocks_on_dead_letter(&self) -> bool {
+        self.dead_letter_blocks
+    }
+}
+
 /// The flow-control settings of one queue (or subscription), as the transport stores them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
@@ -65,6 +118,8 @@ pub struct Flow {
     pub concurrency: Option<u32>,
     /// At most so many starts per window, across every consumer.
     pub rate: Option<RateLimit>,
+    /// Keyed messages wait for their key (per-key ordering and concurrency).
+    pub per_key: Option<PerKey>,
 }
 
 impl Flow {
@@ -92,6 +147,17 @@ pub trait FlowControl: Send + Sync + fmt::Debug {
 
     /// Sets or removes the rate limit of `source`.
     async fn limit_rate(&self, source: &Source, rate: Option<RateLimit>) -> Result<()>;
+
+    /// Orders the keyed messages of `source` per key (`Some`), or stops ordering them
+    /// (`None`: new keyed sends are plain sends; those already waiting drain without a
+    /// limit). Keyed messages sent before the queue was ordered are not ordered. The
+    /// default refuses: a transport without per-key ordering.
+    async fn order_per_key(&self, source: &Source, order: Option<PerKey>) -> Result<()> {
+        let _ = order;
+        Err(Error::Config(format!(
+            "{source}: this transport has no per-key ordering"
+        )))
+    }
 }
 
 /// Refuses a concurrency limit of 0 (it would stop the queue for good: pause it instead).
@@ -117,5 +183,9 @@ mod tests {
         assert!(check_concurrency(Some(0)).is_err());
         assert!(check_concurrency(None).is_ok() && check_concurrency(Some(1)).is_ok());
         assert!(Flow::default().is_open());
+        assert!(PerKey::new(0).is_err());
+        let order = PerKey::new(3).unwrap().dead_letter_blocks(true);
+        assert_eq!((order.limit(), order.blocks_on_dead_letter()), (3, true));
+        assert_eq!(PerKey::fifo(), PerKey::new(1).unwrap());
     }
 }

@@ -28,6 +28,8 @@ mod flow;
 use flow::Allowance;
 // Reply inboxes and step marks on this transport.
 mod once_reply;
+// Per-key ordering (crate::flow::PerKey) on this transport.
+mod ordering;
 
 /// Longest an idle `receive` waits before returning empty.
 const IDLE_WAIT: Duration = Duration::from_secs(1);
@@ -74,6 +76,8 @@ struct Queue {
     starts: VecDeque<Instant>,
     /// Recurring schedules sending here: the last tick stored (ms), by schedule name.
     ticks: FastMap<String, u64>,
+    /// Keyed messages waiting for their key, and the keys' turns and slots.
+    keyed: ordering::Keyed,
 }
 
 /// A message at rest, with its storage key: the message id (unless that id was already
@@ -96,6 +100,9 @@ struct Stored {
     deliveries: u32,
     errors: Vec<ErrorRecord>,
     dead: Option<(DeadLetterReason, u64)>,
+    /// The ordering key of a message sent keyed to an ordered queue: it holds a slot of
+    /// that key from its first delivery until acked or dead-lettered.
+    order_key: Option<Arc<str>>,
 }
 
 impl State {
@@ -125,6 +132,7 @@ fn entries(messages: Vec<Outgoing>) -> impl Iterator<Item = Entry> {
             deliveries: 0,
             errors: Vec::new(),
             dead: None,
+            order_key: None,
         },
     })
 }
@@ -261,7 +269,7 @@ impl MemoryTransport {
         state.queues.get(source).map_or_else(
             || QueueStats::new(source),
             |q| QueueStats {
-                ready: (q.ready.len() + q.suspects.len()) as u64,
+                ready: (q.ready.len() + q.suspects.len() + q.keyed_waiting()) as u64,
                 in_flight: q.in_flight.len() as u64,
                 delayed: q.delayed.len() as u64,
                 dead_letters: q.dead.len() as u64,
@@ -329,6 +337,19 @@ impl Transport for MemoryTransport {
         let mut state = self.state();
         let q = state.queue(&Source::queue(queue)?);
         q.ready.extend(entries(messages));
+        q.notify.notify_waiters();
+        Ok(())
+    }
+
+    async fn send_keyed(&self, queue: &str, key: &str, messages: Vec<Outgoing>) -> Result<()> {
+        if key.is_empty() {
+            return Err(crate::Error::Config(format!(
+                "sending to {queue} with an empty key: a key must have at least one character"
+            )));
+        }
+        let mut state = self.state();
+        let q = state.queue(&Source::queue(queue)?);
+        q.send_keyed(key, messages);
         q.notify.notify_waiters();
         Ok(())
     }
@@ -565,12 +586,17 @@ impl Consumer for MemoryConsumer {
                 if !q.suspects.is_empty() {
                     return (Vec::new(), None, true);
                 }
-                let n = allowed.min(q.ready.len());
+                let keyed = q.keyed_share(allowed);
+                let n = (allowed - keyed).min(q.ready.len());
                 let mut deliveries = Vec::with_capacity(n);
                 for _ in 0..n {
                     if let Some(entry) = q.ready.pop_front() {
                         deliveries.push(q.reserve(entry, lock));
                     }
+                }
+                let left = allowed - deliveries.len();
+                if left > 0 {
+                    q.take_keyed(left, lock, &mut deliveries);
                 }
                 q.started(deliveries.len(), now);
                 (
@@ -621,7 +647,9 @@ impl Consumer for MemoryConsumer {
     async fn ack(&self, receipts: &[Receipt]) -> Result<()> {
         self.with_queue(|q| {
             for receipt in receipts {
-                q.unlock(receipt);
+                if let Some((entry, _)) = q.unlock(receipt) {
+                    q.key_freed(&entry);
+                }
             }
             q.freed();
         });
@@ -668,6 +696,9 @@ impl Consumer for MemoryConsumer {
     ) -> Result<()> {
         self.with_queue(|q| {
             if let Some((entry, _)) = q.unlock(receipt) {
+                if !q.dead_letter_blocks() {
+                    q.key_freed(&entry);
+                }
                 q.kill(entry, reason, error);
             }
             q.freed();
@@ -720,6 +751,9 @@ impl Consumer for MemoryConsumer {
                 // Held alone, it can only have failed itself; held with others, it is
                 // delivered alone next, so that it is charged only its own failures.
                 if alone && entry.stored.deliveries >= limit {
+                    if !q.dead_letter_blocks() {
+                        q.key_freed(&entry);
+                    }
                     q.kill(entry, DeadLetterReason::DeliveryLimit, Some(&error));
                 } else {
                     entry.stored.record(Some(&error));

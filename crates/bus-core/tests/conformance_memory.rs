@@ -103,3 +103,33 @@ async fn a_rate_limit_holds_across_hosts() {
     let transport = MemoryTransport::new();
     conformance::a_rate_limit_holds_across_hosts(Arc::new(transport.clone()), &transport).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keyed_messages_run_in_order_per_key() {
+    let transport = MemoryTransport::new();
+    conformance::keyed_messages_run_in_order_per_key(Arc::new(transport.clone()), &transport).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_take_turns() {
+    let transport = MemoryTransport::new();
+    conformance::keys_take_turns(Arc::new(transport.clone()), &transport).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_per_key_limit_holds_and_is_reached() {
+    let transport = MemoryTransport::new();
+    conformance::a_per_key_limit_holds_and_is_reached(Arc::new(transport.clone()), &transport)
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_letter_unblocks_its_key_unless_set_to_block() {
+    let transport = MemoryTransport::new();
+    conformance::a_dead_letter_unblocks_its_key_unless_set_to_block(
+        Arc::new(transport.clone()),
+        &transport,
+        &Memory(transport.clone()),
+    )
+    .await;
+}

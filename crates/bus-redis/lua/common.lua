@@ -6,9 +6,9 @@ local ERROR_HISTORY = 10
 local WAKE = '~wake'
 
 -- The script protocol (the keys, the scripts' KEYS and ARGV, their replies) these scripts
--- speak: 3, the lease layout with flow control and message deadlines. Redis records it per
+-- speak: 4, the lease layout with flow control, message deadlines and per-key ordering. Redis records it per
 -- prefix (`<prefix>:protocol`), checked when a client connects (docs/wire-format.md "Versioning").
-local PROTOCOL = 3
+local PROTOCOL = 4
 
 -- Refuses the call with an error naming the script and the protocol. Only ever called
 -- before a script's first write, so a refused call changes nothing.
@@ -219,4 +219,31 @@ local function leave_flight(inflight, deliveries, isolated, msgs, leases, leased
   redis.call('ZREM', inflight, id)
   redis.call('SREM', isolated, id)
   return id
+end
+
+-- Per-key ordering (protocol 4; docs/redis-layout.md "Per-key ordering"). A keyed message
+-- of an ordered queue waits in `<kq>:<key>` (a list, FIFO) until its key has a free slot;
+-- `kready` (sorted set, key -> when it became ready) holds the keys that may start, served
+-- oldest first (round robin); `kbusy` (hash) counts each key's messages in flight; `kof`
+-- (hash) maps a reserved keyed message's storage id to its key. A keyed message holds its
+-- key's slot from its first reserve until it is acked or dead-lettered: retries, recovery,
+-- release and absolution keep the slot, so later messages of the key wait for it.
+
+-- Gives back the slot the keyed message `id` held (nothing for an unkeyed one): its key
+-- becomes ready again if it has waiting messages, and idle consumers are woken.
+local function key_freed(kof, kbusy, kready, kq, ready, id, now)
+  local key = redis.call('HGET', kof, id)
+  if not key then return end
+  redis.call('HDEL', kof, id)
+  if redis.call('HINCRBY', kbusy, key, -1) <= 0 then redis.call('HDEL', kbusy, key) end
+  if redis.call('LLEN', kq .. ':' .. key) > 0 then
+    redis.call('ZADD', kready, 'NX', now, key)
+    if redis.call('LLEN', ready) == 0 then redis.call('RPUSH', ready, WAKE) end
+  end
+end
+
+-- Whether a dead letter of this queue keeps its key's slot (the `flow` field `on_dead`
+-- = `block`): later messages of the key then wait until an operator requeues or deletes it.
+local function dead_letter_blocks(flow)
+  return redis.call('HGET', flow, 'on_dead') == 'block'
 end

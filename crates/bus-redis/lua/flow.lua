@@ -7,19 +7,23 @@
 -- Why a reserve took nothing (its reply's second field; 1 is "recovered messages wait").
 local FLOW_PAUSED, FLOW_FULL, FLOW_RATE = 2, 3, 4
 
--- How many of `want` messages this reserve may take: `n, status, wait_ms, window`.
+-- How many of `want` messages this reserve may take: `n, status, wait_ms, window, per_key`.
 -- n = 0 comes with a status (paused, full, rate) and, for the rate limit, the ms until a
 -- start leaves the window. `window` (nil without a rate limit) is what flow_started needs.
+-- `per_key` (protocol 4; nil: not ordered) is the `per_key` field as text: how many
+-- messages of one key may be in flight ("0": ordering was switched off, the keys' lists
+-- drain without a limit).
 local function flow_allowance(flow, starts, inflight, leased, want, now)
-  local f = redis.call('HMGET', flow, 'paused', 'concurrency', 'rate', 'per_ms')
-  if not (f[1] or f[2] or f[3]) then return want, 0, -1, nil end
-  if f[1] == '1' then return 0, FLOW_PAUSED, -1, nil end
+  local f = redis.call('HMGET', flow, 'paused', 'concurrency', 'rate', 'per_ms', 'per_key')
+  local per_key = f[5] or nil
+  if not (f[1] or f[2] or f[3]) then return want, 0, -1, nil, per_key end
+  if f[1] == '1' then return 0, FLOW_PAUSED, -1, nil, per_key end
   local n = want
   local limit = tonumber(f[2])
   if limit then
     local busy = redis.call('ZCARD', inflight) + (tonumber(redis.call('GET', leased)) or 0)
     n = math.min(n, math.max(0, limit - busy))
-    if n == 0 then return 0, FLOW_FULL, -1, nil end
+    if n == 0 then return 0, FLOW_FULL, -1, nil, per_key end
   end
   local rate, per = tonumber(f[3]), tonumber(f[4])
   if rate and per and rate > 0 and per > 0 then
@@ -29,12 +33,12 @@ local function flow_allowance(flow, starts, inflight, leased, want, now)
       local oldest = redis.call('ZRANGE', starts, 0, 0, 'WITHSCORES')
       local wait = 1
       if #oldest > 0 then wait = math.max(1, tonumber(oldest[2]) + per - now + 1) end
-      return 0, FLOW_RATE, wait, nil
+      return 0, FLOW_RATE, wait, nil, per_key
     end
     n = math.min(n, free)
-    return n, 0, -1, per
+    return n, 0, -1, per, per_key
   end
-  return n, 0, -1, nil
+  return n, 0, -1, nil, per_key
 end
 
 -- Records `n` starts at `now` in the rate limit's window (`per`: its length, from

@@ -6,9 +6,11 @@
 -- into `deliveries`), which all go to `suspects`. Bounded per call: `batch` locks of
 -- stored messages, then leases until LEASE_MAX messages are passed.
 -- KEYS: inflight, deliveries, errors, suspects, dead, dead-info, isolated, msgs, leases,
--- leased.
+-- leased, flow, kof, kbusy, kready, kq, ready (protocol 4: a keyed message keeps its key's
+-- slot through recovery, so later messages of its key wait for it; one dead-lettered here
+-- gives it back as dead_letter.lua does).
 -- ARGV: delivery_limit, batch, error.
-expect('recover', 10, 3, 3, { 1, 2 })
+expect('recover', 16, 3, 3, { 1, 2 })
 local now = now_ms()
 local expired = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))
 local limit = tonumber(ARGV[1])
@@ -17,6 +19,9 @@ for _, id in ipairs(expired) do
   local alone = redis.call('SREM', KEYS[7], id) == 1
   if alone and tonumber(redis.call('HGET', KEYS[2], id) or '0') >= limit then
     bury(KEYS[3], KEYS[5], KEYS[6], id, 'delivery_limit', ARGV[3], now)
+    if not dead_letter_blocks(KEYS[11]) then
+      key_freed(KEYS[12], KEYS[13], KEYS[14], KEYS[15], KEYS[16], id, now)
+    end
   else
     append_error(KEYS[3], id, ARGV[3], now)
     redis.call('RPUSH', KEYS[4], id)

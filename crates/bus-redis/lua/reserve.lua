@@ -1,6 +1,7 @@
 -- Reserve: promote due delayed messages, then move up to N ready elements into flight.
 -- KEYS: ready, msgs, deliveries, inflight, delayed, seq, dead-info, suspects, leases,
--- leased, flow, flow-starts.
+-- leased, flow, flow-starts, kready, kbusy, kof, kq (protocol 4: per-key ordering; `kq`
+-- is the prefix of the keys' lists `<kq>:<key>`).
 -- ARGV: max (at most LEASE_MAX taken), lock_ms.
 -- Returns { wait_ms, pending, token, envelopes, position, id, count, envelope, ... }.
 -- wait_ms: when nothing was reserved, the time until the next delayed message is due
@@ -19,18 +20,32 @@
 -- message pushes for idle consumers (skipped). Fresh envelopes go into one lease; a
 -- stored message (and a foreign element, stored on the spot) gets its own lock in
 -- `inflight` and its count incremented in `deliveries`.
-expect('reserve', 12, 2, 2, { 1, 2 })
+--
+-- An ordered queue (`per_key` in `flow`) also serves the keys in `kready`, one message per
+-- key per turn (take_keyed below), with up to half the call's allowance while `ready`
+-- holds messages too, so that neither side starves the other. A keyed message is stored
+-- (`msgs`, `deliveries`, its own lock in `inflight`) with its key in `kof`, and follows
+-- the ready part as quadruples.
+expect('reserve', 16, 2, 2, { 1, 2 })
 local now = now_ms()
 local due = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', now, 'LIMIT', 0, 100)
 if #due > 0 then
   bulk('RPUSH', KEYS[1], due)
   bulk('ZREM', KEYS[5], due)
 end
-local want, held, flow_wait, window =
+local want, held, flow_wait, window, per_key =
   flow_allowance(KEYS[11], KEYS[12], KEYS[4], KEYS[10], math.min(tonumber(ARGV[1]), LEASE_MAX), now)
 if held > 0 then return { flow_wait, held } end
 if redis.call('LLEN', KEYS[8]) > 0 then return { -1, 1 } end
-local elements = redis.call('LPOP', KEYS[1], want) or {}
+-- Per-key ordering: keys waiting to start keep up to half the allowance (a call for one
+-- message alternates by the clock's parity).
+local keyed_share = 0
+if per_key and redis.call('ZCARD', KEYS[13]) > 0 then
+  keyed_share = math.floor(want / 2)
+  if want == 1 and now % 2 == 0 then keyed_share = 1 end
+end
+local elements = {}
+if want > keyed_share then elements = redis.call('LPOP', KEYS[1], want - keyed_share) or {} end
 local n = #elements
 local lock_ms = tonumber(ARGV[2])
 -- The common case: all fresh, and the popped table is the lease and the reply as is.
@@ -91,7 +106,46 @@ if #lease > 0 then
   redis.call('ZADD', KEYS[9], now + lock_ms, token)
   redis.call('INCRBY', KEYS[10], #lease)
   out[3] = token
-elseif #out == 4 then
+end
+
+-- Takes up to `max` keyed messages, one per key per turn: a key is popped from the head
+-- of `kready` and, if it still has a free slot and waiting messages after this one, goes
+-- back to its tail. A key at its limit leaves `kready` until a slot frees (key_freed).
+-- Bounded: at most `max` messages and 100 keys passed over.
+local function take_keyed(max, limit, delivered)
+  local deadline, taken, passed = tostring(now + lock_ms), 0, 0
+  while taken < max and passed < 100 do
+    local head = redis.call('ZPOPMIN', KEYS[13])
+    if #head == 0 then break end
+    local key = head[1]
+    local list = KEYS[16] .. ':' .. key
+    local busy = tonumber(redis.call('HGET', KEYS[14], key) or '0')
+    local envelope = (limit == 0 or busy < limit) and redis.call('LPOP', list)
+    if envelope then
+      local id = string.format('~%d', redis.call('INCR', KEYS[6]))
+      redis.call('HSET', KEYS[2], id, envelope)
+      redis.call('HSET', KEYS[3], id, '1')
+      redis.call('ZADD', KEYS[4], deadline, id)
+      redis.call('HSET', KEYS[15], id, key)
+      redis.call('HINCRBY', KEYS[14], key, 1)
+      out[#out + 1] = delivered + taken
+      out[#out + 1] = id
+      out[#out + 1] = 1
+      out[#out + 1] = envelope
+      taken = taken + 1
+      if (limit == 0 or busy + 1 < limit) and redis.call('LLEN', list) > 0 then
+        redis.call('ZADD', KEYS[13], now, key)
+      end
+    else
+      passed = passed + 1
+    end
+  end
+end
+if per_key then
+  local delivered = #lease + (#out - 4) / 4
+  if want > delivered then take_keyed(want - delivered, tonumber(per_key) or 1, delivered) end
+end
+if #lease == 0 and #out == 4 then
   local first = redis.call('ZRANGE', KEYS[5], 0, 0, 'WITHSCORES')
   if #first > 0 then out[1] = math.max(0, tonumber(first[2]) - now) end
 end

@@ -50,6 +50,16 @@ pub struct QueueKeys {
     /// Sorted set: the rate limit's sliding window, one member per start (score: its
     /// time in ms); only written while a rate limit is set.
     pub flow_starts: String,
+    /// Sorted set (protocol 4, per-key ordering): the keys whose next message may start,
+    /// scored by when each became ready (served oldest first: round robin).
+    pub kready: String,
+    /// Hash: key → how many of its messages are in flight (ordered queues).
+    pub kbusy: String,
+    /// Hash: storage id of a reserved keyed message → its key.
+    pub kof: String,
+    /// The prefix of the keys' waiting lists: key `k` waits in `<kq>:<k>` (see
+    /// [`QueueKeys::key_queue`]). Not itself a key.
+    pub kq: String,
 }
 
 impl QueueKeys {
@@ -93,7 +103,16 @@ impl QueueKeys {
             leased: key("leased"),
             flow: key("flow"),
             flow_starts: key("flow-starts"),
+            kready: key("kready"),
+            kbusy: key("kbusy"),
+            kof: key("kof"),
+            kq: key("kq"),
         }
+    }
+
+    /// The list in which the messages of ordering key `key` wait (protocol 4).
+    pub fn key_queue(&self, key: &str) -> String {
+        format!("{}:{key}", self.kq)
     }
 
     /// The list of lease `token` (its envelopes in reservation order) and the set of its
@@ -152,8 +171,8 @@ impl QueueKeys {
 
     /// Every key, for management and cleanup.
     /// (Not the lists and sets of the leases themselves: [`QueueKeys::lease`] names them,
-    /// from the tokens in `leases`.)
-    pub fn all(&self) -> [&str; 15] {
+    /// from the tokens in `leases`; nor the keys' waiting lists, [`QueueKeys::key_queue`].)
+    pub fn all(&self) -> [&str; 18] {
         [
             &self.ready,
             &self.msgs,
@@ -170,6 +189,9 @@ impl QueueKeys {
             &self.leased,
             &self.flow,
             &self.flow_starts,
+            &self.kready,
+            &self.kbusy,
+            &self.kof,
         ]
     }
 
@@ -441,6 +463,10 @@ impl ScriptKeys {
                 &k.leased,
                 &k.flow,
                 &k.flow_starts,
+                &k.kready,
+                &k.kbusy,
+                &k.kof,
+                &k.kq,
             ]),
             reserve_alone: keys(&[
                 &k.suspects,
@@ -460,6 +486,11 @@ impl ScriptKeys {
                 &k.isolated,
                 &k.leases,
                 &k.leased,
+                &k.kof,
+                &k.kbusy,
+                &k.kready,
+                &k.kq,
+                &k.ready,
             ]),
             renew: keys(&[&k.inflight, &k.deliveries, &k.leases]),
             retry: keys(&[
@@ -483,6 +514,12 @@ impl ScriptKeys {
                 &k.msgs,
                 &k.leases,
                 &k.leased,
+                &k.flow,
+                &k.kof,
+                &k.kbusy,
+                &k.kready,
+                &k.kq,
+                &k.ready,
             ]),
             release: keys(&[
                 &k.inflight,
@@ -504,6 +541,12 @@ impl ScriptKeys {
                 &k.msgs,
                 &k.leases,
                 &k.leased,
+                &k.flow,
+                &k.kof,
+                &k.kbusy,
+                &k.kready,
+                &k.kq,
+                &k.ready,
             ]),
             absolve: keys(&[&k.suspects, &k.ready]),
         }

@@ -7,21 +7,22 @@ use fred::types::{SetOptions, Value};
 
 use crate::{keys, Error, Result};
 
-/// The protocol this build speaks: 3, the lease layout of protocol 2 plus flow control (the
-/// reserve scripts read the queue's `flow` hash), consumers that honour message deadlines
-/// (the `bus-expires-at` header) and the lifecycle scripts (`send_once.lua`, `cancel.lua`,
-/// ...; docs/wire-format.md, "Versioning"). Protocol 1 is the layout before leases, which
-/// recorded no version. `lua/common.lua`'s `PROTOCOL` says the same.
-pub const PROTOCOL: u32 = 3;
+/// The protocol this build speaks: 4, protocol 3 plus per-key ordering (keyed sends run
+/// `send_keyed.lua`; reserve, ack, dead-letter and recover take the keys' state as KEYS;
+/// docs/wire-format.md, "Versioning"). Protocol 3 is the lease layout of protocol 2 plus
+/// flow control, message deadlines and the lifecycle scripts; protocol 1 is the layout
+/// before leases, which recorded no version. `lua/common.lua`'s `PROTOCOL` says the same.
+pub const PROTOCOL: u32 = 4;
 
-/// The protocol this one upgrades in place: the same keys and scripts, to which protocol 3
-/// adds flow control, deadlines and new scripts, so its queues need no migration.
-const UPGRADES: u32 = 2;
+/// The protocols this one upgrades in place: the same keys and scripts, to which protocol 3
+/// added flow control, deadlines and new scripts, and protocol 4 the per-key ordering keys
+/// (`kready`, `kbusy`, `kof`, `kq:<key>`), so their queues need no migration.
+const UPGRADES: [u32; 2] = [2, 3];
 
 /// Records [`PROTOCOL`] under `prefix` if no version is recorded yet (`SET NX`), else
-/// checks it: another version is [`Error::ProtocolMismatch`], except protocol 2, which is
-/// raised to 3 (so that protocol-2 clients are refused from then on: they would ignore
-/// flow control). A refused write (a full Redis, a read-only replica) is only a warning,
+/// checks it: another version is [`Error::ProtocolMismatch`], except protocols 2 and 3,
+/// which are raised to 4 (so that their clients are refused from then on: they would
+/// ignore per-key ordering, and protocol 2's flow control too). A refused write (a full Redis, a read-only replica) is only a warning,
 /// so that consumers still start and drain.
 pub(crate) async fn check(client: &Client, prefix: &str) -> Result<()> {
     let key = keys::protocol(prefix);
@@ -48,7 +49,9 @@ pub(crate) async fn check(client: &Client, prefix: &str) -> Result<()> {
     }
     match found {
         Some(found) if found == PROTOCOL.to_string() => Ok(()),
-        Some(found) if found == UPGRADES.to_string() => upgrade(client, &key).await,
+        Some(found) if UPGRADES.iter().any(|v| found == v.to_string()) => {
+            upgrade(client, &key, &found).await
+        }
         Some(found) => Err(Error::ProtocolMismatch {
             key,
             found,
@@ -58,16 +61,15 @@ pub(crate) async fn check(client: &Client, prefix: &str) -> Result<()> {
     }
 }
 
-/// Raises a protocol-2 record to 3 (one `SET`: every writer writes the same value).
-async fn upgrade(client: &Client, key: &str) -> Result<()> {
+/// Raises a protocol-2 or -3 record to 4 (one `SET`: every writer writes the same value).
+async fn upgrade(client: &Client, key: &str, from: &str) -> Result<()> {
     tracing::warn!(
         key,
-        from = UPGRADES,
+        from,
         to = PROTOCOL,
-        "raising the recorded bus protocol: protocol-2 consumers still running ignore \
-         flow control (pause, limits) and message deadlines, and must be restarted on this \
-         build; new ones are \
-         refused (docs/wire-format.md, \"Versioning\")"
+        "raising the recorded bus protocol: older consumers still running ignore per-key \
+         ordering (they neither serve nor release keys; protocol 2's also flow control and \
+         message deadlines), and must be restarted on this build; new ones are refused (docs/wire-format.md, \"Versioning\")"
     );
     let set: Result<Value, _> = client
         .set(key, PROTOCOL.to_string(), None, None, false)

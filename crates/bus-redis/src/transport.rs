@@ -429,8 +429,25 @@ impl Transport for RedisTransport {
         key: &str,
         messages: Vec<Outgoing>,
     ) -> bus_core::Result<()> {
-        let ready = self.ready_for(queue, Some(key))?;
-        self.push(queue, ready, messages).await
+        // One script (protocol 4): on a queue ordered per key the envelopes wait in their
+        // key's list; on any other they go onto `ready`, as a plain send.
+        if key.is_empty() {
+            return Err(bus_core::Error::Config(format!(
+                "sending to {queue} with an empty key: a key must have at least one character"
+            )));
+        }
+        if messages.is_empty() {
+            return Ok(());
+        }
+        let keys = self.keys_for_send(queue, Some(key)).await?;
+        let mut args = Vec::with_capacity(messages.len() + 1);
+        args.push(Value::from(key));
+        args.extend(messages.into_iter().map(|m| Value::Bytes(m.payload)));
+        let keys = vec![keys.ready, keys.flow, keys.kready, keys.kbusy, keys.kq];
+        match self.write(&scripts::SEND_KEYED, keys, args).await? {
+            Written::Done(_) => Ok(()),
+            Written::NotReplicated(_, error) => Err(error),
+        }
     }
 
     async fn send_at(

@@ -144,3 +144,44 @@ async fn a_rate_limit_holds_across_hosts() {
     )
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keyed_messages_run_in_order_per_key() {
+    let redis = TestRedis::start().unwrap();
+    let transport = common::transport(&redis).await;
+    conformance::keyed_messages_run_in_order_per_key(
+        Arc::new(transport.clone()),
+        &Admin::new(transport),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_take_turns() {
+    let redis = TestRedis::start().unwrap();
+    let transport = common::transport(&redis).await;
+    conformance::keys_take_turns(Arc::new(transport.clone()), &Admin::new(transport)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_per_key_limit_holds_and_is_reached() {
+    let redis = TestRedis::start().unwrap();
+    let transport = common::transport(&redis).await;
+    conformance::a_per_key_limit_holds_and_is_reached(
+        Arc::new(transport.clone()),
+        &Admin::new(transport),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_letter_unblocks_its_key_unless_set_to_block() {
+    let redis = TestRedis::start().unwrap();
+    let transport = common::transport(&redis).await;
+    conformance::a_dead_letter_unblocks_its_key_unless_set_to_block(
+        Arc::new(transport.clone()),
+        &Admin::new(transport.clone()),
+        &Redis(transport),
+    )
+    .await;
+}

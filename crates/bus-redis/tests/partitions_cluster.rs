@@ -168,3 +168,19 @@ async fn three_shards_spread_a_queue_over_three_masters() {
         .collect();
     assert_thirds("scripts (reserve, ack)", ports, &scripts);
 }
+
+/// Per-key ordering on the cluster, on a partitioned queue (the key picks the shard): the
+/// conformance check, its keys spread over three shards on three masters.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn per_key_order_holds_on_a_partitioned_queue_of_a_cluster() {
+    let cluster = RedisCluster::start().unwrap();
+    let config = RedisConfig::from_url(&cluster.url())
+        .unwrap()
+        .partitions("conformance-ordered", 3);
+    let transport = RedisTransport::connect(&config).await.unwrap();
+    bus_core::conformance::keyed_messages_run_in_order_per_key(
+        Arc::new(transport.clone()),
+        &bus_redis::admin::Admin::new(transport),
+    )
+    .await;
+}

@@ -24,6 +24,7 @@ const SCRIPTS: &[(&str, &str)] = &[
     ("recover", include_str!("../lua/recover.lua")),
     ("absolve", include_str!("../lua/absolve.lua")),
     ("send_at", include_str!("../lua/send_at.lua")),
+    ("send_keyed", include_str!("../lua/send_keyed.lua")),
     ("send_once", include_str!("../lua/send_once.lua")),
     ("send_tick", include_str!("../lua/send_tick.lua")),
     ("cancel", include_str!("../lua/cancel.lua")),
@@ -71,7 +72,7 @@ fn text(name: &str) -> String {
     let body = SCRIPTS.iter().find(|(n, _)| *n == name).unwrap().1;
     if name.starts_with("admin_") {
         format!("{COMMON}{ADMIN_COMMON}{body}")
-    } else if matches!(name, "send_at" | "publish" | "reply") {
+    } else if matches!(name, "send_at" | "send_keyed" | "publish" | "reply") {
         format!("{COMMON}{body}")
     } else if matches!(name, "reserve" | "reserve_alone") {
         format!("#!lua flags=allow-oom\n{COMMON}{FLOW}{body}")
@@ -122,6 +123,10 @@ impl Queue {
                 &k.leased,
                 &k.flow,
                 &k.flow_starts,
+                &k.kready,
+                &k.kbusy,
+                &k.kof,
+                &k.kq,
             ],
             "reserve_alone" => vec![
                 &k.suspects,
@@ -141,6 +146,11 @@ impl Queue {
                 &k.isolated,
                 &k.leases,
                 &k.leased,
+                &k.kof,
+                &k.kbusy,
+                &k.kready,
+                &k.kq,
+                &k.ready,
             ],
             "renew" => vec![&k.inflight, &k.deliveries, &k.leases],
             "retry" => vec![
@@ -164,6 +174,12 @@ impl Queue {
                 &k.msgs,
                 &k.leases,
                 &k.leased,
+                &k.flow,
+                &k.kof,
+                &k.kbusy,
+                &k.kready,
+                &k.kq,
+                &k.ready,
             ],
             "release" => vec![
                 &k.inflight,
@@ -185,9 +201,16 @@ impl Queue {
                 &k.msgs,
                 &k.leases,
                 &k.leased,
+                &k.flow,
+                &k.kof,
+                &k.kbusy,
+                &k.kready,
+                &k.kq,
+                &k.ready,
             ],
             "absolve" => vec![&k.suspects, &k.ready],
             "send_at" => vec![&k.delayed, &k.msgs, &k.ready],
+            "send_keyed" => vec![&k.ready, &k.flow, &k.kready, &k.kbusy, &k.kq],
             "send_once" => vec![&dedup, &k.ready, &k.delayed, &k.msgs],
             "send_tick" => vec![&schedule, &k.ready],
             "cancel" => vec![&k.delayed, &k.msgs, &k.deliveries, &k.errors],
@@ -258,6 +281,9 @@ impl Queue {
                     &k.isolated,
                     &k.flow,
                     &k.flow_starts,
+                    &k.kready,
+                    &k.kbusy,
+                    &k.kof,
                 ] {
                     list.push(key);
                 }
@@ -449,6 +475,7 @@ fn good_argv(script: &str, token: &str, id: &str, dead: &str) -> Vec<String> {
         "recover" => vec!["3", "100", "lost"],
         "absolve" => vec![token, "0", id, "1"],
         "send_at" => vec!["0", "now", "{}"],
+        "send_keyed" => vec!["k", "{}"],
         "send_once" => vec!["60000", "", "once", "{}"],
         "send_tick" => vec!["60000", "", "{}"],
         "cancel" | "read_scheduled" => vec!["later"],
@@ -495,6 +522,7 @@ fn bad_argvs(script: &str, token: &str, id: &str) -> Vec<Vec<String>> {
         "recover" => vec![vec!["3", "100"], vec!["three", "100", "e"]],
         "absolve" => vec![vec![token]],
         "send_at" => vec![vec!["0", "now"], vec!["soon", "now", "{}"], vec![]],
+        "send_keyed" => vec![vec!["k"], vec!["", "{}"], vec![]],
         "cancel" => vec![vec![], vec!["later", "again"]],
         "reschedule" => vec![vec!["later"], vec!["later", "soon"]],
         "read_scheduled" => vec![vec![]],
@@ -616,7 +644,16 @@ fn an_old_clients_recover_call_changes_nothing() {
     let old_keys = q.keys("recover")[..7].to_vec();
     let reply = q.eval("recover", &old_keys, &["3", "100", "lost"]);
     assert!(
-        matches!(&reply, Resp::Error(e) if e.contains("recover expects 10 KEYS, got 7")),
+        matches!(&reply, Resp::Error(e) if e.contains("recover expects 16 KEYS, got 7")),
+        "{reply:?}"
+    );
+    assert_eq!(q.snapshot(), before, "the refused call wrote");
+    // Protocol 3's took 10 (no ordering keys): refused too, so that it never recovers a
+    // keyed message without its key.
+    let old_keys = q.keys("recover")[..10].to_vec();
+    let reply = q.eval("recover", &old_keys, &["3", "100", "lost"]);
+    assert!(
+        matches!(&reply, Resp::Error(e) if e.contains("recover expects 16 KEYS, got 10")),
         "{reply:?}"
     );
     assert_eq!(q.snapshot(), before, "the refused call wrote");
@@ -638,8 +675,8 @@ async fn connecting_records_the_protocol_version_once() {
     let transport = RedisTransport::connect(&config(&redis.url(), redis.namespace()))
         .await
         .unwrap();
-    assert_eq!(client.get(&key).unwrap().as_deref(), Some(&b"3"[..]));
-    assert_eq!(PROTOCOL, 3);
+    assert_eq!(client.get(&key).unwrap().as_deref(), Some(&b"4"[..]));
+    assert_eq!(PROTOCOL, 4);
     // A second client finds it and agrees.
     RedisTransport::connect(&config(&redis.url(), redis.namespace()))
         .await
@@ -652,20 +689,20 @@ async fn another_protocol_version_is_refused_at_connect_and_nothing_is_written()
     let redis = TestRedis::start().unwrap();
     let key = keys::protocol(redis.namespace());
     let mut client = redis.client();
-    for found in ["4", "1", "two"] {
+    for found in ["5", "1", "two"] {
         client.set(&key, found).unwrap();
         let before = redis.keys();
         let error = RedisTransport::connect(&config(&redis.url(), redis.namespace()))
             .await
             .expect_err("connected to a Redis of another protocol");
         assert!(
-            matches!(&error, Error::ProtocolMismatch { found: f, speaks: 3, .. } if f == found),
+            matches!(&error, Error::ProtocolMismatch { found: f, speaks: 4, .. } if f == found),
             "{error:?}"
         );
         let text = error.to_string();
         assert!(
             text.contains(&format!("bus protocol {found} under {key}"))
-                && text.contains("this build speaks protocol 3")
+                && text.contains("this build speaks protocol 4")
                 && text.contains("docs/operations.md \"Upgrades\""),
             "{text}"
         );
@@ -675,18 +712,25 @@ async fn another_protocol_version_is_refused_at_connect_and_nothing_is_written()
 }
 
 #[tokio::test]
-async fn a_prefix_of_protocol_2_is_upgraded_to_3_and_a_protocol_2_client_is_then_refused() {
-    // Protocol 3 only adds flow control to the reserve scripts: the first protocol-3
-    // client records 3, so that protocol-2 consumers (which would ignore a pause) are
-    // refused from then on by their own check (docs/wire-format.md, "Versioning").
-    let redis = TestRedis::start().unwrap();
-    let key = keys::protocol(redis.namespace());
-    let mut client = redis.client();
-    client.set(&key, "2").unwrap();
-    RedisTransport::connect(&config(&redis.url(), redis.namespace()))
-        .await
-        .unwrap();
-    assert_eq!(client.get(&key).unwrap().as_deref(), Some(&b"3"[..]));
+async fn a_prefix_of_protocol_2_or_3_is_upgraded_to_4_and_their_clients_are_then_refused() {
+    // Protocol 3 only added flow control to the reserve scripts, protocol 4 only the
+    // per-key ordering keys: the first protocol-4 client records 4, so that older
+    // consumers (which would ignore ordering) are refused from then on by their own check
+    // (docs/wire-format.md, "Versioning").
+    for old in ["2", "3"] {
+        let redis = TestRedis::start().unwrap();
+        let key = keys::protocol(redis.namespace());
+        let mut client = redis.client();
+        client.set(&key, old).unwrap();
+        RedisTransport::connect(&config(&redis.url(), redis.namespace()))
+            .await
+            .unwrap();
+        assert_eq!(
+            client.get(&key).unwrap().as_deref(),
+            Some(&b"4"[..]),
+            "{old}"
+        );
+    }
 }
 
 #[tokio::test]

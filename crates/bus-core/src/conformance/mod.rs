@@ -80,6 +80,11 @@ pub use flow::{
     a_concurrency_limit_holds_across_hosts, a_rate_limit_holds_across_hosts,
     pause_stops_reserving_and_resume_restarts,
 };
+mod ordering;
+pub use ordering::{
+    a_dead_letter_unblocks_its_key_unless_set_to_block, a_per_key_limit_holds_and_is_reached,
+    keyed_messages_run_in_order_per_key, keys_take_turns,
+};
 mod lifecycle;
 pub use lifecycle::{
     expired_messages_are_dead_lettered_unhandled, expired_messages_can_be_dropped,

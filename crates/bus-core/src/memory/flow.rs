@@ -5,7 +5,7 @@ use async_trait::async_trait;
 use tokio::time::Instant;
 
 use super::{MemoryTransport, Queue};
-use crate::flow::{check_concurrency, Flow, FlowControl, RateLimit};
+use crate::flow::{check_concurrency, Flow, FlowControl, PerKey, RateLimit};
 use crate::transport::Source;
 use crate::Result;
 
@@ -105,6 +105,11 @@ impl FlowControl for MemoryTransport {
 
     async fn limit_rate(&self, source: &Source, rate: Option<RateLimit>) -> Result<()> {
         self.change_flow(source, |f| f.rate = rate);
+        Ok(())
+    }
+
+    async fn order_per_key(&self, source: &Source, order: Option<PerKey>) -> Result<()> {
+        self.change_flow(source, |f| f.per_key = order);
         Ok(())
     }
 }

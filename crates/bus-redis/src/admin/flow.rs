@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use bus_core::flow::{check_concurrency, Flow, FlowControl, RateLimit};
+use bus_core::flow::{check_concurrency, Flow, FlowControl, PerKey, RateLimit};
 use bus_core::transport::Source;
 use fred::prelude::{HashesInterface, KeysInterface};
 use fred::types::Value;
@@ -19,6 +19,11 @@ const PAUSED: &str = "paused";
 const CONCURRENCY: &str = "concurrency";
 const RATE: &str = "rate";
 const PER_MS: &str = "per_ms";
+/// Protocol 4, per-key ordering: the most messages of one key in flight ("0": ordering
+/// switched off, waiting keyed messages drain), and `block` if a dead letter keeps its
+/// key's slot.
+const PER_KEY: &str = "per_key";
+const ON_DEAD: &str = "on_dead";
 
 impl Admin {
     /// The flow-control settings of `source` (of its first shard: every operation here
@@ -26,11 +31,19 @@ impl Admin {
     pub async fn flow(&self, source: &Source) -> Result<Flow> {
         let mut flow = Flow::default();
         for (i, shard) in self.shards(source).await?.into_iter().enumerate() {
-            let fields: Vec<Option<u64>> = self
+            let fields: Vec<Option<String>> = self
                 .client()
-                .hmget(&shard.keys.flow, vec![PAUSED, CONCURRENCY, RATE, PER_MS])
+                .hmget(
+                    &shard.keys.flow,
+                    vec![PAUSED, CONCURRENCY, RATE, PER_MS, PER_KEY, ON_DEAD],
+                )
                 .await?;
-            let field = |n: usize| fields.get(n).copied().flatten();
+            let field = |n: usize| {
+                fields
+                    .get(n)
+                    .and_then(|f| f.as_deref())
+                    .and_then(|f| f.parse::<u64>().ok())
+            };
             flow.paused |= field(0) == Some(1);
             if i == 0 {
                 flow.concurrency = field(1).and_then(|n| u32::try_from(n).ok());
@@ -40,6 +53,11 @@ impl Admin {
                         .and_then(|starts| RateLimit::new(starts, Duration::from_millis(per)).ok()),
                     _ => None,
                 };
+                let blocks = fields.get(5).and_then(|f| f.as_deref()) == Some("block");
+                flow.per_key = field(4)
+                    .and_then(|n| u32::try_from(n).ok())
+                    .and_then(|n| PerKey::new(n).ok())
+                    .map(|order| order.dead_letter_blocks(blocks));
             }
         }
         Ok(flow)
@@ -95,6 +113,27 @@ impl Admin {
         }
     }
 
+    /// Orders the keyed messages of `source` per key, or stops ordering them (`None`:
+    /// `per_key` becomes `0`, so that keyed messages still waiting drain without a limit;
+    /// new keyed sends are plain sends). One `HSET` per shard.
+    pub async fn order_per_key(&self, source: &Source, order: Option<PerKey>) -> Result<()> {
+        let fields = match order {
+            Some(order) => vec![
+                (PER_KEY, Value::from(i64::from(order.limit()))),
+                (
+                    ON_DEAD,
+                    Value::from(if order.blocks_on_dead_letter() {
+                        "block"
+                    } else {
+                        "unblock"
+                    }),
+                ),
+            ],
+            None => vec![(PER_KEY, Value::from(0))],
+        };
+        self.set(source, fields).await
+    }
+
     async fn set(&self, source: &Source, fields: Vec<(&str, Value)>) -> Result<()> {
         for shard in self.shards(source).await? {
             let _: i64 = self.client().hset(&shard.keys.flow, fields.clone()).await?;
@@ -130,5 +169,9 @@ impl FlowControl for Admin {
 
     async fn limit_rate(&self, source: &Source, rate: Option<RateLimit>) -> bus_core::Result<()> {
         Ok(Admin::limit_rate(self, source, rate).await?)
+    }
+
+    async fn order_per_key(&self, source: &Source, order: Option<PerKey>) -> bus_core::Result<()> {
+        Ok(Admin::order_per_key(self, source, order).await?)
     }
 }

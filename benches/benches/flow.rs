@@ -1,0 +1,222 @@
+//! Flow control's cost (issue 17, docs/performance.md "Per-key ordering"): per-key
+//! ordering over 10,000 keys and a rate-limited queue, against an unordered queue in the
+//! same run. A plain `main` that prints a table:
+//!
+//! `cargo bench -p benches --bench flow` (`ROUNDS=n` repeats the set; `MESSAGES=n`
+//! changes the messages per phase, 100,000 by default; `RATE=n` the rate limit's starts
+//! per second, 20,000 by default).
+//!
+//! Every phase pre-fills its queue, then one host (default settings, a no-op handler)
+//! processes it; reported are msg/s and the CPU the redis-server and this process spent
+//! per message over the timed phase (`/proc/<pid>/stat`, 10 ms resolution), and Redis's own
+//! account of its command time (`INFO commandstats`).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use benches::cpu::{clock_tick, Figure, Meter};
+use benches::layout::unsettled;
+use benches::messages::{order, Noop, Order};
+use benches::BenchRedis;
+use bus_core::flow::{PerKey, RateLimit};
+use bus_core::transport::Source;
+use bus_core::{Bus, BusConfig, Host};
+use bus_redis::admin::Admin;
+use bus_redis::{RedisConfig, RedisTransport};
+use fred::prelude::{Client, ClientLike};
+use fred::types::Value;
+use futures::StreamExt;
+
+const KEYS: u64 = 10_000;
+
+struct Env {
+    redis: BenchRedis,
+    meter: Meter,
+    admin: Client,
+    runs: AtomicU64,
+}
+
+impl Env {
+    async fn start() -> Env {
+        let redis = BenchRedis::start();
+        let admin = Client::new(
+            fred::prelude::Config::from_url(&redis.url).unwrap(),
+            None,
+            None,
+            None,
+        );
+        admin.init().await.unwrap();
+        let info: String = admin
+            .info(Some(fred::types::InfoKind::Server))
+            .await
+            .unwrap();
+        let redis_pid = info
+            .lines()
+            .find_map(|l| l.strip_prefix("process_id:"))
+            .and_then(|v| v.trim().parse().ok())
+            .expect("process_id in INFO server");
+        Env {
+            redis,
+            meter: Meter {
+                redis_pid,
+                tick: clock_tick(),
+            },
+            admin,
+            runs: AtomicU64::new(0),
+        }
+    }
+
+    /// A transport in a fresh namespace.
+    async fn transport(&self) -> RedisTransport {
+        let prefix = format!("f{}", self.runs.fetch_add(1, Ordering::Relaxed));
+        let config = RedisConfig::from_url(&self.redis.url)
+            .unwrap()
+            .prefix(prefix);
+        RedisTransport::connect(&config).await.unwrap()
+    }
+
+    async fn reset_stats(&self) {
+        let command = fred::types::CustomCommand::new_static("CONFIG", None, false);
+        let _: Value = self.admin.custom(command, vec!["RESETSTAT"]).await.unwrap();
+    }
+
+    /// Redis's time in the scripts and commands clients sent, per message.
+    async fn command_us(&self, messages: u64) -> f64 {
+        let info: String = self
+            .admin
+            .info(Some(fred::types::InfoKind::CommandStats))
+            .await
+            .unwrap();
+        let usec: f64 = info
+            .lines()
+            .filter_map(|l| l.strip_prefix("cmdstat_")?.split_once(':'))
+            .filter(|(name, _)| matches!(*name, "evalsha" | "eval" | "rpush" | "blmove"))
+            .filter_map(|(_, rest)| {
+                rest.split(',')
+                    .find_map(|kv| kv.strip_prefix("usec="))?
+                    .parse::<f64>()
+                    .ok()
+            })
+            .sum();
+        usec / messages as f64
+    }
+}
+
+/// How a phase's queue is set up and filled.
+#[derive(Clone, Copy)]
+enum Setup {
+    /// Unordered, plain batches: the baseline.
+    Plain,
+    /// Ordered one at a time per key, the messages spread over [`KEYS`] keys.
+    Ordered,
+    /// Unordered, at most `rate` starts per second.
+    Rated(u32),
+}
+
+/// Fills a queue as `setup` says, then times one host processing all `count` messages.
+async fn phase(env: &Env, setup: Setup, count: u64) -> Figure {
+    let transport = env.transport().await;
+    let source = Source::queue("bench").unwrap();
+    let keys = transport.keys(&source);
+    let admin = Admin::new(transport.clone());
+    let bus = Bus::new(transport.clone(), BusConfig::default());
+    let orders: Vec<Order> = (0..count).map(order).collect();
+    match setup {
+        Setup::Plain | Setup::Rated(_) => {
+            for batch in orders.chunks(1_000) {
+                bus.send_batch(batch).await.unwrap();
+            }
+        }
+        Setup::Ordered => {
+            admin
+                .order_per_key(&source, Some(PerKey::fifo()))
+                .await
+                .unwrap();
+            // Key k gets messages k, k + KEYS, ...: interleaved, one batch per key.
+            let keys_used = KEYS.min(count);
+            let sends = (0..keys_used).map(|k| {
+                let batch: Vec<Order> = (k..count).step_by(keys_used as usize).map(order).collect();
+                let bus = bus.clone();
+                async move { bus.send_batch_keyed(&batch, &format!("key-{k}")).await }
+            });
+            let mut sends = futures::stream::iter(sends).buffer_unordered(256);
+            while let Some(sent) = sends.next().await {
+                sent.unwrap();
+            }
+        }
+    }
+    if let Setup::Rated(rate) = setup {
+        let limit = RateLimit::new(rate, Duration::from_secs(1)).unwrap();
+        admin.limit_rate(&source, Some(limit)).await.unwrap();
+    }
+    let noop = Noop::default();
+    let host = Host::builder()
+        .transport(transport.clone())
+        .command::<Order, _>(noop.clone())
+        .build()
+        .unwrap();
+    env.reset_stats().await;
+    let started = env.meter.start();
+    let running = host.start().await.unwrap();
+    loop {
+        if noop.handled() >= count && unsettled(transport.client(), &keys).await == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let mut figure = env.meter.stop(started, count);
+    figure.command_us = env.command_us(count).await;
+    running.shutdown().await.unwrap();
+    figure
+}
+
+fn row(name: &str, f: Figure) {
+    println!(
+        "{name:<48} {:>9.0} msg/s | CPU us/msg: redis {:>5.2} client {:>5.2} | redis commands {:>5.2} us/msg",
+        f.rate, f.redis_us, f.client_us, f.command_us
+    );
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let smoke = !std::env::args().any(|a| a == "--bench");
+    let env_number = |name: &str| std::env::var(name).ok().and_then(|n| n.parse().ok());
+    let count: u64 = env_number("MESSAGES").unwrap_or(if smoke { 2_000 } else { 100_000 });
+    let rounds: u64 = env_number("ROUNDS").unwrap_or(1);
+    let rate: u64 = env_number("RATE").unwrap_or(20_000);
+    let rate = u32::try_from(rate).unwrap_or(u32::MAX);
+    // The rate-limited phase moves two seconds' worth (at least 1,000 messages).
+    let rated_count = (u64::from(rate) * 2).clamp(1_000, count.max(1_000));
+    rt.block_on(async {
+        let env = Env::start().await;
+        for round in 1..=rounds {
+            println!(
+                "\n== round {round}/{rounds}: {count} messages, one host with default settings, no-op handler =="
+            );
+            let plain = phase(&env, Setup::Plain, count).await;
+            row("unordered queue, pre-filled (baseline)", plain);
+            let ordered = phase(&env, Setup::Ordered, count).await;
+            row(&format!("ordered per key (n = 1), {} keys", KEYS.min(count)), ordered);
+            let rated = phase(&env, Setup::Rated(rate), rated_count).await;
+            row(&format!("rate limit {rate}/s, {rated_count} messages"), rated);
+            println!("-- ratios of this round:");
+            println!(
+                "   ordered / unordered: throughput {:.1}%, Redis CPU per message {:.2}x, Redis command time {:.2}x",
+                ordered.rate / plain.rate * 100.0,
+                ordered.redis_us / plain.redis_us,
+                ordered.command_us / plain.command_us
+            );
+            println!(
+                "   rate-limited: {:.1}% of its limit, Redis CPU per message {:.2}x the unordered queue's",
+                rated.rate / f64::from(rate) * 100.0,
+                rated.redis_us / plain.redis_us
+            );
+        }
+        let _: () = env.admin.quit().await.unwrap();
+        drop(env.redis);
+    });
+}

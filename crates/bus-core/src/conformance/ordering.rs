@@ -1,0 +1,327 @@
+//! Checks of per-key ordering (crate::flow::PerKey) on every transport that offers it,
+//! from the handlers' own start and end records.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use tokio::time::Instant;
+
+use super::{start_command, wait_until, Probe};
+use crate::flow::{FlowControl, PerKey};
+use crate::transport::Source;
+use crate::{
+    Backoff, CommandProcessor, Context, Message, MessageKind, ProcessError, ProcessingSettings,
+    Transport,
+};
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Ordered {
+    key: String,
+    seq: u32,
+    /// Fails (retry) this many deliveries, then succeeds; `u32::MAX`: dead-letters at once.
+    fail: u32,
+}
+command!(Ordered, "conformance-ordered");
+
+/// One handler run, as the handler recorded it.
+#[derive(Debug, Clone)]
+struct Run {
+    key: String,
+    seq: u32,
+    start: Instant,
+    end: Instant,
+    ok: bool,
+}
+
+/// Every run's record; each works `work`.
+struct Log {
+    work: Duration,
+    concurrency: usize,
+    runs: Mutex<Vec<Run>>,
+}
+
+impl Log {
+    fn new(work: Duration, concurrency: usize) -> Arc<Self> {
+        Arc::new(Log {
+            work,
+            concurrency,
+            runs: Mutex::new(Vec::new()),
+        })
+    }
+
+    fn runs(&self) -> Vec<Run> {
+        self.runs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn succeeded(&self) -> usize {
+        self.runs().iter().filter(|r| r.ok).count()
+    }
+
+    /// Each key's runs, by start.
+    fn by_key(&self) -> BTreeMap<String, Vec<Run>> {
+        let mut keys: BTreeMap<String, Vec<Run>> = BTreeMap::new();
+        for run in self.runs() {
+            keys.entry(run.key.clone()).or_default().push(run);
+        }
+        for runs in keys.values_mut() {
+            runs.sort_by_key(|r| r.start);
+        }
+        keys
+    }
+}
+
+/// The most of `runs` that ran at once (ends before starts at the same instant).
+fn peak<'a>(runs: impl IntoIterator<Item = &'a Run>) -> usize {
+    let mut edges: Vec<(Instant, i32)> = runs
+        .into_iter()
+        .flat_map(|r| [(r.start, 1), (r.end, -1)])
+        .collect();
+    edges.sort();
+    let (mut now, mut peak) = (0, 0);
+    for (_, edge) in edges {
+        now += edge;
+        peak = peak.max(now);
+    }
+    usize::try_from(peak).unwrap_or(0)
+}
+
+#[async_trait]
+impl CommandProcessor<Ordered> for Arc<Log> {
+    fn settings(&self) -> ProcessingSettings {
+        ProcessingSettings::default()
+            .max_concurrent_calls(self.concurrency)
+            .prefetch_count(0)
+            .dead_letter_delivery_limit(10)
+            .retry(Backoff::fixed(Duration::from_millis(50)))
+    }
+    async fn process(&self, message: Ordered, context: &Context) -> Result<(), ProcessError> {
+        let start = Instant::now();
+        tokio::time::sleep(self.work).await;
+        let ok = message.fail != u32::MAX && context.delivery_count() > message.fail;
+        self.runs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(Run {
+                key: message.key,
+                seq: message.seq,
+                start,
+                end: Instant::now(),
+                ok,
+            });
+        match (ok, message.fail) {
+            (true, _) => Ok(()),
+            (false, u32::MAX) => Err(ProcessError::dead_letter("poison on purpose")),
+            (false, _) => Err(ProcessError::retry("failing on purpose")),
+        }
+    }
+}
+
+fn source() -> Source {
+    Source::queue(Ordered::NAME).expect("valid name")
+}
+
+fn ordered(key: &str, seq: u32, fail: u32) -> Ordered {
+    Ordered {
+        key: key.to_owned(),
+        seq,
+        fail,
+    }
+}
+
+/// FIFO per key over two hosts: within each key no run overlaps another and the runs
+/// come in the order sent, a retried message (twice, with a delayed retry) keeping its
+/// place; other keys run meanwhile; unkeyed messages on the same queue all run.
+pub async fn keyed_messages_run_in_order_per_key(
+    transport: Arc<dyn Transport>,
+    flow: &dyn FlowControl,
+) {
+    const KEYS: u32 = 8;
+    const EACH: u32 = 15;
+    let source = source();
+    flow.order_per_key(&source, Some(PerKey::fifo()))
+        .await
+        .expect("ordered");
+    assert_eq!(
+        flow.flow(&source).await.expect("read").per_key,
+        Some(PerKey::fifo())
+    );
+    let log = Log::new(Duration::from_millis(5), 8);
+    let a = start_command::<Ordered, _>(Arc::clone(&transport), Arc::clone(&log)).await;
+    let b = start_command::<Ordered, _>(transport, Arc::clone(&log)).await;
+    for seq in 0..EACH {
+        for k in 0..KEYS {
+            let key = format!("key-{k}");
+            let fail = if k == 0 && seq == 3 { 2 } else { 0 };
+            let bus = if seq % 2 == 0 { a.bus() } else { b.bus() };
+            bus.send_keyed(&ordered(&key, seq, fail), &key)
+                .await
+                .expect("sent");
+        }
+    }
+    let unkeyed: Vec<Ordered> = (0..10).map(|seq| ordered("", seq, 0)).collect();
+    a.bus().send_batch(&unkeyed).await.expect("sent");
+    let total = (KEYS * EACH + 10) as usize;
+    let all = wait_until(Duration::from_secs(60), || log.succeeded() == total).await;
+    a.shutdown().await.expect("shutdown");
+    b.shutdown().await.expect("shutdown");
+    assert!(all, "only {} of {total} succeeded", log.succeeded());
+    let keys = log.by_key();
+    for (key, runs) in keys.iter().filter(|(key, _)| !key.is_empty()) {
+        assert_eq!(runs.iter().filter(|r| r.ok).count(), EACH as usize, "{key}");
+        for pair in runs.windows(2) {
+            assert!(
+                pair[1].start >= pair[0].end,
+                "{key}: #{} started before #{} ended",
+                pair[1].seq,
+                pair[0].seq
+            );
+            assert!(
+                pair[1].seq == pair[0].seq + u32::from(pair[0].ok),
+                "{key}: #{} ran after #{} (ok: {}): out of order",
+                pair[1].seq,
+                pair[0].seq,
+                pair[0].ok
+            );
+        }
+    }
+    assert_eq!(
+        keys["key-0"].len(),
+        EACH as usize + 2,
+        "two failed runs of #3"
+    );
+    let keyed: Vec<&Run> = keys
+        .iter()
+        .filter(|(key, _)| !key.is_empty())
+        .flat_map(|(_, runs)| runs)
+        .collect();
+    assert!(peak(keyed) > 1, "keys never ran side by side");
+}
+
+/// Keys take turns: a key with 200 waiting messages does not starve one with 5 sent after
+/// it, even when its limit (8) would let it fill every handler (2).
+pub async fn keys_take_turns(transport: Arc<dyn Transport>, flow: &dyn FlowControl) {
+    let source = source();
+    let order = PerKey::new(8).expect("valid");
+    flow.order_per_key(&source, Some(order))
+        .await
+        .expect("ordered");
+    let log = Log::new(Duration::from_millis(10), 2);
+    let running = start_command::<Ordered, _>(transport, Arc::clone(&log)).await;
+    let big: Vec<Ordered> = (0..200).map(|seq| ordered("big", seq, 0)).collect();
+    let small: Vec<Ordered> = (0..5).map(|seq| ordered("small", seq, 0)).collect();
+    running
+        .bus()
+        .send_batch_keyed(&big, "big")
+        .await
+        .expect("sent");
+    running
+        .bus()
+        .send_batch_keyed(&small, "small")
+        .await
+        .expect("sent");
+    let all = wait_until(Duration::from_secs(60), || log.succeeded() == 205).await;
+    running.shutdown().await.expect("shutdown");
+    assert!(all, "only {} of 205 ran", log.succeeded());
+    let keys = log.by_key();
+    let small_done = keys["small"].iter().map(|r| r.end).max().expect("ran");
+    let big_started = keys["big"].iter().filter(|r| r.start < small_done).count();
+    assert!(
+        big_started <= 30,
+        "{big_started} messages of the big key started before the small key's 5 were done"
+    );
+}
+
+/// A per-key limit of 2 over 8 handlers: no key ever has more than 2 in flight, each key
+/// reaches 2, and keys run side by side.
+pub async fn a_per_key_limit_holds_and_is_reached(
+    transport: Arc<dyn Transport>,
+    flow: &dyn FlowControl,
+) {
+    let source = source();
+    let order = PerKey::new(2).expect("valid");
+    flow.order_per_key(&source, Some(order))
+        .await
+        .expect("ordered");
+    assert_eq!(flow.flow(&source).await.expect("read").per_key, Some(order));
+    let log = Log::new(Duration::from_millis(20), 8);
+    let running = start_command::<Ordered, _>(transport, Arc::clone(&log)).await;
+    for key in ["a", "b", "c"] {
+        let batch: Vec<Ordered> = (0..20).map(|seq| ordered(key, seq, 0)).collect();
+        running
+            .bus()
+            .send_batch_keyed(&batch, key)
+            .await
+            .expect("sent");
+    }
+    let all = wait_until(Duration::from_secs(60), || log.succeeded() == 60).await;
+    running.shutdown().await.expect("shutdown");
+    assert!(all, "only {} of 60 ran", log.succeeded());
+    let keys = log.by_key();
+    for (key, runs) in &keys {
+        let most = peak(runs);
+        assert!(most <= 2, "{key}: {most} ran at once; the limit is 2");
+        assert_eq!(most, 2, "{key}: the limit was never reached");
+    }
+    let every: Vec<&Run> = keys.values().flatten().collect();
+    assert!(peak(every) > 2, "keys never ran side by side");
+}
+
+/// A dead letter gives its key's slot back by default; with `dead_letter_blocks`, later
+/// messages of the key wait (and the setting reads back).
+pub async fn a_dead_letter_unblocks_its_key_unless_set_to_block(
+    transport: Arc<dyn Transport>,
+    flow: &dyn FlowControl,
+    probe: &dyn Probe,
+) {
+    let source = source();
+    flow.order_per_key(&source, Some(PerKey::fifo()))
+        .await
+        .expect("ordered");
+    let log = Log::new(Duration::ZERO, 4);
+    let running = start_command::<Ordered, _>(transport, Arc::clone(&log)).await;
+    let batch = [
+        ordered("k", 0, u32::MAX),
+        ordered("k", 1, 0),
+        ordered("k", 2, 0),
+    ];
+    running
+        .bus()
+        .send_batch_keyed(&batch, "k")
+        .await
+        .expect("sent");
+    assert!(
+        wait_until(Duration::from_secs(10), || log.succeeded() == 2).await,
+        "the messages after a dead letter never ran"
+    );
+    let blocking = PerKey::fifo().dead_letter_blocks(true);
+    flow.order_per_key(&source, Some(blocking))
+        .await
+        .expect("ordered");
+    assert_eq!(
+        flow.flow(&source).await.expect("read").per_key,
+        Some(blocking)
+    );
+    let batch = [ordered("j", 0, u32::MAX), ordered("j", 1, 0)];
+    running
+        .bus()
+        .send_batch_keyed(&batch, "j")
+        .await
+        .expect("sent");
+    assert!(
+        wait_until(Duration::from_secs(10), || log.runs().len() == 4).await,
+        "the poison message never ran"
+    );
+    assert!(
+        !wait_until(Duration::from_millis(1500), || log.succeeded() > 2).await,
+        "a message ran after its key's dead letter, which blocks"
+    );
+    running.shutdown().await.expect("shutdown");
+    assert_eq!(probe.dead_letters(&source).await.len(), 2);
+    assert_eq!(probe.counts(&source).await[3], 2);
+}

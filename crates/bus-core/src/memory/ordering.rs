@@ -1,0 +1,138 @@
+//! Per-key ordering on the in-memory transport: the same semantics as Redis's
+//! (`lua/send_keyed.lua`, reserve.lua's `take_keyed`, common.lua's `key_freed`;
+//! docs/concepts.md, "Flow control").
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use tokio::time::Instant;
+
+use super::{entries, Entry, Queue};
+use crate::fast_hash::{FastMap, FastSet};
+use crate::transport::{Delivery, Outgoing};
+
+/// The keyed messages of an ordered queue that wait for their key, and the keys' state.
+#[derive(Debug, Default)]
+pub(super) struct Keyed {
+    /// Each key's waiting messages, in the order sent.
+    waiting: FastMap<Arc<str>, VecDeque<Entry>>,
+    /// Keys whose next message may start, in turn order (round robin).
+    turns: VecDeque<Arc<str>>,
+    /// The keys in `turns` (each at most once).
+    queued: FastSet<Arc<str>>,
+    /// Messages of each key in flight (holding its slot).
+    busy: FastMap<Arc<str>, u32>,
+    /// Which side a receive of one message serves first (alternates).
+    keyed_first: bool,
+}
+
+impl Queue {
+    /// Most messages of one key in flight; 0: no limit (ordering switched off while keyed
+    /// messages still wait: they drain).
+    fn key_limit(&self) -> u32 {
+        self.flow.per_key.map_or(0, |order| order.limit())
+    }
+
+    /// A keyed send: into its key's list on an ordered queue, else onto `ready`.
+    pub(super) fn send_keyed(&mut self, key: &str, messages: Vec<Outgoing>) {
+        if self.flow.per_key.is_none() {
+            self.ready.extend(entries(messages));
+            return;
+        }
+        let key: Arc<str> = Arc::from(key);
+        let list = self.keyed.waiting.entry(Arc::clone(&key)).or_default();
+        list.extend(entries(messages).map(|mut entry| {
+            entry.stored.order_key = Some(Arc::clone(&key));
+            entry
+        }));
+        if self.keyed.busy.get(&key).copied().unwrap_or(0) < self.key_limit() {
+            self.keyed.take_turn(key);
+        }
+    }
+
+    /// How many of `want` messages a receive keeps for the keys' turns: up to half while
+    /// any key may start (a receive of one alternates), none otherwise.
+    pub(super) fn keyed_share(&mut self, want: usize) -> usize {
+        if self.keyed.turns.is_empty() {
+            return 0;
+        }
+        if want == 1 {
+            self.keyed.keyed_first = !self.keyed.keyed_first;
+            return usize::from(self.keyed.keyed_first);
+        }
+        want / 2
+    }
+
+    /// Reserves up to `max` keyed messages, one per key per turn: a key that still has a
+    /// free slot and waiting messages takes its next turn at the back.
+    pub(super) fn take_keyed(&mut self, max: usize, lock: Instant, out: &mut Vec<Delivery>) {
+        let limit = self.key_limit();
+        let mut taken = 0;
+        while taken < max {
+            let Some(key) = self.keyed.turns.pop_front() else {
+                break;
+            };
+            self.keyed.queued.remove(&key);
+            let busy = self.keyed.busy.get(&key).copied().unwrap_or(0);
+            if limit != 0 && busy >= limit {
+                continue; // Back in turn when a slot frees (key_freed).
+            }
+            let Some(list) = self.keyed.waiting.get_mut(&key) else {
+                continue;
+            };
+            let Some(entry) = list.pop_front() else {
+                self.keyed.waiting.remove(&key);
+                continue;
+            };
+            let more = !list.is_empty();
+            if !more {
+                self.keyed.waiting.remove(&key);
+            }
+            *self.keyed.busy.entry(Arc::clone(&key)).or_default() += 1;
+            out.push(self.reserve(entry, lock));
+            taken += 1;
+            if more && (limit == 0 || busy + 1 < limit) {
+                self.keyed.take_turn(key);
+            }
+        }
+    }
+
+    /// Gives back the slot a keyed message held, as it leaves flight for good (acked, or
+    /// dead-lettered unless dead letters block their key).
+    pub(super) fn key_freed(&mut self, entry: &Entry) {
+        let Some(key) = entry.stored.order_key.as_ref() else {
+            return;
+        };
+        if let Some(busy) = self.keyed.busy.get_mut(key) {
+            *busy -= 1;
+            if *busy == 0 {
+                self.keyed.busy.remove(key);
+            }
+        }
+        if self.keyed.waiting.contains_key(key) {
+            self.keyed.take_turn(Arc::clone(key));
+            self.notify.notify_waiters();
+        }
+    }
+
+    /// Whether a dead letter keeps its key's slot.
+    pub(super) fn dead_letter_blocks(&self) -> bool {
+        self.flow
+            .per_key
+            .is_some_and(|order| order.blocks_on_dead_letter())
+    }
+
+    /// Keyed messages waiting for their key (counted as ready).
+    pub(super) fn keyed_waiting(&self) -> usize {
+        self.keyed.waiting.values().map(VecDeque::len).sum()
+    }
+}
+
+impl Keyed {
+    /// Puts `key` at the back of the turns, unless it is there already.
+    fn take_turn(&mut self, key: Arc<str>) {
+        if self.queued.insert(Arc::clone(&key)) {
+            self.turns.push_back(key);
+        }
+    }
+}
