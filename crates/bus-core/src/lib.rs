@@ -52,8 +52,8 @@ pub mod operator;
 mod otel;
 mod processor;
 pub mod records;
-mod request;
 mod recurring;
+mod request;
 mod saga;
 mod schedule;
 mod send;
@@ -83,8 +83,8 @@ pub use middleware::{Middleware, Next};
 pub use names::QueueNames;
 pub use once::ONCE_KEEP;
 pub use processor::{CommandProcessor, Disposition, EventProcessor, ProcessError};
-pub use request::{ReplyInbox, CORRELATION_ID_HEADER, REPLY_KEEP, REPLY_TO_HEADER, REPLY_TYPE};
 pub use recurring::{Missed, Recurring, SCHEDULE_HEADER, TICK_HEADER};
+pub use request::{ReplyInbox, CORRELATION_ID_HEADER, REPLY_KEEP, REPLY_TO_HEADER, REPLY_TYPE};
 /// The saga store conformance suite (feature `conformance`), for store implementations'
 /// tests.
 #[cfg(feature = "conformance")]

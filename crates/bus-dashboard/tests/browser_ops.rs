@@ -673,7 +673,6 @@ async fn a_queue_is_paused_and_resumed_from_its_page_and_a_tripped_breaker_shows
     host.shutdown().await.unwrap();
 }
 
-
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize, bus_core::RedisCommand)]
 #[bus(queue = "refunds")]
 struct Refund {
