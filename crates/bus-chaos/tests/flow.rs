@@ -283,9 +283,10 @@ async fn a_rate_limit_holds_across_processes() {
 }
 
 /// Per-key FIFO over three consumer processes (8 handlers and 16 prefetched each), one of
-/// them SIGKILLed mid-run: within each key no run overlaps another and the runs come in
-/// the order sent, a run cut by the kill redone first (its key waits for its lock, 5 s
-/// here, to expire), from the handlers' own records; other keys run meanwhile.
+/// them SIGKILLed mid-run, every setting at its default: within each key no run overlaps
+/// another and the runs come in the order sent, a run cut by the kill redone first (its key
+/// waits for its lock, the default 60 s, to expire), from the handlers' own records; other
+/// keys run meanwhile.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn per_key_order_holds_across_processes_and_a_sigkill() {
     const KEYS: u64 = 20;
@@ -305,8 +306,17 @@ async fn per_key_order_holds_across_processes_and_a_sigkill() {
             .await
             .unwrap();
     }
+    // The defaults: the killed consumer's keys wait out the default lock (60 s).
+    let defaults = bus_core::ProcessingSettings::default();
+    let lock = defaults.message_lock_timeout;
     let ordered_consumer = || {
-        consumer_command(&redis.url(), &prefix, "record", 5_000, 5)
+        consumer_command(
+            &redis.url(),
+            &prefix,
+            "record",
+            lock.as_millis() as u64,
+            defaults.dead_letter_delivery_limit,
+        )
             .env("CHAOS_TIMELINE", "1")
             .env("CHAOS_CONCURRENCY", "8")
             .env("CHAOS_PREFETCH", "16")
@@ -322,7 +332,7 @@ async fn per_key_order_holds_across_processes_and_a_sigkill() {
         "the consumers made no progress"
     );
     kill(&mut consumers[0]);
-    let all = eventually(Duration::from_secs(90), || {
+    let all = eventually(lock + Duration::from_secs(90), || {
         processed(&mut client, &prefix) == JOBS as i64
     })
     .await;

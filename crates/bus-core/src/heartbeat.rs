@@ -172,8 +172,17 @@ impl Heartbeat {
                 tracing::warn!(error = %e, "host heartbeat failed; retrying at the next one");
             }
         }
-        if let Err(e) = self.reporter.leave(&self.info.id).await {
-            tracing::warn!(error = %e, "could not remove the host's heartbeat record");
+        // Bounded like the rest of shutdown's settling: the record expires on its own.
+        match tokio::time::timeout(crate::host::SETTLE_BOUND, self.reporter.leave(&self.info.id))
+            .await
+        {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "could not remove the host's heartbeat record")
+            }
+            Err(_) => tracing::warn!(
+                "could not remove the host's heartbeat record in time; it expires on its own"
+            ),
         }
     }
 }

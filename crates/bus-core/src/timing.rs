@@ -27,6 +27,9 @@ use crate::{Context, Middleware, Next, Result};
 /// How often a host flushes its per-type timing by default.
 pub const DEFAULT_TIMING_INTERVAL: Duration = Duration::from_secs(10);
 
+/// Longest a stopping host waits to record the timing of its last seconds.
+const FINAL_FLUSH_BOUND: Duration = Duration::from_millis(500);
+
 /// Upper bounds (inclusive, µs) of the duration buckets; a last bucket holds the rest.
 pub const BUCKET_BOUNDS_US: [u64; 17] = [
     100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000,
@@ -336,8 +339,9 @@ impl Timing {
             self.flush().await;
         }
         self.collect(minute_of(crate::envelope::now_ms()));
-        // Bounded: a host stopping while Redis is away does not wait on it.
-        if tokio::time::timeout(Duration::from_secs(5), self.flush())
+        // Bounded, and short: it comes after the workers' own bounded shutdown, and a host
+        // stopping while Redis is away must not wait on operator figures.
+        if tokio::time::timeout(FINAL_FLUSH_BOUND, self.flush())
             .await
             .is_err()
         {

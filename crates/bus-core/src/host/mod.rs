@@ -24,6 +24,7 @@ pub use breaker::{BreakerState, CircuitBreaker};
 pub(crate) use lifecycle::deadline_header;
 pub use lifecycle::{DeadLettering, OnExpiry, DEAD_LETTER_HOOK_BOUND, EXPIRES_AT_HEADER};
 pub(crate) use registration::{invoke, Registration};
+pub(crate) use worker::SETTLE_BOUND;
 pub use registry::ProcessorEntry;
 pub use routes::{FailedMessage, UnknownMessage};
 use routes::{Hooks, Routes};

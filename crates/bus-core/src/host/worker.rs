@@ -44,7 +44,7 @@ const ACK_BATCH: usize = 512;
 /// How long shutdown may spend settling with the transport after the grace period
 /// (returning messages, flushing acks, closing): what it cannot settle in that time,
 /// lock expiry recovers.
-pub(super) const SETTLE_BOUND: Duration = Duration::from_secs(2);
+pub(crate) const SETTLE_BOUND: Duration = Duration::from_secs(2);
 
 pub(super) struct Worker {
     /// The source's first processor: its source and settings drive the consumer.
@@ -95,15 +95,17 @@ impl Worker {
         let recoverer = tokio::spawn(Arc::clone(&this).recover_loop(background.clone()));
         let breaker_gauge = tokio::spawn(Arc::clone(&this).breaker_gauge(background.clone()));
 
-        let mut handlers = Arc::clone(&this)
+        let (mut handlers, stopped) = Arc::clone(&this)
             .dispatch(buffer_rx, Arc::clone(&held), ack_tx, &stop, fetcher)
             .await;
 
         // Shutdown: tell running handlers (their context's token), let them finish within
-        // the grace period, then give up on them. Everything after the grace period is
-        // bounded too, whatever the transport does.
+        // the grace period, then give up on them. Both count from the stop, so stopping
+        // the fetcher and releasing prefetched messages (running beside the handlers) do
+        // not lengthen them; everything after the grace period is bounded too, whatever
+        // the transport does: the whole shutdown ends within grace + SETTLE_BOUND.
         held.cancel_all();
-        let grace_end = Instant::now() + this.shutdown_grace;
+        let grace_end = stopped + this.shutdown_grace;
         let settle_end = grace_end + SETTLE_BOUND;
         loop {
             tokio::select! {
@@ -293,7 +295,7 @@ impl Worker {
         ack_tx: mpsc::UnboundedSender<Vec<Receipt>>,
         stop: &CancellationToken,
         fetcher: JoinHandle<()>,
-    ) -> JoinSet<()> {
+    ) -> (JoinSet<()>, Instant) {
         let running = Arc::new(Semaphore::new(
             self.registration.settings.max_concurrent_calls,
         ));
@@ -348,7 +350,10 @@ impl Worker {
             // default one too, as tests set).
             handlers.spawn_on(run.with_current_subscriber(), self.handler_runtime.handle());
         }
-        // Stop fetching, then hand back everything reserved that never started.
+        // Stop fetching, then hand back everything reserved that never started, within
+        // the shutdown's bound (grace + SETTLE_BOUND from the stop).
+        let stopped = Instant::now();
+        let settle_end = stopped + self.shutdown_grace + SETTLE_BOUND;
         let _ = fetcher.await;
         buffer.close();
         let rest = current
@@ -373,13 +378,13 @@ impl Worker {
             };
             self.bounded(
                 "releasing prefetched messages",
-                Instant::now() + SETTLE_BOUND,
+                (Instant::now() + SETTLE_BOUND).min(settle_end),
                 releasing,
             )
             .await;
             held.remove(&unstarted);
         }
-        handlers
+        (handlers, stopped)
     }
 
     /// Runs a chunk of messages concurrently in one task, each in its own span, its own

@@ -62,7 +62,7 @@ def main():
             redis,
             [keys.ready, keys.msgs, keys.deliveries, keys.inflight, keys.delayed, keys.seq,
              keys.dead_info, keys.suspects, keys.leases, keys.leased, keys.flow,
-             keys.flow_starts],
+             keys.flow_starts, keys.kready, keys.kbusy, keys.kof, keys.kq],
             [min(BATCH, count - received), LOCK_MS],
         )
         # [wait_ms, pending, lease token, [envelope, ...], position, storage_id,
@@ -134,7 +134,8 @@ def main():
             args += [token, len(indices), max(indices)] + indices
         acked = ack.run(
             redis, [keys.inflight, keys.msgs, keys.deliveries, keys.errors, keys.isolated,
-                    keys.leases, keys.leased],
+                    keys.leases, keys.leased, keys.kof, keys.kbusy, keys.kready, keys.kq,
+                    keys.ready],
             args)
         if acked != len(messages):
             fail(f"ack removed {acked} of {len(messages)} messages")
