@@ -93,6 +93,7 @@ pub fn stats(rows: &[StatsRow]) -> Result<(), Failure> {
     let mut t = table(&[
         "QUEUE",
         "READY",
+        "KEYED",
         "IN FLIGHT",
         "LOCK EXPIRED",
         "DELAYED",
@@ -109,6 +110,7 @@ pub fn stats(rows: &[StatsRow]) -> Result<(), Failure> {
         t.add_row(vec![
             Cell::new(name),
             number(s.ready),
+            number(s.keyed),
             number(s.in_flight),
             number(s.expired_locks),
             number(s.delayed),
@@ -171,6 +173,7 @@ pub fn watch_frame(rows: &[crate::watch::Row], interval: Duration) -> String {
 
 /// What the less obvious columns of `stats` mean.
 pub const STATS_NOTE: &str = "\
+KEYED: messages of an ordered queue waiting for their key (per-key ordering), not ready.
 IN FLIGHT: every reserved message; LOCK EXPIRED: those among them whose lock is past
 (their consumer died; a running consumer of the queue recovers them).
 NEXT SENT: when the next ready message was first sent (a retried, recovered or requeued
