@@ -218,6 +218,16 @@ async fn messages_waiting_for_their_key_are_counted_and_purged() {
     );
     let shards = admin.shard_stats(&work).await.unwrap();
     assert_eq!(shards.iter().map(|s| s.keyed).sum::<u64>(), 35);
+    // Per-key backlogs: the five keys with a message in flight have 3 waiting, the others 4.
+    let backlogs = admin.key_backlogs(&work, 20).await.unwrap();
+    assert!(backlogs.complete);
+    let rows: Vec<(u64, u64)> = backlogs
+        .keys
+        .iter()
+        .map(|k| (k.waiting, k.in_flight))
+        .collect();
+    assert_eq!(rows, [[(4, 0); 5], [(3, 1); 5]].concat(), "{backlogs:?}");
+    assert_eq!(admin.key_backlogs(&work, 2).await.unwrap().keys.len(), 2);
 
     let purged = admin.purge(&work).await.unwrap();
     assert_eq!((purged.ready, purged.delayed, purged.keyed), (2, 0, 35));

@@ -62,6 +62,10 @@ const SCRIPTS: &[(&str, &str)] = &[
     ("admin_requeue", include_str!("../lua/admin_requeue.lua")),
     ("admin_stats", include_str!("../lua/admin_stats.lua")),
     (
+        "admin_key_backlogs",
+        include_str!("../lua/admin_key_backlogs.lua"),
+    ),
+    (
         "admin_unsubscribe",
         include_str!("../lua/admin_unsubscribe.lua"),
     ),
@@ -260,6 +264,7 @@ impl Queue {
                 &k.kq,
             ],
             "admin_requeue" => vec![&k.dead, &k.msgs, &k.dead_info, &k.deliveries, &k.ready],
+            "admin_key_backlogs" => vec![&k.kready, &k.kbusy, &k.kq],
             "admin_stats" => vec![
                 &k.ready,
                 &k.inflight,
@@ -501,6 +506,7 @@ fn good_argv(script: &str, token: &str, id: &str, dead: &str) -> Vec<String> {
         "admin_move" | "admin_requeue" => vec!["all", "10"],
         "admin_purge" => vec!["10", "10", "10"],
         "admin_stats" => vec![],
+        "admin_key_backlogs" => vec!["1000", "20"],
         "admin_unsubscribe" => vec!["name", "1"],
         other => panic!("no script {other}"),
     };
@@ -570,6 +576,7 @@ fn bad_argvs(script: &str, token: &str, id: &str) -> Vec<Vec<String>> {
             vec!["10", "10", "x"],
         ],
         "admin_stats" => vec![vec!["x"]],
+        "admin_key_backlogs" => vec![vec!["1000"], vec!["x", "20"], vec!["1000", "20", "1"]],
         "admin_unsubscribe" => vec![vec!["name", "yes"], vec!["name"]],
         _ => vec![],
     };
