@@ -132,6 +132,7 @@ pub fn watch_frame(rows: &[crate::watch::Row], interval: Duration) -> String {
     let mut t = table(&[
         "QUEUE",
         "READY",
+        "KEYED",
         "IN FLIGHT",
         "LOCK EXPIRED",
         "DELAYED",
@@ -148,6 +149,7 @@ pub fn watch_frame(rows: &[crate::watch::Row], interval: Duration) -> String {
         t.add_row(vec![
             Cell::new(&r.queue),
             number(r.ready),
+            number(r.keyed),
             number(r.in_flight),
             number(r.expired_locks),
             number(r.delayed),
