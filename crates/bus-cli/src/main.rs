@@ -299,19 +299,21 @@ async fn execute(fleet: &Fleet, command: Command, json: bool) -> Result<(), Fail
                 confirm_purge(fleet, &address).await?;
             }
             let purged = fleet.purge(&address).await?;
-            let detail = format!("{} ready, {} delayed", purged.ready, purged.delayed);
-            let count = purged.ready + purged.delayed;
-            audit(management, "purge", &queue, count, detail).await;
+            let mut detail = format!("{} ready, {} delayed", purged.ready, purged.delayed);
+            if purged.keyed > 0 {
+                detail = format!("{detail}, {} keyed", purged.keyed);
+            }
+            let count = purged.ready + purged.delayed + purged.keyed;
+            audit(management, "purge", &queue, count, detail.clone()).await;
             if json {
-                output::json(
-                    &json!({ "queue": queue, "ready": purged.ready, "delayed": purged.delayed }),
-                )?;
+                output::json(&json!({
+                    "queue": queue,
+                    "ready": purged.ready,
+                    "delayed": purged.delayed,
+                    "keyed": purged.keyed,
+                }))?;
             } else {
-                out!(
-                    "purged {} ready and {} delayed message(s) of {queue}",
-                    purged.ready,
-                    purged.delayed
-                )?;
+                out!("purged {detail} message(s) of {queue}")?;
             }
         }
         Command::Pause { queue } => {

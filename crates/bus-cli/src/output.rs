@@ -93,6 +93,7 @@ pub fn stats(rows: &[StatsRow]) -> Result<(), Failure> {
     let mut t = table(&[
         "QUEUE",
         "READY",
+        "KEYED",
         "IN FLIGHT",
         "LOCK EXPIRED",
         "DELAYED",
@@ -109,6 +110,7 @@ pub fn stats(rows: &[StatsRow]) -> Result<(), Failure> {
         t.add_row(vec![
             Cell::new(name),
             number(s.ready),
+            number(s.keyed),
             number(s.in_flight),
             number(s.expired_locks),
             number(s.delayed),
@@ -130,6 +132,7 @@ pub fn watch_frame(rows: &[crate::watch::Row], interval: Duration) -> String {
     let mut t = table(&[
         "QUEUE",
         "READY",
+        "KEYED",
         "IN FLIGHT",
         "LOCK EXPIRED",
         "DELAYED",
@@ -146,6 +149,7 @@ pub fn watch_frame(rows: &[crate::watch::Row], interval: Duration) -> String {
         t.add_row(vec![
             Cell::new(&r.queue),
             number(r.ready),
+            number(r.keyed),
             number(r.in_flight),
             number(r.expired_locks),
             number(r.delayed),
@@ -171,6 +175,7 @@ pub fn watch_frame(rows: &[crate::watch::Row], interval: Duration) -> String {
 
 /// What the less obvious columns of `stats` mean.
 pub const STATS_NOTE: &str = "\
+KEYED: messages of an ordered queue waiting for their key (per-key ordering), not ready.
 IN FLIGHT: every reserved message; LOCK EXPIRED: those among them whose lock is past
 (their consumer died; a running consumer of the queue recovers them).
 NEXT SENT: when the next ready message was first sent (a retried, recovered or requeued

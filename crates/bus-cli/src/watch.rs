@@ -20,6 +20,8 @@ use crate::output;
 pub struct Row {
     pub queue: String,
     pub ready: u64,
+    /// Messages waiting for their key (per-key ordering).
+    pub keyed: u64,
     pub in_flight: u64,
     pub expired_locks: u64,
     pub delayed: u64,
@@ -43,6 +45,7 @@ impl Row {
         Row {
             queue: now.name.clone(),
             ready: now.ready,
+            keyed: now.keyed,
             in_flight: now.in_flight,
             expired_locks: now.expired_locks,
             delayed: now.delayed,

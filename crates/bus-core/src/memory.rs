@@ -269,7 +269,8 @@ impl MemoryTransport {
         state.queues.get(source).map_or_else(
             || QueueStats::new(source),
             |q| QueueStats {
-                ready: (q.ready.len() + q.suspects.len() + q.keyed_waiting()) as u64,
+                ready: (q.ready.len() + q.suspects.len()) as u64,
+                keyed: q.keyed_waiting() as u64,
                 in_flight: q.in_flight.len() as u64,
                 delayed: q.delayed.len() as u64,
                 dead_letters: q.dead.len() as u64,

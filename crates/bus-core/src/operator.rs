@@ -147,6 +147,8 @@ pub struct Purged {
     pub ready: u64,
     /// Delayed messages (scheduled sends and retries waiting) deleted.
     pub delayed: u64,
+    /// Messages of an ordered queue waiting for their key deleted.
+    pub keyed: u64,
 }
 
 /// The operator's capabilities over one kind of queue (the native layout, a BabelQueue
@@ -197,7 +199,7 @@ pub trait Operator: Send + Sync + fmt::Debug {
     /// Deletes one dead letter; whether it was one.
     async fn delete_dead_letter(&self, queue: &str, id: &str) -> Result<bool>;
 
-    /// Deletes the waiting (ready and delayed) messages of `queue`.
+    /// Deletes the waiting (ready, delayed and keyed) messages of `queue`.
     async fn purge(&self, queue: &str) -> Result<Purged>;
 
     /// Stops consumers from taking messages of `queue` (flow control, issue 17).

@@ -105,6 +105,9 @@ pub struct QueueStats {
     pub queue: String,
     /// Messages waiting, recovered ones waiting to run alone included.
     pub ready: u64,
+    /// Messages of an ordered queue waiting for their key (per-key ordering: they start
+    /// once their key has a free slot), not counted in `ready`.
+    pub keyed: u64,
     /// Messages reserved by consumers, running or prefetched, including those whose lock
     /// expired.
     pub in_flight: u64,

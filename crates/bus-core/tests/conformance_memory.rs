@@ -27,6 +27,9 @@ impl Probe for Memory {
     async fn reply_inboxes(&self) -> Option<usize> {
         Some(self.0.reply_inboxes())
     }
+    async fn keyed(&self, source: &Source) -> Option<usize> {
+        Some(self.0.stats(source).keyed as usize)
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -291,6 +291,13 @@ function tile(label, value, cls, unit) {
     h("div", { class: "value", "data-tile": cls }, value, unit ? h("span", { class: "unit" }, unit) : null));
 }
 
+/** The ready count, and beside it the messages waiting for their key (per-key ordering). */
+function keyedCell(q) {
+  const cell = countCell(q.ready);
+  if (q.keyed) cell.append(" ", h("span", { class: "muted", "data-keyed": q.name, title: "waiting for their key (per-key ordering)" }, `+${num(q.keyed)} keyed`));
+  return cell;
+}
+
 function countCell(n, cls) {
   const zero = !n;
   const inner = !zero && cls ? h("span", { class: `pill ${cls}` }, num(n)) : num(n);
@@ -314,12 +321,14 @@ async function overview(id) {
     tile("Expired locks", num(sum("expired_locks")), "c-expired"),
     tile("Delayed", num(sum("delayed")), "c-delayed"),
     tile("Dead letters", num(sum("dead")), "c-dead"),
-    tile("Processed", rate(totalRate), "c-rate", "msg/s"));
+    tile("Processed", rate(totalRate), "c-rate", "msg/s"),
+    // Per-key ordering's backlog: shown once some queue has messages waiting for their key.
+    sum("keyed") ? tile("Waiting for their key", num(sum("keyed")), "c-keyed") : null);
 
   const rows = queues.map((q) => h("tr", { "data-queue": q.name },
     h("td", {}, h("a", { href: `#/queue/${enc(q.name)}` }, queueTitle(q.name)),
       q.paused ? h("span", { class: "badge badge-paused", "data-paused": q.name }, "paused") : null),
-    countCell(q.ready), countCell(q.in_flight), countCell(q.expired_locks, "pill-expired"),
+    keyedCell(q), countCell(q.in_flight), countCell(q.expired_locks, "pill-expired"),
     countCell(q.delayed),
     h("td", { class: q.dead ? "num" : "num zero" }, q.dead
       ? h("a", { href: `#/dead/${enc(q.name)}`, class: "pill pill-dead", "data-dead-link": q.name }, num(q.dead))
@@ -420,7 +429,7 @@ function messageList(items, columns, now) {
 const queueTabs = { current: "ready" };
 
 async function queuePage(id, name) {
-  const q = await getJson(`/api/queue?name=${enc(name)}`);
+  const [q, keys] = await Promise.all([getJson(`/api/queue?name=${enc(name)}`), getJson(`/api/queue/keys?name=${enc(name)}`)]);
   const now = q.snapshot.at_ms;
   const idCell = (m) => h("span", { class: "mono" }, m.message ? m.message.id : (m.storage_id || "?"));
   const typeCell = (m) => (m.message ? m.message.type : h("span", { class: "warn" }, "unreadable"));
@@ -467,10 +476,24 @@ async function queuePage(id, name) {
     h("div", { class: "tiles" },
       tile("Ready", num(snap.ready), "c-ready"), tile("In flight", num(snap.in_flight), "c-inflight"),
       tile("Expired locks", num(snap.expired_locks), "c-expired"), tile("Delayed", num(snap.delayed), "c-delayed"),
-      tile("Dead letters", num(snap.dead), "c-dead"), tile("Oldest ready", age(snap.oldest_ready_age_ms), "c-rate")),
+      tile("Dead letters", num(snap.dead), "c-dead"), tile("Oldest ready", age(snap.oldest_ready_age_ms), "c-rate"),
+      snap.kind === "bus" ? tile("Keyed", num(snap.keyed), "c-keyed") : null),
+    keyBacklogs(keys),
     h("section", { class: "card section" }, tabs,
       h("div", { class: "section-head" }, h("span", { class: "hint" }, `${list.hint}; the first ${q.limit} at most`)),
       body)));
+}
+
+/** Per-key ordering: the keys with the most messages waiting for them (none: no section). */
+function keyBacklogs(backlogs) {
+  if (!backlogs.keys.length) return null;
+  return h("section", { class: "card section", id: "key-backlogs" },
+    h("div", { class: "section-head" }, h("h2", {}, "Keys with the most waiting"),
+      h("span", { class: "hint" }, backlogs.complete ? "per-key ordering; every key looked at" : "per-key ordering; the first keys looked at only (many keys)")),
+    h("table", {},
+      h("thead", {}, h("tr", {}, h("th", {}, "Key"), h("th", { class: "num" }, "Waiting"), h("th", { class: "num" }, "In flight"))),
+      h("tbody", {}, backlogs.keys.map((k) => h("tr", { "data-key": k.key },
+        h("td", { class: "mono" }, k.key), countCell(k.waiting), countCell(k.in_flight))))));
 }
 
 /** Pause or resume a queue (flow control): hidden in read-only mode, refused there too. */

@@ -200,6 +200,7 @@ mod tests {
             destination: name.to_owned(),
             subscription: None,
             ready: 1,
+            keyed: 0,
             in_flight: 0,
             expired_locks: 0,
             delayed: 0,

@@ -183,11 +183,16 @@ fn labels(snapshot: &QueueSnapshot) -> Labels {
 /// series disappear with it.
 fn render(snapshots: &[QueueSnapshot], scrape_seconds: f64) -> String {
     let mut registry = Registry::default();
-    let counts: [Count; 6] = [
+    let counts: [Count; 7] = [
         (
             "bus_queue_ready_messages",
             "Messages waiting to be processed",
             |s| s.ready,
+        ),
+        (
+            "bus_queue_keyed_messages",
+            "Messages of an ordered queue waiting for their key (per-key ordering)",
+            |s| s.keyed,
         ),
         (
             "bus_queue_in_flight_messages",
@@ -335,6 +340,7 @@ mod tests {
             destination: name.split('/').next().unwrap().to_owned(),
             subscription: subscription.map(str::to_owned),
             ready: 3,
+            keyed: 0,
             in_flight: 2,
             expired_locks: 1,
             delayed: 4,
@@ -355,6 +361,10 @@ mod tests {
                 snapshot("paid/mail", Some("mail")),
             ],
             0.25,
+        );
+        assert!(
+            text.contains("# TYPE bus_queue_keyed_messages gauge"),
+            "{text}"
         );
         assert!(
             text.contains("# TYPE bus_queue_ready_messages gauge"),

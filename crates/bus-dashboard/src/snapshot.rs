@@ -30,6 +30,9 @@ pub struct QueueSnapshot {
     pub subscription: Option<String>,
     /// Messages waiting (`LLEN ready`).
     pub ready: u64,
+    /// Messages of an ordered queue waiting for their key (per-key ordering; the `keyed`
+    /// count of `flow`), not in `ready`.
+    pub keyed: u64,
     /// Messages reserved by consumers (`ZCARD inflight` plus `GET leased`).
     pub in_flight: u64,
     /// Of those, the ones whose lock deadline has passed (stored and leased):
@@ -147,6 +150,7 @@ impl Reader {
             destination: address.name().to_owned(),
             subscription: None,
             ready: stats.ready,
+            keyed: stats.keyed,
             in_flight: stats.in_flight,
             expired_locks: stats.expired_locks,
             paused: stats.paused,
@@ -184,6 +188,7 @@ impl Reader {
             destination,
             subscription,
             ready: stats.ready,
+            keyed: stats.keyed,
             in_flight: stats.in_flight,
             // (Counted at Redis's time of the stats, a moment from `now_ms`.)
             expired_locks: stats.expired_locks,

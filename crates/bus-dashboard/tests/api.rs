@@ -1,5 +1,5 @@
 //! The dashboard's server against a real Redis, over HTTP: what the pages read (a queue's
-//! ready, scheduled and in-flight messages; sagas), and its safety rules (CSRF token on
+//! ready, scheduled and in-flight messages; per-key backlogs; sagas), and its safety rules (CSRF token on
 //! every POST, loopback host names without a token, the access token when set).
 
 mod common;
@@ -613,4 +613,82 @@ async fn a_scheduled_message_is_cancelled_audited_and_refused_read_only() {
     assert_eq!(entries[0]["action"], "cancel");
     assert_eq!(entries[0]["target"], "payments");
     assert_eq!(entries[0]["detail"], storage_id);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_queue_page_lists_the_keys_with_the_most_waiting() {
+    let s = setup().await;
+    let admin = bus_redis::admin::Admin::new(s.transport.clone());
+    admin
+        .order_per_key(&payments(), Some(bus_core::flow::PerKey::fifo()))
+        .await
+        .unwrap();
+    for (key, n) in [("big", 5), ("mid", 3), ("small", 1)] {
+        let batch: Vec<Payment> = (0..n).map(|n| Payment { n }).collect();
+        s.bus.send_batch_keyed(&batch, key).await.unwrap();
+    }
+    // One message of each key in flight (one at a time per key: never more).
+    let consumer = s
+        .transport
+        .consumer(
+            &payments(),
+            ConsumerOptions::new(Duration::from_secs(60), 5),
+        )
+        .await
+        .unwrap();
+    let mut held = Vec::new();
+    while held.len() < 3 {
+        let taken = tokio::time::timeout(
+            WAIT,
+            consumer.receive(3 - held.len(), &CancellationToken::new()),
+        )
+        .await
+        .expect("each key starts one message")
+        .unwrap();
+        held.extend(taken);
+    }
+
+    let addr = start_dashboard(&s.transport, DashboardOptions::default()).await;
+    let keys = http(addr, "GET", "/api/queue/keys?name=payments", &[], "").await;
+    assert_eq!(keys.status, 200, "{}", keys.body);
+    let keys = keys.json();
+    assert_eq!(keys["complete"], true);
+    let rows: Vec<(String, u64, u64)> = keys["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| {
+            (
+                k["key"].as_str().unwrap().to_owned(),
+                k["waiting"].as_u64().unwrap(),
+                k["in_flight"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    // "small" has nothing waiting: no backlog to list.
+    assert_eq!(rows, [("big".into(), 4, 1), ("mid".into(), 2, 1)]);
+
+    let q = http(addr, "GET", "/api/queue?name=payments", &[], "")
+        .await
+        .json();
+    let snapshot = &q["snapshot"];
+    assert_eq!(
+        (
+            &snapshot["ready"],
+            &snapshot["keyed"],
+            &snapshot["in_flight"]
+        ),
+        (&0.into(), &6.into(), &3.into())
+    );
+    let overview = http(addr, "GET", "/api/overview", &[], "").await.json();
+    assert_eq!(overview["queues"][0]["keyed"], 6, "{overview}");
+
+    // A queue that is not ordered lists no key; a bad name is refused.
+    let plain = http(addr, "GET", "/api/queue/keys?name=other", &[], "")
+        .await
+        .json();
+    assert_eq!(plain["keys"], serde_json::json!([]));
+    let bad = http(addr, "GET", "/api/queue/keys?name=bad%20name", &[], "").await;
+    assert_eq!(bad.status, 400, "{}", bad.body);
+    consumer.close().await.unwrap();
 }

@@ -5,10 +5,18 @@
 -- stray-reference rule: a stray duplicate reference on ready must not delete what a
 -- consumer holds).
 -- In-flight messages and dead letters are never touched.
--- KEYS: ready, delayed, msgs, deliveries, errors, inflight, dead-info, suspects.
--- ARGV: max ready, max delayed.
--- Returns { ready purged, delayed purged }.
-expect('admin_purge', 8, 2, 2, { 1, 2 })
+-- Per-key ordering (protocol 4): with ARGV[3] >= 0, also the waiting lists of up to
+-- ARGV[3] keys popped from `kready` (their envelopes are not stored: deleting the list
+-- is all); when `kready` has no more (fewer popped than asked, or 0 asked), the lists of
+-- the keys at their limit too (the fields of `kbusy`, bounded by the messages in flight),
+-- after which no list is left and the `keyed` count of `flow` is deleted. The keys' slots
+-- are untouched (their messages in flight still hold them).
+-- KEYS: ready, delayed, msgs, deliveries, errors, inflight, dead-info, suspects, flow,
+-- kready, kbusy, kq (the prefix of the keys' lists).
+-- ARGV: max ready, max delayed, max keys (-1: leave the keys' lists).
+-- Returns { ready purged (a wake-up marker popped is not counted), delayed purged, keyed
+-- purged, keys popped, 1 if every key's list is gone else 0 }.
+expect('admin_purge', 12, 3, 3, { 1, 2, 3 })
 local forget = {}
 local ready = {}
 if tonumber(ARGV[1]) > 0 then
@@ -19,7 +27,10 @@ if tonumber(ARGV[1]) > 0 then
     end
   end
 end
+-- (The wake-up marker is no message: popped, not counted.)
+local woken = 0
 for _, element in ipairs(ready) do
+  if element == WAKE then woken = woken + 1 end
   if redis.call('HEXISTS', KEYS[3], element) == 1
       and not referenced_elsewhere(KEYS[6], KEYS[2], KEYS[7], element) then
     forget[#forget + 1] = element
@@ -37,4 +48,26 @@ end
 bulk('HDEL', KEYS[3], forget)
 bulk('HDEL', KEYS[4], forget)
 bulk('HDEL', KEYS[5], forget)
-return { #ready, #delayed }
+local keyed, popped, swept = 0, 0, 0
+local function drop_list(key)
+  local list = KEYS[12] .. ':' .. key
+  local n = redis.call('LLEN', list)
+  if n > 0 then redis.call('DEL', list) end
+  keyed = keyed + n
+end
+local max_keys = tonumber(ARGV[3])
+if max_keys >= 0 then
+  if max_keys > 0 then
+    local heads = redis.call('ZPOPMIN', KEYS[10], max_keys)
+    for i = 1, #heads, 2 do drop_list(heads[i]) end
+    popped = #heads / 2
+  end
+  if popped < max_keys or max_keys == 0 then
+    for _, key in ipairs(redis.call('HKEYS', KEYS[11])) do drop_list(key) end
+    redis.call('HDEL', KEYS[9], 'keyed')
+    swept = 1
+  elseif keyed > 0 and redis.call('HINCRBY', KEYS[9], 'keyed', -keyed) <= 0 then
+    redis.call('HDEL', KEYS[9], 'keyed')
+  end
+end
+return { #ready - woken, #delayed, keyed, popped, swept }

@@ -1,7 +1,9 @@
 -- The counts of one queue, in one consistent snapshot (read only).
--- KEYS: ready, inflight, delayed, dead, msgs, suspects, leases, leased.
+-- KEYS: ready, inflight, delayed, dead, msgs, suspects, leases, leased, flow.
 -- Returns { ready, in flight, expired locks, delayed, dead, now (ms, Redis's clock),
--- the next ready envelope or false }: in flight counts every member of `inflight` and every
+-- keyed, the next ready envelope or false }: keyed counts the messages of an ordered
+-- queue waiting in their key's list (the `keyed` field of `flow`, kept by send_keyed,
+-- reserve and purge; protocol 4); in flight counts every member of `inflight` and every
 -- message held in a lease (`leased`: fresh envelopes reserved together share one lock,
 -- docs/redis-layout.md); expired locks are those whose deadline is before now (their
 -- consumer died or lost Redis; recovery puts them back), counting the messages still
@@ -9,7 +11,7 @@
 -- delivered alone (`suspects`, delivered first) and not the wake-up marker `~wake` at the
 -- head. The next ready element is resolved through `msgs` when it is a storage id
 -- (common.lua's envelope_of).
-expect('admin_stats', 8, 0, 0)
+expect('admin_stats', 9, 0, 0)
 local now = now_ms()
 local ready = redis.call('LLEN', KEYS[1]) + redis.call('LLEN', KEYS[6])
 local head = redis.call('LINDEX', KEYS[6], 0) or redis.call('LINDEX', KEYS[1], 0)
@@ -32,5 +34,6 @@ return {
   redis.call('ZCARD', KEYS[3]),
   redis.call('LLEN', KEYS[4]),
   now,
+  math.max(0, tonumber(redis.call('HGET', KEYS[9], 'keyed') or '0') or 0),
   head,
 }

@@ -140,6 +140,10 @@ local function take_keyed(max, limit, delivered)
       passed = passed + 1
     end
   end
+  -- The count of messages waiting for their key (send_keyed.lua); gone at zero.
+  if taken > 0 and redis.call('HINCRBY', KEYS[11], 'keyed', -taken) <= 0 then
+    redis.call('HDEL', KEYS[11], 'keyed')
+  end
 end
 if per_key then
   local delivered = #lease + (#out - 4) / 4

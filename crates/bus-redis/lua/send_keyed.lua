@@ -2,6 +2,8 @@
 -- for ordering (`per_key` in `flow`, not "0"), the envelopes wait in their key's list and
 -- the key becomes ready if it has a free slot; on any other queue they go onto `ready`,
 -- as a plain send.
+-- The flow hash's `keyed` field counts the messages waiting in the keys' lists (what
+-- `bus stats` shows as keyed); reserve and purge take it down.
 -- KEYS: ready, flow, kready, kbusy, kq (the prefix of the keys' lists `<kq>:<key>`).
 -- ARGV: key, envelope, envelope, ...
 -- Returns the number of envelopes stored (as a re-sent RPUSH, a re-sent call stores the
@@ -14,6 +16,7 @@ local list = limit > 0 and (KEYS[5] .. ':' .. key) or KEYS[1]
 for i = 2, #ARGV, 1000 do
   redis.call('RPUSH', list, unpack(ARGV, i, math.min(i + 999, #ARGV)))
 end
+if limit > 0 then redis.call('HINCRBY', KEYS[2], 'keyed', #ARGV - 1) end
 if limit > 0 and tonumber(redis.call('HGET', KEYS[4], key) or '0') < limit then
   redis.call('ZADD', KEYS[3], 'NX', now_ms(), key)
   if redis.call('LLEN', KEYS[1]) == 0 then redis.call('RPUSH', KEYS[1], WAKE) end

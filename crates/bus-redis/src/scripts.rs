@@ -233,5 +233,7 @@ pub(crate) static ADMIN_UNSUBSCRIBE: LazyLock<LuaScript> =
     LazyLock::new(|| lua!("admin_unsubscribe", ["common", "admin_common"]));
 pub(crate) static ADMIN_STATS: LazyLock<LuaScript> =
     LazyLock::new(|| lua!("admin_stats", ["common", "admin_common"]));
+pub(crate) static ADMIN_KEY_BACKLOGS: LazyLock<LuaScript> =
+    LazyLock::new(|| lua!("admin_key_backlogs", ["common", "admin_common"]));
 pub(crate) static ADMIN_IN_FLIGHT: LazyLock<LuaScript> =
     LazyLock::new(|| lua!("admin_in_flight", ["common", "admin_common"]));

@@ -1,15 +1,19 @@
 //! Administration of a partitioned queue on a real redis-server: listed once, counts
 //! summed with a per-shard breakdown, and peek, scheduled, dead letters, requeue, delete,
-//! send and purge over every shard.
+//! send and purge over every shard; per-key ordering's backlog counted, purged, and freed
+//! by deleting the dead letter that blocks it.
 
 mod common;
 
+use bus_core::flow::PerKey;
 use bus_core::transport::{ConsumerOptions, DeadLetterReason, Source};
 use bus_core::{Bus, BusConfig, Envelope, Format, Transport};
 use bus_redis::admin::{Admin, Selection};
 use bus_redis::{RedisConfig, RedisTransport};
 use bus_test_redis::TestRedis;
 use common::Work;
+use fred::prelude::{ClientLike, HashesInterface};
+use fred::types::{ClusterHash, CustomCommand};
 use std::collections::BTreeSet;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -148,4 +152,166 @@ async fn a_partitioned_queue_is_one_queue_with_a_breakdown_per_shard() {
     // A queue that is not partitioned has no breakdown.
     let other = Source::queue("other").unwrap();
     assert!(admin.shard_stats(&other).await.unwrap().is_empty());
+}
+
+/// A queue of 3 shards, ordered one at a time per key, with its bus and an admin.
+async fn ordered(redis: &TestRedis, order: PerKey) -> (RedisTransport, Bus, Admin, Source) {
+    let config = RedisConfig::from_url(&redis.url())
+        .unwrap()
+        .prefix(redis.namespace())
+        .partitions("work", 3);
+    let transport = RedisTransport::connect(&config).await.unwrap();
+    let bus = Bus::new(transport.clone(), BusConfig::default());
+    let admin = Admin::new(transport.clone());
+    let work = Source::queue("work").unwrap();
+    admin.order_per_key(&work, Some(order)).await.unwrap();
+    (transport, bus, admin, work)
+}
+
+/// The keys' waiting lists left in Redis (a test's own server: KEYS is fine here).
+async fn keyed_lists(transport: &RedisTransport) -> usize {
+    let keys = CustomCommand::new_static("KEYS", ClusterHash::Random, false);
+    let pattern = format!("{}:*:kq:*", transport.config().key_prefix());
+    let found: Vec<String> = transport
+        .client()
+        .custom(keys, vec![pattern])
+        .await
+        .unwrap();
+    found.len()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn messages_waiting_for_their_key_are_counted_and_purged() {
+    let redis = TestRedis::start().unwrap();
+    let (transport, bus, admin, work) = ordered(&redis, PerKey::fifo()).await;
+    for n in 0..40 {
+        bus.send_keyed(&Work { n }, &format!("key-{}", n % 10))
+            .await
+            .unwrap();
+    }
+    let stats = admin.stats(&work).await.unwrap();
+    assert_eq!((stats.ready, stats.keyed), (0, 40), "{stats:?}");
+    assert_eq!(keyed_lists(&transport).await, 10);
+    // Five keys start one message each (their slot taken: they leave `kready`).
+    let consumer = transport
+        .consumer(&work, ConsumerOptions::new(Duration::from_secs(30), 5))
+        .await
+        .unwrap();
+    let mut held = Vec::new();
+    while held.len() < 5 {
+        let want = 5 - held.len();
+        held.extend(
+            consumer
+                .receive(want, &CancellationToken::new())
+                .await
+                .unwrap(),
+        );
+    }
+    bus.send_batch(&[Work { n: 100 }, Work { n: 101 }])
+        .await
+        .unwrap();
+    let stats = admin.stats(&work).await.unwrap();
+    assert_eq!(
+        (stats.ready, stats.keyed, stats.in_flight),
+        (2, 35, 5),
+        "{stats:?}"
+    );
+    let shards = admin.shard_stats(&work).await.unwrap();
+    assert_eq!(shards.iter().map(|s| s.keyed).sum::<u64>(), 35);
+    // Per-key backlogs: the five keys with a message in flight have 3 waiting, the others 4.
+    let backlogs = admin.key_backlogs(&work, 20).await.unwrap();
+    assert!(backlogs.complete);
+    let rows: Vec<(u64, u64)> = backlogs
+        .keys
+        .iter()
+        .map(|k| (k.waiting, k.in_flight))
+        .collect();
+    assert_eq!(rows, [[(4, 0); 5], [(3, 1); 5]].concat(), "{backlogs:?}");
+    assert_eq!(admin.key_backlogs(&work, 2).await.unwrap().keys.len(), 2);
+
+    let purged = admin.purge(&work).await.unwrap();
+    assert_eq!((purged.ready, purged.delayed, purged.keyed), (2, 0, 35));
+    let stats = admin.stats(&work).await.unwrap();
+    assert_eq!(
+        (stats.ready, stats.keyed, stats.in_flight),
+        (0, 0, 5),
+        "{stats:?}"
+    );
+    assert_eq!(keyed_lists(&transport).await, 0, "every key's list is gone");
+    assert_eq!(admin.purge(&work).await.unwrap(), Default::default());
+
+    // The messages in flight keep their slots; once acked, their keys start anew.
+    let receipts: Vec<_> = held.iter().map(|d| d.receipt.clone()).collect();
+    consumer.ack(&receipts).await.unwrap();
+    bus.send_keyed(&Work { n: 200 }, "key-0").await.unwrap();
+    assert_eq!(admin.stats(&work).await.unwrap().keyed, 1);
+    let next = tokio::time::timeout(
+        Duration::from_secs(10),
+        consumer.receive(1, &CancellationToken::new()),
+    )
+    .await
+    .expect("the purged key runs again")
+    .unwrap();
+    assert_eq!(next.len(), 1);
+    let stats = admin.stats(&work).await.unwrap();
+    assert_eq!((stats.keyed, stats.in_flight), (0, 1), "{stats:?}");
+    consumer.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_the_dead_letter_that_blocks_its_key_frees_the_key() {
+    let redis = TestRedis::start().unwrap();
+    let blocking = PerKey::fifo().dead_letter_blocks(true);
+    let (transport, bus, admin, work) = ordered(&redis, blocking).await;
+    let batch: Vec<Work> = (0..3).map(|n| Work { n }).collect();
+    bus.send_batch_keyed(&batch, "k").await.unwrap();
+    let consumer = transport
+        .consumer(&work, ConsumerOptions::new(Duration::from_secs(30), 5))
+        .await
+        .unwrap();
+    let first = consumer
+        .receive(5, &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(first.len(), 1, "one at a time");
+    let failure = bus_core::records::ErrorRecord::now("boom");
+    consumer
+        .dead_letter(
+            &first[0].receipt,
+            DeadLetterReason::Rejected,
+            Some(&failure),
+        )
+        .await
+        .unwrap();
+    // Blocked: nothing of the key starts.
+    let stop = CancellationToken::new();
+    let cancel = stop.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        cancel.cancel();
+    });
+    assert!(consumer.receive(5, &stop).await.unwrap().is_empty());
+    let stats = admin.stats(&work).await.unwrap();
+    assert_eq!((stats.keyed, stats.dead_letters), (2, 1), "{stats:?}");
+
+    let dead = admin.dead_letters(&work, 10).await.unwrap();
+    assert!(admin
+        .delete_dead_letter(&work, &dead[0].storage_id)
+        .await
+        .unwrap());
+    let next = tokio::time::timeout(
+        Duration::from_secs(10),
+        consumer.receive(5, &CancellationToken::new()),
+    )
+    .await
+    .expect("the key moves on once its dead letter is deleted")
+    .unwrap();
+    assert_eq!(next.len(), 1, "still one at a time");
+    let stats = admin.stats(&work).await.unwrap();
+    assert_eq!((stats.keyed, stats.in_flight), (1, 1), "{stats:?}");
+    // Exactly one slot is taken: the key's busy count is the new message's alone.
+    let shard = &transport.shard_keys(&work)[usize::from(bus_redis::shard_of_key(b"k", 3))];
+    let busy: Option<i64> = transport.client().hget(&shard.kbusy, "k").await.unwrap();
+    assert_eq!(busy, Some(1));
+    consumer.close().await.unwrap();
 }

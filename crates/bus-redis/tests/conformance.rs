@@ -48,6 +48,11 @@ impl Probe for Redis {
             .unwrap();
         Some(found.len())
     }
+
+    async fn keyed(&self, source: &Source) -> Option<usize> {
+        let stats = Admin::new(self.0.clone()).stats(source).await.unwrap();
+        Some(stats.keyed as usize)
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -62,6 +62,10 @@ const SCRIPTS: &[(&str, &str)] = &[
     ("admin_requeue", include_str!("../lua/admin_requeue.lua")),
     ("admin_stats", include_str!("../lua/admin_stats.lua")),
     (
+        "admin_key_backlogs",
+        include_str!("../lua/admin_key_backlogs.lua"),
+    ),
+    (
         "admin_unsubscribe",
         include_str!("../lua/admin_unsubscribe.lua"),
     ),
@@ -229,6 +233,11 @@ impl Queue {
                 &k.dead_info,
                 &k.errors,
                 &k.deliveries,
+                &k.kof,
+                &k.kbusy,
+                &k.kready,
+                &k.kq,
+                &k.ready,
                 &self.orphans,
             ],
             "admin_in_flight" => vec![&k.inflight, &k.msgs, &k.deliveries, &k.leases],
@@ -249,8 +258,13 @@ impl Queue {
                 &k.inflight,
                 &k.dead_info,
                 &k.suspects,
+                &k.flow,
+                &k.kready,
+                &k.kbusy,
+                &k.kq,
             ],
             "admin_requeue" => vec![&k.dead, &k.msgs, &k.dead_info, &k.deliveries, &k.ready],
+            "admin_key_backlogs" => vec![&k.kready, &k.kbusy, &k.kq],
             "admin_stats" => vec![
                 &k.ready,
                 &k.inflight,
@@ -260,6 +274,7 @@ impl Queue {
                 &k.suspects,
                 &k.leases,
                 &k.leased,
+                &k.flow,
             ],
             "admin_unsubscribe" => {
                 let mut list = vec![
@@ -489,8 +504,9 @@ fn good_argv(script: &str, token: &str, id: &str, dead: &str) -> Vec<String> {
         "admin_delete_dead" => vec![dead],
         "admin_in_flight" => vec!["10"],
         "admin_move" | "admin_requeue" => vec!["all", "10"],
-        "admin_purge" => vec!["10", "10"],
+        "admin_purge" => vec!["10", "10", "10"],
         "admin_stats" => vec![],
+        "admin_key_backlogs" => vec!["1000", "20"],
         "admin_unsubscribe" => vec!["name", "1"],
         other => panic!("no script {other}"),
     };
@@ -554,8 +570,13 @@ fn bad_argvs(script: &str, token: &str, id: &str) -> Vec<Vec<String>> {
         ],
         "admin_in_flight" => vec![vec![], vec!["x"]],
         "admin_move" | "admin_requeue" => vec![vec!["some"], vec!["all", "x"], vec![]],
-        "admin_purge" => vec![vec!["10"], vec!["10", "x"]],
+        "admin_purge" => vec![
+            vec!["10", "10"],
+            vec!["10", "x", "10"],
+            vec!["10", "10", "x"],
+        ],
         "admin_stats" => vec![vec!["x"]],
+        "admin_key_backlogs" => vec![vec!["1000"], vec!["x", "20"], vec!["1000", "20", "1"]],
         "admin_unsubscribe" => vec![vec!["name", "yes"], vec!["name"]],
         _ => vec![],
     };

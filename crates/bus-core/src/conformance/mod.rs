@@ -37,6 +37,12 @@ pub trait Probe: Send + Sync {
     async fn reply_inboxes(&self) -> Option<usize> {
         None
     }
+    /// How many messages of an ordered queue wait for their key (`QueueStats::keyed`);
+    /// `None` (the default): this probe cannot tell, and checks say so.
+    async fn keyed(&self, source: &Source) -> Option<usize> {
+        let _ = source;
+        None
+    }
 }
 
 /// A dead letter as a probe reads it.

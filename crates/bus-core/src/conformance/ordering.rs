@@ -273,7 +273,7 @@ pub async fn a_per_key_limit_holds_and_is_reached(
 }
 
 /// A dead letter gives its key's slot back by default; with `dead_letter_blocks`, later
-/// messages of the key wait (and the setting reads back).
+/// messages of the key wait (and the setting reads back), counted as keyed, not ready.
 pub async fn a_dead_letter_unblocks_its_key_unless_set_to_block(
     transport: Arc<dyn Transport>,
     flow: &dyn FlowControl,
@@ -299,6 +299,11 @@ pub async fn a_dead_letter_unblocks_its_key_unless_set_to_block(
         wait_until(Duration::from_secs(10), || log.succeeded() == 2).await,
         "the messages after a dead letter never ran"
     );
+    assert_eq!(
+        probe.keyed(&source).await,
+        Some(0),
+        "keyed count after a drain"
+    );
     let blocking = PerKey::fifo().dead_letter_blocks(true);
     flow.order_per_key(&source, Some(blocking))
         .await
@@ -323,5 +328,11 @@ pub async fn a_dead_letter_unblocks_its_key_unless_set_to_block(
     );
     running.shutdown().await.expect("shutdown");
     assert_eq!(probe.dead_letters(&source).await.len(), 2);
-    assert_eq!(probe.counts(&source).await[3], 2);
+    let counts = probe.counts(&source).await;
+    assert_eq!((counts[0], counts[3]), (0, 2), "ready, dead");
+    assert_eq!(
+        probe.keyed(&source).await,
+        Some(1),
+        "the message behind the blocking dead letter waits for its key"
+    );
 }

@@ -122,7 +122,7 @@ impl Queue {
             .is_some_and(|order| order.blocks_on_dead_letter())
     }
 
-    /// Keyed messages waiting for their key (counted as ready).
+    /// Keyed messages waiting for their key (`QueueStats::keyed`).
     pub(super) fn keyed_waiting(&self) -> usize {
         self.keyed.waiting.values().map(VecDeque::len).sum()
     }

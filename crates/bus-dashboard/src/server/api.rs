@@ -363,3 +363,26 @@ pub(crate) async fn saga(
     }
     Ok(Json(view))
 }
+
+/// The keys of an ordered queue with the most messages waiting for them (issue 21's
+/// "per-key backlogs"), bounded (`Admin::key_backlogs`); empty for another kind's queue or
+/// a queue that is not ordered.
+pub(crate) async fn key_backlogs(
+    State(shared): State<AppState>,
+    Query(query): Query<NameQuery>,
+) -> ApiResult<bus_redis::admin::KeyBacklogs> {
+    let reader = &shared.reader;
+    let Some(source) = reader.fleet().native_source(&query.name)? else {
+        return Ok(Json(bus_redis::admin::KeyBacklogs::default()));
+    };
+    let admin = reader.management().admin();
+    Ok(Json(
+        admin
+            .key_backlogs(&source, KEY_BACKLOGS_SHOWN)
+            .await
+            .map_err(bus_management::Error::from)?,
+    ))
+}
+
+/// How many keys the queue page lists.
+const KEY_BACKLOGS_SHOWN: u64 = 20;

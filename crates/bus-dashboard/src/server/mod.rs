@@ -147,6 +147,7 @@ impl Dashboard {
             .route("/", get(index_page))
             .route("/api/overview", get(api::overview))
             .route("/api/queue", get(api::queue))
+            .route("/api/queue/keys", get(api::key_backlogs))
             .route("/api/dead-letters", get(api::dead_letters))
             .route("/api/sagas", get(api::sagas))
             .route("/api/saga", get(api::saga))

@@ -243,6 +243,11 @@ impl Admin {
             keys.dead_info.clone(),
             keys.errors.clone(),
             keys.deliveries.clone(),
+            keys.kof.clone(),
+            keys.kbusy.clone(),
+            keys.kready.clone(),
+            keys.kq.clone(),
+            keys.ready.clone(),
         ];
         if deleted == Deleted::Gone {
             script_keys.push(keys.attachment_orphans());

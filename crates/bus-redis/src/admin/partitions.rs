@@ -117,6 +117,7 @@ pub(super) fn summed(source: &Source, shards: &[QueueStats]) -> QueueStats {
     let mut total = QueueStats::new(source);
     for shard in shards {
         total.ready += shard.ready;
+        total.keyed += shard.keyed;
         total.in_flight += shard.in_flight;
         total.expired_locks += shard.expired_locks;
         total.delayed += shard.delayed;

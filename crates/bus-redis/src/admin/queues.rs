@@ -81,6 +81,7 @@ impl Admin {
                     keys.suspects,
                     keys.leases,
                     keys.leased,
+                    keys.flow.clone(),
                 ],
                 Vec::new(),
             )
@@ -92,8 +93,15 @@ impl Admin {
                 .ok_or_else(|| script.unexpected(&Value::Array(reply.clone())))?;
             Ok(script.int(&value)?.max(0) as u64)
         };
-        let (ready, in_flight, expired_locks, delayed, dead, redis_now_ms) =
-            (count()?, count()?, count()?, count()?, count()?, count()?);
+        let (ready, in_flight, expired_locks, delayed, dead, redis_now_ms, keyed) = (
+            count()?,
+            count()?,
+            count()?,
+            count()?,
+            count()?,
+            count()?,
+            count()?,
+        );
         let head = match values.next() {
             Some(value) => script.bytes(value)?,
             None => None,
@@ -105,6 +113,7 @@ impl Admin {
         // (Built field by field: the record is bus-core's and `#[non_exhaustive]`.)
         let mut stats = QueueStats::new(source);
         stats.ready = ready;
+        stats.keyed = keyed;
         stats.in_flight = in_flight;
         stats.expired_locks = expired_locks;
         stats.delayed = delayed;
@@ -125,9 +134,10 @@ impl Admin {
         Ok(all)
     }
 
-    /// Deletes the messages waiting on a queue: the ready ones and the delayed ones
-    /// (scheduled sends and retries waiting for their backoff). Messages in flight (their
-    /// handlers are running) and dead letters are kept.
+    /// Deletes the messages waiting on a queue: the ready ones, the delayed ones
+    /// (scheduled sends and retries waiting for their backoff) and, on an ordered queue,
+    /// those waiting for their key. Messages in flight (their handlers are running) and
+    /// dead letters are kept.
     ///
     /// Works in batches of 1,000, each one atomic script, so Redis is never blocked for
     /// long; it deletes at most what was there when it started, so messages sent during
@@ -139,22 +149,32 @@ impl Admin {
             let of_shard = self.purge_at(&shard.keys).await?;
             purged.ready += of_shard.ready;
             purged.delayed += of_shard.delayed;
+            purged.keyed += of_shard.keyed;
         }
         Ok(purged)
     }
 
     async fn purge_at(&self, keys: &QueueKeys) -> Result<Purged> {
         let client = self.client();
-        let (ready, suspects, mut delayed_left) = tokio::try_join!(
+        let (ready, suspects, mut delayed_left, mut keys_left) = tokio::try_join!(
             client.llen::<u64, _>(&keys.ready),
             client.llen::<u64, _>(&keys.suspects),
             client.zcard::<u64, _>(&keys.delayed),
+            client.zcard::<u64, _>(&keys.kready),
         )?;
         // Recovered messages waiting to run alone are waiting messages too.
         let mut ready_left = ready + suspects;
         let script = &scripts::ADMIN_PURGE;
         let mut purged = Purged::default();
-        while ready_left + delayed_left > 0 {
+        // The keys' lists (per-key ordering): the keys ready to start, popped in batches,
+        // then, once, those at their limit (a sweep that ends the keyed part).
+        let mut keys_swept = false;
+        while ready_left + delayed_left > 0 || !keys_swept {
+            let max_keys = if keys_swept {
+                -1
+            } else {
+                keys_left.min(PURGE_BATCH) as i64
+            };
             let reply = script
                 .run_array(
                     client,
@@ -167,22 +187,32 @@ impl Admin {
                         keys.inflight.clone(),
                         keys.dead_info.clone(),
                         keys.suspects.clone(),
+                        keys.flow.clone(),
+                        keys.kready.clone(),
+                        keys.kbusy.clone(),
+                        keys.kq.clone(),
                     ],
                     vec![
                         Value::from(ready_left.min(PURGE_BATCH) as i64),
                         Value::from(delayed_left.min(PURGE_BATCH) as i64),
+                        Value::from(max_keys),
                     ],
                 )
                 .await?;
-            let [ready, delayed] = reply.as_slice() else {
+            let [ready, delayed, keyed, popped, swept] = reply.as_slice() else {
                 return Err(script.unexpected(&Value::Array(reply)));
             };
-            let (ready, delayed) = (script.int(ready)? as u64, script.int(delayed)? as u64);
-            if ready + delayed == 0 {
-                break; // emptied by someone else meanwhile
-            }
+            let count = |value: &Value| -> Result<u64> { Ok(script.int(value)?.max(0) as u64) };
+            let (ready, delayed) = (count(ready)?, count(delayed)?);
             purged.ready += ready;
             purged.delayed += delayed;
+            purged.keyed += count(keyed)?;
+            keys_left = keys_left.saturating_sub(count(popped)?);
+            keys_swept |= count(swept)? == 1;
+            if ready + delayed == 0 {
+                // Emptied by someone else meanwhile.
+                (ready_left, delayed_left) = (0, 0);
+            }
             ready_left = ready_left.saturating_sub(ready);
             delayed_left = delayed_left.saturating_sub(delayed);
         }
