@@ -317,12 +317,12 @@ async fn per_key_order_holds_across_processes_and_a_sigkill() {
             lock.as_millis() as u64,
             defaults.dead_letter_delivery_limit,
         )
-            .env("CHAOS_TIMELINE", "1")
-            .env("CHAOS_CONCURRENCY", "8")
-            .env("CHAOS_PREFETCH", "16")
-            .env("CHAOS_WORK_MS", "10")
-            .spawn()
-            .expect("start chaos-consumer")
+        .env("CHAOS_TIMELINE", "1")
+        .env("CHAOS_CONCURRENCY", "8")
+        .env("CHAOS_PREFETCH", "16")
+        .env("CHAOS_WORK_MS", "10")
+        .spawn()
+        .expect("start chaos-consumer")
     };
     let mut consumers: Vec<Child> = (0..3).map(|_| ordered_consumer()).collect();
     assert!(

@@ -173,8 +173,11 @@ impl Heartbeat {
             }
         }
         // Bounded like the rest of shutdown's settling: the record expires on its own.
-        match tokio::time::timeout(crate::host::SETTLE_BOUND, self.reporter.leave(&self.info.id))
-            .await
+        match tokio::time::timeout(
+            crate::host::SETTLE_BOUND,
+            self.reporter.leave(&self.info.id),
+        )
+        .await
         {
             Ok(Ok(())) => {}
             Ok(Err(e)) => {

@@ -191,11 +191,10 @@ async fn the_same_saga_over_the_redis_transport_leaves_only_bookkeeping() {
     assert!(key.starts_with(redis.namespace()), "{key}");
     let left: Vec<String> = redis.keys();
     assert!(
-        left.iter()
-            .all(|k| k.ends_with(":seq")
-                || k.contains(":registry:")
-                || k.ends_with(":protocol")
-                || k.contains(":{:timing}:")),
+        left.iter().all(|k| k.ends_with(":seq")
+            || k.contains(":registry:")
+            || k.ends_with(":protocol")
+            || k.contains(":{:timing}:")),
         "left behind: {left:?}"
     );
 }

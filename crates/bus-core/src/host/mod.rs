@@ -24,10 +24,10 @@ pub use breaker::{BreakerState, CircuitBreaker};
 pub(crate) use lifecycle::deadline_header;
 pub use lifecycle::{DeadLettering, OnExpiry, DEAD_LETTER_HOOK_BOUND, EXPIRES_AT_HEADER};
 pub(crate) use registration::{invoke, Registration};
-pub(crate) use worker::SETTLE_BOUND;
 pub use registry::ProcessorEntry;
 pub use routes::{FailedMessage, UnknownMessage};
 use routes::{Hooks, Routes};
+pub(crate) use worker::SETTLE_BOUND;
 
 use crate::saga::PendingSaga;
 use crate::transport::ConsumerOptions;
