@@ -88,16 +88,15 @@ async fn phase(env: &Env, setup: Setup, count: u64) -> Figure {
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
     let mut figure = env.meter.stop(started, count);
-    figure.command_us = env.command_us(count).await;
+    figure.command_us = env
+        .command_us("flow", count, &["evalsha", "rpush", "blmove"])
+        .await;
     running.shutdown().await.unwrap();
     figure
 }
 
 fn row(name: &str, f: Figure) {
-    println!(
-        "{name:<48} {:>9.0} msg/s | CPU us/msg: redis {:>5.2} client {:>5.2} | redis commands {:>5.2} us/msg",
-        f.rate, f.redis_us, f.client_us, f.command_us
-    );
+    f.print(name);
 }
 
 fn main() {

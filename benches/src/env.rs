@@ -61,13 +61,30 @@ impl BenchEnv {
         }
     }
 
-    /// A transport in a fresh namespace (`<letter><n>`).
+    /// A fresh key namespace: `<letter><n>`.
+    pub fn namespace(&self, letter: char) -> String {
+        format!("{letter}{}", self.runs.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// A transport in a fresh namespace.
     pub async fn transport(&self, letter: char) -> RedisTransport {
-        let prefix = format!("{letter}{}", self.runs.fetch_add(1, Ordering::Relaxed));
+        self.transport_and_prefix(letter).await.0
+    }
+
+    /// A transport in a fresh namespace, and the namespace's key prefix.
+    pub async fn transport_and_prefix(&self, letter: char) -> (RedisTransport, String) {
+        let prefix = self.namespace(letter);
         let config = RedisConfig::from_url(&self.redis.url)
             .unwrap()
-            .prefix(prefix);
-        RedisTransport::connect(&config).await.unwrap()
+            .prefix(prefix.clone());
+        (RedisTransport::connect(&config).await.unwrap(), prefix)
+    }
+
+    /// A connection of its own (for a raw consumer).
+    pub async fn client(&self) -> Client {
+        let client = self.admin.clone_new();
+        client.init().await.unwrap();
+        client
     }
 
     /// Zeroes Redis's command statistics (before a timed phase).
@@ -76,30 +93,39 @@ impl BenchEnv {
         let _: Value = self.admin.custom(command, vec!["RESETSTAT"]).await.unwrap();
     }
 
-    /// Redis's time in the scripts and commands clients sent since the last reset, per
-    /// message.
-    pub async fn command_us(&self, messages: u64) -> f64 {
+    /// Redis's time in `commands` since the last reset, per message. Name only what the
+    /// phase's clients send: `INFO commandstats` also counts a command a script calls,
+    /// so naming one that scripts call counts its time twice. With `COMMANDSTATS` set,
+    /// prints every command's figures after `phase`.
+    pub async fn command_us(&self, phase: &str, messages: u64, commands: &[&str]) -> f64 {
         let info: String = self
             .admin
             .info(Some(fred::types::InfoKind::CommandStats))
             .await
             .unwrap();
-        let usec: f64 = info
-            .lines()
-            .filter_map(|l| l.strip_prefix("cmdstat_")?.split_once(':'))
-            .filter(|(name, _)| {
-                matches!(
-                    *name,
-                    "evalsha" | "eval" | "rpush" | "blmove" | "get" | "set" | "lrange" | "ltrim"
-                )
-            })
-            .filter_map(|(_, rest)| {
-                rest.split(',')
-                    .find_map(|kv| kv.strip_prefix("usec="))?
-                    .parse::<f64>()
-                    .ok()
-            })
-            .sum();
+        let print = std::env::var_os("COMMANDSTATS").is_some();
+        if print {
+            println!("-- INFO commandstats after {phase}:");
+        }
+        let mut usec = 0.0;
+        for line in info.lines().filter(|l| l.starts_with("cmdstat_")) {
+            if print {
+                println!("   {line}");
+            }
+            let Some((name, rest)) = line
+                .strip_prefix("cmdstat_")
+                .and_then(|l| l.split_once(':'))
+            else {
+                continue;
+            };
+            if commands.contains(&name) {
+                usec += rest
+                    .split(',')
+                    .find_map(|kv| kv.strip_prefix("usec="))
+                    .and_then(|v| v.parse::<f64>().ok())
+                    .unwrap_or(0.0);
+            }
+        }
         usec / messages as f64
     }
 
