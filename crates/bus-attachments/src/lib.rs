@@ -272,6 +272,26 @@ pub async fn send_with_attachment<C: Command>(
 /// that a copy acknowledged at once cannot delete it before the others are counted; the
 /// publish then says how many copies were stored ([`Sent::copies`]) and the publisher
 /// hands over to them. When the publish fails the attachment is deleted (or expires).
+///
+/// ```no_run
+/// use bus_attachments::{publish_with_attachment, AttachmentMeta, RedisProvider};
+/// use bus_core::{Bus, RedisEvent, SendOptions};
+///
+/// #[derive(serde::Serialize, serde::Deserialize, RedisEvent)]
+/// #[bus(topic = "invoice-scanned")]
+/// struct InvoiceScanned {
+///     id: u64,
+/// }
+///
+/// # async fn example(bus: Bus, config: bus_redis::RedisConfig) -> Result<(), Box<dyn std::error::Error>> {
+/// let provider = RedisProvider::new(config.connect_client().await?, "shop");
+/// let body = futures::stream::iter([Ok(bytes::Bytes::from_static(b"%PDF-1.7 ..."))]);
+/// let meta = AttachmentMeta::new("scan.pdf", "application/pdf");
+/// let (sent, _) = publish_with_attachment(&bus, &provider, &InvoiceScanned { id: 7 }, meta,
+///     Box::pin(body), &SendOptions::new()).await?;
+/// println!("one stored file for {:?} copies", sent.copies); // archive, index, notify: Some(3)
+/// # Ok(()) }
+/// ```
 pub async fn publish_with_attachment<E: Event>(
     bus: &Bus,
     provider: &dyn AttachmentProvider,

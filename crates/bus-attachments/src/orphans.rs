@@ -16,7 +16,23 @@ use crate::{release_token, AttachmentProvider, AttachmentRef, Result};
 const BATCH: usize = 100;
 
 /// Pops the envelopes of deleted dead letters and releases their attachments: deleted,
-/// or for an event's shared attachment, one copy fewer holding it.
+/// or for an event's shared attachment, one copy fewer holding it. Run one in a process
+/// that has the provider the senders store into (a host, say):
+///
+/// ```no_run
+/// use std::sync::Arc;
+///
+/// use bus_attachments::{AttachmentProvider, OrphanCollector, RedisProvider};
+/// use bus_redis::{admin::Admin, RedisTransport};
+///
+/// # async fn example(config: bus_redis::RedisConfig) -> Result<(), Box<dyn std::error::Error>> {
+/// let provider: Arc<dyn AttachmentProvider> =
+///     Arc::new(RedisProvider::new(config.connect_client().await?, "shop"));
+/// let admin = Admin::new(RedisTransport::connect(&config).await?);
+/// let collector = OrphanCollector::new(admin, provider.clone()).spawn(); // every minute
+/// # collector.abort();
+/// # Ok(()) }
+/// ```
 #[derive(Debug)]
 pub struct OrphanCollector {
     admin: Admin,
