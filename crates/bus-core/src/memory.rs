@@ -166,7 +166,8 @@ impl Queue {
             if first.key().0 > now {
                 break;
             }
-            self.ready.push_back(first.remove());
+            let entry = first.remove();
+            self.promote(entry);
         }
     }
 
@@ -363,6 +364,26 @@ impl Transport for MemoryTransport {
             q.delay(entry, due);
         }
         // Waiters recompute how long to sleep.
+        q.notify.notify_waiters();
+        Ok(())
+    }
+
+    async fn send_keyed_at(
+        &self,
+        queue: &str,
+        key: &str,
+        messages: Vec<Outgoing>,
+        due: SystemTime,
+    ) -> Result<()> {
+        if key.is_empty() {
+            return Err(crate::Error::Config(format!(
+                "sending to {queue} with an empty key: a key must have at least one character"
+            )));
+        }
+        let due = to_instant(due);
+        let mut state = self.state();
+        let q = state.queue(&Source::queue(queue)?);
+        q.send_keyed_at(key, messages, due);
         q.notify.notify_waiters();
         Ok(())
     }

@@ -136,3 +136,13 @@ async fn a_dead_letter_unblocks_its_key_unless_set_to_block() {
     )
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delayed_keyed_send_joins_its_key_at_its_due_time() {
+    let transport = MemoryTransport::new();
+    conformance::a_delayed_keyed_send_joins_its_key_at_its_due_time(
+        Arc::new(transport.clone()),
+        &transport,
+    )
+    .await;
+}

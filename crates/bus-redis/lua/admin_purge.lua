@@ -12,11 +12,12 @@
 -- after which no list is left and the `keyed` count of `flow` is deleted. The keys' slots
 -- are untouched (their messages in flight still hold them).
 -- KEYS: ready, delayed, msgs, deliveries, errors, inflight, dead-info, suspects, flow,
--- kready, kbusy, kq (the prefix of the keys' lists).
+-- kready, kbusy, kq (the prefix of the keys' lists), kdue (a purged delayed keyed send's
+-- key goes with it).
 -- ARGV: max ready, max delayed, max keys (-1: leave the keys' lists).
 -- Returns { ready purged (a wake-up marker popped is not counted), delayed purged, keyed
 -- purged, keys popped, 1 if every key's list is gone else 0 }.
-expect('admin_purge', 12, 3, 3, { 1, 2, 3 })
+expect('admin_purge', 13, 3, 3, { 1, 2, 3 })
 local forget = {}
 local ready = {}
 if tonumber(ARGV[1]) > 0 then
@@ -41,6 +42,7 @@ if tonumber(ARGV[2]) > 0 then
   delayed = redis.call('ZRANGE', KEYS[2], 0, tonumber(ARGV[2]) - 1)
 end
 bulk('ZREM', KEYS[2], delayed)
+bulk('HDEL', KEYS[13], delayed)
 for _, id in ipairs(delayed) do
   -- (No longer delayed: only in flight or dead can hold it now.)
   if not referenced_elsewhere(KEYS[6], KEYS[2], KEYS[7], id) then forget[#forget + 1] = id end

@@ -1,7 +1,8 @@
 -- Reserve: promote due delayed messages, then move up to N ready elements into flight.
 -- KEYS: ready, msgs, deliveries, inflight, delayed, seq, dead-info, suspects, leases,
--- leased, flow, flow-starts, kready, kbusy, kof, kq (protocol 4: per-key ordering; `kq`
--- is the prefix of the keys' lists `<kq>:<key>`).
+-- leased, flow, flow-starts, kready, kbusy, kof, kq, kdue (protocol 4: per-key ordering;
+-- `kq` is the prefix of the keys' lists `<kq>:<key>`; a due delayed keyed send joins its
+-- key's list, common.lua's promote_due).
 -- ARGV: max (at most LEASE_MAX taken), lock_ms.
 -- Returns { wait_ms, pending, token, envelopes, position, id, count, envelope, ... }.
 -- wait_ms: when nothing was reserved, the time until the next delayed message is due
@@ -26,13 +27,9 @@
 -- holds messages too, so that neither side starves the other. A keyed message is stored
 -- (`msgs`, `deliveries`, its own lock in `inflight`) with its key in `kof`, and follows
 -- the ready part as quadruples.
-expect('reserve', 16, 2, 2, { 1, 2 })
+expect('reserve', 17, 2, 2, { 1, 2 })
 local now = now_ms()
-local due = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', now, 'LIMIT', 0, 100)
-if #due > 0 then
-  bulk('RPUSH', KEYS[1], due)
-  bulk('ZREM', KEYS[5], due)
-end
+promote_due(KEYS[5], KEYS[1], KEYS[2], KEYS[17], KEYS[11], KEYS[13], KEYS[14], KEYS[16], now)
 local want, held, flow_wait, window, per_key =
   flow_allowance(KEYS[11], KEYS[12], KEYS[4], KEYS[10], math.min(tonumber(ARGV[1]), LEASE_MAX), now)
 if held > 0 then return { flow_wait, held } end

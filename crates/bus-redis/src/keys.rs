@@ -60,6 +60,9 @@ pub struct QueueKeys {
     /// The prefix of the keys' waiting lists: key `k` waits in `<kq>:<k>` (see
     /// [`QueueKeys::key_queue`]). Not itself a key.
     pub kq: String,
+    /// Hash: id of a delayed keyed send (ordered queues) → its key; promotion moves it
+    /// into its key's list instead of `ready`.
+    pub kdue: String,
 }
 
 impl QueueKeys {
@@ -107,6 +110,7 @@ impl QueueKeys {
             kbusy: key("kbusy"),
             kof: key("kof"),
             kq: key("kq"),
+            kdue: key("kdue"),
         }
     }
 
@@ -172,7 +176,7 @@ impl QueueKeys {
     /// Every key, for management and cleanup.
     /// (Not the lists and sets of the leases themselves: [`QueueKeys::lease`] names them,
     /// from the tokens in `leases`; nor the keys' waiting lists, [`QueueKeys::key_queue`].)
-    pub fn all(&self) -> [&str; 18] {
+    pub fn all(&self) -> [&str; 19] {
         [
             &self.ready,
             &self.msgs,
@@ -192,6 +196,7 @@ impl QueueKeys {
             &self.kready,
             &self.kbusy,
             &self.kof,
+            &self.kdue,
         ]
     }
 
@@ -467,6 +472,7 @@ impl ScriptKeys {
                 &k.kbusy,
                 &k.kof,
                 &k.kq,
+                &k.kdue,
             ]),
             reserve_alone: keys(&[
                 &k.suspects,

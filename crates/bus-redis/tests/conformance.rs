@@ -190,3 +190,14 @@ async fn a_dead_letter_unblocks_its_key_unless_set_to_block() {
     )
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delayed_keyed_send_joins_its_key_at_its_due_time() {
+    let redis = TestRedis::start().unwrap();
+    let transport = common::transport(&redis).await;
+    conformance::a_delayed_keyed_send_joins_its_key_at_its_due_time(
+        Arc::new(transport.clone()),
+        &Admin::new(transport),
+    )
+    .await;
+}

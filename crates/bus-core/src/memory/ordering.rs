@@ -33,15 +33,52 @@ impl Queue {
         self.flow.per_key.map_or(0, |order| order.limit())
     }
 
-    /// A keyed send: into its key's list on an ordered queue, else onto `ready`.
+    /// A keyed send: into its key's list on an ordered queue, else onto `ready`. The due
+    /// delayed messages are promoted first, as send_keyed.lua does, so that a delayed
+    /// keyed send already due goes ahead of these.
     pub(super) fn send_keyed(&mut self, key: &str, messages: Vec<Outgoing>) {
         if self.flow.per_key.is_none() {
             self.ready.extend(entries(messages));
             return;
         }
-        let key: Arc<str> = Arc::from(key);
+        self.promote_due(Instant::now());
+        self.join_key(Arc::from(key), entries(messages));
+    }
+
+    /// A delayed keyed send (send_keyed_at.lua): delayed as any; on an ordered queue it
+    /// carries its key, so that its promotion puts it in its key's list.
+    pub(super) fn send_keyed_at(&mut self, key: &str, messages: Vec<Outgoing>, due: Instant) {
+        let key: Option<Arc<str>> = self.flow.per_key.is_some().then(|| Arc::from(key));
+        for mut entry in entries(messages) {
+            entry.stored.order_key = key.clone();
+            self.delay(entry, due);
+        }
+    }
+
+    /// A delayed message falls due (common.lua's promote_due): a delayed keyed send
+    /// (keyed, never delivered) joins its key's list if the queue is still ordered, and
+    /// is a plain message otherwise; anything else (a delayed retry of a keyed message
+    /// too, still holding its slot) goes onto `ready`.
+    pub(super) fn promote(&mut self, mut entry: Entry) {
+        let fresh_key = match &entry.stored.order_key {
+            Some(key) if entry.stored.deliveries == 0 => Some(Arc::clone(key)),
+            _ => None,
+        };
+        match fresh_key {
+            Some(key) if self.key_limit() > 0 => self.join_key(key, std::iter::once(entry)),
+            Some(_) => {
+                entry.stored.order_key = None;
+                self.ready.push_back(entry);
+            }
+            None => self.ready.push_back(entry),
+        }
+    }
+
+    /// Appends keyed messages to their key's list; the key takes a turn if it has a
+    /// free slot.
+    fn join_key(&mut self, key: Arc<str>, new: impl Iterator<Item = Entry>) {
         let list = self.keyed.waiting.entry(Arc::clone(&key)).or_default();
-        list.extend(entries(messages).map(|mut entry| {
+        list.extend(new.map(|mut entry| {
             entry.stored.order_key = Some(Arc::clone(&key));
             entry
         }));
