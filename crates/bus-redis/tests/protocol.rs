@@ -256,6 +256,11 @@ impl Queue {
                 &k.errors,
                 &k.deliveries,
                 &k.ready,
+                &k.kof,
+                &k.kbusy,
+                &k.kready,
+                &k.kq,
+                &k.ready,
             ],
             "admin_purge" => vec![
                 &k.ready,
