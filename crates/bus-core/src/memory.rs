@@ -394,6 +394,11 @@ impl Transport for MemoryTransport {
         message: Outgoing,
         dedup: Deduplication<'_>,
     ) -> Result<Option<MessageId>> {
+        if dedup.partition == Some("") {
+            return Err(crate::Error::Config(format!(
+                "sending to {queue} with an empty key: a key must have at least one character"
+            )));
+        }
         let mut state = self.state();
         let q = state.queue(&Source::queue(queue)?);
         let now = Instant::now();
@@ -409,10 +414,12 @@ impl Transport for MemoryTransport {
             dedup.key.to_owned(),
             (message.id.clone(), now + dedup.window),
         );
-        let entry = entries(vec![message]);
-        match dedup.due {
-            Some(due) => entry.for_each(|e| q.delay(e, to_instant(due))),
-            None => q.ready.extend(entry),
+        // With a partition key, ordered as a keyed send (send_once.lua's keyed form).
+        match (dedup.partition, dedup.due) {
+            (Some(key), Some(due)) => q.send_keyed_at(key, vec![message], to_instant(due)),
+            (Some(key), None) => q.send_keyed(key, vec![message]),
+            (None, Some(due)) => entries(vec![message]).for_each(|e| q.delay(e, to_instant(due))),
+            (None, None) => q.ready.extend(entries(vec![message])),
         }
         q.notify.notify_waiters();
         Ok(None)

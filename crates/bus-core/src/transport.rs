@@ -331,7 +331,8 @@ pub struct Deduplication<'a> {
     /// When the message becomes ready (`None`: at once).
     pub due: Option<SystemTime>,
     /// The partition key, if any: on a partitioned queue it picks the partition (else
-    /// the deduplication key does), and the key holds within that partition.
+    /// the deduplication key does), and the key holds within that partition. On a queue
+    /// ordered per key the message joins that key's order, as a keyed send would.
     pub partition: Option<&'a str>,
 }
 

@@ -146,3 +146,14 @@ async fn a_delayed_keyed_send_joins_its_key_at_its_due_time() {
     )
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keyed_send_with_a_dedup_key_keeps_its_keys_order() {
+    let transport = MemoryTransport::new();
+    conformance::a_keyed_send_with_a_dedup_key_keeps_its_keys_order(
+        Arc::new(transport.clone()),
+        &transport,
+        &Memory(transport.clone()),
+    )
+    .await;
+}

@@ -248,6 +248,19 @@ local function dead_letter_blocks(flow)
   return redis.call('HGET', flow, 'on_dead') == 'block'
 end
 
+-- Appends `envelopes` to the list of ordering key `key` on a queue ordered with `limit`
+-- (> 0) per key (send_keyed.lua, send_once.lua, promotion): counted in the flow hash's
+-- `keyed` field; the key becomes ready if it has a free slot, and idle consumers (blocked
+-- on an empty `ready`) are woken.
+local function join_key(ready, flow, kready, kbusy, kq, key, envelopes, limit, now)
+  bulk('RPUSH', kq .. ':' .. key, envelopes)
+  redis.call('HINCRBY', flow, 'keyed', #envelopes)
+  if tonumber(redis.call('HGET', kbusy, key) or '0') < limit then
+    redis.call('ZADD', kready, 'NX', now, key)
+    if redis.call('LLEN', ready) == 0 then redis.call('RPUSH', ready, WAKE) end
+  end
+end
+
 -- Promotes up to 100 due delayed messages (reserve.lua, send_keyed.lua): onto `ready`,
 -- except a delayed keyed send (its id in `kdue`, written by send_keyed_at.lua) on a queue
 -- still ordered, whose envelope joins its key's list now, as a keyed send at its due time
@@ -263,7 +276,7 @@ local function promote_due(delayed, ready, msgs, kdue, flow, kready, kbusy, kq, 
     return
   end
   local keys = bulk_read('HMGET', kdue, due)
-  local plain, limit, joined = {}, nil, 0
+  local plain, limit = {}, nil
   for i, id in ipairs(due) do
     local key = keys[i]
     if key then
@@ -273,21 +286,12 @@ local function promote_due(delayed, ready, msgs, kdue, flow, kready, kbusy, kq, 
     local envelope = key and limit > 0 and redis.call('HGET', msgs, id)
     if envelope then
       redis.call('HDEL', msgs, id)
-      redis.call('RPUSH', kq .. ':' .. key, envelope)
-      joined = joined + 1
-      if tonumber(redis.call('HGET', kbusy, key) or '0') < limit then
-        redis.call('ZADD', kready, 'NX', now, key)
-      end
+      join_key(ready, flow, kready, kbusy, kq, key, { envelope }, limit, now)
     else
       plain[#plain + 1] = id
     end
   end
-  if joined > 0 then redis.call('HINCRBY', flow, 'keyed', joined) end
-  if #plain > 0 then
-    bulk('RPUSH', ready, plain)
-  elseif joined > 0 and redis.call('LLEN', ready) == 0 then
-    redis.call('RPUSH', ready, WAKE)
-  end
+  bulk('RPUSH', ready, plain)
 end
 
 -- The checks and the store of a delayed send (send_at.lua, send_keyed_at.lua): ARGV from

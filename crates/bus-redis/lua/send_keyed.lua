@@ -15,16 +15,13 @@ expect('send_keyed', 8, 2)
 local key = ARGV[1]
 if key == '' then refuse('send_keyed', 'expects a non-empty key as ARGV[1]') end
 local limit = tonumber(redis.call('HGET', KEYS[2], 'per_key') or '0') or 0
+local envelopes = {}
+for i = 2, #ARGV do envelopes[i - 1] = ARGV[i] end
 if limit > 0 then
-  promote_due(KEYS[6], KEYS[1], KEYS[7], KEYS[8], KEYS[2], KEYS[3], KEYS[4], KEYS[5], now_ms())
+  local now = now_ms()
+  promote_due(KEYS[6], KEYS[1], KEYS[7], KEYS[8], KEYS[2], KEYS[3], KEYS[4], KEYS[5], now)
+  join_key(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], key, envelopes, limit, now)
+else
+  bulk('RPUSH', KEYS[1], envelopes)
 end
-local list = limit > 0 and (KEYS[5] .. ':' .. key) or KEYS[1]
-for i = 2, #ARGV, 1000 do
-  redis.call('RPUSH', list, unpack(ARGV, i, math.min(i + 999, #ARGV)))
-end
-if limit > 0 then redis.call('HINCRBY', KEYS[2], 'keyed', #ARGV - 1) end
-if limit > 0 and tonumber(redis.call('HGET', KEYS[4], key) or '0') < limit then
-  redis.call('ZADD', KEYS[3], 'NX', now_ms(), key)
-  if redis.call('LLEN', KEYS[1]) == 0 then redis.call('RPUSH', KEYS[1], WAKE) end
-end
-return #ARGV - 1
+return #envelopes

@@ -986,3 +986,48 @@ fn a_delayed_keyed_send_joins_its_keys_list_when_promoted() {
     q.call("send_keyed_at", &["0", "k", "plain", &envelope(5)]);
     assert_eq!(q.cmd(&["HLEN", &kdue]), Resp::Integer(0));
 }
+
+/// `send_once` in its keyed form (9 KEYS, the key as ARGV[5]) on an ordered queue puts the
+/// message in its key's list; each form refuses the other's ARGV before any write.
+#[test]
+fn a_keyed_send_once_joins_its_keys_list_and_each_form_has_its_shape() {
+    let redis = TestRedis::start().unwrap();
+    let mut q = Queue::new(&redis, "once-keyed");
+    let k = q.k.clone();
+    q.cmd(&["HSET", &k.flow, "per_key", "1"]);
+    let dedup = k.dedup("d");
+    let keyed: Vec<String> = [
+        &dedup, &k.ready, &k.delayed, &k.msgs, &k.flow, &k.kready, &k.kbusy, &k.kq, &k.kdue,
+    ]
+    .into_iter()
+    .cloned()
+    .collect();
+    let body = envelope(1);
+    let before = q.snapshot();
+    for (keys, argv) in [
+        (&keyed, vec!["60000", "", "m1", body.as_str()]),
+        (&keyed, vec!["60000", "", "m1", body.as_str(), ""]),
+        (
+            &keyed[..4].to_vec(),
+            vec!["60000", "", "m1", body.as_str(), "k"],
+        ),
+        (
+            &keyed[..8].to_vec(),
+            vec!["60000", "", "m1", body.as_str(), "k"],
+        ),
+    ] {
+        let reply = q.eval("send_once", keys, &argv);
+        assert!(
+            matches!(&reply, Resp::Error(e) if e.contains("send_once expects")),
+            "{} KEYS, {argv:?}: {reply:?}",
+            keys.len()
+        );
+        assert_eq!(q.snapshot(), before, "a refused call wrote");
+    }
+    let argv = ["60000", "", "m1", body.as_str(), "k"];
+    assert_eq!(q.eval("send_once", &keyed, &argv), Resp::Integer(1));
+    assert_eq!(q.eval("send_once", &keyed, &argv).as_str(), Some("m1"));
+    assert_eq!(q.cmd(&["LLEN", &k.key_queue("k")]), Resp::Integer(1));
+    assert_eq!(q.cmd(&["HGET", &k.flow, "keyed"]).as_str(), Some("1"));
+    assert!(q.cmd(&["ZSCORE", &k.kready, "k"]).as_str().is_some());
+}

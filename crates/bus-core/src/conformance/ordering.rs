@@ -425,3 +425,75 @@ pub async fn a_delayed_keyed_send_joins_its_key_at_its_due_time(
         started - due
     );
 }
+
+/// A keyed send with a deduplication key is ordered like any keyed send: it waits in its
+/// key's list (counted as keyed, not ready), runs in its place, and its duplicate is not
+/// stored; sent with a due time as well, it joins its key's order at its due time.
+pub async fn a_keyed_send_with_a_dedup_key_keeps_its_keys_order(
+    transport: Arc<dyn Transport>,
+    flow: &dyn FlowControl,
+    probe: &dyn Probe,
+) {
+    let source = source();
+    flow.order_per_key(&source, Some(PerKey::fifo()))
+        .await
+        .expect("ordered");
+    let bus = Bus::new(Arc::clone(&transport), BusConfig::default());
+    let once = |dedup: &str| SendOptions::new().key("k").dedup_key(dedup);
+    // #0 fails once (its retry holds the key); #1 and #3 are deduplicated, #3 delayed
+    // until after #2 was sent; #4 is sent after #3 fell due.
+    bus.send_keyed(&ordered("k", 0, 1), "k")
+        .await
+        .expect("sent");
+    let first = bus
+        .send_with(&ordered("k", 1, 0), &once("d1"))
+        .await
+        .expect("sent");
+    let again = bus
+        .send_with(&ordered("k", 99, 0), &once("d1"))
+        .await
+        .expect("sent");
+    assert!(!first.duplicate && again.duplicate, "{first:?} {again:?}");
+    assert_eq!(again.id, first.id);
+    bus.send_keyed(&ordered("k", 2, 0), "k")
+        .await
+        .expect("sent");
+    let due = SystemTime::now() + Duration::from_millis(200);
+    bus.send_with(&ordered("k", 3, 0), &once("d3").at(due))
+        .await
+        .expect("sent");
+    assert_eq!(probe.counts(&source).await[0], 0, "nothing went onto ready");
+    if let Some(keyed) = probe.keyed(&source).await {
+        assert_eq!(keyed, 3, "#0, #1 and #2 wait in the key's list");
+    }
+    let fell_due = wait_until(Duration::from_secs(5), || {
+        SystemTime::now() > due + Duration::from_millis(20)
+    })
+    .await;
+    assert!(fell_due, "the clock did not pass the due time");
+    bus.send_keyed(&ordered("k", 4, 0), "k")
+        .await
+        .expect("sent");
+    let log = Log::new(Duration::from_millis(5), 4);
+    let running = start_command::<Ordered, _>(transport, Arc::clone(&log)).await;
+    let all = wait_until(Duration::from_secs(10), || log.succeeded() == 5).await;
+    running.shutdown().await.expect("shutdown");
+    assert!(all, "only {} of 5 ran", log.succeeded());
+    let runs = &log.by_key()["k"];
+    let order: Vec<(u32, bool)> = runs.iter().map(|r| (r.seq, r.ok)).collect();
+    assert_eq!(
+        order,
+        [
+            (0, false),
+            (0, true),
+            (1, true),
+            (2, true),
+            (3, true),
+            (4, true)
+        ],
+        "(seq, ok) by start; the duplicate (#99) never runs"
+    );
+    for pair in runs.windows(2) {
+        assert!(pair[1].start >= pair[0].end, "{pair:?}: overlapped");
+    }
+}
