@@ -607,6 +607,7 @@ impl Consumer for MemoryConsumer {
             let lock = now + self.options.lock_timeout;
             let (deliveries, next_due, pending) = self.with_queue(|q| {
                 q.promote_due(now);
+                q.cool_keys(now);
                 self.paused.store(q.flow.paused, Ordering::Relaxed);
                 let allowed = match q.allowance(max, now) {
                     Allowance::Take(n) => n,
@@ -625,14 +626,15 @@ impl Consumer for MemoryConsumer {
                 }
                 let left = allowed - deliveries.len();
                 if left > 0 {
-                    q.take_keyed(left, lock, &mut deliveries);
+                    q.take_keyed(left, now, lock, &mut deliveries);
                 }
                 q.started(deliveries.len(), now);
-                (
-                    deliveries,
-                    q.delayed.first_key_value().map(|(d, _)| d.0),
-                    false,
-                )
+                let next_due = q.delayed.first_key_value().map(|(d, _)| d.0);
+                let next_due = match (next_due, q.next_key_turn()) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
+                (deliveries, next_due, false)
             });
             self.isolation_pending.store(pending, Ordering::Relaxed);
             if pending {

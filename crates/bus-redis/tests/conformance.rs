@@ -213,3 +213,11 @@ async fn a_keyed_send_with_a_dedup_key_keeps_its_keys_order() {
     )
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_per_key_rate_limit_holds() {
+    let redis = TestRedis::start().unwrap();
+    let transport = common::transport(&redis).await;
+    conformance::a_per_key_rate_limit_holds(Arc::new(transport.clone()), &Admin::new(transport))
+        .await;
+}

@@ -136,6 +136,8 @@ impl Queue {
                 &k.kof,
                 &k.kq,
                 &k.kdue,
+                &k.kwait,
+                &k.kstarts,
             ],
             "reserve_alone" => vec![
                 &k.suspects,
@@ -276,6 +278,7 @@ impl Queue {
                 &k.kbusy,
                 &k.kq,
                 &k.kdue,
+                &k.kwait,
             ],
             "admin_requeue" => vec![&k.dead, &k.msgs, &k.dead_info, &k.deliveries, &k.ready],
             "admin_key_backlogs" => vec![&k.kready, &k.kbusy, &k.kq],

@@ -497,3 +497,51 @@ pub async fn a_keyed_send_with_a_dedup_key_keeps_its_keys_order(
         assert!(pair[1].start >= pair[0].end, "{pair:?}: overlapped");
     }
 }
+
+/// A per-key rate limit (3 starts per 400 ms per key, up to 4 of a key at once): no key
+/// ever starts more than 3 messages within 400 ms, from the handlers' records, while the
+/// keys run side by side and unkeyed messages run too.
+pub async fn a_per_key_rate_limit_holds(transport: Arc<dyn Transport>, flow: &dyn FlowControl) {
+    const STARTS: usize = 3;
+    const PER: Duration = Duration::from_millis(400);
+    // Between a reservation and its handler's start.
+    const JITTER: Duration = Duration::from_millis(50);
+    let source = source();
+    let rate = crate::flow::RateLimit::new(STARTS as u32, PER).expect("valid");
+    let order = PerKey::new(4).expect("valid").rate(Some(rate));
+    flow.order_per_key(&source, Some(order))
+        .await
+        .expect("ordered");
+    assert_eq!(flow.flow(&source).await.expect("read").per_key, Some(order));
+    let log = Log::new(Duration::from_millis(10), 8);
+    let running = start_command::<Ordered, _>(transport, Arc::clone(&log)).await;
+    for key in ["a", "b", "c"] {
+        let batch: Vec<Ordered> = (0..9).map(|seq| ordered(key, seq, 0)).collect();
+        running
+            .bus()
+            .send_batch_keyed(&batch, key)
+            .await
+            .expect("sent");
+    }
+    let unkeyed: Vec<Ordered> = (0..5).map(|seq| ordered("", seq, 0)).collect();
+    running.bus().send_batch(&unkeyed).await.expect("sent");
+    let all = wait_until(Duration::from_secs(30), || log.succeeded() == 32).await;
+    running.shutdown().await.expect("shutdown");
+    assert!(all, "only {} of 32 ran", log.succeeded());
+    let keys = log.by_key();
+    for key in ["a", "b", "c"] {
+        let starts: Vec<Instant> = keys[key].iter().map(|r| r.start).collect();
+        for (i, window) in starts.windows(STARTS + 1).enumerate() {
+            let span = window[STARTS] - window[0];
+            assert!(
+                span + JITTER >= PER,
+                "{key}: starts {i} to {} came within {span:?}: more than {STARTS} per {PER:?}",
+                i + STARTS
+            );
+        }
+        let total = starts[starts.len() - 1] - starts[0];
+        assert!(total + JITTER >= 2 * PER, "{key}: 9 starts took {total:?}");
+    }
+    let keyed: Vec<&Run> = ["a", "b", "c"].iter().flat_map(|k| &keys[*k]).collect();
+    assert!(peak(keyed) > 1, "keys never ran side by side");
+}

@@ -192,6 +192,7 @@ impl Admin {
                         keys.kbusy.clone(),
                         keys.kq.clone(),
                         keys.kdue.clone(),
+                        keys.kwait.clone(),
                     ],
                     vec![
                         Value::from(ready_left.min(PURGE_BATCH) as i64),
