@@ -281,7 +281,7 @@ impl Queue {
                 &k.kwait,
             ],
             "admin_requeue" => vec![&k.dead, &k.msgs, &k.dead_info, &k.deliveries, &k.ready],
-            "admin_key_backlogs" => vec![&k.kready, &k.kbusy, &k.kq],
+            "admin_key_backlogs" => vec![&k.kready, &k.kbusy, &k.kq, &k.kwait],
             "admin_stats" => vec![
                 &k.ready,
                 &k.inflight,
@@ -1033,4 +1033,45 @@ fn a_keyed_send_once_joins_its_keys_list_and_each_form_has_its_shape() {
     assert_eq!(q.cmd(&["LLEN", &k.key_queue("k")]), Resp::Integer(1));
     assert_eq!(q.cmd(&["HGET", &k.flow, "keyed"]).as_str(), Some("1"));
     assert!(q.cmd(&["ZSCORE", &k.kready, "k"]).as_str().is_some());
+}
+
+/// The per-key rate as a foreign consumer meets it through `reserve`: the key's second
+/// start within its window is refused, the key is parked in `kwait` (listed among the
+/// backlogs) and the wait hint says when its window frees a start.
+#[test]
+fn a_key_over_its_rate_is_parked_with_a_wait_hint() {
+    let redis = TestRedis::start().unwrap();
+    let mut q = Queue::new(&redis, "key-rate");
+    let k = q.k.clone();
+    q.cmd(&[
+        "HSET",
+        &k.flow,
+        "per_key",
+        "1",
+        "key_rate",
+        "1",
+        "key_per_ms",
+        "60000",
+    ]);
+    q.call("send_keyed", &["k", &envelope(1), &envelope(2)]);
+    let (_, stored) = q.reserve(10, 60_000);
+    assert_eq!(stored.len(), 1);
+    let (id, count) = stored[0].clone();
+    assert_eq!(q.call("ack", &["1", &id, &count]), Resp::Integer(1));
+    let reply = q.call("reserve", &["10", "60000"]);
+    let items = reply.as_array().unwrap();
+    assert_eq!(items.len(), 4, "nothing taken: {reply:?}");
+    let wait = items[0].as_int().unwrap();
+    assert!((59_000..=60_000).contains(&wait), "wait hint {wait}");
+    assert!(q.cmd(&["ZSCORE", &k.kwait, "k"]).as_str().is_some());
+    assert_eq!(q.cmd(&["ZCARD", &k.kready]), Resp::Integer(0));
+    let backlogs = q.call("admin_key_backlogs", &["1000", "20"]);
+    let rows = backlogs.as_array().unwrap();
+    assert_eq!(rows[1].as_str(), Some("k"), "{backlogs:?}");
+    assert_eq!(rows[2], Resp::Integer(1), "one waiting");
+    // The rate removed, the next reserve returns the key to its turn.
+    q.cmd(&["HDEL", &k.flow, "key_rate", "key_per_ms"]);
+    let (_, stored) = q.reserve(10, 60_000);
+    assert_eq!(stored.len(), 1);
+    assert_eq!(q.cmd(&["ZCARD", &k.kwait]), Resp::Integer(0));
 }
