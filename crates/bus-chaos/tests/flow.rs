@@ -22,6 +22,8 @@ struct Run {
     n: u64,
     start: u64,
     end: u64,
+    /// Its delivery count (1: the message's first start).
+    delivery: u64,
 }
 
 fn now_ms() -> u64 {
@@ -49,6 +51,7 @@ fn timeline(client: &mut SyncClient, prefix: &str) -> Vec<Run> {
                 n: fields[0],
                 start: fields[1],
                 end: fields[2],
+                delivery: fields[3],
             }
         })
         .collect()
@@ -286,7 +289,9 @@ async fn a_rate_limit_holds_across_processes() {
 /// them SIGKILLed mid-run, every setting at its default: within each key no run overlaps
 /// another and the runs come in the order sent, a run cut by the kill redone first (its key
 /// waits for its lock, the default 60 s, to expire), from the handlers' own records; other
-/// keys run meanwhile.
+/// keys run meanwhile. With a per-key rate (4 starts per 300 ms per key), no key ever
+/// starts more than 4 of its messages within 300 ms (a redo after the kill is a redelivery,
+/// not counted: docs/redis-layout.md "Per-key rate limit").
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn per_key_order_holds_across_processes_and_a_sigkill() {
     const KEYS: u64 = 20;
@@ -295,10 +300,14 @@ async fn per_key_order_holds_across_processes_and_a_sigkill() {
     let prefix = redis.namespace().to_owned();
     let mut client = redis.client();
     let admin = admin(&redis).await;
-    admin
-        .order_per_key(&jobs(), Some(PerKey::fifo()))
-        .await
-        .unwrap();
+    const KEY_STARTS: usize = 4;
+    const KEY_PER_MS: u64 = 300;
+    // Between a reservation and its handler's start (dispatch in the process).
+    const JITTER_MS: u64 = 60;
+    let rate = RateLimit::new(KEY_STARTS as u32, Duration::from_millis(KEY_PER_MS)).unwrap();
+    let order = PerKey::fifo().rate(Some(rate));
+    admin.order_per_key(&jobs(), Some(order)).await.unwrap();
+    assert_eq!(admin.flow(&jobs()).await.unwrap().per_key, Some(order));
     let bus = bus(&redis.url(), &prefix).await;
     // Job n is message n / KEYS of key n % KEYS.
     for n in 0..JOBS {
@@ -371,6 +380,27 @@ async fn per_key_order_holds_across_processes_and_a_sigkill() {
                 a.n
             );
         }
+        // The rate counts first deliveries (a redo after the kill is a redelivery).
+        let starts: Vec<u64> = mine
+            .iter()
+            .filter(|r| r.delivery == 1)
+            .map(|r| r.start)
+            .collect();
+        for (i, window) in starts.windows(KEY_STARTS + 1).enumerate() {
+            let span = window[KEY_STARTS] - window[0];
+            assert!(
+                span + JITTER_MS >= KEY_PER_MS,
+                "k{key}: starts {i} to {} came within {span} ms: more than {KEY_STARTS} per {KEY_PER_MS} ms",
+                i + KEY_STARTS
+            );
+        }
+        let total = starts[starts.len() - 1] - starts[0];
+        let windows = (starts.len() as u64 - 1) / KEY_STARTS as u64;
+        assert!(
+            total + JITTER_MS >= windows * KEY_PER_MS,
+            "k{key}: {} starts took only {total} ms",
+            starts.len()
+        );
     }
     assert!(peak(&runs) > 1, "keys never ran side by side");
 }

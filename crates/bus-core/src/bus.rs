@@ -185,10 +185,11 @@ impl Bus {
         let one = std::slice::from_ref(command);
         let transport = &self.shared.transport;
         let produced = match (options.key.as_deref(), options.due) {
-            (Some(_), Some(_)) => {
-                return Err(Error::Config(
-                    "a send with both a partition key and a due time is not supported".into(),
-                ))
+            (Some(key), Some(due)) => {
+                self.produce("send", one, Some(options), |name, batch| {
+                    transport.send_keyed_at(name, key, batch, due)
+                })
+                .await?
             }
             (Some(key), None) => {
                 self.produce("send", one, Some(options), |name, batch| {

@@ -60,11 +60,13 @@ impl fmt::Display for RateLimit {
 /// messages of its key are in flight, over every consumer (`limit` 1: one at a time, in
 /// the order sent). A message holds its key's slot from its first delivery until it is
 /// acknowledged or dead-lettered: a retry (delayed or not), a crash or a release keeps it,
-/// so later messages of its key wait. Keys take turns (round robin).
+/// so later messages of its key wait. Keys take turns (round robin). Optionally each key
+/// also has a rate limit ([`PerKey::rate`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct PerKey {
     limit: u32,
     dead_letter_blocks: bool,
+    rate: Option<RateLimit>,
 }
 
 impl PerKey {
@@ -78,6 +80,7 @@ impl PerKey {
         Ok(PerKey {
             limit,
             dead_letter_blocks: false,
+            rate: None,
         })
     }
 
@@ -86,6 +89,7 @@ impl PerKey {
         PerKey {
             limit: 1,
             dead_letter_blocks: false,
+            rate: None,
         }
     }
 
@@ -95,6 +99,21 @@ impl PerKey {
     pub fn dead_letter_blocks(mut self, blocks: bool) -> Self {
         self.dead_letter_blocks = blocks;
         self
+    }
+
+    /// At most `rate.starts()` messages of each key start per `rate.per()`, over every
+    /// consumer (a sliding window per key); a key over its rate waits while other keys
+    /// run. Counted are the starts of a key's messages from its queue (first deliveries):
+    /// a redelivery (a retry, a recovered or released message) already holds its key's
+    /// slot and is neither held back nor counted. `None` (the default): no rate per key.
+    pub fn rate(mut self, rate: Option<RateLimit>) -> Self {
+        self.rate = rate;
+        self
+    }
+
+    /// The rate limit of each key, if any.
+    pub fn rate_limit(&self) -> Option<RateLimit> {
+        self.rate
     }
 
     /// Messages of one key in flight at most.
@@ -187,5 +206,8 @@ mod tests {
         let order = PerKey::new(3).unwrap().dead_letter_blocks(true);
         assert_eq!((order.limit(), order.blocks_on_dead_letter()), (3, true));
         assert_eq!(PerKey::fifo(), PerKey::new(1).unwrap());
+        let rate = RateLimit::new(2, Duration::from_secs(1)).unwrap();
+        assert_eq!(PerKey::fifo().rate(Some(rate)).rate_limit(), Some(rate));
+        assert_eq!(PerKey::fifo().rate_limit(), None);
     }
 }

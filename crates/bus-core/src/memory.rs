@@ -166,7 +166,8 @@ impl Queue {
             if first.key().0 > now {
                 break;
             }
-            self.ready.push_back(first.remove());
+            let entry = first.remove();
+            self.promote(entry);
         }
     }
 
@@ -367,12 +368,37 @@ impl Transport for MemoryTransport {
         Ok(())
     }
 
+    async fn send_keyed_at(
+        &self,
+        queue: &str,
+        key: &str,
+        messages: Vec<Outgoing>,
+        due: SystemTime,
+    ) -> Result<()> {
+        if key.is_empty() {
+            return Err(crate::Error::Config(format!(
+                "sending to {queue} with an empty key: a key must have at least one character"
+            )));
+        }
+        let due = to_instant(due);
+        let mut state = self.state();
+        let q = state.queue(&Source::queue(queue)?);
+        q.send_keyed_at(key, messages, due);
+        q.notify.notify_waiters();
+        Ok(())
+    }
+
     async fn send_deduplicated(
         &self,
         queue: &str,
         message: Outgoing,
         dedup: Deduplication<'_>,
     ) -> Result<Option<MessageId>> {
+        if dedup.partition == Some("") {
+            return Err(crate::Error::Config(format!(
+                "sending to {queue} with an empty key: a key must have at least one character"
+            )));
+        }
         let mut state = self.state();
         let q = state.queue(&Source::queue(queue)?);
         let now = Instant::now();
@@ -388,10 +414,12 @@ impl Transport for MemoryTransport {
             dedup.key.to_owned(),
             (message.id.clone(), now + dedup.window),
         );
-        let entry = entries(vec![message]);
-        match dedup.due {
-            Some(due) => entry.for_each(|e| q.delay(e, to_instant(due))),
-            None => q.ready.extend(entry),
+        // With a partition key, ordered as a keyed send (send_once.lua's keyed form).
+        match (dedup.partition, dedup.due) {
+            (Some(key), Some(due)) => q.send_keyed_at(key, vec![message], to_instant(due)),
+            (Some(key), None) => q.send_keyed(key, vec![message]),
+            (None, Some(due)) => entries(vec![message]).for_each(|e| q.delay(e, to_instant(due))),
+            (None, None) => q.ready.extend(entries(vec![message])),
         }
         q.notify.notify_waiters();
         Ok(None)
@@ -579,6 +607,7 @@ impl Consumer for MemoryConsumer {
             let lock = now + self.options.lock_timeout;
             let (deliveries, next_due, pending) = self.with_queue(|q| {
                 q.promote_due(now);
+                q.cool_keys(now);
                 self.paused.store(q.flow.paused, Ordering::Relaxed);
                 let allowed = match q.allowance(max, now) {
                     Allowance::Take(n) => n,
@@ -597,14 +626,15 @@ impl Consumer for MemoryConsumer {
                 }
                 let left = allowed - deliveries.len();
                 if left > 0 {
-                    q.take_keyed(left, lock, &mut deliveries);
+                    q.take_keyed(left, now, lock, &mut deliveries);
                 }
                 q.started(deliveries.len(), now);
-                (
-                    deliveries,
-                    q.delayed.first_key_value().map(|(d, _)| d.0),
-                    false,
-                )
+                let next_due = q.delayed.first_key_value().map(|(d, _)| d.0);
+                let next_due = match (next_due, q.next_key_turn()) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
+                (deliveries, next_due, false)
             });
             self.isolation_pending.store(pending, Ordering::Relaxed);
             if pending {

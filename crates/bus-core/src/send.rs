@@ -37,7 +37,8 @@ pub struct SendOptions {
     /// subscription's copy.
     pub due: Option<SystemTime>,
     /// The partition key (see [`Bus::send_keyed`](crate::Bus::send_keyed)). Commands
-    /// only, and not with a due time.
+    /// only. With a due time on a queue ordered per key, the message joins its key's
+    /// order at its due time (docs/concepts.md, "Per-key ordering").
     pub key: Option<String>,
     /// The message's deadline: a host that receives it later does not run it, and
     /// dead-letters it with reason `expired` or drops it

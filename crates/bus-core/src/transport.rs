@@ -331,7 +331,8 @@ pub struct Deduplication<'a> {
     /// When the message becomes ready (`None`: at once).
     pub due: Option<SystemTime>,
     /// The partition key, if any: on a partitioned queue it picks the partition (else
-    /// the deduplication key does), and the key holds within that partition.
+    /// the deduplication key does), and the key holds within that partition. On a queue
+    /// ordered per key the message joins that key's order, as a keyed send would.
     pub partition: Option<&'a str>,
 }
 
@@ -355,6 +356,19 @@ pub trait Transport: Send + Sync + fmt::Debug + 'static {
     }
     /// Stores messages to become ready at `due`, all or none.
     async fn send_at(&self, queue: &str, messages: Vec<Outgoing>, due: SystemTime) -> Result<()>;
+    /// Like [`Transport::send_at`], with a partition key: at `due` the messages join
+    /// their key's order on a queue ordered per key, as a [`Transport::send_keyed`] then
+    /// would. Without partitions nor ordering the key changes nothing: the default.
+    async fn send_keyed_at(
+        &self,
+        queue: &str,
+        key: &str,
+        messages: Vec<Outgoing>,
+        due: SystemTime,
+    ) -> Result<()> {
+        let _ = key;
+        self.send_at(queue, messages, due).await
+    }
     /// Stores `message` (ready now, or at `dedup.due`) unless a message with the
     /// deduplication key `dedup.key` was stored in `queue` within its window: then
     /// stores nothing and returns that first message's id. The check, the key and the

@@ -2,10 +2,15 @@
 -- tail of the ready list as a fresh element (a new storage id and delivery count, as a
 -- send), and the original (envelope, errors, dead-letter info) is appended to the queue's
 -- capped `edited` stream, with who edited it: the history an operator looks back at.
--- KEYS: dead, msgs, dead-info, errors, deliveries, ready, edited.
+-- Per-key ordering (protocol 4): a dead letter that still holds its key's slot (a blocking
+-- one: its id is in `kof`) goes instead to the head of its key's list, and the slot is
+-- given back (common.lua's key_freed): the edited message is the next of its key to run,
+-- and runs holding a slot of its own, so the key's later messages wait for it.
+-- KEYS: dead, msgs, dead-info, errors, deliveries, ready, edited, flow, kof, kbusy,
+-- kready, kq.
 -- ARGV: storage id, edited envelope, who, entries kept in `edited`.
 -- Returns 1 done, 0 not a dead letter (any more), -1 a dead letter without an envelope.
-expect('admin_edit_requeue', 7, 4, 4, { 4 })
+expect('admin_edit_requeue', 12, 4, 4, { 4 })
 local id, edited = ARGV[1], ARGV[2]
 if not redis.call('LPOS', KEYS[1], id) then return 0 end
 local original = redis.call('HGET', KEYS[2], id)
@@ -19,5 +24,12 @@ redis.call('HDEL', KEYS[2], id)
 redis.call('HDEL', KEYS[3], id)
 redis.call('HDEL', KEYS[4], id)
 redis.call('HDEL', KEYS[5], id)
-redis.call('RPUSH', KEYS[6], edited)
+local key = redis.call('HGET', KEYS[9], id)
+if key then
+  redis.call('LPUSH', KEYS[12] .. ':' .. key, edited)
+  redis.call('HINCRBY', KEYS[8], 'keyed', 1)
+  key_freed(KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[6], id, now_ms())
+else
+  redis.call('RPUSH', KEYS[6], edited)
+end
 return 1

@@ -12,11 +12,13 @@
 -- after which no list is left and the `keyed` count of `flow` is deleted. The keys' slots
 -- are untouched (their messages in flight still hold them).
 -- KEYS: ready, delayed, msgs, deliveries, errors, inflight, dead-info, suspects, flow,
--- kready, kbusy, kq (the prefix of the keys' lists).
+-- kready, kbusy, kq (the prefix of the keys' lists), kdue (a purged delayed keyed send's
+-- key goes with it), kwait (the keys over their per-key rate: swept with those at their
+-- limit, and deleted).
 -- ARGV: max ready, max delayed, max keys (-1: leave the keys' lists).
 -- Returns { ready purged (a wake-up marker popped is not counted), delayed purged, keyed
 -- purged, keys popped, 1 if every key's list is gone else 0 }.
-expect('admin_purge', 12, 3, 3, { 1, 2, 3 })
+expect('admin_purge', 14, 3, 3, { 1, 2, 3 })
 local forget = {}
 local ready = {}
 if tonumber(ARGV[1]) > 0 then
@@ -41,6 +43,7 @@ if tonumber(ARGV[2]) > 0 then
   delayed = redis.call('ZRANGE', KEYS[2], 0, tonumber(ARGV[2]) - 1)
 end
 bulk('ZREM', KEYS[2], delayed)
+bulk('HDEL', KEYS[13], delayed)
 for _, id in ipairs(delayed) do
   -- (No longer delayed: only in flight or dead can hold it now.)
   if not referenced_elsewhere(KEYS[6], KEYS[2], KEYS[7], id) then forget[#forget + 1] = id end
@@ -64,6 +67,8 @@ if max_keys >= 0 then
   end
   if popped < max_keys or max_keys == 0 then
     for _, key in ipairs(redis.call('HKEYS', KEYS[11])) do drop_list(key) end
+    for _, key in ipairs(redis.call('ZRANGE', KEYS[14], 0, -1)) do drop_list(key) end
+    redis.call('DEL', KEYS[14])
     redis.call('HDEL', KEYS[9], 'keyed')
     swept = 1
   elseif keyed > 0 and redis.call('HINCRBY', KEYS[9], 'keyed', -keyed) <= 0 then

@@ -247,3 +247,77 @@ end
 local function dead_letter_blocks(flow)
   return redis.call('HGET', flow, 'on_dead') == 'block'
 end
+
+-- Appends `envelopes` to the list of ordering key `key` on a queue ordered with `limit`
+-- (> 0) per key (send_keyed.lua, send_once.lua, promotion): counted in the flow hash's
+-- `keyed` field; the key becomes ready if it has a free slot, and idle consumers (blocked
+-- on an empty `ready`) are woken.
+local function join_key(ready, flow, kready, kbusy, kq, key, envelopes, limit, now)
+  bulk('RPUSH', kq .. ':' .. key, envelopes)
+  redis.call('HINCRBY', flow, 'keyed', #envelopes)
+  if tonumber(redis.call('HGET', kbusy, key) or '0') < limit then
+    redis.call('ZADD', kready, 'NX', now, key)
+    if redis.call('LLEN', ready) == 0 then redis.call('RPUSH', ready, WAKE) end
+  end
+end
+
+-- Promotes up to 100 due delayed messages (reserve.lua, send_keyed.lua): onto `ready`,
+-- except a delayed keyed send (its id in `kdue`, written by send_keyed_at.lua) on a queue
+-- still ordered, whose envelope joins its key's list now, as a keyed send at its due time
+-- would: its place among its key's messages is its due time. A delayed retry of a keyed
+-- message is no such send (its storage id is not in `kdue`): it goes onto `ready`,
+-- still holding its key's slot. Unordered queues pay one EXISTS per promoting call.
+local function promote_due(delayed, ready, msgs, kdue, flow, kready, kbusy, kq, now)
+  local due = redis.call('ZRANGEBYSCORE', delayed, '-inf', now, 'LIMIT', 0, 100)
+  if #due == 0 then return end
+  bulk('ZREM', delayed, due)
+  if redis.call('EXISTS', kdue) == 0 then
+    bulk('RPUSH', ready, due)
+    return
+  end
+  local keys = bulk_read('HMGET', kdue, due)
+  local plain, limit = {}, nil
+  for i, id in ipairs(due) do
+    local key = keys[i]
+    if key then
+      redis.call('HDEL', kdue, id)
+      limit = limit or tonumber(redis.call('HGET', flow, 'per_key') or '0') or 0
+    end
+    local envelope = key and limit > 0 and redis.call('HGET', msgs, id)
+    if envelope then
+      redis.call('HDEL', msgs, id)
+      join_key(ready, flow, kready, kbusy, kq, key, { envelope }, limit, now)
+    else
+      plain[#plain + 1] = id
+    end
+  end
+  bulk('RPUSH', ready, plain)
+end
+
+-- The checks and the store of a delayed send (send_at.lua, send_keyed_at.lua): ARGV from
+-- `first` on are `id, envelope` pairs, due at `due` (ms). Returns the ids stored:
+-- none when the batch was stored already (its first id is in `msgs`: a re-sent call).
+local function store_delayed(script, delayed, msgs, ready, due, first)
+  if (#ARGV - first + 1) % 2 == 1 then
+    refuse(script, string.format('expects id, envelope pairs from ARGV[%d], got %d ARGV', first, #ARGV))
+  end
+  if #ARGV < first or redis.call('HEXISTS', msgs, ARGV[first]) == 1 then return {} end
+  for i = first, #ARGV, 2 do
+    -- Ids starting with '~' are the storage ids reserve hands out; reserve tells an
+    -- envelope from a stored id by a first byte '{' or >= 0x80 (above).
+    if string.sub(ARGV[i], 1, 1) == '~' or surely_fresh(ARGV[i]) then
+      error({ err = 'message ids must not start with ~, { or a byte >= 0x80' })
+    end
+  end
+  local fields, ids = {}, {}
+  for i = first, #ARGV, 2 do
+    fields[#fields + 1] = ARGV[i]
+    fields[#fields + 1] = ARGV[i + 1]
+    ids[#ids + 1] = ARGV[i]
+  end
+  bulk('HSET', msgs, fields)
+  -- The i-th message of a batch is due i microseconds after the first, so that a batch
+  -- is promoted in the order sent whatever its ids (equal scores would sort by id).
+  schedule(delayed, ready, due, ids, 0.001)
+  return ids
+end

@@ -1,7 +1,9 @@
 -- Reserve: promote due delayed messages, then move up to N ready elements into flight.
 -- KEYS: ready, msgs, deliveries, inflight, delayed, seq, dead-info, suspects, leases,
--- leased, flow, flow-starts, kready, kbusy, kof, kq (protocol 4: per-key ordering; `kq`
--- is the prefix of the keys' lists `<kq>:<key>`).
+-- leased, flow, flow-starts, kready, kbusy, kof, kq, kdue, kwait, kstarts (protocol 4:
+-- per-key ordering; `kq` is the prefix of the keys' lists `<kq>:<key>`; a due delayed
+-- keyed send joins its key's list, common.lua's promote_due; `kwait` holds the keys over
+-- their per-key rate, `kstarts` is the prefix of their windows `<kstarts>:<key>`).
 -- ARGV: max (at most LEASE_MAX taken), lock_ms.
 -- Returns { wait_ms, pending, token, envelopes, position, id, count, envelope, ... }.
 -- wait_ms: when nothing was reserved, the time until the next delayed message is due
@@ -25,20 +27,29 @@
 -- key per turn (take_keyed below), with up to half the call's allowance while `ready`
 -- holds messages too, so that neither side starves the other. A keyed message is stored
 -- (`msgs`, `deliveries`, its own lock in `inflight`) with its key in `kof`, and follows
--- the ready part as quadruples.
-expect('reserve', 16, 2, 2, { 1, 2 })
+-- the ready part as quadruples. With a per-key rate (`key_rate` per `key_per_ms` in
+-- `flow`), a key whose window is full waits in `kwait` until a start leaves it, and the
+-- wait hint covers it (a consumer that took nothing waits until then, no polling).
+expect('reserve', 19, 2, 2, { 1, 2 })
 local now = now_ms()
-local due = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', now, 'LIMIT', 0, 100)
-if #due > 0 then
-  bulk('RPUSH', KEYS[1], due)
-  bulk('ZREM', KEYS[5], due)
-end
+promote_due(KEYS[5], KEYS[1], KEYS[2], KEYS[17], KEYS[11], KEYS[13], KEYS[14], KEYS[16], now)
 local want, held, flow_wait, window, per_key =
   flow_allowance(KEYS[11], KEYS[12], KEYS[4], KEYS[10], math.min(tonumber(ARGV[1]), LEASE_MAX), now)
 if held > 0 then return { flow_wait, held } end
 if redis.call('LLEN', KEYS[8]) > 0 then return { -1, 1 } end
 -- Per-key ordering: keys waiting to start keep up to half the allowance (a call for one
 -- message alternates by the clock's parity).
+local key_rate, key_per
+if per_key then
+  local r = redis.call('HMGET', KEYS[11], 'key_rate', 'key_per_ms')
+  key_rate, key_per = tonumber(r[1]), tonumber(r[2])
+  if not (key_rate and key_per and key_rate > 0 and key_per > 0) then key_rate = nil end
+  -- Keys whose window freed a start take their turn again (all once the rate is gone).
+  local cooled = redis.call('ZRANGEBYSCORE', KEYS[18], '-inf', key_rate and now or '+inf',
+    'LIMIT', 0, 100)
+  for _, key in ipairs(cooled) do redis.call('ZADD', KEYS[13], 'NX', now, key) end
+  bulk('ZREM', KEYS[18], cooled)
+end
 local keyed_share = 0
 if per_key and redis.call('ZCARD', KEYS[13]) > 0 then
   keyed_share = math.floor(want / 2)
@@ -110,7 +121,8 @@ end
 
 -- Takes up to `max` keyed messages, one per key per turn: a key is popped from the head
 -- of `kready` and, if it still has a free slot and waiting messages after this one, goes
--- back to its tail. A key at its limit leaves `kready` until a slot frees (key_freed).
+-- back to its tail. A key at its limit leaves `kready` until a slot frees (key_freed); a
+-- key over its rate leaves it for `kwait`, scored when its window frees a start.
 -- Bounded: at most `max` messages and 100 keys passed over.
 local function take_keyed(max, limit, delivered)
   local deadline, taken, passed = tostring(now + lock_ms), 0, 0
@@ -120,9 +132,23 @@ local function take_keyed(max, limit, delivered)
     local key = head[1]
     local list = KEYS[16] .. ':' .. key
     local busy = tonumber(redis.call('HGET', KEYS[14], key) or '0')
-    local envelope = (limit == 0 or busy < limit) and redis.call('LPOP', list)
+    local free = limit == 0 or busy < limit
+    local starts = KEYS[19] .. ':' .. key
+    if free and key_rate then
+      redis.call('ZREMRANGEBYSCORE', starts, '-inf', now - key_per)
+      if redis.call('ZCARD', starts) >= key_rate then
+        local oldest = redis.call('ZRANGE', starts, 0, 0, 'WITHSCORES')
+        redis.call('ZADD', KEYS[18], tonumber(oldest[2]) + key_per, key)
+        free = false
+      end
+    end
+    local envelope = free and redis.call('LPOP', list)
     if envelope then
       local id = string.format('~%d', redis.call('INCR', KEYS[6]))
+      if key_rate then
+        redis.call('ZADD', starts, now, id)
+        redis.call('PEXPIRE', starts, key_per + 1000)
+      end
       redis.call('HSET', KEYS[2], id, envelope)
       redis.call('HSET', KEYS[3], id, '1')
       redis.call('ZADD', KEYS[4], deadline, id)
@@ -152,6 +178,12 @@ end
 if #lease == 0 and #out == 4 then
   local first = redis.call('ZRANGE', KEYS[5], 0, 0, 'WITHSCORES')
   if #first > 0 then out[1] = math.max(0, tonumber(first[2]) - now) end
+  -- (A key over its rate: its turn comes back then.)
+  local cooling = per_key and redis.call('ZRANGE', KEYS[18], 0, 0, 'WITHSCORES') or {}
+  if #cooling > 0 then
+    local wait = math.max(1, tonumber(cooling[2]) - now)
+    if out[1] < 0 or wait < out[1] then out[1] = wait end
+  end
 end
 flow_started(KEYS[11], KEYS[12], window, #lease + (#out - 4) / 4, now)
 return out

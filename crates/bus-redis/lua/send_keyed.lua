@@ -1,24 +1,27 @@
 -- Keyed send (protocol 4; docs/redis-layout.md "Per-key ordering"): on a queue that asks
 -- for ordering (`per_key` in `flow`, not "0"), the envelopes wait in their key's list and
 -- the key becomes ready if it has a free slot; on any other queue they go onto `ready`,
--- as a plain send.
+-- as a plain send. On an ordered queue the due delayed messages are promoted first
+-- (common.lua's promote_due), so that a delayed keyed send already due goes ahead of
+-- this batch in its key's order whether or not a consumer reserved since it fell due.
 -- The flow hash's `keyed` field counts the messages waiting in the keys' lists (what
 -- `bus stats` shows as keyed); reserve and purge take it down.
--- KEYS: ready, flow, kready, kbusy, kq (the prefix of the keys' lists `<kq>:<key>`).
+-- KEYS: ready, flow, kready, kbusy, kq (the prefix of the keys' lists `<kq>:<key>`),
+-- delayed, msgs, kdue.
 -- ARGV: key, envelope, envelope, ...
 -- Returns the number of envelopes stored (as a re-sent RPUSH, a re-sent call stores the
 -- batch again).
-expect('send_keyed', 5, 2)
+expect('send_keyed', 8, 2)
 local key = ARGV[1]
 if key == '' then refuse('send_keyed', 'expects a non-empty key as ARGV[1]') end
 local limit = tonumber(redis.call('HGET', KEYS[2], 'per_key') or '0') or 0
-local list = limit > 0 and (KEYS[5] .. ':' .. key) or KEYS[1]
-for i = 2, #ARGV, 1000 do
-  redis.call('RPUSH', list, unpack(ARGV, i, math.min(i + 999, #ARGV)))
+local envelopes = {}
+for i = 2, #ARGV do envelopes[i - 1] = ARGV[i] end
+if limit > 0 then
+  local now = now_ms()
+  promote_due(KEYS[6], KEYS[1], KEYS[7], KEYS[8], KEYS[2], KEYS[3], KEYS[4], KEYS[5], now)
+  join_key(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], key, envelopes, limit, now)
+else
+  bulk('RPUSH', KEYS[1], envelopes)
 end
-if limit > 0 then redis.call('HINCRBY', KEYS[2], 'keyed', #ARGV - 1) end
-if limit > 0 and tonumber(redis.call('HGET', KEYS[4], key) or '0') < limit then
-  redis.call('ZADD', KEYS[3], 'NX', now_ms(), key)
-  if redis.call('LLEN', KEYS[1]) == 0 then redis.call('RPUSH', KEYS[1], WAKE) end
-end
-return #ARGV - 1
+return #envelopes

@@ -1,9 +1,18 @@
 -- Deduplicated send: store the message unless its deduplication key is held; the check,
 -- the key and the store are one step (docs/redis-layout.md, "Deduplication").
--- KEYS: dedup, ready, delayed, msgs.
--- ARGV: window_ms, due_ms ('' : ready now), id, envelope.
+-- KEYS: dedup, ready, delayed, msgs [, flow, kready, kbusy, kq, kdue: a keyed send,
+-- protocol 4].
+-- ARGV: window_ms, due_ms ('' : ready now), id, envelope [, key: with the 9 KEYS].
+-- A keyed send on a queue ordered per key is ordered as send_keyed.lua (ready now) or
+-- send_keyed_at.lua (delayed) orders it; on any other queue, or without a key, the
+-- message goes onto `ready` or into `delayed` as before.
 -- Returns 1 when stored, or the id of the message stored with the key (nothing stored).
-expect('send_once', 4, 4, 4, { 1 })
+if #KEYS ~= 4 and #KEYS ~= 9 then
+  refuse('send_once', string.format('expects 4 KEYS, or 9 with a key, got %d', #KEYS))
+end
+local keyed = #KEYS == 9
+expect('send_once', nil, keyed and 5 or 4, keyed and 5 or 4, { 1 })
+if keyed and ARGV[5] == '' then refuse('send_once', 'expects a non-empty key as ARGV[5]') end
 if ARGV[2] ~= '' and not is_integer(ARGV[2]) then
   refuse('send_once', string.format('expects an integer or nothing as ARGV[2], got %s', shown(2)))
 end
@@ -12,9 +21,16 @@ if tonumber(ARGV[1]) < 1 then
 end
 local first = redis.call('GET', KEYS[1])
 if first then return first end
+local limit = keyed and tonumber(redis.call('HGET', KEYS[5], 'per_key') or '0') or 0
 if ARGV[2] == '' then
   redis.call('SET', KEYS[1], ARGV[3], 'PX', ARGV[1])
-  redis.call('RPUSH', KEYS[2], ARGV[4])
+  if limit > 0 then
+    local now = now_ms()
+    promote_due(KEYS[3], KEYS[2], KEYS[4], KEYS[9], KEYS[5], KEYS[6], KEYS[7], KEYS[8], now)
+    join_key(KEYS[2], KEYS[5], KEYS[6], KEYS[7], KEYS[8], ARGV[5], { ARGV[4] }, limit, now)
+  else
+    redis.call('RPUSH', KEYS[2], ARGV[4])
+  end
   return 1
 end
 -- A delayed message is stored under its id, as send_at does (same checks).
@@ -24,5 +40,6 @@ end
 if redis.call('HEXISTS', KEYS[4], ARGV[3]) == 1 then return 0 end
 redis.call('SET', KEYS[1], ARGV[3], 'PX', ARGV[1])
 redis.call('HSET', KEYS[4], ARGV[3], ARGV[4])
+if limit > 0 then redis.call('HSET', KEYS[9], ARGV[3], ARGV[5]) end
 schedule(KEYS[3], KEYS[2], tonumber(ARGV[2]), { ARGV[3] })
 return 1

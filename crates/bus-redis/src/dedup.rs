@@ -1,6 +1,8 @@
 //! Deduplication at send: `send_once.lua` checks the queue's deduplication key, sets it
 //! and stores the message in one step (docs/redis-layout.md, "Deduplication"). It is a
-//! script call of its own, so it does not join the coalesced `RPUSH` of plain sends.
+//! script call of its own, so it does not join the coalesced `RPUSH` of plain sends. With
+//! a partition key the script also takes the per-key ordering keys (protocol 4): on an
+//! ordered queue the message joins its key's order, as a keyed send does.
 
 use bus_core::transport::{Deduplication, Outgoing};
 use bus_core::MessageId;
@@ -27,13 +29,22 @@ pub(crate) async fn send(
     let due = dedup
         .due
         .map_or_else(String::new, |due| epoch_ms(due).to_string());
-    let args = vec![
+    let mut args = vec![
         Value::from(window),
         Value::from(due),
         Value::from(message.id.as_str()),
         Value::Bytes(message.payload),
     ];
-    let script_keys = vec![keys.dedup(dedup.key), keys.ready, keys.delayed, keys.msgs];
+    let mut script_keys = vec![keys.dedup(dedup.key), keys.ready, keys.delayed, keys.msgs];
+    if let Some(key) = dedup.partition {
+        if key.is_empty() {
+            return Err(bus_core::Error::Config(format!(
+                "sending to {queue} with an empty key: a key must have at least one character"
+            )));
+        }
+        args.push(Value::from(key));
+        script_keys.extend([keys.flow, keys.kready, keys.kbusy, keys.kq, keys.kdue]);
+    }
     let (reply, not_replicated) = match transport
         .write_reply(&scripts::SEND_ONCE, script_keys, args)
         .await?

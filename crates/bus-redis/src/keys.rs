@@ -60,6 +60,15 @@ pub struct QueueKeys {
     /// The prefix of the keys' waiting lists: key `k` waits in `<kq>:<k>` (see
     /// [`QueueKeys::key_queue`]). Not itself a key.
     pub kq: String,
+    /// Hash: id of a delayed keyed send (ordered queues) → its key; promotion moves it
+    /// into its key's list instead of `ready`.
+    pub kdue: String,
+    /// Sorted set (per-key rate limit): key → when its window frees a start (ms); the
+    /// keys over their rate, out of `kready` until then.
+    pub kwait: String,
+    /// The prefix of the keys' rate windows: key `k`'s starts in `<kstarts>:<k>` (a
+    /// sorted set, expiring by itself). Not itself a key.
+    pub kstarts: String,
 }
 
 impl QueueKeys {
@@ -107,6 +116,9 @@ impl QueueKeys {
             kbusy: key("kbusy"),
             kof: key("kof"),
             kq: key("kq"),
+            kdue: key("kdue"),
+            kwait: key("kwait"),
+            kstarts: key("kstarts"),
         }
     }
 
@@ -172,7 +184,7 @@ impl QueueKeys {
     /// Every key, for management and cleanup.
     /// (Not the lists and sets of the leases themselves: [`QueueKeys::lease`] names them,
     /// from the tokens in `leases`; nor the keys' waiting lists, [`QueueKeys::key_queue`].)
-    pub fn all(&self) -> [&str; 18] {
+    pub fn all(&self) -> [&str; 20] {
         [
             &self.ready,
             &self.msgs,
@@ -192,6 +204,8 @@ impl QueueKeys {
             &self.kready,
             &self.kbusy,
             &self.kof,
+            &self.kdue,
+            &self.kwait,
         ]
     }
 
@@ -467,6 +481,9 @@ impl ScriptKeys {
                 &k.kbusy,
                 &k.kof,
                 &k.kq,
+                &k.kdue,
+                &k.kwait,
+                &k.kstarts,
             ]),
             reserve_alone: keys(&[
                 &k.suspects,

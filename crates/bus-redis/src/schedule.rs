@@ -54,7 +54,13 @@ pub(crate) async fn cancel(
     id: &MessageId,
 ) -> bus_core::Result<bool> {
     for keys in queue_keys(transport, queue)? {
-        let script_keys = vec![keys.delayed, keys.msgs, keys.deliveries, keys.errors];
+        let script_keys = vec![
+            keys.delayed,
+            keys.msgs,
+            keys.deliveries,
+            keys.errors,
+            keys.kdue,
+        ];
         let args = vec![Value::from(id.as_str())];
         if written(transport.write(&scripts::CANCEL, script_keys, args).await?)? {
             return Ok(true);

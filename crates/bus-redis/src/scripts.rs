@@ -85,6 +85,8 @@ macro_rules! lua {
 pub(crate) static SEND_AT: LazyLock<LuaScript> = LazyLock::new(|| lua!("send_at", ["common"]));
 pub(crate) static SEND_KEYED: LazyLock<LuaScript> =
     LazyLock::new(|| lua!("send_keyed", ["common"]));
+pub(crate) static SEND_KEYED_AT: LazyLock<LuaScript> =
+    LazyLock::new(|| lua!("send_keyed_at", ["common"]));
 pub(crate) static PUBLISH: LazyLock<LuaScript> = LazyLock::new(|| lua!("publish", ["common"]));
 pub(crate) static SEND_ONCE: LazyLock<LuaScript> = LazyLock::new(|| lua!("send_once", ["common"]));
 pub(crate) static SEND_TICK: LazyLock<LuaScript> = LazyLock::new(|| lua!("send_tick", ["common"]));

@@ -443,8 +443,44 @@ impl Transport for RedisTransport {
         let mut args = Vec::with_capacity(messages.len() + 1);
         args.push(Value::from(key));
         args.extend(messages.into_iter().map(|m| Value::Bytes(m.payload)));
-        let keys = vec![keys.ready, keys.flow, keys.kready, keys.kbusy, keys.kq];
+        let keys = vec![
+            keys.ready,
+            keys.flow,
+            keys.kready,
+            keys.kbusy,
+            keys.kq,
+            keys.delayed,
+            keys.msgs,
+            keys.kdue,
+        ];
         match self.write(&scripts::SEND_KEYED, keys, args).await? {
+            Written::Done(_) => Ok(()),
+            Written::NotReplicated(_, error) => Err(error),
+        }
+    }
+
+    async fn send_keyed_at(
+        &self,
+        queue: &str,
+        key: &str,
+        messages: Vec<Outgoing>,
+        due: SystemTime,
+    ) -> bus_core::Result<()> {
+        // One script (protocol 4): stored and scheduled as a delayed send, and on an
+        // ordered queue recorded in `kdue`, so that promotion puts it in its key's list.
+        if key.is_empty() {
+            return Err(bus_core::Error::Config(format!(
+                "sending to {queue} with an empty key: a key must have at least one character"
+            )));
+        }
+        if messages.is_empty() {
+            return Ok(());
+        }
+        let keys = self.keys_for_send(queue, Some(key)).await?;
+        let mut args = vec![Value::from(epoch_ms(due)), Value::from(key)];
+        args.extend(message_args(&messages));
+        let keys = vec![keys.delayed, keys.msgs, keys.ready, keys.flow, keys.kdue];
+        match self.write(&scripts::SEND_KEYED_AT, keys, args).await? {
             Written::Done(_) => Ok(()),
             Written::NotReplicated(_, error) => Err(error),
         }

@@ -1,14 +1,15 @@
 //! Administration of a partitioned queue on a real redis-server: listed once, counts
 //! summed with a per-shard breakdown, and peek, scheduled, dead letters, requeue, delete,
 //! send and purge over every shard; per-key ordering's backlog counted, purged, and freed
-//! by deleting the dead letter that blocks it.
+//! by deleting, moving or editing the dead letter that blocks it.
 
 mod common;
 
 use bus_core::flow::PerKey;
-use bus_core::transport::{ConsumerOptions, DeadLetterReason, Source};
+use bus_core::transport::{Consumer, ConsumerOptions, DeadLetterReason, Source};
 use bus_core::{Bus, BusConfig, Envelope, Format, Transport};
-use bus_redis::admin::{Admin, Selection};
+use bus_redis::admin::{Admin, Edited, Selection};
+use bus_redis::keys::QueueKeys;
 use bus_redis::{RedisConfig, RedisTransport};
 use bus_test_redis::TestRedis;
 use common::Work;
@@ -258,11 +259,10 @@ async fn messages_waiting_for_their_key_are_counted_and_purged() {
     consumer.close().await.unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn deleting_the_dead_letter_that_blocks_its_key_frees_the_key() {
-    let redis = TestRedis::start().unwrap();
-    let blocking = PerKey::fifo().dead_letter_blocks(true);
-    let (transport, bus, admin, work) = ordered(&redis, blocking).await;
+/// Sends three messages of key "k" to the ordered, blocking queue `work` of `transport`,
+/// and dead-letters the first: the key is then blocked (checked). Returns the consumer.
+async fn block_key(transport: &RedisTransport, bus: &Bus) -> Box<dyn Consumer> {
+    let work = Source::queue("work").unwrap();
     let batch: Vec<Work> = (0..3).map(|n| Work { n }).collect();
     bus.send_batch_keyed(&batch, "k").await.unwrap();
     let consumer = transport
@@ -291,27 +291,130 @@ async fn deleting_the_dead_letter_that_blocks_its_key_frees_the_key() {
         cancel.cancel();
     });
     assert!(consumer.receive(5, &stop).await.unwrap().is_empty());
-    let stats = admin.stats(&work).await.unwrap();
+    let stats = Admin::new(transport.clone()).stats(&work).await.unwrap();
     assert_eq!((stats.keyed, stats.dead_letters), (2, 1), "{stats:?}");
+    consumer
+}
 
+/// The blocked key moves on: its next message starts (one at a time), and exactly one slot
+/// is taken (`kbusy`, the hash of the key's shard, counts that message alone). Returns it.
+async fn key_moves_on(
+    transport: &RedisTransport,
+    consumer: &dyn Consumer,
+    kbusy: &str,
+) -> bus_core::transport::Delivery {
+    let mut next = tokio::time::timeout(
+        Duration::from_secs(10),
+        consumer.receive(5, &CancellationToken::new()),
+    )
+    .await
+    .expect("the key moves on")
+    .unwrap();
+    assert_eq!(next.len(), 1, "still one at a time");
+    let busy: Option<i64> = transport.client().hget(kbusy, "k").await.unwrap();
+    assert_eq!(busy, Some(1));
+    next.remove(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_the_dead_letter_that_blocks_its_key_frees_the_key() {
+    let redis = TestRedis::start().unwrap();
+    let blocking = PerKey::fifo().dead_letter_blocks(true);
+    let (transport, bus, admin, work) = ordered(&redis, blocking).await;
+    let consumer = block_key(&transport, &bus).await;
     let dead = admin.dead_letters(&work, 10).await.unwrap();
     assert!(admin
         .delete_dead_letter(&work, &dead[0].storage_id)
         .await
         .unwrap());
-    let next = tokio::time::timeout(
-        Duration::from_secs(10),
-        consumer.receive(5, &CancellationToken::new()),
-    )
-    .await
-    .expect("the key moves on once its dead letter is deleted")
-    .unwrap();
-    assert_eq!(next.len(), 1, "still one at a time");
+    let shard = &transport.shard_keys(&work)[usize::from(bus_redis::shard_of_key(b"k", 3))];
+    key_moves_on(&transport, consumer.as_ref(), &shard.kbusy).await;
     let stats = admin.stats(&work).await.unwrap();
     assert_eq!((stats.keyed, stats.in_flight), (1, 1), "{stats:?}");
-    // Exactly one slot is taken: the key's busy count is the new message's alone.
+    consumer.close().await.unwrap();
+}
+
+/// `bus requeue --to`: a blocking dead letter moved to another queue leaves its key, both
+/// when the target is in another slot (copy, then delete) and in the same slot
+/// (`admin_move.lua`: a subscription of the topic named like the queue), and arrives there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requeuing_a_blocking_dead_letter_to_another_queue_frees_its_key() {
+    let redis = TestRedis::start().unwrap();
+    let blocking = PerKey::fifo().dead_letter_blocks(true);
+    // Partitioned: every move leaves the shard's slot.
+    let (transport, bus, admin, work) = ordered(&redis, blocking).await;
+    let consumer = block_key(&transport, &bus).await;
+    let elsewhere = Source::queue("elsewhere").unwrap();
+    let moved = admin
+        .requeue(&work, &Selection::All, Some(&elsewhere))
+        .await
+        .unwrap();
+    assert_eq!(moved.requeued.len(), 1, "{moved:?}");
     let shard = &transport.shard_keys(&work)[usize::from(bus_redis::shard_of_key(b"k", 3))];
-    let busy: Option<i64> = transport.client().hget(&shard.kbusy, "k").await.unwrap();
-    assert_eq!(busy, Some(1));
+    key_moves_on(&transport, consumer.as_ref(), &shard.kbusy).await;
+    assert_eq!(admin.stats(&elsewhere).await.unwrap().ready, 1);
+    consumer.close().await.unwrap();
+
+    // Not partitioned, to a queue of the same hash tag: one script.
+    let config = RedisConfig::from_url(&redis.url())
+        .unwrap()
+        .prefix(format!("{}-solo", redis.namespace()));
+    let transport = RedisTransport::connect(&config).await.unwrap();
+    let bus = Bus::new(transport.clone(), BusConfig::default());
+    let admin = Admin::new(transport.clone());
+    admin.order_per_key(&work, Some(blocking)).await.unwrap();
+    let consumer = block_key(&transport, &bus).await;
+    let audit = Source::subscription("work", "audit").unwrap();
+    let moved = admin
+        .requeue(&work, &Selection::All, Some(&audit))
+        .await
+        .unwrap();
+    assert_eq!(moved.requeued.len(), 1, "{moved:?}");
+    let keys = QueueKeys::new(config.key_prefix(), &work);
+    key_moves_on(&transport, consumer.as_ref(), &keys.kbusy).await;
+    assert_eq!(admin.stats(&audit).await.unwrap().ready, 1);
+    consumer.close().await.unwrap();
+}
+
+/// A blocking dead letter edited and requeued runs next for its key, holding its slot:
+/// the key's later messages wait for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edited_blocking_dead_letter_runs_next_for_its_key() {
+    let redis = TestRedis::start().unwrap();
+    let blocking = PerKey::fifo().dead_letter_blocks(true);
+    let (transport, bus, admin, work) = ordered(&redis, blocking).await;
+    let consumer = block_key(&transport, &bus).await;
+    let dead = admin.dead_letters(&work, 10).await.unwrap();
+    let edited = admin
+        .edit_and_requeue(
+            &work,
+            &dead[0].storage_id,
+            Default::default(),
+            r#"{"n":77}"#,
+            "test",
+        )
+        .await
+        .unwrap();
+    assert!(matches!(edited, Edited::Requeued { .. }), "{edited:?}");
+    let shard = &transport.shard_keys(&work)[usize::from(bus_redis::shard_of_key(b"k", 3))];
+    let next = key_moves_on(&transport, consumer.as_ref(), &shard.kbusy).await;
+    let payload = String::from_utf8_lossy(&next.payload);
+    assert!(
+        payload.contains(r#""n":77"#),
+        "not the edited one first: {payload}"
+    );
+    let stats = admin.stats(&work).await.unwrap();
+    assert_eq!((stats.keyed, stats.in_flight), (2, 1), "{stats:?}");
+    // Acked, it gives its slot back: the key's next message starts.
+    consumer
+        .ack(std::slice::from_ref(&next.receipt))
+        .await
+        .unwrap();
+    let after = key_moves_on(&transport, consumer.as_ref(), &shard.kbusy).await;
+    let payload = String::from_utf8_lossy(&after.payload);
+    assert!(
+        payload.contains(r#""n":1"#),
+        "not the key's next: {payload}"
+    );
     consumer.close().await.unwrap();
 }

@@ -444,6 +444,56 @@ async fn an_idle_consumer_costs_redis_a_few_commands_a_second() {
     assert!(sent <= 4.0, "an idle consumer sent {sent:.1} commands/s");
 }
 
+/// A consumer whose only key is over its per-key rate waits for the window without
+/// polling: reserve's wait hint says when the key's turn comes back, so the next message
+/// starts on time after a handful of calls.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_over_its_rate_is_waited_for_not_polled() {
+    const PER: Duration = Duration::from_millis(1500);
+    let redis = TestRedis::start().unwrap();
+    let transport = transport(&redis).await;
+    let source = Source::queue("work").unwrap();
+    let rate = bus_core::flow::RateLimit::new(1, PER).unwrap();
+    let order = bus_core::flow::PerKey::fifo().rate(Some(rate));
+    bus_redis::admin::Admin::new(transport.clone())
+        .order_per_key(&source, Some(order))
+        .await
+        .unwrap();
+    let bus = bus_core::Bus::new(transport.clone(), Default::default());
+    bus.send_batch_keyed(&[Work { n: 1 }, Work { n: 2 }], "k")
+        .await
+        .unwrap();
+    let consumer = transport
+        .consumer(&source, ConsumerOptions::new(Duration::from_secs(30), 5))
+        .await
+        .unwrap();
+    let stop = tokio_util::sync::CancellationToken::new();
+    let started = std::time::Instant::now();
+    let first = consumer.receive(5, &stop).await.unwrap();
+    assert_eq!(first.len(), 1);
+    consumer.ack(&[first[0].receipt.clone()]).await.unwrap();
+    let before = command_calls(&redis);
+    let mut second = Vec::new();
+    while second.is_empty() && started.elapsed() < 3 * PER {
+        second = consumer.receive(5, &stop).await.unwrap();
+    }
+    let waited = started.elapsed();
+    let after = command_calls(&redis);
+    consumer.close().await.unwrap();
+    assert_eq!(second.len(), 1, "the key's second message never started");
+    // (Redis keeps times in whole ms; the handler's clock started a little before.)
+    assert!(
+        waited + Duration::from_millis(5) >= PER,
+        "started after {waited:?}"
+    );
+    assert!(
+        waited <= PER + Duration::from_millis(300),
+        "started {waited:?} after the first: late"
+    );
+    let calls = after["evalsha"] - before.get("evalsha").copied().unwrap_or(0);
+    assert!(calls <= 6, "{calls} script calls while the key waited");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_storage_id_twice_in_one_reserve_is_delivered_once() {
     let redis = TestRedis::start().unwrap();

@@ -190,3 +190,34 @@ async fn a_dead_letter_unblocks_its_key_unless_set_to_block() {
     )
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delayed_keyed_send_joins_its_key_at_its_due_time() {
+    let redis = TestRedis::start().unwrap();
+    let transport = common::transport(&redis).await;
+    conformance::a_delayed_keyed_send_joins_its_key_at_its_due_time(
+        Arc::new(transport.clone()),
+        &Admin::new(transport),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keyed_send_with_a_dedup_key_keeps_its_keys_order() {
+    let redis = TestRedis::start().unwrap();
+    let transport = common::transport(&redis).await;
+    conformance::a_keyed_send_with_a_dedup_key_keeps_its_keys_order(
+        Arc::new(transport.clone()),
+        &Admin::new(transport.clone()),
+        &Redis(transport),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_per_key_rate_limit_holds() {
+    let redis = TestRedis::start().unwrap();
+    let transport = common::transport(&redis).await;
+    conformance::a_per_key_rate_limit_holds(Arc::new(transport.clone()), &Admin::new(transport))
+        .await;
+}

@@ -25,6 +25,7 @@ const SCRIPTS: &[(&str, &str)] = &[
     ("absolve", include_str!("../lua/absolve.lua")),
     ("send_at", include_str!("../lua/send_at.lua")),
     ("send_keyed", include_str!("../lua/send_keyed.lua")),
+    ("send_keyed_at", include_str!("../lua/send_keyed_at.lua")),
     ("send_once", include_str!("../lua/send_once.lua")),
     ("send_tick", include_str!("../lua/send_tick.lua")),
     ("cancel", include_str!("../lua/cancel.lua")),
@@ -76,7 +77,10 @@ fn text(name: &str) -> String {
     let body = SCRIPTS.iter().find(|(n, _)| *n == name).unwrap().1;
     if name.starts_with("admin_") {
         format!("{COMMON}{ADMIN_COMMON}{body}")
-    } else if matches!(name, "send_at" | "send_keyed" | "publish" | "reply") {
+    } else if matches!(
+        name,
+        "send_at" | "send_keyed" | "send_keyed_at" | "publish" | "reply"
+    ) {
         format!("{COMMON}{body}")
     } else if matches!(name, "reserve" | "reserve_alone") {
         format!("#!lua flags=allow-oom\n{COMMON}{FLOW}{body}")
@@ -131,6 +135,9 @@ impl Queue {
                 &k.kbusy,
                 &k.kof,
                 &k.kq,
+                &k.kdue,
+                &k.kwait,
+                &k.kstarts,
             ],
             "reserve_alone" => vec![
                 &k.suspects,
@@ -214,10 +221,13 @@ impl Queue {
             ],
             "absolve" => vec![&k.suspects, &k.ready],
             "send_at" => vec![&k.delayed, &k.msgs, &k.ready],
-            "send_keyed" => vec![&k.ready, &k.flow, &k.kready, &k.kbusy, &k.kq],
+            "send_keyed" => vec![
+                &k.ready, &k.flow, &k.kready, &k.kbusy, &k.kq, &k.delayed, &k.msgs, &k.kdue,
+            ],
+            "send_keyed_at" => vec![&k.delayed, &k.msgs, &k.ready, &k.flow, &k.kdue],
             "send_once" => vec![&dedup, &k.ready, &k.delayed, &k.msgs],
             "send_tick" => vec![&schedule, &k.ready],
-            "cancel" => vec![&k.delayed, &k.msgs, &k.deliveries, &k.errors],
+            "cancel" => vec![&k.delayed, &k.msgs, &k.deliveries, &k.errors, &k.kdue],
             "reschedule" => vec![&k.delayed, &k.ready],
             "read_scheduled" => vec![&k.delayed, &k.msgs],
             "publish" => vec![&self.subs, &k.ready],
@@ -248,6 +258,11 @@ impl Queue {
                 &k.errors,
                 &k.deliveries,
                 &k.ready,
+                &k.kof,
+                &k.kbusy,
+                &k.kready,
+                &k.kq,
+                &k.ready,
             ],
             "admin_purge" => vec![
                 &k.ready,
@@ -262,9 +277,11 @@ impl Queue {
                 &k.kready,
                 &k.kbusy,
                 &k.kq,
+                &k.kdue,
+                &k.kwait,
             ],
             "admin_requeue" => vec![&k.dead, &k.msgs, &k.dead_info, &k.deliveries, &k.ready],
-            "admin_key_backlogs" => vec![&k.kready, &k.kbusy, &k.kq],
+            "admin_key_backlogs" => vec![&k.kready, &k.kbusy, &k.kq, &k.kwait],
             "admin_stats" => vec![
                 &k.ready,
                 &k.inflight,
@@ -491,6 +508,7 @@ fn good_argv(script: &str, token: &str, id: &str, dead: &str) -> Vec<String> {
         "absolve" => vec![token, "0", id, "1"],
         "send_at" => vec!["0", "now", "{}"],
         "send_keyed" => vec!["k", "{}"],
+        "send_keyed_at" => vec!["0", "k", "keyed-later", "{}"],
         "send_once" => vec!["60000", "", "once", "{}"],
         "send_tick" => vec!["60000", "", "{}"],
         "cancel" | "read_scheduled" => vec!["later"],
@@ -539,6 +557,12 @@ fn bad_argvs(script: &str, token: &str, id: &str) -> Vec<Vec<String>> {
         "absolve" => vec![vec![token]],
         "send_at" => vec![vec!["0", "now"], vec!["soon", "now", "{}"], vec![]],
         "send_keyed" => vec![vec!["k"], vec!["", "{}"], vec![]],
+        "send_keyed_at" => vec![
+            vec!["0", "k", "keyed-later"],
+            vec!["soon", "k", "keyed-later", "{}"],
+            vec!["0", "", "keyed-later", "{}"],
+            vec!["0"],
+        ],
         "cancel" => vec![vec![], vec!["later", "again"]],
         "reschedule" => vec![vec!["later"], vec!["later", "soon"]],
         "read_scheduled" => vec![vec![]],
@@ -909,4 +933,145 @@ fn a_singleton_lease_is_taken_kept_and_given_up_only_by_its_holder() {
         Resp::Integer(1)
     );
     assert_eq!(q.cmd(&["GET", &key]), Resp::Bulk(Some(b"b".to_vec())));
+}
+
+/// A delayed keyed send on an ordered queue, as a foreign client makes it: recorded in
+/// `kdue`; once due, promotion puts it in its key's list behind the key's earlier
+/// messages (not on `ready`), and cancel or purge forget its key with it.
+#[test]
+fn a_delayed_keyed_send_joins_its_keys_list_when_promoted() {
+    let redis = TestRedis::start().unwrap();
+    let mut q = Queue::new(&redis, "keyed-later");
+    let (flow, kdue, list) = (q.k.flow.clone(), q.k.kdue.clone(), q.k.key_queue("k"));
+    q.cmd(&["HSET", &flow, "per_key", "1"]);
+    let (first, later) = (envelope(1), envelope(2));
+    assert_eq!(q.call("send_keyed", &["k", &first]), Resp::Integer(1));
+    assert_eq!(
+        q.call("send_keyed_at", &["0", "k", "due-now", &later]),
+        Resp::Integer(1)
+    );
+    assert_eq!(q.cmd(&["HGET", &kdue, "due-now"]).as_str(), Some("k"));
+    // The first holds the key; the delayed one, promoted, waits behind it in the list.
+    let (token, stored) = q.reserve(10, 60_000);
+    assert_eq!(
+        (token, stored.len()),
+        (None, 1),
+        "one keyed message at a time"
+    );
+    assert_eq!(
+        q.cmd(&["LRANGE", &list, "0", "-1"])
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    assert_eq!(
+        q.cmd(&["LINDEX", &list, "0"]).as_bytes(),
+        Some(later.as_bytes())
+    );
+    assert_eq!(q.cmd(&["HLEN", &kdue]), Resp::Integer(0));
+    assert_eq!(q.cmd(&["HGET", &flow, "keyed"]).as_str(), Some("1"));
+    // Acked, the key moves on to the promoted message.
+    let (id, count) = stored[0].clone();
+    assert_eq!(q.call("ack", &["1", &id, &count]), Resp::Integer(1));
+    let (_, stored) = q.reserve(10, 60_000);
+    assert_eq!(stored.len(), 1);
+    // Cancelled and purged delayed keyed sends leave no field in `kdue`.
+    let far = (u64::MAX / 4).to_string();
+    q.call("send_keyed_at", &[&far, "k", "cancelled", &envelope(3)]);
+    q.call("send_keyed_at", &[&far, "k", "purged", &envelope(4)]);
+    assert_eq!(q.cmd(&["HLEN", &kdue]), Resp::Integer(2));
+    assert_eq!(q.call("cancel", &["cancelled"]), Resp::Integer(1));
+    q.call("admin_purge", &["0", "10", "-1"]);
+    assert_eq!(q.cmd(&["HLEN", &kdue]), Resp::Integer(0));
+    // On a queue not ordered it is a plain delayed send: promoted onto `ready`.
+    q.cmd(&["HSET", &flow, "per_key", "0"]);
+    q.call("send_keyed_at", &["0", "k", "plain", &envelope(5)]);
+    assert_eq!(q.cmd(&["HLEN", &kdue]), Resp::Integer(0));
+}
+
+/// `send_once` in its keyed form (9 KEYS, the key as ARGV[5]) on an ordered queue puts the
+/// message in its key's list; each form refuses the other's ARGV before any write.
+#[test]
+fn a_keyed_send_once_joins_its_keys_list_and_each_form_has_its_shape() {
+    let redis = TestRedis::start().unwrap();
+    let mut q = Queue::new(&redis, "once-keyed");
+    let k = q.k.clone();
+    q.cmd(&["HSET", &k.flow, "per_key", "1"]);
+    let dedup = k.dedup("d");
+    let keyed: Vec<String> = [
+        &dedup, &k.ready, &k.delayed, &k.msgs, &k.flow, &k.kready, &k.kbusy, &k.kq, &k.kdue,
+    ]
+    .into_iter()
+    .cloned()
+    .collect();
+    let body = envelope(1);
+    let before = q.snapshot();
+    for (keys, argv) in [
+        (&keyed, vec!["60000", "", "m1", body.as_str()]),
+        (&keyed, vec!["60000", "", "m1", body.as_str(), ""]),
+        (
+            &keyed[..4].to_vec(),
+            vec!["60000", "", "m1", body.as_str(), "k"],
+        ),
+        (
+            &keyed[..8].to_vec(),
+            vec!["60000", "", "m1", body.as_str(), "k"],
+        ),
+    ] {
+        let reply = q.eval("send_once", keys, &argv);
+        assert!(
+            matches!(&reply, Resp::Error(e) if e.contains("send_once expects")),
+            "{} KEYS, {argv:?}: {reply:?}",
+            keys.len()
+        );
+        assert_eq!(q.snapshot(), before, "a refused call wrote");
+    }
+    let argv = ["60000", "", "m1", body.as_str(), "k"];
+    assert_eq!(q.eval("send_once", &keyed, &argv), Resp::Integer(1));
+    assert_eq!(q.eval("send_once", &keyed, &argv).as_str(), Some("m1"));
+    assert_eq!(q.cmd(&["LLEN", &k.key_queue("k")]), Resp::Integer(1));
+    assert_eq!(q.cmd(&["HGET", &k.flow, "keyed"]).as_str(), Some("1"));
+    assert!(q.cmd(&["ZSCORE", &k.kready, "k"]).as_str().is_some());
+}
+
+/// The per-key rate as a foreign consumer meets it through `reserve`: the key's second
+/// start within its window is refused, the key is parked in `kwait` (listed among the
+/// backlogs) and the wait hint says when its window frees a start.
+#[test]
+fn a_key_over_its_rate_is_parked_with_a_wait_hint() {
+    let redis = TestRedis::start().unwrap();
+    let mut q = Queue::new(&redis, "key-rate");
+    let k = q.k.clone();
+    q.cmd(&[
+        "HSET",
+        &k.flow,
+        "per_key",
+        "1",
+        "key_rate",
+        "1",
+        "key_per_ms",
+        "60000",
+    ]);
+    q.call("send_keyed", &["k", &envelope(1), &envelope(2)]);
+    let (_, stored) = q.reserve(10, 60_000);
+    assert_eq!(stored.len(), 1);
+    let (id, count) = stored[0].clone();
+    assert_eq!(q.call("ack", &["1", &id, &count]), Resp::Integer(1));
+    let reply = q.call("reserve", &["10", "60000"]);
+    let items = reply.as_array().unwrap();
+    assert_eq!(items.len(), 4, "nothing taken: {reply:?}");
+    let wait = items[0].as_int().unwrap();
+    assert!((59_000..=60_000).contains(&wait), "wait hint {wait}");
+    assert!(q.cmd(&["ZSCORE", &k.kwait, "k"]).as_str().is_some());
+    assert_eq!(q.cmd(&["ZCARD", &k.kready]), Resp::Integer(0));
+    let backlogs = q.call("admin_key_backlogs", &["1000", "20"]);
+    let rows = backlogs.as_array().unwrap();
+    assert_eq!(rows[1].as_str(), Some("k"), "{backlogs:?}");
+    assert_eq!(rows[2], Resp::Integer(1), "one waiting");
+    // The rate removed, the next reserve returns the key to its turn.
+    q.cmd(&["HDEL", &k.flow, "key_rate", "key_per_ms"]);
+    let (_, stored) = q.reserve(10, 60_000);
+    assert_eq!(stored.len(), 1);
+    assert_eq!(q.cmd(&["ZCARD", &k.kwait]), Resp::Integer(0));
 }

@@ -7,8 +7,8 @@
 //! pushing every run to `attempts_key`), `CHAOS_LOCK_MS`, `CHAOS_LIMIT` (dead-letter delivery
 //! limit); optional `CHAOS_GRACE_MS` (shutdown grace), `CHAOS_CONCURRENCY` and
 //! `CHAOS_PREFETCH` (32 and 64 by default), `CHAOS_WORK_MS` (how long each
-//! handler awaits before it records), `CHAOS_TIMELINE=1` (also push each run's start
-//! and end to `timeline_key`), `CHAOS_BREAKER=1` (a circuit breaker with its default
+//! handler awaits before it records), `CHAOS_TIMELINE=1` (also push each run's job,
+//! start, end and delivery count to `timeline_key`), `CHAOS_BREAKER=1` (a circuit breaker with its default
 //! settings). The Redis connection keeps the default
 //! `RedisConfig`. Runs until killed, SIGINT or SIGTERM.
 
@@ -42,7 +42,7 @@ fn now_ms() -> u128 {
 
 #[async_trait]
 impl CommandProcessor<Job> for Handler {
-    async fn process(&self, job: Job, _: &Context) -> Result<(), ProcessError> {
+    async fn process(&self, job: Job, context: &Context) -> Result<(), ProcessError> {
         let start = now_ms();
         let _: i64 = self.client.incr(runs_key(&self.prefix)).await?;
         if self.mode == "hold" {
@@ -78,7 +78,8 @@ impl CommandProcessor<Job> for Handler {
             }
         }
         if self.timeline {
-            let run = format!("{} {start} {}", job.n, now_ms());
+            let delivery = context.delivery_count();
+            let run = format!("{} {start} {} {delivery}", job.n, now_ms());
             let _: i64 = self.client.rpush(timeline_key(&self.prefix), run).await?;
         }
         let _: i64 = self.client.sadd(processed_key(&self.prefix), job.n).await?;

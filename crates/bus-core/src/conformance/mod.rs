@@ -88,8 +88,10 @@ pub use flow::{
 };
 mod ordering;
 pub use ordering::{
-    a_dead_letter_unblocks_its_key_unless_set_to_block, a_per_key_limit_holds_and_is_reached,
-    keyed_messages_run_in_order_per_key, keys_take_turns,
+    a_dead_letter_unblocks_its_key_unless_set_to_block,
+    a_delayed_keyed_send_joins_its_key_at_its_due_time,
+    a_keyed_send_with_a_dedup_key_keeps_its_keys_order, a_per_key_limit_holds_and_is_reached,
+    a_per_key_rate_limit_holds, keyed_messages_run_in_order_per_key, keys_take_turns,
 };
 mod lifecycle;
 pub use lifecycle::{

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -13,8 +13,8 @@ use super::{start_command, wait_until, Probe};
 use crate::flow::{FlowControl, PerKey};
 use crate::transport::Source;
 use crate::{
-    Backoff, CommandProcessor, Context, Message, MessageKind, ProcessError, ProcessingSettings,
-    Transport,
+    Backoff, Bus, BusConfig, CommandProcessor, Context, Message, MessageKind, ProcessError,
+    ProcessingSettings, SendOptions, Transport,
 };
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -335,4 +335,213 @@ pub async fn a_dead_letter_unblocks_its_key_unless_set_to_block(
         Some(1),
         "the message behind the blocking dead letter waits for its key"
     );
+}
+
+/// A delayed keyed send waits for its due time, then joins its key's order there: behind
+/// the key's messages sent before it fell due, ahead of those sent after, even when no
+/// consumer ran in between (sent before any host starts). A failing message's delayed
+/// retry keeps its key's slot meanwhile. With a consumer running, a delayed keyed
+/// message starts at its due time, not before, after an earlier-sent one of its key.
+pub async fn a_delayed_keyed_send_joins_its_key_at_its_due_time(
+    transport: Arc<dyn Transport>,
+    flow: &dyn FlowControl,
+) {
+    let source = source();
+    flow.order_per_key(&source, Some(PerKey::fifo()))
+        .await
+        .expect("ordered");
+    let bus = Bus::new(Arc::clone(&transport), BusConfig::default());
+    let keyed = |at: SystemTime| SendOptions::new().key("k").at(at);
+    // #0 fails once (a delayed retry of 50 ms); #2 is due in 300 ms; #1 is sent before
+    // #2 is due, #3 after: the key's order is 0, 1, 2, 3.
+    bus.send_keyed(&ordered("k", 0, 1), "k")
+        .await
+        .expect("sent");
+    let due = SystemTime::now() + Duration::from_millis(300);
+    bus.send_with(&ordered("k", 2, 0), &keyed(due))
+        .await
+        .expect("sent");
+    bus.send_keyed(&ordered("k", 1, 0), "k")
+        .await
+        .expect("sent");
+    let fell_due = wait_until(Duration::from_secs(5), || {
+        SystemTime::now() > due + Duration::from_millis(20)
+    })
+    .await;
+    assert!(fell_due, "the clock did not pass the due time");
+    bus.send_keyed(&ordered("k", 3, 0), "k")
+        .await
+        .expect("sent");
+    let log = Log::new(Duration::from_millis(5), 4);
+    let running = start_command::<Ordered, _>(transport, Arc::clone(&log)).await;
+    assert!(
+        wait_until(Duration::from_secs(10), || log.succeeded() == 4).await,
+        "only {} of 4 ran",
+        log.succeeded()
+    );
+    // A consumer runs: "late" #0 is due in 300 ms, #1 sent now goes first.
+    let delay = Duration::from_millis(300);
+    let (due, due_at) = (Instant::now() + delay, SystemTime::now() + delay);
+    running
+        .bus()
+        .send_with(
+            &ordered("late", 1, 0),
+            &SendOptions::new().key("late").at(due_at),
+        )
+        .await
+        .expect("sent");
+    running
+        .bus()
+        .send_keyed(&ordered("late", 0, 0), "late")
+        .await
+        .expect("sent");
+    let all = wait_until(Duration::from_secs(10), || log.succeeded() == 6).await;
+    running.shutdown().await.expect("shutdown");
+    assert!(all, "only {} of 6 ran", log.succeeded());
+    let keys = log.by_key();
+    let order: Vec<(u32, bool)> = keys["k"].iter().map(|r| (r.seq, r.ok)).collect();
+    assert_eq!(
+        order,
+        [(0, false), (0, true), (1, true), (2, true), (3, true)],
+        "k: (seq, ok) by start"
+    );
+    for runs in keys.values() {
+        for pair in runs.windows(2) {
+            assert!(pair[1].start >= pair[0].end, "{pair:?}: overlapped");
+        }
+    }
+    let late: Vec<u32> = keys["late"].iter().map(|r| r.seq).collect();
+    assert_eq!(late, [0, 1], "late: seq by start");
+    // (Redis keeps due times in whole ms: a few ms early is the rounding.)
+    let started = keys["late"][1].start;
+    assert!(
+        started + Duration::from_millis(5) >= due,
+        "the delayed keyed message started {:?} before its due time",
+        due - started
+    );
+    assert!(
+        started <= due + super::LATENESS,
+        "the delayed keyed message started {:?} after its due time",
+        started - due
+    );
+}
+
+/// A keyed send with a deduplication key is ordered like any keyed send: it waits in its
+/// key's list (counted as keyed, not ready), runs in its place, and its duplicate is not
+/// stored; sent with a due time as well, it joins its key's order at its due time.
+pub async fn a_keyed_send_with_a_dedup_key_keeps_its_keys_order(
+    transport: Arc<dyn Transport>,
+    flow: &dyn FlowControl,
+    probe: &dyn Probe,
+) {
+    let source = source();
+    flow.order_per_key(&source, Some(PerKey::fifo()))
+        .await
+        .expect("ordered");
+    let bus = Bus::new(Arc::clone(&transport), BusConfig::default());
+    let once = |dedup: &str| SendOptions::new().key("k").dedup_key(dedup);
+    // #0 fails once (its retry holds the key); #1 and #3 are deduplicated, #3 delayed
+    // until after #2 was sent; #4 is sent after #3 fell due.
+    bus.send_keyed(&ordered("k", 0, 1), "k")
+        .await
+        .expect("sent");
+    let first = bus
+        .send_with(&ordered("k", 1, 0), &once("d1"))
+        .await
+        .expect("sent");
+    let again = bus
+        .send_with(&ordered("k", 99, 0), &once("d1"))
+        .await
+        .expect("sent");
+    assert!(!first.duplicate && again.duplicate, "{first:?} {again:?}");
+    assert_eq!(again.id, first.id);
+    bus.send_keyed(&ordered("k", 2, 0), "k")
+        .await
+        .expect("sent");
+    let due = SystemTime::now() + Duration::from_millis(200);
+    bus.send_with(&ordered("k", 3, 0), &once("d3").at(due))
+        .await
+        .expect("sent");
+    assert_eq!(probe.counts(&source).await[0], 0, "nothing went onto ready");
+    if let Some(keyed) = probe.keyed(&source).await {
+        assert_eq!(keyed, 3, "#0, #1 and #2 wait in the key's list");
+    }
+    let fell_due = wait_until(Duration::from_secs(5), || {
+        SystemTime::now() > due + Duration::from_millis(20)
+    })
+    .await;
+    assert!(fell_due, "the clock did not pass the due time");
+    bus.send_keyed(&ordered("k", 4, 0), "k")
+        .await
+        .expect("sent");
+    let log = Log::new(Duration::from_millis(5), 4);
+    let running = start_command::<Ordered, _>(transport, Arc::clone(&log)).await;
+    let all = wait_until(Duration::from_secs(10), || log.succeeded() == 5).await;
+    running.shutdown().await.expect("shutdown");
+    assert!(all, "only {} of 5 ran", log.succeeded());
+    let runs = &log.by_key()["k"];
+    let order: Vec<(u32, bool)> = runs.iter().map(|r| (r.seq, r.ok)).collect();
+    assert_eq!(
+        order,
+        [
+            (0, false),
+            (0, true),
+            (1, true),
+            (2, true),
+            (3, true),
+            (4, true)
+        ],
+        "(seq, ok) by start; the duplicate (#99) never runs"
+    );
+    for pair in runs.windows(2) {
+        assert!(pair[1].start >= pair[0].end, "{pair:?}: overlapped");
+    }
+}
+
+/// A per-key rate limit (3 starts per 400 ms per key, up to 4 of a key at once): no key
+/// ever starts more than 3 messages within 400 ms, from the handlers' records, while the
+/// keys run side by side and unkeyed messages run too.
+pub async fn a_per_key_rate_limit_holds(transport: Arc<dyn Transport>, flow: &dyn FlowControl) {
+    const STARTS: usize = 3;
+    const PER: Duration = Duration::from_millis(400);
+    // Between a reservation and its handler's start.
+    const JITTER: Duration = Duration::from_millis(50);
+    let source = source();
+    let rate = crate::flow::RateLimit::new(STARTS as u32, PER).expect("valid");
+    let order = PerKey::new(4).expect("valid").rate(Some(rate));
+    flow.order_per_key(&source, Some(order))
+        .await
+        .expect("ordered");
+    assert_eq!(flow.flow(&source).await.expect("read").per_key, Some(order));
+    let log = Log::new(Duration::from_millis(10), 8);
+    let running = start_command::<Ordered, _>(transport, Arc::clone(&log)).await;
+    for key in ["a", "b", "c"] {
+        let batch: Vec<Ordered> = (0..9).map(|seq| ordered(key, seq, 0)).collect();
+        running
+            .bus()
+            .send_batch_keyed(&batch, key)
+            .await
+            .expect("sent");
+    }
+    let unkeyed: Vec<Ordered> = (0..5).map(|seq| ordered("", seq, 0)).collect();
+    running.bus().send_batch(&unkeyed).await.expect("sent");
+    let all = wait_until(Duration::from_secs(30), || log.succeeded() == 32).await;
+    running.shutdown().await.expect("shutdown");
+    assert!(all, "only {} of 32 ran", log.succeeded());
+    let keys = log.by_key();
+    for key in ["a", "b", "c"] {
+        let starts: Vec<Instant> = keys[key].iter().map(|r| r.start).collect();
+        for (i, window) in starts.windows(STARTS + 1).enumerate() {
+            let span = window[STARTS] - window[0];
+            assert!(
+                span + JITTER >= PER,
+                "{key}: starts {i} to {} came within {span:?}: more than {STARTS} per {PER:?}",
+                i + STARTS
+            );
+        }
+        let total = starts[starts.len() - 1] - starts[0];
+        assert!(total + JITTER >= 2 * PER, "{key}: 9 starts took {total:?}");
+    }
+    let keyed: Vec<&Run> = ["a", "b", "c"].iter().flat_map(|k| &keys[*k]).collect();
+    assert!(peak(keyed) > 1, "keys never ran side by side");
 }

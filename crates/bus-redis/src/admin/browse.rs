@@ -129,6 +129,7 @@ impl Admin {
             keys.msgs.clone(),
             keys.deliveries.clone(),
             keys.errors.clone(),
+            keys.kdue.clone(),
         ];
         let cancelled = crate::scripts::CANCEL
             .run_int(self.client(), script_keys, vec![Value::from(own)])

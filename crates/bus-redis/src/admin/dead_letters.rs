@@ -171,6 +171,11 @@ impl Admin {
                             from_keys.errors.clone(),
                             from_keys.deliveries.clone(),
                             target_shard.keys.ready.clone(),
+                            from_keys.kof.clone(),
+                            from_keys.kbusy.clone(),
+                            from_keys.kready.clone(),
+                            from_keys.kq.clone(),
+                            from_keys.ready.clone(),
                         ];
                         self.run_taking(
                             &scripts::ADMIN_MOVE,

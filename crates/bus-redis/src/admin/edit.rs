@@ -158,6 +158,11 @@ fn edit_keys(keys: &QueueKeys) -> Vec<String> {
         keys.deliveries.clone(),
         keys.ready.clone(),
         keys.edited(),
+        keys.flow.clone(),
+        keys.kof.clone(),
+        keys.kbusy.clone(),
+        keys.kready.clone(),
+        keys.kq.clone(),
     ]
 }
 

@@ -24,6 +24,10 @@ const PER_MS: &str = "per_ms";
 /// key's slot.
 const PER_KEY: &str = "per_key";
 const ON_DEAD: &str = "on_dead";
+/// Protocol 4, the per-key rate limit: at most `key_rate` starts of one key per
+/// `key_per_ms`.
+const KEY_RATE: &str = "key_rate";
+const KEY_PER_MS: &str = "key_per_ms";
 
 impl Admin {
     /// The flow-control settings of `source` (of its first shard: every operation here
@@ -35,7 +39,16 @@ impl Admin {
                 .client()
                 .hmget(
                     &shard.keys.flow,
-                    vec![PAUSED, CONCURRENCY, RATE, PER_MS, PER_KEY, ON_DEAD],
+                    vec![
+                        PAUSED,
+                        CONCURRENCY,
+                        RATE,
+                        PER_MS,
+                        PER_KEY,
+                        ON_DEAD,
+                        KEY_RATE,
+                        KEY_PER_MS,
+                    ],
                 )
                 .await?;
             let field = |n: usize| {
@@ -47,17 +60,20 @@ impl Admin {
             flow.paused |= field(0) == Some(1);
             if i == 0 {
                 flow.concurrency = field(1).and_then(|n| u32::try_from(n).ok());
-                flow.rate = match (field(2), field(3)) {
-                    (Some(starts), Some(per)) => u32::try_from(starts)
-                        .ok()
-                        .and_then(|starts| RateLimit::new(starts, Duration::from_millis(per)).ok()),
-                    _ => None,
+                let rate = |starts: Option<u64>, per: Option<u64>| {
+                    let starts = u32::try_from(starts?).ok()?;
+                    RateLimit::new(starts, Duration::from_millis(per?)).ok()
                 };
+                flow.rate = rate(field(2), field(3));
                 let blocks = fields.get(5).and_then(|f| f.as_deref()) == Some("block");
                 flow.per_key = field(4)
                     .and_then(|n| u32::try_from(n).ok())
                     .and_then(|n| PerKey::new(n).ok())
-                    .map(|order| order.dead_letter_blocks(blocks));
+                    .map(|order| {
+                        order
+                            .dead_letter_blocks(blocks)
+                            .rate(rate(field(6), field(7)))
+                    });
             }
         }
         Ok(flow)
@@ -115,9 +131,10 @@ impl Admin {
 
     /// Orders the keyed messages of `source` per key, or stops ordering them (`None`:
     /// `per_key` becomes `0`, so that keyed messages still waiting drain without a limit;
-    /// new keyed sends are plain sends). One `HSET` per shard.
+    /// new keyed sends are plain sends). One `HSET` per shard, and an `HDEL` of the
+    /// per-key rate's fields when it has none.
     pub async fn order_per_key(&self, source: &Source, order: Option<PerKey>) -> Result<()> {
-        let fields = match order {
+        let mut fields = match order {
             Some(order) => vec![
                 (PER_KEY, Value::from(i64::from(order.limit()))),
                 (
@@ -131,6 +148,14 @@ impl Admin {
             ],
             None => vec![(PER_KEY, Value::from(0))],
         };
+        match order.and_then(|o| o.rate_limit()) {
+            Some(rate) => {
+                let per = i64::try_from(rate.per().as_millis()).unwrap_or(i64::MAX);
+                fields.push((KEY_RATE, Value::from(i64::from(rate.starts()))));
+                fields.push((KEY_PER_MS, Value::from(per)));
+            }
+            None => self.unset(source, vec![KEY_RATE, KEY_PER_MS]).await?,
+        }
         self.set(source, fields).await
     }
 

@@ -191,6 +191,8 @@ impl Admin {
                         keys.kready.clone(),
                         keys.kbusy.clone(),
                         keys.kq.clone(),
+                        keys.kdue.clone(),
+                        keys.kwait.clone(),
                     ],
                     vec![
                         Value::from(ready_left.min(PURGE_BATCH) as i64),

@@ -62,7 +62,8 @@ def main():
             redis,
             [keys.ready, keys.msgs, keys.deliveries, keys.inflight, keys.delayed, keys.seq,
              keys.dead_info, keys.suspects, keys.leases, keys.leased, keys.flow,
-             keys.flow_starts, keys.kready, keys.kbusy, keys.kof, keys.kq],
+             keys.flow_starts, keys.kready, keys.kbusy, keys.kof, keys.kq, keys.kdue,
+             keys.kwait, keys.kstarts],
             [min(BATCH, count - received), LOCK_MS],
         )
         # [wait_ms, pending, lease token, [envelope, ...], position, storage_id,

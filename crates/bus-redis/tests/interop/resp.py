@@ -87,7 +87,8 @@ class QueueKeys:
 
     SUFFIXES = ("ready", "msgs", "deliveries", "inflight", "delayed",
                 "errors", "dead", "dead-info", "seq", "suspects", "isolated", "leases",
-                "leased", "flow", "flow-starts", "kready", "kbusy", "kof", "kq")
+                "leased", "flow", "flow-starts", "kready", "kbusy", "kof", "kq", "kdue", "kwait",
+                "kstarts")
 
     def __init__(self, prefix, queue):
         base = f"{prefix}:{{{queue}}}"
