@@ -136,3 +136,13 @@ async fn a_dead_letter_unblocks_its_key_unless_set_to_block() {
     )
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_breaker_holds_every_consumer_and_lets_one_probe_through() {
+    let transport = MemoryTransport::new();
+    conformance::a_fleet_breaker_holds_every_consumer_and_lets_one_probe_through(
+        Arc::new(transport.clone()),
+        &transport,
+    )
+    .await;
+}

@@ -97,6 +97,9 @@ pub(crate) static READ_SCHEDULED: LazyLock<LuaScript> =
     LazyLock::new(|| lua!("read_scheduled", ["common"]));
 pub(crate) static RESERVE: LazyLock<LuaScript> =
     LazyLock::new(|| lua!("reserve", ["common", "flow"], flags = "allow-oom"));
+/// Protocol 4: trips a queue's fleet circuit breaker (`flow` hash).
+pub(crate) static BREAKER_TRIP: LazyLock<LuaScript> =
+    LazyLock::new(|| lua!("breaker_trip", ["common"]));
 pub(crate) static RESERVE_ALONE: LazyLock<LuaScript> =
     LazyLock::new(|| lua!("reserve_alone", ["common", "flow"], flags = "allow-oom"));
 pub(crate) static ACK: LazyLock<LuaScript> =

@@ -190,3 +190,14 @@ async fn a_dead_letter_unblocks_its_key_unless_set_to_block() {
     )
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_breaker_holds_every_consumer_and_lets_one_probe_through() {
+    let redis = TestRedis::start().unwrap();
+    let transport = common::transport(&redis).await;
+    conformance::a_fleet_breaker_holds_every_consumer_and_lets_one_probe_through(
+        Arc::new(transport.clone()),
+        &Admin::new(transport),
+    )
+    .await;
+}

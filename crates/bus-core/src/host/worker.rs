@@ -27,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::instrument::WithSubscriber;
 use tracing::Instrument;
 
-use super::breaker::{gate, Breaker, Gate};
+use super::breaker::{gate, Breaker, FleetCall, Gate};
 use super::handle::{delivery_span, Dispatch};
 use super::held::Held;
 use super::metrics::{Op, WorkerMetrics};
@@ -237,6 +237,9 @@ impl Worker {
                     alone = self.consumer.isolation_pending() || alone;
                     // More than asked for is never held (its lock expires).
                     deliveries.truncate(permit.num_permits());
+                    if let Some(breaker) = &self.breaker {
+                        breaker.seen(self.consumer.fleet_breaker(), &deliveries);
+                    }
                     let Some(slots) = permit.split(deliveries.len()) else {
                         continue;
                     };
@@ -262,6 +265,20 @@ impl Worker {
                     }
                 }
             }
+        }
+    }
+
+    /// Stores a fleet breaker's trip or close in the transport. A failure is logged: an
+    /// unstored trip leaves the other hosts running, an unstored close lets the next probe
+    /// through once the probe's slot expires (one lock timeout).
+    async fn fleet_call(&self, call: FleetCall) {
+        let stored = match call {
+            FleetCall::Trip(cool_down) => self.consumer.trip_breaker(cool_down).await,
+            FleetCall::Close => self.consumer.close_breaker().await,
+        };
+        if let Err(e) = stored {
+            tracing::warn!(source = %self.registration.source, ?call, error = %error_chain(&e),
+                "could not store the fleet circuit breaker's change in the transport");
         }
     }
 
@@ -411,7 +428,10 @@ impl Worker {
                         outcome_of(this.dispatch.handle(&delivery, decoded, token.clone()));
                     let outcome = this.metrics.process(handled).await;
                     if let Some(breaker) = &this.breaker {
-                        breaker.record(matches!(outcome, Outcome::Ack));
+                        let succeeded = matches!(outcome, Outcome::Ack);
+                        if let Some(call) = breaker.judge(&delivery.receipt, succeeded) {
+                            this.fleet_call(call).await;
+                        }
                     }
                     this.dispatch.observe_failure(&delivery.payload, &outcome);
                     this.settle(delivery.receipt, outcome, &token, held).await
