@@ -119,7 +119,7 @@ pub fn stats(rows: &[StatsRow]) -> Result<(), Failure> {
                 s.oldest_age_ms
                     .map_or_else(|| "-".to_owned(), |ms| format!("{} ago", age(ms))),
             ),
-            Cell::new(if s.paused { "paused" } else { "-" }),
+            Cell::new(flow_state(&s)),
         ]);
     }
     print(t, "no queues")?;
@@ -464,6 +464,19 @@ pub fn flat(text: &str) -> String {
     text.chars()
         .map(|c| if c.is_control() { ' ' } else { c })
         .collect()
+}
+
+/// The PAUSED column: `paused`, and a fleet circuit breaker's end if one is set.
+fn flow_state(s: &QueueStats) -> String {
+    let breaker = s
+        .breaker_until_ms
+        .map(|until| format!("breaker open until {}", time(until)));
+    match (s.paused, breaker) {
+        (true, Some(breaker)) => format!("paused, {breaker}"),
+        (true, None) => "paused".to_owned(),
+        (false, Some(breaker)) => breaker,
+        (false, None) => "-".to_owned(),
+    }
 }
 
 /// A time in ms since the Unix epoch, as RFC 3339 UTC.

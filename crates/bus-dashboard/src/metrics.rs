@@ -183,7 +183,7 @@ fn labels(snapshot: &QueueSnapshot) -> Labels {
 /// series disappear with it.
 fn render(snapshots: &[QueueSnapshot], scrape_seconds: f64) -> String {
     let mut registry = Registry::default();
-    let counts: [Count; 7] = [
+    let counts: [Count; 8] = [
         (
             "bus_queue_ready_messages",
             "Messages waiting to be processed",
@@ -218,6 +218,11 @@ fn render(snapshots: &[QueueSnapshot], scrape_seconds: f64) -> String {
             "bus_queue_paused",
             "1 while the queue is paused (flow control: consumers take nothing)",
             |s| u64::from(s.paused),
+        ),
+        (
+            "bus_queue_breaker_open",
+            "1 while a fleet-wide circuit breaker holds the queue's consumers back (open, or its probe runs)",
+            |s| u64::from(s.breaker_until_ms.is_some()),
         ),
     ];
     for (name, help, value) in counts {
@@ -350,6 +355,7 @@ mod tests {
             stored: 0,
             at_ms: 0,
             paused: false,
+            breaker_until_ms: None,
         }
     }
 

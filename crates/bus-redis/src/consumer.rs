@@ -30,7 +30,8 @@ const RECOVER_BATCH: i64 = 100;
 /// the recovery of one lease.
 const LEASE_MAX: usize = 1_000;
 const LOCK_EXPIRED: &str = "lock expired: the consumer stopped or lost its connection";
-/// How often a consumer of a paused queue looks whether it was resumed.
+/// How often a consumer of a paused queue looks whether it was resumed (and one held back
+/// by a fleet circuit breaker whether its probe closed it).
 const PAUSED_POLL_MS: u64 = 250;
 /// How often a consumer of a queue at its concurrency limit looks for a free slot (a
 /// limit is a setting of the queue, so no ack of any client can be asked to wake us).
@@ -58,9 +59,13 @@ impl Hold {
             Some(3) => Hold::Flow {
                 wait_ms: FULL_POLL_MS,
             },
-            // The rate limit's window, or a fleet circuit breaker's cool-down (protocol 4).
-            Some(4 | 5) => Hold::Flow {
+            Some(4) => Hold::Flow {
                 wait_ms: wait.clamp(1, IDLE_WAIT_MS).unsigned_abs(),
+            },
+            // A fleet circuit breaker (protocol 4): its cool-down's end, or a probe's
+            // success, which may come at any time.
+            Some(5) => Hold::Flow {
+                wait_ms: wait.clamp(1, PAUSED_POLL_MS as i64).unsigned_abs(),
             },
             _ => Hold::No,
         }
