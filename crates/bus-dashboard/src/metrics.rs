@@ -387,6 +387,14 @@ mod tests {
         assert!(text.contains(
             "bus_queue_oldest_ready_age_seconds{messaging_system=\"bus\",messaging_destination_name=\"orders\"} 1.5"
         ));
+        assert!(text.contains(
+            "bus_queue_breaker_open{messaging_system=\"bus\",messaging_destination_name=\"orders\"} 0"
+        ));
+        let mut tripped = snapshot("orders", None);
+        tripped.breaker_until_ms = Some(1_764_000_000_000);
+        assert!(render(&[tripped], 0.1).contains(
+            "bus_queue_breaker_open{messaging_system=\"bus\",messaging_destination_name=\"orders\"} 1"
+        ));
         assert!(text.contains("bus_queue_metrics_scrape_duration_seconds 0.25"));
         assert!(text.ends_with("# EOF\n"));
     }
