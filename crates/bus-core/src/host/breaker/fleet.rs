@@ -34,6 +34,26 @@ impl Machine {
         self.probing = false;
         self.buckets = [Bucket::default(); BUCKETS];
     }
+
+    /// Follows what a reserve saw while this host holds no probe: open (another host
+    /// tripped it, or another's probe runs), or closed (not before this host's own
+    /// cool-down: a reserve may have raced its own trip).
+    fn follow(&mut self, seen: FleetBreaker, now: Instant) {
+        match seen {
+            FleetBreaker::Open { .. } | FleetBreaker::Probe => {
+                if self.state != BreakerState::Open {
+                    self.state = BreakerState::Open;
+                    self.probing = false;
+                    self.until = now;
+                }
+            }
+            FleetBreaker::Closed => {
+                if self.state != BreakerState::Closed && now >= self.until {
+                    self.close();
+                }
+            }
+        }
+    }
 }
 
 impl Breaker {
@@ -99,20 +119,118 @@ impl Breaker {
         if !self.probes().is_empty() {
             return;
         }
-        match seen {
-            FleetBreaker::Open { .. } | FleetBreaker::Probe => self.with(|m, now| {
-                if m.state != BreakerState::Open {
-                    m.state = BreakerState::Open;
-                    m.probing = false;
-                    m.until = now;
-                }
-            }),
-            // Not before its own cool-down: a reserve may have raced its own trip.
-            FleetBreaker::Closed => self.with(|m, now: Instant| {
-                if m.state != BreakerState::Closed && now >= m.until {
-                    m.close();
-                }
-            }),
+        self.with(|m, now| m.follow(seen, now));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+
+    use super::*;
+    use crate::transport::Source;
+    use crate::CircuitBreaker;
+
+    fn breaker(scope: BreakerScope) -> Breaker {
+        let settings = CircuitBreaker::default()
+            .minimum_calls(4)
+            .cool_down(Duration::from_millis(200))
+            .scope(scope);
+        Breaker::new(Source::queue("fleet-unit").unwrap(), settings)
+    }
+
+    fn receipt(n: u32) -> Receipt {
+        Receipt::stored(Bytes::from(format!("m{n}")), 1)
+    }
+
+    fn delivery(n: u32) -> Delivery {
+        Delivery {
+            receipt: receipt(n),
+            delivery_count: 1,
+            payload: Bytes::new(),
+            decoded: None,
         }
+    }
+
+    #[test]
+    fn the_window_trips_the_fleet_once_and_only_the_probe_is_judged() {
+        let b = breaker(BreakerScope::Fleet);
+        // The transport gates the fleet scope: the host never holds its fetch loop.
+        assert_eq!(b.admit(), super::super::Admit::Go);
+        for n in 0..3 {
+            assert_eq!(b.judge(&receipt(n), false), None);
+        }
+        assert_eq!(
+            b.judge(&receipt(3), false),
+            Some(FleetCall::Trip(Duration::from_millis(200)))
+        );
+        assert_eq!(b.state(), BreakerState::Open);
+        // Runs that started before the trip: ignored, and no second trip.
+        assert_eq!(b.judge(&receipt(4), false), None);
+        // This host took the probe: half-open; another run's outcome decides nothing.
+        b.seen(FleetBreaker::Probe, &[delivery(9)]);
+        assert_eq!(b.state(), BreakerState::HalfOpen);
+        assert_eq!(b.judge(&receipt(5), true), None);
+        assert_eq!(b.state(), BreakerState::HalfOpen);
+        // Its own reserves see the slot the probe holds: still half-open.
+        b.seen(FleetBreaker::Open { until_ms: 0 }, &[]);
+        assert_eq!(b.state(), BreakerState::HalfOpen);
+        // The probe failed: tripped again for every host.
+        assert_eq!(
+            b.judge(&receipt(9), false),
+            Some(FleetCall::Trip(Duration::from_millis(200)))
+        );
+        assert_eq!(b.state(), BreakerState::Open);
+        // The next probe succeeds: closed for every host.
+        b.seen(FleetBreaker::Probe, &[delivery(10)]);
+        assert_eq!(b.judge(&receipt(10), true), Some(FleetCall::Close));
+        assert_eq!(b.state(), BreakerState::Closed);
+    }
+
+    #[test]
+    fn another_hosts_trip_and_close_are_followed() {
+        let b = breaker(BreakerScope::Fleet);
+        b.seen(FleetBreaker::Open { until_ms: 1 }, &[]);
+        assert_eq!(b.state(), BreakerState::Open);
+        // Outcomes while open do not count (nor trip again).
+        for n in 0..10 {
+            assert_eq!(b.judge(&receipt(n), false), None);
+        }
+        b.seen(FleetBreaker::Closed, &[delivery(1)]);
+        assert_eq!(b.state(), BreakerState::Closed);
+        // A fresh window: three failures are below the minimum.
+        for n in 0..3 {
+            assert_eq!(b.judge(&receipt(n), false), None);
+        }
+    }
+
+    #[test]
+    fn after_its_own_trip_a_closed_reserve_is_believed_only_after_the_cool_down() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let settings = CircuitBreaker::default()
+            .minimum_calls(4)
+            .cool_down(ms(200));
+        let mut m = Machine::new(settings, t0);
+        for _ in 0..4 {
+            m.record(false, t0);
+        }
+        assert_eq!(m.state(), BreakerState::Open);
+        // A reserve that raced the trip.
+        m.follow(FleetBreaker::Closed, t0 + ms(199));
+        assert_eq!(m.state(), BreakerState::Open);
+        m.follow(FleetBreaker::Closed, t0 + ms(200));
+        assert_eq!(m.state(), BreakerState::Closed);
+    }
+
+    #[test]
+    fn the_host_scope_ignores_the_transport_and_asks_nothing_of_it() {
+        let b = breaker(BreakerScope::Host);
+        b.seen(FleetBreaker::Open { until_ms: 1 }, &[]);
+        assert_eq!(b.state(), BreakerState::Closed);
+        for n in 0..4 {
+            assert_eq!(b.judge(&receipt(n), false), None);
+        }
+        assert_eq!(b.state(), BreakerState::Open);
     }
 }
