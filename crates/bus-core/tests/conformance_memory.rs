@@ -146,3 +146,13 @@ async fn a_fleet_breaker_holds_every_consumer_and_lets_one_probe_through() {
     )
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_breaker_stops_every_host_until_one_probe_closes_it() {
+    let transport = MemoryTransport::new();
+    conformance::a_fleet_breaker_stops_every_host_until_one_probe_closes_it(
+        Arc::new(transport.clone()),
+        &transport,
+    )
+    .await;
+}

@@ -4,15 +4,22 @@
 //! slot is held for the prober's lock timeout, a failed probe trips it again, and a close
 //! lets every consumer reserve again.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::{start_command, wait_until};
 use crate::flow::{FleetBreaker, FlowControl};
-use crate::transport::{Consumer, ConsumerOptions, Delivery, Outgoing, Source};
-use crate::{Envelope, Format, MessageId, Transport};
+use crate::transport::{now_ms, Consumer, ConsumerOptions, Delivery, Outgoing, Source};
+use crate::{
+    BreakerScope, CircuitBreaker, CommandProcessor, Context, Envelope, Format, Message, MessageId,
+    MessageKind, ProcessError, ProcessingSettings, Transport,
+};
 
 const QUEUE: &str = "conformance-fleet-breaker";
 
@@ -183,4 +190,203 @@ pub async fn a_fleet_breaker_holds_every_consumer_and_lets_one_probe_through(
         orphaned.elapsed()
     );
     a.close_breaker().await.expect("closed");
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Fragile {
+    n: u32,
+}
+command!(Fragile, "conformance-fleet-fragile");
+
+/// One handler run: which host, start and end (ms since the epoch), whether it failed.
+#[derive(Debug, Clone, Copy)]
+struct Run {
+    host: u8,
+    start: u64,
+    end: u64,
+    failed: bool,
+}
+
+/// The runs of every host, and the downstream outage they all see.
+#[derive(Default)]
+struct Outage {
+    down: AtomicBool,
+    runs: Mutex<Vec<Run>>,
+}
+
+impl Outage {
+    fn runs(&self) -> Vec<Run> {
+        let mut runs = self
+            .runs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        runs.sort_by_key(|r| r.start);
+        runs
+    }
+}
+
+/// One host's processor: fails while the outage lasts; a fleet breaker that opens after
+/// four failed runs (of at least four) and cools down for a second.
+struct Dependent {
+    host: u8,
+    outage: Arc<Outage>,
+}
+
+const COOL_DOWN_MS: u64 = 1_000;
+
+#[async_trait]
+impl CommandProcessor<Fragile> for Dependent {
+    fn settings(&self) -> ProcessingSettings {
+        ProcessingSettings::default()
+            .max_concurrent_calls(2)
+            .prefetch_count(0)
+            .circuit_breaker(Some(
+                CircuitBreaker::default()
+                    .minimum_calls(4)
+                    .cool_down(Duration::from_millis(COOL_DOWN_MS))
+                    .scope(BreakerScope::Fleet),
+            ))
+    }
+    async fn process(&self, _: Fragile, _: &Context) -> Result<(), ProcessError> {
+        let start = now_ms();
+        let failed = self.outage.down.load(Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        self.outage
+            .runs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(Run {
+                host: self.host,
+                start,
+                end: now_ms(),
+                failed,
+            });
+        if failed {
+            return Err(ProcessError::retry("the dependency is down"));
+        }
+        Ok(())
+    }
+}
+
+/// Two hosts on one transport, each with the fleet-scoped breaker: the first whose window
+/// trips stops both; after the cool-down one run in both hosts is the probe; a failed
+/// probe trips it again; a successful one closes it, and both hosts run again. Measured
+/// from the handlers' own records (ms).
+pub async fn a_fleet_breaker_stops_every_host_until_one_probe_closes_it(
+    transport: Arc<dyn Transport>,
+    flow: &dyn FlowControl,
+) {
+    let source = Source::queue(Fragile::NAME).expect("valid name");
+    let outage = Arc::new(Outage::default());
+    outage.down.store(true, Ordering::SeqCst);
+    let hosts = [
+        start_command::<Fragile, _>(
+            Arc::clone(&transport),
+            Dependent {
+                host: 0,
+                outage: Arc::clone(&outage),
+            },
+        )
+        .await,
+        start_command::<Fragile, _>(
+            Arc::clone(&transport),
+            Dependent {
+                host: 1,
+                outage: Arc::clone(&outage),
+            },
+        )
+        .await,
+    ];
+    let batch: Vec<Fragile> = (0..100).map(|n| Fragile { n }).collect();
+    hosts[0].bus().send_batch(&batch).await.expect("sent");
+
+    // Tripped: the first trip's end of cool-down, as the transport holds it.
+    let mut until = None;
+    let end = Instant::now() + Duration::from_secs(10);
+    while until.is_none() && Instant::now() < end {
+        until = flow.flow(&source).await.expect("flow").breaker_until_ms;
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let tripped = until.expect("the fleet breaker never tripped") - COOL_DOWN_MS;
+    // The outage lasts through the first probe.
+    let probed = || {
+        outage
+            .runs()
+            .iter()
+            .any(|r| r.start + 20 >= tripped + COOL_DOWN_MS)
+    };
+    assert!(
+        wait_until(Duration::from_secs(10), probed).await,
+        "no probe ran"
+    );
+    outage.down.store(false, Ordering::SeqCst);
+    let done = || outage.runs().iter().filter(|r| !r.failed).count() >= batch.len();
+    assert!(
+        wait_until(Duration::from_secs(30), done).await,
+        "not all handled after the outage"
+    );
+    for host in hosts {
+        host.shutdown().await.expect("shutdown");
+    }
+
+    let runs = outage.runs();
+    for host in [0, 1] {
+        assert!(
+            runs.iter().any(|r| r.host == host && r.start <= tripped),
+            "host {host} never ran before the trip"
+        );
+    }
+    // Runs reserved before the trip start within a few ms of it; then nothing until the
+    // cool-down ended, on either host.
+    let (before, after): (Vec<Run>, Vec<Run>) = runs.iter().partition(|r| r.start <= tripped + 20);
+    let probe = after[0];
+    assert!(
+        probe.start + 5 >= tripped + COOL_DOWN_MS,
+        "a run started {} ms after the trip",
+        probe.start - tripped
+    );
+    assert!(before.iter().all(|r| r.failed));
+    // The first probe failed (the outage lasted through it) and ran alone; it tripped the
+    // breaker again, so the next run is a cool-down after it ended, and alone too.
+    assert!(probe.failed, "{probe:?}");
+    let second = after[1];
+    assert!(
+        second.start + 5 >= probe.end + COOL_DOWN_MS,
+        "the second probe started {} ms after the first ended",
+        second.start - probe.end
+    );
+    // Probes fail until the outage ended; the first that succeeded ran alone and closed
+    // the breaker for both hosts.
+    let closing = after
+        .iter()
+        .position(|r| !r.failed)
+        .expect("no run succeeded");
+    let closer = after[closing];
+    for (i, pair) in after[..=closing].windows(2).enumerate() {
+        assert!(
+            pair[1].start + 5 >= pair[0].end + COOL_DOWN_MS,
+            "probe {} started {} ms after probe {i} ended",
+            i + 1,
+            pair[1].start - pair[0].end
+        );
+    }
+    let rest = &after[closing + 1..];
+    assert!(
+        rest.iter().all(|r| r.start >= closer.end),
+        "{closer:?} {:?}",
+        &rest[..1]
+    );
+    for host in [0, 1] {
+        assert!(
+            rest.iter().any(|r| r.host == host),
+            "host {host} never ran after the close"
+        );
+    }
+    assert!(flow
+        .flow(&source)
+        .await
+        .expect("flow")
+        .breaker_until_ms
+        .is_none());
 }

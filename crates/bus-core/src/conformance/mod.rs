@@ -87,7 +87,10 @@ pub use flow::{
     pause_stops_reserving_and_resume_restarts,
 };
 mod breaker;
-pub use breaker::a_fleet_breaker_holds_every_consumer_and_lets_one_probe_through;
+pub use breaker::{
+    a_fleet_breaker_holds_every_consumer_and_lets_one_probe_through,
+    a_fleet_breaker_stops_every_host_until_one_probe_closes_it,
+};
 mod ordering;
 pub use ordering::{
     a_dead_letter_unblocks_its_key_unless_set_to_block, a_per_key_limit_holds_and_is_reached,
