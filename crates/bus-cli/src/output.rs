@@ -519,6 +519,22 @@ mod tests {
     }
 
     #[test]
+    fn the_paused_column_shows_a_fleet_breaker() {
+        let mut s = QueueStats::new(&bus_core::transport::Source::queue("q").unwrap());
+        assert_eq!(flow_state(&s), "-");
+        s.breaker_until_ms = Some(1_712_345_678_901);
+        assert_eq!(
+            flow_state(&s),
+            "breaker open until 2024-04-05T19:34:38.901Z"
+        );
+        s.paused = true;
+        assert_eq!(
+            flow_state(&s),
+            "paused, breaker open until 2024-04-05T19:34:38.901Z"
+        );
+    }
+
+    #[test]
     fn times_and_ages_read_well() {
         assert_eq!(time(1_712_345_678_901), "2024-04-05T19:34:38.901Z");
         assert_eq!(age(250), "250ms");
