@@ -653,6 +653,12 @@ impl Consumer for MemoryConsumer {
         Ok(())
     }
 
+    async fn extend_probe(&self, _: &Receipt) -> Result<()> {
+        let lock = Instant::now() + self.options.lock_timeout;
+        self.with_queue(|q| q.extend_probe(lock));
+        Ok(())
+    }
+
     fn isolation_pending(&self) -> bool {
         self.isolation_pending.load(Ordering::Relaxed)
     }

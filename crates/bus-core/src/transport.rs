@@ -625,4 +625,13 @@ pub trait Consumer: Send + Sync + fmt::Debug {
     async fn close_breaker(&self) -> Result<()> {
         Err(crate::flow::no_fleet_breaker())
     }
+    /// The fleet breaker's probe `receipt` still runs (its lock was just renewed): its
+    /// slot is held for one more lock timeout from now, so that no second probe starts
+    /// beside a long one. Nothing when no probe slot is held (a trip or a close came
+    /// meanwhile). The default does nothing: a transport without a fleet breaker hands
+    /// out no probes.
+    async fn extend_probe(&self, receipt: &Receipt) -> Result<()> {
+        let _ = receipt;
+        Ok(())
+    }
 }

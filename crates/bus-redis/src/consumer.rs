@@ -303,6 +303,18 @@ impl Consumer for RedisConsumer {
         Ok(())
     }
 
+    async fn extend_probe(&self, _: &Receipt) -> Result<()> {
+        scripts::BREAKER_HOLD
+            .run(
+                &self.client,
+                vec![self.keys.flow.as_str()],
+                vec![Value::from(self.lock_ms())],
+            )
+            .await
+            .map_err(Error::from)?;
+        Ok(())
+    }
+
     async fn close_breaker(&self) -> Result<()> {
         let _: i64 = self
             .client

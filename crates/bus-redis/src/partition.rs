@@ -370,6 +370,12 @@ impl Consumer for PartitionedConsumer {
         Ok(())
     }
 
+    /// Only the probe's own shard's slot.
+    async fn extend_probe(&self, receipt: &Receipt) -> Result<()> {
+        let (shard, own) = self.split(receipt)?;
+        self.shards[shard].extend_probe(&own).await
+    }
+
     async fn close_breaker(&self) -> Result<()> {
         let calls = self.shards.iter().map(|s| s.close_breaker());
         first_error(join_all(calls).await)?;

@@ -24,6 +24,7 @@ const SCRIPTS: &[(&str, &str)] = &[
     ("recover", include_str!("../lua/recover.lua")),
     ("absolve", include_str!("../lua/absolve.lua")),
     ("breaker_trip", include_str!("../lua/breaker_trip.lua")),
+    ("breaker_hold", include_str!("../lua/breaker_hold.lua")),
     ("send_at", include_str!("../lua/send_at.lua")),
     ("send_keyed", include_str!("../lua/send_keyed.lua")),
     ("send_once", include_str!("../lua/send_once.lua")),
@@ -79,7 +80,7 @@ fn text(name: &str) -> String {
         format!("{COMMON}{ADMIN_COMMON}{body}")
     } else if matches!(
         name,
-        "send_at" | "send_keyed" | "publish" | "reply" | "breaker_trip"
+        "send_at" | "send_keyed" | "publish" | "reply" | "breaker_trip" | "breaker_hold"
     ) {
         format!("{COMMON}{body}")
     } else if matches!(name, "reserve" | "reserve_alone") {
@@ -217,7 +218,7 @@ impl Queue {
                 &k.ready,
             ],
             "absolve" => vec![&k.suspects, &k.ready],
-            "breaker_trip" => vec![&k.flow],
+            "breaker_trip" | "breaker_hold" => vec![&k.flow],
             "send_at" => vec![&k.delayed, &k.msgs, &k.ready],
             "send_keyed" => vec![&k.ready, &k.flow, &k.kready, &k.kbusy, &k.kq],
             "send_once" => vec![&dedup, &k.ready, &k.delayed, &k.msgs],
@@ -494,7 +495,7 @@ fn good_argv(script: &str, token: &str, id: &str, dead: &str) -> Vec<String> {
         "release" => vec![token, "0", id, "1"],
         "recover" => vec!["3", "100", "lost"],
         "absolve" => vec![token, "0", id, "1"],
-        "breaker_trip" => vec!["5000"],
+        "breaker_trip" | "breaker_hold" => vec!["5000"],
         "send_at" => vec!["0", "now", "{}"],
         "send_keyed" => vec!["k", "{}"],
         "send_once" => vec!["60000", "", "once", "{}"],
@@ -543,7 +544,7 @@ fn bad_argvs(script: &str, token: &str, id: &str) -> Vec<Vec<String>> {
         "release" => vec![vec![token]],
         "recover" => vec![vec!["3", "100"], vec!["three", "100", "e"]],
         "absolve" => vec![vec![token]],
-        "breaker_trip" => vec![vec![], vec!["soon"], vec!["5000", "more"]],
+        "breaker_trip" | "breaker_hold" => vec![vec![], vec!["soon"], vec!["5000", "more"]],
         "send_at" => vec![vec!["0", "now"], vec!["soon", "now", "{}"], vec![]],
         "send_keyed" => vec![vec!["k"], vec!["", "{}"], vec![]],
         "cancel" => vec![vec![], vec!["later", "again"]],
@@ -930,6 +931,13 @@ fn a_fleet_breaker_holds_reserves_back_then_marks_one_probe_as_a_foreign_client_
     assert_eq!(why, 5, "a second probe while one runs");
     assert!((29_000..=30_000).contains(&wait), "{wait}");
 
+    // Its host holds the slot while the probe runs: one more lock timeout from now.
+    q.cmd(&["HSET", &flow, "breaker_probe", "1"]);
+    assert_eq!(q.call("breaker_hold", &["45000"]).as_int(), Some(1));
+    let (wait, why) = held_back(&q.call("reserve", &["10", "60000"])).unwrap();
+    assert_eq!(why, 5);
+    assert!((44_000..=45_000).contains(&wait), "{wait}");
+
     // A trip (the probe failed) frees the slot and opens it for its own cool-down only.
     q.call("breaker_trip", &["0"]);
     assert_eq!(
@@ -939,8 +947,10 @@ fn a_fleet_breaker_holds_reserves_back_then_marks_one_probe_as_a_foreign_client_
     let (pending, taken) = pending_and_taken(&q.call("reserve", &["10", "30000"]));
     assert_eq!((pending, taken), (6, 1), "no probe after a cool-down of 0");
 
-    // Closed by one command: everything flows.
+    // Closed by one command: everything flows; holding a slot then changes nothing.
     q.cmd(&["HDEL", &flow, "breaker_until", "breaker_probe"]);
+    assert_eq!(q.call("breaker_hold", &["45000"]).as_int(), Some(0));
+    assert_eq!(q.cmd(&["EXISTS", &flow]), Resp::Integer(0));
     let (pending, taken) = pending_and_taken(&q.call("reserve", &["10", "30000"]));
     assert_eq!((pending, taken), (0, 2));
 }

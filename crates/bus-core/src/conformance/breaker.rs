@@ -189,7 +189,54 @@ pub async fn a_fleet_breaker_holds_every_consumer_and_lets_one_probe_through(
         "a new probe {:?} after the orphan",
         orphaned.elapsed()
     );
+
+    // A probe that runs long keeps its slot while its host extends it with its lock.
+    a.ack(&receipts(&next)).await.expect("acked");
+    a.trip_breaker(Duration::from_millis(100))
+        .await
+        .expect("tripped");
+    let long = first_delivery(&*c, Duration::from_secs(5)).await;
+    assert_eq!(long.len(), 1);
+    let taken = Instant::now();
+    // Its host extends it every third of its lock timeout, as it renews the lock.
+    let extending = async {
+        loop {
+            c.extend_probe(&long[0].receipt).await.expect("extended");
+            tokio::time::sleep(Duration::from_millis(333)).await;
+        }
+    };
+    let checking = async {
+        while taken.elapsed() < Duration::from_millis(2_500) {
+            assert!(
+                receive(&*a).await.is_empty(),
+                "a second probe {:?} after a probe whose slot was held",
+                taken.elapsed()
+            );
+            assert!(matches!(a.fleet_breaker(), FleetBreaker::Open { .. }));
+        }
+    };
+    tokio::select! {
+        () = checking => {}
+        () = extending => {}
+    }
+    // Once it is no longer extended, its slot expires within one lock timeout.
+    let last = Instant::now();
+    let after = first_delivery(&*a, Duration::from_secs(10)).await;
+    assert_eq!(after.len(), 1);
+    assert!(
+        last.elapsed() + Duration::from_millis(50) >= Duration::from_millis(666),
+        "the slot expired {:?} after the last extension",
+        last.elapsed()
+    );
     a.close_breaker().await.expect("closed");
+    // Extending when no slot is held changes nothing.
+    c.extend_probe(&long[0].receipt).await.expect("extended");
+    assert!(flow
+        .flow(&source)
+        .await
+        .expect("flow")
+        .breaker_until_ms
+        .is_none());
 }
 
 #[derive(Debug, Serialize, Deserialize)]

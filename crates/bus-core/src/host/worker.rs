@@ -606,6 +606,7 @@ impl Worker {
             {
                 Ok(kept) => {
                     self.metrics.renewed(&kept);
+                    self.extend_probes(&receipts, &kept).await;
                     let lost: Vec<Receipt> = receipts
                         .into_iter()
                         .zip(kept)
@@ -621,6 +622,26 @@ impl Worker {
                 Err(e) => {
                     tracing::warn!(source = %self.registration.source, error = %error_chain(&e), "lock renewal failed; will try again");
                 }
+            }
+        }
+    }
+
+    /// A fleet breaker's probe whose lock was just renewed keeps its slot as long: no
+    /// second probe starts beside a long one.
+    async fn extend_probes(&self, receipts: &[Receipt], kept: &[bool]) {
+        let Some(breaker) = &self.breaker else { return };
+        let probes = breaker.probes_held();
+        if probes.is_empty() {
+            return;
+        }
+        let running = receipts
+            .iter()
+            .zip(kept)
+            .filter(|(receipt, kept)| **kept && probes.contains(receipt));
+        for (receipt, _) in running {
+            if let Err(e) = self.consumer.extend_probe(receipt).await {
+                tracing::warn!(source = %self.registration.source, error = %error_chain(&e),
+                    "could not hold the fleet circuit breaker's probe slot; another host may probe beside it");
             }
         }
     }

@@ -112,6 +112,16 @@ impl Queue {
         self.notify.notify_waiters();
     }
 
+    /// Holds a running probe's slot until `lock` (nothing when none is held).
+    pub(super) fn extend_probe(&mut self, lock: Instant) {
+        if let Some(Tripped {
+            probe: Some(probe), ..
+        }) = &mut self.tripped
+        {
+            *probe = lock;
+        }
+    }
+
     /// Closes the fleet breaker.
     pub(super) fn close_breaker(&mut self) {
         self.tripped = None;

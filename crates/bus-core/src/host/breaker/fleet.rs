@@ -67,6 +67,11 @@ impl Breaker {
         self.probes.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// The probes this host reserved and has not judged yet (fleet scope).
+    pub(crate) fn probes_held(&self) -> Vec<Receipt> {
+        self.probes().clone()
+    }
+
     /// A handler's outcome. Host scope: recorded. Fleet scope: the probe's outcome closes
     /// or re-trips the breaker of every host; another run counts in this host's window,
     /// and when the window trips, the trip is for the transport to store.
