@@ -542,14 +542,41 @@ async fn a_tripped_breaker_stops_its_process_then_probes_one_message_per_cool_do
 
 /// A consumer process with the fleet-scoped circuit breaker (otherwise its defaults):
 /// `flaky` mode, 4 handlers, no prefetch, 20 ms per job, the given lock timeout.
-fn fleet_consumer(redis: &TestRedis, lock_ms: u64) -> Child {
-    consumer_command(&redis.url(), redis.namespace(), "flaky", lock_ms, 100)
+fn fleet_consumer_command(redis: &TestRedis, lock_ms: u64) -> std::process::Command {
+    let mut command = consumer_command(&redis.url(), redis.namespace(), "flaky", lock_ms, 100);
+    command
         .env("CHAOS_BREAKER", "fleet")
         .env("CHAOS_CONCURRENCY", "4")
         .env("CHAOS_PREFETCH", "0")
-        .env("CHAOS_WORK_MS", "20")
+        .env("CHAOS_WORK_MS", "20");
+    command
+}
+
+fn fleet_consumer(redis: &TestRedis, lock_ms: u64) -> Child {
+    fleet_consumer_command(redis, lock_ms)
         .spawn()
         .expect("start chaos-consumer")
+}
+
+/// The same, with the breaker's log lines (`info` and up) collected: its stderr, read
+/// until the process ends.
+fn logged_fleet_consumer(
+    redis: &TestRedis,
+    lock_ms: u64,
+) -> (Child, std::thread::JoinHandle<String>) {
+    let mut child = fleet_consumer_command(redis, lock_ms)
+        .env("RUST_LOG", "warn,bus_core::host::breaker=info")
+        .env("NO_COLOR", "1")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start chaos-consumer");
+    let mut stderr = child.stderr.take().expect("piped");
+    let reader = std::thread::spawn(move || {
+        let mut out = String::new();
+        let _ = std::io::Read::read_to_string(&mut stderr, &mut out);
+        out
+    });
+    (child, reader)
 }
 
 /// When the queue's fleet breaker was first seen tripped (ms, Redis's clock, which is
@@ -598,11 +625,9 @@ async fn a_fleet_breaker_stops_every_process_and_one_probe_at_a_time_closes_it_f
         .cmd(&["SET", &bus_chaos::failing_key(&prefix), "1"])
         .unwrap();
     send_jobs(&bus, JOBS).await;
-    let mut hosts = [
-        fleet_consumer(&redis, 30_000),
-        fleet_consumer(&redis, 30_000),
-        fleet_consumer(&redis, 30_000),
-    ];
+    let (mut hosts, logs): (Vec<Child>, Vec<_>) = (0..3)
+        .map(|_| logged_fleet_consumer(&redis, 30_000))
+        .unzip();
     let pids: Vec<u32> = hosts.iter().map(Child::id).collect();
 
     let t0 = first_trip(&admin, cool_down).await;
@@ -720,6 +745,28 @@ async fn a_fleet_breaker_stops_every_process_and_one_probe_at_a_time_closes_it_f
         );
     }
     assert_eq!(admin.stats(&jobs()).await.unwrap().breaker_until_ms, None);
+
+    // Each process logged each change of its breaker once: open once, then again after
+    // each probe of its own that failed; half-open once per probe it ran; closed once.
+    let logs: Vec<String> = logs.into_iter().map(|l| l.join().unwrap()).collect();
+    for (pid, log) in pids.iter().zip(&logs) {
+        let probes: Vec<&Attempt> = stretches[1..=closing]
+            .iter()
+            .map(|s| &s[0])
+            .filter(|a| a.pid == *pid)
+            .collect();
+        let failed = probes.iter().filter(|a| a.failed).count();
+        let count = |text: &str| log.matches(text).count();
+        assert_eq!(
+            (
+                count("circuit breaker open on every host"),
+                count("circuit breaker half-open"),
+                count("circuit breaker closed")
+            ),
+            (1 + failed, probes.len(), 1),
+            "{pid}: {log}"
+        );
+    }
 }
 
 /// The fleet breaker's probe slot is held for the prober's lock timeout, at its default

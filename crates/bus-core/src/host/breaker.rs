@@ -338,6 +338,9 @@ pub(crate) struct Breaker {
     /// Fleet scope: the probes this host reserved and has not judged yet.
     probes: Mutex<Vec<Receipt>>,
     scope: BreakerScope,
+    /// Fleet scope: how many trips and closes this host has stored, so that a reserve
+    /// that started before one is not taken as news of the fleet's state.
+    judged: std::sync::atomic::AtomicU64,
 }
 
 impl Breaker {
@@ -348,6 +351,7 @@ impl Breaker {
             state: watch::Sender::new(BreakerState::Closed),
             probes: Mutex::new(Vec::new()),
             scope: settings.scope,
+            judged: std::sync::atomic::AtomicU64::new(0),
         }
     }
 

@@ -193,6 +193,8 @@ impl Worker {
                     Gate::Stop => break,
                 },
             };
+            // Before the reserve: an answer that predates this host's own trip or close is stale.
+            let epoch = self.breaker.as_ref().map_or(0, |b| b.epoch());
             let received = if alone {
                 // Recovered messages run alone: first settle everything held.
                 tokio::select! {
@@ -238,7 +240,7 @@ impl Worker {
                     // More than asked for is never held (its lock expires).
                     deliveries.truncate(permit.num_permits());
                     if let Some(breaker) = &self.breaker {
-                        breaker.seen(self.consumer.fleet_breaker(), &deliveries);
+                        breaker.seen(self.consumer.fleet_breaker(), &deliveries, epoch);
                     }
                     let Some(slots) = permit.split(deliveries.len()) else {
                         continue;

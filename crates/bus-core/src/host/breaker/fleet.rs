@@ -11,6 +11,7 @@
 //!
 //! [`Consumer::trip_breaker`]: crate::transport::Consumer::trip_breaker
 
+use std::sync::atomic::Ordering;
 use std::sync::{MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -67,6 +68,11 @@ impl Breaker {
         self.probes.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Taken before a reserve and handed to [`Breaker::seen`] with its answer.
+    pub(crate) fn epoch(&self) -> u64 {
+        self.judged.load(Ordering::SeqCst)
+    }
+
     /// The probes this host reserved and has not judged yet (fleet scope).
     pub(crate) fn probes_held(&self) -> Vec<Receipt> {
         self.probes().clone()
@@ -89,7 +95,7 @@ impl Breaker {
             }
             found
         };
-        self.with(|m, now| {
+        let call = self.with(|m, now| {
             if probe {
                 if succeeded {
                     m.close();
@@ -102,11 +108,18 @@ impl Breaker {
             m.record(succeeded, now);
             (before == BreakerState::Closed && m.state() == BreakerState::Open)
                 .then_some(FleetCall::Trip(m.settings.cool_down))
-        })
+        });
+        if call.is_some() {
+            self.judged.fetch_add(1, Ordering::SeqCst);
+        }
+        call
     }
 
-    /// What the transport's last reserve saw, with what it handed out (fleet scope).
-    pub(crate) fn seen(&self, seen: FleetBreaker, deliveries: &[Delivery]) {
+    /// What the transport's last reserve saw, with what it handed out (fleet scope);
+    /// `epoch`: [`Breaker::epoch`] before the reserve. A probe is always taken as one; any
+    /// other answer of a reserve that started before this host's own last trip or close
+    /// is stale (it would flap the state shown and logged).
+    pub(crate) fn seen(&self, seen: FleetBreaker, deliveries: &[Delivery], epoch: u64) {
         if !self.fleet() {
             return;
         }
@@ -121,7 +134,7 @@ impl Breaker {
             return;
         }
         // While its own probe runs, this host's reserves see the slot the probe holds.
-        if !self.probes().is_empty() {
+        if !self.probes().is_empty() || epoch != self.epoch() {
             return;
         }
         self.with(|m, now| m.follow(seen, now));
@@ -173,12 +186,12 @@ mod tests {
         // Runs that started before the trip: ignored, and no second trip.
         assert_eq!(b.judge(&receipt(4), false), None);
         // This host took the probe: half-open; another run's outcome decides nothing.
-        b.seen(FleetBreaker::Probe, &[delivery(9)]);
+        b.seen(FleetBreaker::Probe, &[delivery(9)], b.epoch());
         assert_eq!(b.state(), BreakerState::HalfOpen);
         assert_eq!(b.judge(&receipt(5), true), None);
         assert_eq!(b.state(), BreakerState::HalfOpen);
         // Its own reserves see the slot the probe holds: still half-open.
-        b.seen(FleetBreaker::Open { until_ms: 0 }, &[]);
+        b.seen(FleetBreaker::Open { until_ms: 0 }, &[], b.epoch());
         assert_eq!(b.state(), BreakerState::HalfOpen);
         // The probe failed: tripped again for every host.
         assert_eq!(
@@ -187,21 +200,36 @@ mod tests {
         );
         assert_eq!(b.state(), BreakerState::Open);
         // The next probe succeeds: closed for every host.
-        b.seen(FleetBreaker::Probe, &[delivery(10)]);
+        b.seen(FleetBreaker::Probe, &[delivery(10)], b.epoch());
         assert_eq!(b.judge(&receipt(10), true), Some(FleetCall::Close));
         assert_eq!(b.state(), BreakerState::Closed);
     }
 
     #[test]
+    fn a_reserve_that_started_before_its_own_close_does_not_reopen_it() {
+        let b = breaker(BreakerScope::Fleet);
+        b.seen(FleetBreaker::Open { until_ms: 1 }, &[], b.epoch());
+        b.seen(FleetBreaker::Probe, &[delivery(1)], b.epoch());
+        // A reserve in flight while the probe ran and succeeded: it saw the probe's slot.
+        let before = b.epoch();
+        assert_eq!(b.judge(&receipt(1), true), Some(FleetCall::Close));
+        b.seen(FleetBreaker::Open { until_ms: 1 }, &[], before);
+        assert_eq!(b.state(), BreakerState::Closed);
+        // One that started after it is news: another host tripped it.
+        b.seen(FleetBreaker::Open { until_ms: 1 }, &[], b.epoch());
+        assert_eq!(b.state(), BreakerState::Open);
+    }
+
+    #[test]
     fn another_hosts_trip_and_close_are_followed() {
         let b = breaker(BreakerScope::Fleet);
-        b.seen(FleetBreaker::Open { until_ms: 1 }, &[]);
+        b.seen(FleetBreaker::Open { until_ms: 1 }, &[], b.epoch());
         assert_eq!(b.state(), BreakerState::Open);
         // Outcomes while open do not count (nor trip again).
         for n in 0..10 {
             assert_eq!(b.judge(&receipt(n), false), None);
         }
-        b.seen(FleetBreaker::Closed, &[delivery(1)]);
+        b.seen(FleetBreaker::Closed, &[delivery(1)], b.epoch());
         assert_eq!(b.state(), BreakerState::Closed);
         // A fresh window: three failures are below the minimum.
         for n in 0..3 {
@@ -231,7 +259,7 @@ mod tests {
     #[test]
     fn the_host_scope_ignores_the_transport_and_asks_nothing_of_it() {
         let b = breaker(BreakerScope::Host);
-        b.seen(FleetBreaker::Open { until_ms: 1 }, &[]);
+        b.seen(FleetBreaker::Open { until_ms: 1 }, &[], b.epoch());
         assert_eq!(b.state(), BreakerState::Closed);
         for n in 0..4 {
             assert_eq!(b.judge(&receipt(n), false), None);
