@@ -119,6 +119,17 @@ pub fn failing_key(prefix: &str) -> String {
     format!("{prefix}:test:failing")
 }
 
+/// While this key exists, handlers in `flaky` mode push `"<pid> <start_ms>"` to
+/// `held_key` and never finish (a downstream call that hangs).
+pub fn holding_key(prefix: &str) -> String {
+    format!("{prefix}:test:holding")
+}
+
+/// List of `"<pid> <start_ms>"`, one per `flaky` run held by `holding_key`.
+pub fn held_key(prefix: &str) -> String {
+    format!("{prefix}:test:held")
+}
+
 /// List of `"<pid> <start_ms> <end_ms> <ok|fail>"`, one per `flaky` handler run (wall
 /// clock of the one machine the processes share): the breaker tests measure from it.
 pub fn attempts_key(prefix: &str) -> String {

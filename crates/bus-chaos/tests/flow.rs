@@ -569,3 +569,346 @@ async fn a_tripped_breaker_stops_its_process_then_probes_one_message_per_cool_do
     }
     assert!(closed >= 1, "no breaker closed after the outage");
 }
+
+/// A consumer process with the fleet-scoped circuit breaker (otherwise its defaults):
+/// `flaky` mode, 4 handlers, no prefetch, 20 ms per job, the given lock timeout.
+fn fleet_consumer_command(redis: &TestRedis, lock_ms: u64) -> std::process::Command {
+    let mut command = consumer_command(&redis.url(), redis.namespace(), "flaky", lock_ms, 100);
+    command
+        .env("CHAOS_BREAKER", "fleet")
+        .env("CHAOS_CONCURRENCY", "4")
+        .env("CHAOS_PREFETCH", "0")
+        .env("CHAOS_WORK_MS", "20");
+    command
+}
+
+fn fleet_consumer(redis: &TestRedis, lock_ms: u64) -> Child {
+    fleet_consumer_command(redis, lock_ms)
+        .spawn()
+        .expect("start chaos-consumer")
+}
+
+/// The same, with the breaker's log lines (`info` and up) collected: its stderr, read
+/// until the process ends.
+fn logged_fleet_consumer(
+    redis: &TestRedis,
+    lock_ms: u64,
+) -> (Child, std::thread::JoinHandle<String>) {
+    let mut child = fleet_consumer_command(redis, lock_ms)
+        .env("RUST_LOG", "warn,bus_core::host::breaker=info")
+        .env("NO_COLOR", "1")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start chaos-consumer");
+    let mut stderr = child.stderr.take().expect("piped");
+    let reader = std::thread::spawn(move || {
+        let mut out = String::new();
+        let _ = std::io::Read::read_to_string(&mut stderr, &mut out);
+        out
+    });
+    (child, reader)
+}
+
+/// When the queue's fleet breaker was first seen tripped (ms, Redis's clock, which is
+/// this machine's): its `breaker_until` less the cool-down.
+async fn first_trip(admin: &Admin, cool_down: u64) -> u64 {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while std::time::Instant::now() < deadline {
+        if let Some(until) = admin.flow(&jobs()).await.unwrap().breaker_until_ms {
+            return until - cool_down;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    panic!("the fleet breaker was never tripped");
+}
+
+/// Every process's runs by start, split where nothing started anywhere for over a second.
+fn fleet_stretches(all: &[Attempt]) -> Vec<Vec<Attempt>> {
+    let mut runs = all.to_vec();
+    runs.sort_by_key(|a| a.start);
+    let mut out: Vec<Vec<Attempt>> = Vec::new();
+    for run in runs {
+        match out.last_mut() {
+            Some(last) if run.start - last[last.len() - 1].start <= 1_000 => last.push(run),
+            _ => out.push(vec![run]),
+        }
+    }
+    out
+}
+
+/// The circuit breaker's fleet scope with every other setting at its default (it opens
+/// when at least half of at least 20 runs failed within 30 s, stays open 5 s, then lets
+/// one message through), in three consumer processes against a real Redis, measured from
+/// the handlers' own records: the first process whose window trips stops all three; after
+/// each cool-down exactly one run starts in the whole fleet (the probe); a failed probe
+/// trips it again; the first probe that succeeds closes it, and every process runs again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_breaker_stops_every_process_and_one_probe_at_a_time_closes_it_for_all() {
+    const JOBS: u64 = 2_000;
+    let cool_down = bus_core::CircuitBreaker::default().cool_down.as_millis() as u64;
+    let redis = TestRedis::start().unwrap();
+    let prefix = redis.namespace().to_owned();
+    let mut client = redis.client();
+    let admin = admin(&redis).await;
+    let bus = bus(&redis.url(), &prefix).await;
+    client
+        .cmd(&["SET", &bus_chaos::failing_key(&prefix), "1"])
+        .unwrap();
+    send_jobs(&bus, JOBS).await;
+    let (mut hosts, logs): (Vec<Child>, Vec<_>) = (0..3)
+        .map(|_| logged_fleet_consumer(&redis, 30_000))
+        .unzip();
+    let pids: Vec<u32> = hosts.iter().map(Child::id).collect();
+
+    let t0 = first_trip(&admin, cool_down).await;
+    // The operator sees it, with its end.
+    let until = admin.stats(&jobs()).await.unwrap().breaker_until_ms;
+    assert!(until.is_some_and(|u| u >= t0 + cool_down), "{until:?}");
+    // Every host shows it (heartbeats, the dashboard's source): open or, at the probe's
+    // host, half-open.
+    let mut all_open = false;
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while !all_open && std::time::Instant::now() < deadline {
+        let hosts = admin.hosts().await.unwrap();
+        all_open = hosts.len() == 3
+            && hosts.iter().all(|h| {
+                h.info
+                    .breakers
+                    .get(<Job as Message>::NAME)
+                    .is_some_and(|s| *s != bus_core::BreakerState::Closed)
+            });
+        if !all_open {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    assert!(
+        all_open,
+        "not every host's heartbeat showed the fleet breaker open"
+    );
+    // The outage lasts for two probes (both fail).
+    let probes_failed = |client: &mut SyncClient| {
+        attempts(client, &prefix)
+            .iter()
+            .filter(|a| a.start + 100 >= t0 + cool_down)
+            .count()
+            >= 2
+    };
+    assert!(
+        eventually(Duration::from_secs(30), || probes_failed(&mut client)).await,
+        "no two probes ran"
+    );
+    client
+        .cmd(&["DEL", &bus_chaos::failing_key(&prefix)])
+        .unwrap();
+    assert!(
+        eventually(Duration::from_secs(90), || processed(&mut client, &prefix)
+            == JOBS as i64)
+        .await,
+        "the jobs were not all processed after the outage ended"
+    );
+    for host in &mut hosts {
+        kill(host);
+    }
+
+    let all = attempts(&mut client, &prefix);
+    // Every process ran (and failed) before the trip.
+    for pid in &pids {
+        assert!(
+            all.iter().any(|a| a.pid == *pid && a.start <= t0),
+            "{pid} never ran before the trip"
+        );
+    }
+    let stretches = fleet_stretches(&all);
+    let burst = &stretches[0];
+    assert!(burst.iter().all(|a| a.failed), "{burst:?}");
+    // Nothing started anywhere after the trip (runs reserved just before it start within
+    // a few ms) until the cool-down ended.
+    let last = burst[burst.len() - 1].start;
+    assert!(
+        last <= t0 + 50,
+        "a run started {} ms after the trip",
+        last - t0
+    );
+    // Each failed probe ran alone in the whole fleet, a cool-down after the trip before it
+    // (the first trip, then the failed probe's own re-trip when it ended).
+    let closing = 1 + stretches[1..]
+        .iter()
+        .position(|s| !s[0].failed)
+        .expect("no probe succeeded");
+    assert!(closing >= 3, "{} failed probes", closing - 1);
+    let first = stretches[1][0].start;
+    assert!(
+        first + 2 >= t0 + cool_down,
+        "probed {} ms after the trip",
+        first - t0
+    );
+    for i in 1..closing {
+        assert_eq!(
+            stretches[i].len(),
+            1,
+            "a failed probe was not alone: {:?}",
+            stretches[i]
+        );
+        let next = stretches[i + 1][0].start;
+        let tripped = stretches[i][0].end;
+        assert!(
+            next + 2 >= tripped + cool_down,
+            "probed {} ms after the re-trip",
+            next - tripped
+        );
+    }
+    // The probe that succeeded ran alone until it ended; then, within a second, every
+    // process ran again.
+    let after: Vec<Attempt> = stretches[closing..].concat();
+    let closed = after[0].end;
+    assert!(
+        after[1..].iter().all(|a| a.start >= closed),
+        "{:?}",
+        &after[..2]
+    );
+    for pid in &pids {
+        let resumed = after.iter().find(|a| a.pid == *pid).map(|a| a.start);
+        assert!(
+            resumed.is_some_and(|start| start <= closed + 1_000),
+            "{pid} resumed {:?} ms after the close",
+            resumed.map(|start| start - closed)
+        );
+    }
+    assert_eq!(admin.stats(&jobs()).await.unwrap().breaker_until_ms, None);
+
+    // Each process logged each change of its breaker once: open once, then again after
+    // each probe of its own that failed; half-open once per probe it ran; closed once.
+    let logs: Vec<String> = logs.into_iter().map(|l| l.join().unwrap()).collect();
+    for (pid, log) in pids.iter().zip(&logs) {
+        let probes: Vec<&Attempt> = stretches[1..=closing]
+            .iter()
+            .map(|s| &s[0])
+            .filter(|a| a.pid == *pid)
+            .collect();
+        let failed = probes.iter().filter(|a| a.failed).count();
+        let count = |text: &str| log.matches(text).count();
+        assert_eq!(
+            (
+                count("circuit breaker open on every host"),
+                count("circuit breaker half-open"),
+                count("circuit breaker closed")
+            ),
+            (1 + failed, probes.len(), 1),
+            "{pid}: {log}"
+        );
+    }
+}
+
+/// The fleet breaker's probe slot is held for the prober's lock timeout, at its default
+/// (60 s): when the process running the probe is SIGKILLed mid-probe, no process takes
+/// anything until that lock timeout has passed, then exactly one takes the next probe, and
+/// its success closes the breaker for the survivors.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_probe_whose_process_is_killed_frees_the_slot_after_the_lock_timeout() {
+    const JOBS: u64 = 500;
+    let cool_down = bus_core::CircuitBreaker::default().cool_down.as_millis() as u64;
+    let lock_ms = bus_core::ProcessingSettings::default()
+        .message_lock_timeout
+        .as_millis() as u64;
+    let redis = TestRedis::start().unwrap();
+    let prefix = redis.namespace().to_owned();
+    let mut client = redis.client();
+    let admin = admin(&redis).await;
+    let bus = bus(&redis.url(), &prefix).await;
+    client
+        .cmd(&["SET", &bus_chaos::failing_key(&prefix), "1"])
+        .unwrap();
+    send_jobs(&bus, JOBS).await;
+    let mut hosts = vec![
+        fleet_consumer(&redis, lock_ms),
+        fleet_consumer(&redis, lock_ms),
+        fleet_consumer(&redis, lock_ms),
+    ];
+    let t0 = first_trip(&admin, cool_down).await;
+    // Once the runs started before the trip are over, the next run (the probe) hangs.
+    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    client
+        .cmd(&["SET", &bus_chaos::holding_key(&prefix), "1"])
+        .unwrap();
+    let held = |client: &mut SyncClient| {
+        client
+            .int(&["LLEN", &bus_chaos::held_key(&prefix)])
+            .unwrap()
+            > 0
+    };
+    assert!(
+        eventually(Duration::from_secs(15), || held(&mut client)).await,
+        "no probe started"
+    );
+    let probe = client
+        .cmd(&["LINDEX", &bus_chaos::held_key(&prefix), "0"])
+        .unwrap();
+    let fields: Vec<u64> = probe
+        .as_str()
+        .unwrap()
+        .split(' ')
+        .map(|f| f.parse().unwrap())
+        .collect();
+    let (probe_pid, probe_start) = (fields[0] as u32, fields[1]);
+    assert!(
+        probe_start + 2 >= t0 + cool_down,
+        "probed {} ms after the trip",
+        probe_start - t0
+    );
+    let killed = hosts.iter().position(|h| h.id() == probe_pid).unwrap();
+    kill(&mut hosts[killed]);
+    let mut survivors: Vec<Child> = hosts
+        .into_iter()
+        .enumerate()
+        .filter_map(|(i, h)| (i != killed).then_some(h))
+        .collect();
+    client
+        .cmd(&["DEL", &bus_chaos::holding_key(&prefix)])
+        .unwrap();
+    client
+        .cmd(&["DEL", &bus_chaos::failing_key(&prefix)])
+        .unwrap();
+    assert!(
+        eventually(Duration::from_secs(lock_ms / 1_000 + 60), || processed(
+            &mut client,
+            &prefix
+        ) == JOBS
+            as i64)
+        .await,
+        "the jobs were not all processed after the probe's host was killed"
+    );
+    let survivor_pids: Vec<u32> = survivors.iter().map(Child::id).collect();
+    for host in &mut survivors {
+        kill(host);
+    }
+
+    let mut after: Vec<Attempt> = attempts(&mut client, &prefix)
+        .into_iter()
+        .filter(|a| a.start > probe_start)
+        .collect();
+    after.sort_by_key(|a| a.start);
+    // Nothing ran while the dead probe held the slot; then one probe, alone, succeeded.
+    let next = after[0];
+    assert!(
+        next.start + 50 >= probe_start + lock_ms,
+        "a run started {} ms after the killed probe",
+        next.start - probe_start
+    );
+    assert!(
+        next.start <= probe_start + lock_ms + 5_000,
+        "the slot reopened only {} ms after the killed probe",
+        next.start - probe_start
+    );
+    assert!(!next.failed, "{next:?}");
+    assert!(
+        after[1..].iter().all(|a| a.start >= next.end),
+        "{:?}",
+        &after[..2]
+    );
+    for pid in survivor_pids {
+        assert!(
+            after.iter().any(|a| a.pid == pid),
+            "{pid} never ran after the close"
+        );
+    }
+}

@@ -119,7 +119,7 @@ pub fn stats(rows: &[StatsRow]) -> Result<(), Failure> {
                 s.oldest_age_ms
                     .map_or_else(|| "-".to_owned(), |ms| format!("{} ago", age(ms))),
             ),
-            Cell::new(if s.paused { "paused" } else { "-" }),
+            Cell::new(flow_state(&s)),
         ]);
     }
     print(t, "no queues")?;
@@ -466,6 +466,19 @@ pub fn flat(text: &str) -> String {
         .collect()
 }
 
+/// The PAUSED column: `paused`, and a fleet circuit breaker's end if one is set.
+fn flow_state(s: &QueueStats) -> String {
+    let breaker = s
+        .breaker_until_ms
+        .map(|until| format!("breaker open until {}", time(until)));
+    match (s.paused, breaker) {
+        (true, Some(breaker)) => format!("paused, {breaker}"),
+        (true, None) => "paused".to_owned(),
+        (false, Some(breaker)) => breaker,
+        (false, None) => "-".to_owned(),
+    }
+}
+
 /// A time in ms since the Unix epoch, as RFC 3339 UTC.
 pub fn time(ms: u64) -> String {
     humantime::format_rfc3339_millis(UNIX_EPOCH + Duration::from_millis(ms)).to_string()
@@ -503,6 +516,22 @@ mod tests {
         assert_eq!(excerpt("a\nb"), "a b");
         let long = "é".repeat(100);
         assert_eq!(excerpt(&long).chars().count(), PREVIEW + 1);
+    }
+
+    #[test]
+    fn the_paused_column_shows_a_fleet_breaker() {
+        let mut s = QueueStats::new(&bus_core::transport::Source::queue("q").unwrap());
+        assert_eq!(flow_state(&s), "-");
+        s.breaker_until_ms = Some(1_712_345_678_901);
+        assert_eq!(
+            flow_state(&s),
+            "breaker open until 2024-04-05T19:34:38.901Z"
+        );
+        s.paused = true;
+        assert_eq!(
+            flow_state(&s),
+            "paused, breaker open until 2024-04-05T19:34:38.901Z"
+        );
     }
 
     #[test]

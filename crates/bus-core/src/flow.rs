@@ -139,6 +139,10 @@ pub struct Flow {
     pub rate: Option<RateLimit>,
     /// Keyed messages wait for their key (per-key ordering and concurrency).
     pub per_key: Option<PerKey>,
+    /// A fleet-wide circuit breaker is open (or its probe runs) until this time, in ms
+    /// since the Unix epoch (the transport's clock): no consumer reserves before it
+    /// ([`FleetBreaker`]). Set by a host's breaker, not by an operator.
+    pub breaker_until_ms: Option<u64>,
 }
 
 impl Flow {
@@ -179,6 +183,59 @@ pub trait FlowControl: Send + Sync + fmt::Debug {
     }
 }
 
+/// What a consumer's last reserve saw of its queue's fleet-wide circuit breaker
+/// ([`BreakerScope::Fleet`](crate::BreakerScope::Fleet); docs/concepts.md, "Circuit
+/// breakers"): [`Consumer::fleet_breaker`](crate::transport::Consumer::fleet_breaker).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FleetBreaker {
+    /// No breaker is set: the reserve took what it could.
+    #[default]
+    Closed,
+    /// The breaker is open, or another consumer's probe runs: nothing was taken until
+    /// `until_ms` (ms since the Unix epoch, the transport's clock).
+    Open {
+        /// When a consumer may take the next probe.
+        until_ms: u64,
+    },
+    /// The cool-down was over: the reserve took at most one message per partition, the
+    /// probe(s), and holds the breaker's probe slot for one lock timeout. The consumer's
+    /// host judges it: [`Consumer::close_breaker`](crate::transport::Consumer::close_breaker)
+    /// on success, [`Consumer::trip_breaker`](crate::transport::Consumer::trip_breaker) on
+    /// failure.
+    Probe,
+}
+
+/// A [`FleetBreaker`] shared between a consumer's reserves and its host (lock-free: it is
+/// written on every reserve).
+#[derive(Debug, Default)]
+pub struct SeenBreaker(std::sync::atomic::AtomicU64);
+
+impl SeenBreaker {
+    /// Encoded: 0 closed, 1 probe, `2 + until_ms` open.
+    pub fn set(&self, seen: FleetBreaker) {
+        let code = match seen {
+            FleetBreaker::Closed => 0,
+            FleetBreaker::Probe => 1,
+            FleetBreaker::Open { until_ms } => until_ms.saturating_add(2),
+        };
+        self.0.store(code, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// What was set last.
+    pub fn get(&self) -> FleetBreaker {
+        match self.0.load(std::sync::atomic::Ordering::Relaxed) {
+            0 => FleetBreaker::Closed,
+            1 => FleetBreaker::Probe,
+            code => FleetBreaker::Open { until_ms: code - 2 },
+        }
+    }
+}
+
+/// The refusal of a transport without a fleet-wide circuit breaker.
+pub fn no_fleet_breaker() -> Error {
+    Error::Config("this transport has no fleet-wide circuit breaker (use the host scope)".into())
+}
+
 /// Refuses a concurrency limit of 0 (it would stop the queue for good: pause it instead).
 pub fn check_concurrency(limit: Option<u32>) -> Result<()> {
     if limit == Some(0) {
@@ -209,5 +266,22 @@ mod tests {
         let rate = RateLimit::new(2, Duration::from_secs(1)).unwrap();
         assert_eq!(PerKey::fifo().rate(Some(rate)).rate_limit(), Some(rate));
         assert_eq!(PerKey::fifo().rate_limit(), None);
+    }
+
+    #[test]
+    fn a_seen_breaker_reads_back_what_was_set() {
+        let seen = SeenBreaker::default();
+        assert_eq!(seen.get(), FleetBreaker::Closed);
+        for state in [
+            FleetBreaker::Probe,
+            FleetBreaker::Open { until_ms: 0 },
+            FleetBreaker::Open {
+                until_ms: 1_764_000_000_000,
+            },
+            FleetBreaker::Closed,
+        ] {
+            seen.set(state);
+            assert_eq!(seen.get(), state);
+        }
     }
 }

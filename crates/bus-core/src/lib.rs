@@ -73,9 +73,9 @@ pub use format::Format;
 #[cfg(feature = "metrics")]
 pub use host::metrics;
 pub use host::{
-    shutdown_signal, BreakerState, CircuitBreaker, DeadLettering, FailedMessage, Host, HostBuilder,
-    OnExpiry, ProcessorEntry, RunningHost, UnknownMessage, DEAD_LETTER_HOOK_BOUND,
-    EXPIRES_AT_HEADER,
+    shutdown_signal, BreakerScope, BreakerState, CircuitBreaker, DeadLettering, FailedMessage,
+    Host, HostBuilder, OnExpiry, ProcessorEntry, RunningHost, UnknownMessage,
+    DEAD_LETTER_HOOK_BOUND, EXPIRES_AT_HEADER,
 };
 pub use memory::MemoryTransport;
 pub use message::{Command, Event, Message, MessageDescriptor, MessageKind, Subscription};

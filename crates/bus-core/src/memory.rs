@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::envelope::now_ms;
 use crate::fast_hash::{FastMap, FastSet};
-use crate::flow::Flow;
+use crate::flow::{FleetBreaker, Flow, SeenBreaker};
 use crate::records::{DeadLetter, ErrorRecord, QueueStats};
 use crate::transport::{
     Consumer, ConsumerOptions, Delivery, Held, Outgoing, Receipt, ERROR_HISTORY,
@@ -74,6 +74,8 @@ struct Queue {
     /// Flow control (crate::flow): its settings, and the rate limit's window of starts.
     flow: Flow,
     starts: VecDeque<Instant>,
+    /// A fleet circuit breaker's trip (crate::flow::FleetBreaker).
+    tripped: Option<flow::Tripped>,
     /// Recurring schedules sending here: the last tick stored (ms), by schedule name.
     ticks: FastMap<String, u64>,
     /// Keyed messages waiting for their key, and the keys' turns and slots.
@@ -276,6 +278,7 @@ impl MemoryTransport {
                 delayed: q.delayed.len() as u64,
                 dead_letters: q.dead.len() as u64,
                 paused: q.flow.paused,
+                breaker_until_ms: q.breaker_until_ms(),
                 ..QueueStats::new(source)
             },
         )
@@ -541,6 +544,7 @@ impl Transport for MemoryTransport {
             options,
             isolation_pending: AtomicBool::new(false),
             paused: AtomicBool::new(false),
+            breaker: SeenBreaker::default(),
         }))
     }
 
@@ -584,6 +588,8 @@ struct MemoryConsumer {
     isolation_pending: AtomicBool,
     /// The last receive found the queue paused (flow control).
     paused: AtomicBool,
+    /// What the last receive saw of the fleet circuit breaker.
+    breaker: SeenBreaker,
 }
 
 impl MemoryConsumer {
@@ -611,7 +617,12 @@ impl Consumer for MemoryConsumer {
                 self.paused.store(q.flow.paused, Ordering::Relaxed);
                 let allowed = match q.allowance(max, now) {
                     Allowance::Take(n) => n,
-                    Allowance::Wait(until) => return (Vec::new(), until, false),
+                    Allowance::Wait(until) => {
+                        if q.tripped.is_some() {
+                            self.breaker.set(q.breaker_seen(0, now, lock));
+                        }
+                        return (Vec::new(), until, false);
+                    }
                 };
                 if !q.suspects.is_empty() {
                     return (Vec::new(), None, true);
@@ -629,6 +640,8 @@ impl Consumer for MemoryConsumer {
                     q.take_keyed(left, now, lock, &mut deliveries);
                 }
                 q.started(deliveries.len(), now);
+                self.breaker
+                    .set(q.breaker_seen(deliveries.len(), now, lock));
                 let next_due = q.delayed.first_key_value().map(|(d, _)| d.0);
                 let next_due = match (next_due, q.next_key_turn()) {
                     (Some(a), Some(b)) => Some(a.min(b)),
@@ -656,6 +669,26 @@ impl Consumer for MemoryConsumer {
         self.paused.load(Ordering::Relaxed)
     }
 
+    fn fleet_breaker(&self) -> FleetBreaker {
+        self.breaker.get()
+    }
+
+    async fn trip_breaker(&self, cool_down: Duration) -> Result<()> {
+        self.with_queue(|q| q.trip(Instant::now(), cool_down));
+        Ok(())
+    }
+
+    async fn close_breaker(&self) -> Result<()> {
+        self.with_queue(Queue::close_breaker);
+        Ok(())
+    }
+
+    async fn extend_probe(&self, _: &Receipt) -> Result<()> {
+        let lock = Instant::now() + self.options.lock_timeout;
+        self.with_queue(|q| q.extend_probe(lock));
+        Ok(())
+    }
+
     fn isolation_pending(&self) -> bool {
         self.isolation_pending.load(Ordering::Relaxed)
     }
@@ -669,6 +702,7 @@ impl Consumer for MemoryConsumer {
             }
             let entry = q.suspects.pop_front()?;
             q.started(1, now);
+            self.breaker.set(q.breaker_seen(1, now, lock));
             let delivery = q.reserve(entry, lock);
             q.isolated.insert(delivery.receipt.key().clone());
             Some(delivery)

@@ -134,6 +134,11 @@ pub struct QueueStats {
     pub redis_now_ms: u64,
     /// Whether the queue is paused (flow control: consumers take nothing, sends enqueue).
     pub paused: bool,
+    /// A fleet-wide circuit breaker is open on the queue (or its probe runs) until this
+    /// time, in ms since the Unix epoch (the transport's clock); `None`: none is set. A
+    /// time in the past: the cool-down is over and the next reserve takes the probe.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub breaker_until_ms: Option<u64>,
 }
 
 impl QueueStats {

@@ -621,4 +621,31 @@ pub trait Consumer: Send + Sync + fmt::Debug {
     async fn close(&self) -> Result<()> {
         Ok(())
     }
+    /// What the last receive saw of the source's fleet-wide circuit breaker
+    /// ([`FleetBreaker`](crate::flow::FleetBreaker)); `Closed` by default (a transport
+    /// without one).
+    fn fleet_breaker(&self) -> crate::flow::FleetBreaker {
+        crate::flow::FleetBreaker::Closed
+    }
+    /// Opens the source's fleet-wide circuit breaker for `cool_down` from now (the
+    /// transport's clock), on every consumer of every host; never shortens an open one.
+    /// One atomic step. The default refuses: a transport without a fleet breaker.
+    async fn trip_breaker(&self, cool_down: Duration) -> Result<()> {
+        let _ = cool_down;
+        Err(crate::flow::no_fleet_breaker())
+    }
+    /// Closes the source's fleet-wide circuit breaker (its probe succeeded): every
+    /// consumer reserves again. One atomic step. The default refuses.
+    async fn close_breaker(&self) -> Result<()> {
+        Err(crate::flow::no_fleet_breaker())
+    }
+    /// The fleet breaker's probe `receipt` still runs (its lock was just renewed): its
+    /// slot is held for one more lock timeout from now, so that no second probe starts
+    /// beside a long one. Nothing when no probe slot is held (a trip or a close came
+    /// meanwhile). The default does nothing: a transport without a fleet breaker hands
+    /// out no probes.
+    async fn extend_probe(&self, receipt: &Receipt) -> Result<()> {
+        let _ = receipt;
+        Ok(())
+    }
 }

@@ -163,3 +163,23 @@ async fn a_per_key_rate_limit_holds() {
     let transport = MemoryTransport::new();
     conformance::a_per_key_rate_limit_holds(Arc::new(transport.clone()), &transport).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_breaker_holds_every_consumer_and_lets_one_probe_through() {
+    let transport = MemoryTransport::new();
+    conformance::a_fleet_breaker_holds_every_consumer_and_lets_one_probe_through(
+        Arc::new(transport.clone()),
+        &transport,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_breaker_stops_every_host_until_one_probe_closes_it() {
+    let transport = MemoryTransport::new();
+    conformance::a_fleet_breaker_stops_every_host_until_one_probe_closes_it(
+        Arc::new(transport.clone()),
+        &transport,
+    )
+    .await;
+}

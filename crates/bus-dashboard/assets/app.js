@@ -520,9 +520,14 @@ function flowLine(flow, breakers) {
   const limit = flow.concurrency === null ? "none" : `${num(flow.concurrency)} in flight`;
   const rateLimit = flow.rate === null ? "none" : `${num(flow.rate.starts)} per ${age(flow.rate.per_ms)}`;
   const open = breakers.filter((b) => b.state !== "closed");
-  const breaker = breakers.length === 0 ? "none"
+  const hostBreakers = breakers.length === 0 ? "none"
     : open.length === 0 ? `closed on ${breakers.length} host${breakers.length === 1 ? "" : "s"}`
       : open.map((b) => h("span", { class: `badge badge-breaker-${b.state}`, title: b.host }, `${b.state} on ${b.host.split(":")[0]}`));
+  // A fleet-scoped breaker is stored with the queue: open on every host until then.
+  const until = flow.breaker_until_ms;
+  const breaker = until === null || until === undefined ? hostBreakers
+    : [h("span", { class: "badge badge-breaker-open", "data-fleet-breaker": String(until) },
+      `open on every host until ${when(until)}`), " ", hostBreakers];
   return h("div", { class: "flow-line", id: "flow" },
     item("State", flow.paused ? h("span", { class: "warn" }, "paused") : "consuming", { "data-flow": "state" }),
     item("Concurrency limit", limit, { "data-flow": "concurrency" }),

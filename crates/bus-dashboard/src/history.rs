@@ -210,6 +210,7 @@ mod tests {
             stored,
             at_ms,
             paused: false,
+            breaker_until_ms: None,
         }
     }
 

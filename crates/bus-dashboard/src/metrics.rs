@@ -183,7 +183,7 @@ fn labels(snapshot: &QueueSnapshot) -> Labels {
 /// series disappear with it.
 fn render(snapshots: &[QueueSnapshot], scrape_seconds: f64) -> String {
     let mut registry = Registry::default();
-    let counts: [Count; 7] = [
+    let counts: [Count; 8] = [
         (
             "bus_queue_ready_messages",
             "Messages waiting to be processed",
@@ -218,6 +218,11 @@ fn render(snapshots: &[QueueSnapshot], scrape_seconds: f64) -> String {
             "bus_queue_paused",
             "1 while the queue is paused (flow control: consumers take nothing)",
             |s| u64::from(s.paused),
+        ),
+        (
+            "bus_queue_breaker_open",
+            "1 while a fleet-wide circuit breaker holds the queue's consumers back (open, or its probe runs)",
+            |s| u64::from(s.breaker_until_ms.is_some()),
         ),
     ];
     for (name, help, value) in counts {
@@ -350,6 +355,7 @@ mod tests {
             stored: 0,
             at_ms: 0,
             paused: false,
+            breaker_until_ms: None,
         }
     }
 
@@ -380,6 +386,14 @@ mod tests {
         assert!(text.contains("# UNIT bus_queue_oldest_ready_age_seconds seconds"));
         assert!(text.contains(
             "bus_queue_oldest_ready_age_seconds{messaging_system=\"bus\",messaging_destination_name=\"orders\"} 1.5"
+        ));
+        assert!(text.contains(
+            "bus_queue_breaker_open{messaging_system=\"bus\",messaging_destination_name=\"orders\"} 0"
+        ));
+        let mut tripped = snapshot("orders", None);
+        tripped.breaker_until_ms = Some(1_764_000_000_000);
+        assert!(render(&[tripped], 0.1).contains(
+            "bus_queue_breaker_open{messaging_system=\"bus\",messaging_destination_name=\"orders\"} 1"
         ));
         assert!(text.contains("bus_queue_metrics_scrape_duration_seconds 0.25"));
         assert!(text.ends_with("# EOF\n"));

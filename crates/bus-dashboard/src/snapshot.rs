@@ -54,6 +54,9 @@ pub struct QueueSnapshot {
     pub at_ms: u64,
     /// Whether the queue is paused (flow control).
     pub paused: bool,
+    /// A fleet-wide circuit breaker holds every consumer back until then (ms since the
+    /// Unix epoch, Redis's clock); `None`: none is set.
+    pub breaker_until_ms: Option<u64>,
 }
 
 impl QueueSnapshot {
@@ -154,6 +157,7 @@ impl Reader {
             in_flight: stats.in_flight,
             expired_locks: stats.expired_locks,
             paused: stats.paused,
+            breaker_until_ms: stats.breaker_until_ms,
             delayed: stats.delayed,
             dead: stats.dead_letters,
             oldest_ready_age_ms: stats
@@ -193,6 +197,7 @@ impl Reader {
             // (Counted at Redis's time of the stats, a moment from `now_ms`.)
             expired_locks: stats.expired_locks,
             paused: stats.paused,
+            breaker_until_ms: stats.breaker_until_ms,
             delayed: stats.delayed,
             dead: stats.dead_letters,
             oldest_ready_age_ms: stats

@@ -668,6 +668,33 @@ async fn a_queue_is_paused_and_resumed_from_its_page_and_a_tripped_breaker_shows
         "{}",
         js(&browser, "return document.getElementById('app').innerText;").await
     );
+    // A fleet-scoped trip (stored with the queue, as a host of that scope stores it) shows
+    // on the queue's flow line at once, with its end.
+    let source = bus_core::transport::Source::queue("shipments").unwrap();
+    let options = bus_core::transport::ConsumerOptions::new(Duration::from_secs(60), 5);
+    let consumer = bus_core::Transport::consumer(&s.transport, &source, options)
+        .await
+        .unwrap();
+    consumer
+        .trip_breaker(Duration::from_secs(600))
+        .await
+        .unwrap();
+    browser
+        .goto(&format!("http://{addr}/#/queue/shipments"))
+        .await
+        .unwrap();
+    let fleet = eventually(WAIT, || async {
+        js(
+            &browser,
+            "const b = document.querySelector('#flow [data-fleet-breaker]'); return b ? b.textContent : '';",
+        )
+        .await
+        .as_str()
+        .is_some_and(|t| t.starts_with("open on every host until "))
+    })
+    .await;
+    assert!(fleet, "{}", js(&browser, flow).await);
+    consumer.close_breaker().await.unwrap();
     browser.close().await.unwrap();
     breaking.shutdown().await.unwrap();
     host.shutdown().await.unwrap();

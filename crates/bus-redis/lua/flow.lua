@@ -5,25 +5,39 @@
 -- a reserve pays one HMGET on a missing key and nothing else.
 
 -- Why a reserve took nothing (its reply's second field; 1 is "recovered messages wait").
-local FLOW_PAUSED, FLOW_FULL, FLOW_RATE = 2, 3, 4
+-- Protocol 4, the fleet circuit breaker: 5 = open (or its probe runs), wait_ms until the
+-- next probe may go; 6 = the cool-down is over: what this reply holds (at most one
+-- message) is the probe, and its slot is held for one lock timeout.
+local FLOW_PAUSED, FLOW_FULL, FLOW_RATE, FLOW_BREAKER, FLOW_PROBE = 2, 3, 4, 5, 6
 
--- How many of `want` messages this reserve may take: `n, status, wait_ms, window, per_key`.
+-- How many of `want` messages this reserve may take: `n, status, wait_ms, window, per_key,
+-- probe`.
 -- n = 0 comes with a status (paused, full, rate) and, for the rate limit, the ms until a
 -- start leaves the window. `window` (nil without a rate limit) is what flow_started needs.
 -- `per_key` (protocol 4; nil: not ordered) is the `per_key` field as text: how many
 -- messages of one key may be in flight ("0": ordering was switched off, the keys' lists
--- drain without a limit).
+-- drain without a limit). `probe` (protocol 4): a fleet circuit breaker's cool-down is
+-- over, so `n` is at most 1 and what is taken is the probe (flow_probe_taken).
 local function flow_allowance(flow, starts, inflight, leased, want, now)
-  local f = redis.call('HMGET', flow, 'paused', 'concurrency', 'rate', 'per_ms', 'per_key')
+  local f = redis.call('HMGET', flow, 'paused', 'concurrency', 'rate', 'per_ms', 'per_key',
+    'breaker_until', 'breaker_probe')
   local per_key = f[5] or nil
-  if not (f[1] or f[2] or f[3]) then return want, 0, -1, nil, per_key end
+  if not (f[1] or f[2] or f[3] or f[6]) then return want, 0, -1, nil, per_key end
   if f[1] == '1' then return 0, FLOW_PAUSED, -1, nil, per_key end
+  local probe = nil
+  local tripped = tonumber(f[6])
+  if tripped then
+    -- Open until the cool-down ends and while another consumer's probe holds its slot.
+    local next_probe = math.max(tripped, tonumber(f[7]) or 0)
+    if now < next_probe then return 0, FLOW_BREAKER, next_probe - now, nil, per_key end
+    probe, want = true, 1
+  end
   local n = want
   local limit = tonumber(f[2])
   if limit then
     local busy = redis.call('ZCARD', inflight) + (tonumber(redis.call('GET', leased)) or 0)
     n = math.min(n, math.max(0, limit - busy))
-    if n == 0 then return 0, FLOW_FULL, -1, nil, per_key end
+    if n == 0 then return 0, FLOW_FULL, -1, nil, per_key, probe end
   end
   local rate, per = tonumber(f[3]), tonumber(f[4])
   if rate and per and rate > 0 and per > 0 then
@@ -33,12 +47,21 @@ local function flow_allowance(flow, starts, inflight, leased, want, now)
       local oldest = redis.call('ZRANGE', starts, 0, 0, 'WITHSCORES')
       local wait = 1
       if #oldest > 0 then wait = math.max(1, tonumber(oldest[2]) + per - now + 1) end
-      return 0, FLOW_RATE, wait, nil, per_key
+      return 0, FLOW_RATE, wait, nil, per_key, probe
     end
     n = math.min(n, free)
-    return n, 0, -1, per, per_key
+    return n, 0, -1, per, per_key, probe
   end
-  return n, 0, -1, nil, per_key
+  return n, 0, -1, nil, per_key, probe
+end
+
+-- After a reserve in probe mode (flow_allowance's `probe`): the reply's status. When it took
+-- the probe (`taken` > 0), its slot is held for the reserving consumer's lock timeout, so
+-- that no other consumer probes meanwhile and a probe whose host dies frees the slot when
+-- its message's lock expires (protocol 4).
+local function flow_probe_taken(flow, taken, now, lock_ms)
+  if taken > 0 then redis.call('HSET', flow, 'breaker_probe', now + lock_ms) end
+  return FLOW_PROBE
 end
 
 -- Records `n` starts at `now` in the rate limit's window (`per`: its length, from

@@ -12,6 +12,8 @@
 -- pending = 2, 3, 4 (protocol 3): flow control held the call back (paused, the
 -- concurrency limit is reached, the rate limit's window is full; flow.lua), and the
 -- reply is just { wait_ms, pending }: for 4, wait_ms is when the window frees a start.
+-- pending = 5 (protocol 4): a fleet circuit breaker is open, wait_ms until the next probe;
+-- pending = 6: its cool-down is over and the reply's one message (if any) is the probe.
 -- `envelopes`: the fresh envelopes, leased together under `token` (false: none) at
 -- indices 0, 1, ..., each with the implicit delivery count 1. Each stored message follows
 -- as a quadruple with its position among all the reply's deliveries (0-based), so that
@@ -33,7 +35,7 @@
 expect('reserve', 19, 2, 2, { 1, 2 })
 local now = now_ms()
 promote_due(KEYS[5], KEYS[1], KEYS[2], KEYS[17], KEYS[11], KEYS[13], KEYS[14], KEYS[16], now)
-local want, held, flow_wait, window, per_key =
+local want, held, flow_wait, window, per_key, probe =
   flow_allowance(KEYS[11], KEYS[12], KEYS[4], KEYS[10], math.min(tonumber(ARGV[1]), LEASE_MAX), now)
 if held > 0 then return { flow_wait, held } end
 if redis.call('LLEN', KEYS[8]) > 0 then return { -1, 1 } end
@@ -186,4 +188,5 @@ if #lease == 0 and #out == 4 then
   end
 end
 flow_started(KEYS[11], KEYS[12], window, #lease + (#out - 4) / 4, now)
+if probe then out[2] = flow_probe_taken(KEYS[11], #lease + (#out - 4) / 4, now, lock_ms) end
 return out

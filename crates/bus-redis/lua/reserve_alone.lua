@@ -3,10 +3,11 @@
 -- KEYS: suspects, msgs, deliveries, inflight, isolated, leased, flow, flow-starts.
 -- ARGV: lock_ms.
 -- Returns { pending, id, count, envelope } (pending: suspects still waiting), or { 0 },
--- or { 2 | 3 | 4 } when flow control holds the call back (as reserve.lua's `pending`).
+-- or { 2 | 3 | 4 | 5 } when flow control holds the call back (as reserve.lua's `pending`).
+-- Protocol 4: a 5th element, 6, marks the message as a fleet circuit breaker's probe.
 expect('reserve_alone', 8, 1, 1, { 1 })
 local now = now_ms()
-local _, held, _, window = flow_allowance(KEYS[7], KEYS[8], KEYS[4], KEYS[6], 1, now)
+local _, held, _, window, _, probe = flow_allowance(KEYS[7], KEYS[8], KEYS[4], KEYS[6], 1, now)
 if held > 0 then return { held } end
 local deadline = now + tonumber(ARGV[1])
 -- Bounded: stray references are skipped, at most 100 per call.
@@ -19,7 +20,9 @@ for _ = 1, 100 do
     redis.call('ZADD', KEYS[4], deadline, id)
     redis.call('SADD', KEYS[5], id)
     flow_started(KEYS[7], KEYS[8], window, 1, now)
-    return { redis.call('LLEN', KEYS[1]) > 0 and 1 or 0, id, count, envelope }
+    local out = { redis.call('LLEN', KEYS[1]) > 0 and 1 or 0, id, count, envelope }
+    if probe then out[5] = flow_probe_taken(KEYS[7], 1, now, deadline - now) end
+    return out
   end
 end
 return { 1 }

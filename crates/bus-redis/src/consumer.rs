@@ -5,8 +5,11 @@ use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use bus_core::flow::{FleetBreaker, SeenBreaker};
 use bus_core::records::ErrorRecord;
-use bus_core::transport::{Consumer, ConsumerOptions, DeadLetterReason, Delivery, Held, Receipt};
+use bus_core::transport::{
+    now_ms, Consumer, ConsumerOptions, DeadLetterReason, Delivery, Held, Receipt,
+};
 use bus_core::Result;
 use fred::prelude::{Client, ClientLike, HashesInterface};
 use fred::types::{ClusterHash, CustomCommand, Value};
@@ -27,7 +30,8 @@ const RECOVER_BATCH: i64 = 100;
 /// the recovery of one lease.
 const LEASE_MAX: usize = 1_000;
 const LOCK_EXPIRED: &str = "lock expired: the consumer stopped or lost its connection";
-/// How often a consumer of a paused queue looks whether it was resumed.
+/// How often a consumer of a paused queue looks whether it was resumed (and one held back
+/// by a fleet circuit breaker whether its probe closed it).
 const PAUSED_POLL_MS: u64 = 250;
 /// How often a consumer of a queue at its concurrency limit looks for a free slot (a
 /// limit is a setting of the queue, so no ack of any client can be asked to wake us).
@@ -58,6 +62,11 @@ impl Hold {
             Some(4) => Hold::Flow {
                 wait_ms: wait.clamp(1, IDLE_WAIT_MS).unsigned_abs(),
             },
+            // A fleet circuit breaker (protocol 4): its cool-down's end, or a probe's
+            // success, which may come at any time.
+            Some(5) => Hold::Flow {
+                wait_ms: wait.clamp(1, PAUSED_POLL_MS as i64).unsigned_abs(),
+            },
             _ => Hold::No,
         }
     }
@@ -82,6 +91,8 @@ pub(crate) struct RedisConsumer {
     isolation_pending: AtomicBool,
     /// The last reserve found the queue paused (flow control): for the host's metrics.
     paused: AtomicBool,
+    /// What the last reserve saw of the fleet circuit breaker (protocol 4).
+    breaker: SeenBreaker,
 }
 
 impl RedisConsumer {
@@ -101,6 +112,7 @@ impl RedisConsumer {
             options,
             isolation_pending: AtomicBool::new(false),
             paused: AtomicBool::new(false),
+            breaker: SeenBreaker::default(),
         }
     }
 
@@ -139,7 +151,25 @@ impl RedisConsumer {
             None | Some(Value::Null) => Vec::new(),
             Some(other) => return Err(script.unexpected(&other).into()),
         };
-        Ok((wait, held, merge(script, token, leased, items)?))
+        let deliveries = merge(script, token, leased, items)?;
+        self.saw_breaker(pending, wait, !deliveries.is_empty());
+        Ok((wait, held, deliveries))
+    }
+
+    /// Records what a reserve's `pending` said of the fleet circuit breaker: 5 open
+    /// (`wait` ms left), 6 its cool-down over (`taken`: this reply holds the probe).
+    fn saw_breaker(&self, pending: Option<i64>, wait: i64, taken: bool) {
+        let until_ms = |wait: i64| now_ms().saturating_add(wait.max(0).unsigned_abs());
+        self.breaker.set(match pending {
+            Some(5) => FleetBreaker::Open {
+                until_ms: until_ms(wait),
+            },
+            Some(6) if taken => FleetBreaker::Probe,
+            Some(6) => FleetBreaker::Open { until_ms: now_ms() },
+            // Held back by something else: the breaker is as last seen.
+            Some(1..=4) => self.breaker.get(),
+            _ => FleetBreaker::Closed,
+        });
     }
     /// Blocks until the ready list is non-empty or `ms` pass. `BLMOVE l l LEFT LEFT`
     /// rotates the list onto itself: it changes nothing, it only wakes us.
@@ -256,6 +286,44 @@ impl Consumer for RedisConsumer {
         self.paused.load(Ordering::Relaxed)
     }
 
+    fn fleet_breaker(&self) -> FleetBreaker {
+        self.breaker.get()
+    }
+
+    async fn trip_breaker(&self, cool_down: Duration) -> Result<()> {
+        let cool_down_ms = i64::try_from(cool_down.as_millis()).unwrap_or(i64::MAX);
+        scripts::BREAKER_TRIP
+            .run(
+                &self.client,
+                vec![self.keys.flow.as_str()],
+                vec![Value::from(cool_down_ms)],
+            )
+            .await
+            .map_err(Error::from)?;
+        Ok(())
+    }
+
+    async fn extend_probe(&self, _: &Receipt) -> Result<()> {
+        scripts::BREAKER_HOLD
+            .run(
+                &self.client,
+                vec![self.keys.flow.as_str()],
+                vec![Value::from(self.lock_ms())],
+            )
+            .await
+            .map_err(Error::from)?;
+        Ok(())
+    }
+
+    async fn close_breaker(&self) -> Result<()> {
+        let _: i64 = self
+            .client
+            .hdel(&self.keys.flow, vec!["breaker_until", "breaker_probe"])
+            .await
+            .map_err(Error::from)?;
+        Ok(())
+    }
+
     async fn receive_isolated(&self) -> Result<Option<Delivery>> {
         let script = &scripts::RESERVE_ALONE;
         let reply = script
@@ -270,13 +338,20 @@ impl Consumer for RedisConsumer {
             return Err(script.unexpected(&reply).into());
         };
         let mut items = items.into_iter();
-        // (2 to 4: held back by flow control; the next receive waits as it says.)
-        let pending = items.next().and_then(|v| v.as_i64()) == Some(1);
-        self.isolation_pending.store(pending, Ordering::Relaxed);
+        // (2 to 5: held back by flow control; the next receive waits as it says.)
+        let first = items.next().and_then(|v| v.as_i64());
+        self.isolation_pending
+            .store(first == Some(1), Ordering::Relaxed);
         let (Some(id), Some(count), Some(payload)) = (items.next(), items.next(), items.next())
         else {
+            if first == Some(5) {
+                self.saw_breaker(first, 0, false);
+            }
             return Ok(None);
         };
+        // A 5th element, 6: the message is the fleet circuit breaker's probe.
+        let probe = items.next().and_then(|v| v.as_i64());
+        self.saw_breaker(probe.or(Some(0)), 0, true);
         let (Some(key), Some(count), Some(payload)) =
             (id.into_bytes(), count.as_i64(), payload.into_bytes())
         else {

@@ -45,7 +45,9 @@ pub struct QueueKeys {
     /// Counter of the messages held in leases (in flight besides `inflight`'s ids).
     pub leased: String,
     /// Hash: the queue's flow control (protocol 3): `paused`, `concurrency`, `rate`,
-    /// `per_ms`; absent when none is set. Read by every reserve.
+    /// `per_ms`; protocol 4 adds `per_key`, `on_dead`, `keyed` and the fleet circuit
+    /// breaker's `breaker_until`, `breaker_probe`; absent when none is set. Read by every
+    /// reserve.
     pub flow: String,
     /// Sorted set: the rate limit's sliding window, one member per start (score: its
     /// time in ms); only written while a rate limit is set.

@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use bus_core::flow::FleetBreaker;
 use bus_core::records::ErrorRecord;
 use bus_core::transport::{Consumer, ConsumerOptions, DeadLetterReason, Delivery, Receipt};
 use bus_core::Result;
@@ -343,6 +344,42 @@ impl Consumer for PartitionedConsumer {
     fn paused(&self) -> bool {
         // A pause is set on every shard at once (`Admin::pause`).
         self.shards.iter().any(Consumer::paused)
+    }
+
+    /// A trip is stored on every shard: a probe from any shard is a probe (one per shard
+    /// at most), else open if any shard is.
+    fn fleet_breaker(&self) -> FleetBreaker {
+        let seen: Vec<FleetBreaker> = self.shards.iter().map(Consumer::fleet_breaker).collect();
+        if seen.contains(&FleetBreaker::Probe) {
+            return FleetBreaker::Probe;
+        }
+        seen.into_iter()
+            .filter_map(|s| match s {
+                FleetBreaker::Open { until_ms } => Some(until_ms),
+                _ => None,
+            })
+            .max()
+            .map_or(FleetBreaker::Closed, |until_ms| FleetBreaker::Open {
+                until_ms,
+            })
+    }
+
+    async fn trip_breaker(&self, cool_down: Duration) -> Result<()> {
+        let calls = self.shards.iter().map(|s| s.trip_breaker(cool_down));
+        first_error(join_all(calls).await)?;
+        Ok(())
+    }
+
+    /// Only the probe's own shard's slot.
+    async fn extend_probe(&self, receipt: &Receipt) -> Result<()> {
+        let (shard, own) = self.split(receipt)?;
+        self.shards[shard].extend_probe(&own).await
+    }
+
+    async fn close_breaker(&self) -> Result<()> {
+        let calls = self.shards.iter().map(|s| s.close_breaker());
+        first_error(join_all(calls).await)?;
+        Ok(())
     }
 
     async fn receive_isolated(&self) -> Result<Option<Delivery>> {

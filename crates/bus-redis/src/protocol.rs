@@ -9,7 +9,8 @@ use crate::{keys, Error, Result};
 
 /// The protocol this build speaks: 4, protocol 3 plus per-key ordering (keyed sends run
 /// `send_keyed.lua`; reserve, ack, dead-letter and recover take the keys' state as KEYS;
-/// docs/wire-format.md, "Versioning"). Protocol 3 is the lease layout of protocol 2 plus
+/// docs/wire-format.md, "Versioning") and the fleet circuit breaker (`breaker_trip.lua`,
+/// reserve statuses 5 and 6). Protocol 3 is the lease layout of protocol 2 plus
 /// flow control, message deadlines and the lifecycle scripts; protocol 1 is the layout
 /// before leases, which recorded no version. `lua/common.lua`'s `PROTOCOL` says the same.
 pub const PROTOCOL: u32 = 4;

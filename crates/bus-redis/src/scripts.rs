@@ -99,6 +99,12 @@ pub(crate) static READ_SCHEDULED: LazyLock<LuaScript> =
     LazyLock::new(|| lua!("read_scheduled", ["common"]));
 pub(crate) static RESERVE: LazyLock<LuaScript> =
     LazyLock::new(|| lua!("reserve", ["common", "flow"], flags = "allow-oom"));
+/// Protocol 4: trips a queue's fleet circuit breaker (`flow` hash).
+pub(crate) static BREAKER_TRIP: LazyLock<LuaScript> =
+    LazyLock::new(|| lua!("breaker_trip", ["common"]));
+/// Protocol 4: holds a running probe's slot one more lock timeout.
+pub(crate) static BREAKER_HOLD: LazyLock<LuaScript> =
+    LazyLock::new(|| lua!("breaker_hold", ["common"]));
 pub(crate) static RESERVE_ALONE: LazyLock<LuaScript> =
     LazyLock::new(|| lua!("reserve_alone", ["common", "flow"], flags = "allow-oom"));
 pub(crate) static ACK: LazyLock<LuaScript> =

@@ -221,3 +221,25 @@ async fn a_per_key_rate_limit_holds() {
     conformance::a_per_key_rate_limit_holds(Arc::new(transport.clone()), &Admin::new(transport))
         .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_breaker_holds_every_consumer_and_lets_one_probe_through() {
+    let redis = TestRedis::start().unwrap();
+    let transport = common::transport(&redis).await;
+    conformance::a_fleet_breaker_holds_every_consumer_and_lets_one_probe_through(
+        Arc::new(transport.clone()),
+        &Admin::new(transport),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_breaker_stops_every_host_until_one_probe_closes_it() {
+    let redis = TestRedis::start().unwrap();
+    let transport = common::transport(&redis).await;
+    conformance::a_fleet_breaker_stops_every_host_until_one_probe_closes_it(
+        Arc::new(transport.clone()),
+        &Admin::new(transport),
+    )
+    .await;
+}

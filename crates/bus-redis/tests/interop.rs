@@ -372,3 +372,53 @@ async fn python_reads_dead_letters() {
     check(garbage, "undecodable", "cannot decode envelope");
     check(stranger, "unknown_type", "someone-else");
 }
+
+/// A consumer written from docs/wire-format.md ("Protocol 4: fleet circuit breaker")
+/// respects a fleet breaker a Rust host tripped: it takes nothing before the cool-down
+/// ends, then one message as the probe, closes the breaker when it succeeded, and takes
+/// the rest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_python_consumer_waits_out_a_fleet_breaker_then_probes_and_closes_it() {
+    const N: u64 = 20;
+    let redis = TestRedis::start().unwrap();
+    let transport = transport(&redis).await;
+    let bus = Bus::new(transport.clone(), BusConfig::default());
+    let jobs: Vec<Job> = (0..N)
+        .map(|n| Job {
+            n,
+            text: format!("job {n}"),
+        })
+        .collect();
+    bus.send_batch(&jobs).await.unwrap();
+    let source = bus_core::transport::Source::queue("interop-jobs").unwrap();
+    let options = bus_core::transport::ConsumerOptions::new(Duration::from_secs(60), 5);
+    let rust = bus_core::Transport::consumer(&transport, &source, options)
+        .await
+        .unwrap();
+    let tripped = SystemTime::now();
+    rust.trip_breaker(Duration::from_millis(1_500))
+        .await
+        .unwrap();
+
+    let received = python(
+        "consumer.py",
+        &[
+            &redis.url(),
+            redis.namespace(),
+            "interop-jobs",
+            &N.to_string(),
+        ],
+    )
+    .await;
+    assert!(
+        tripped.elapsed().unwrap() >= Duration::from_millis(1_500),
+        "the foreign consumer took all before the cool-down ended"
+    );
+    assert_eq!(received.len(), N as usize);
+    // Closed by the foreign consumer's successful probe.
+    let flow = bus_redis::admin::Admin::new(transport)
+        .flow(&source)
+        .await
+        .unwrap();
+    assert_eq!(flow.breaker_until_ms, None);
+}

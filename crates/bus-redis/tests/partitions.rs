@@ -490,3 +490,109 @@ async fn a_partitioned_queue_wakes_up_about_as_fast_as_a_plain_one() {
     );
     assert!(sharded < 50.0, "median {sharded:.2} ms");
 }
+
+/// A fleet circuit breaker on a partitioned queue: a trip is stored on every shard, so
+/// every shard holds back; after the cool-down each shard lets one probe through (the
+/// consumer reports the probe); holding a probe's slot touches only its shard; a close
+/// clears every shard.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_breaker_holds_every_shard_and_each_lets_one_probe_through() {
+    const SHARDS: u16 = 3;
+    let redis = TestRedis::start().unwrap();
+    let transport = partitioned(&redis, SHARDS).await;
+    for shard in 0..SHARDS {
+        let batch: Vec<Work> = (0..5).map(|n| Work { n }).collect();
+        bus(&transport)
+            .send_batch_keyed(&batch, &key_on(shard))
+            .await
+            .unwrap();
+    }
+    let source = Source::queue("work").unwrap();
+    let consumer = transport
+        .consumer(&source, ConsumerOptions::new(Duration::from_secs(30), 5))
+        .await
+        .unwrap();
+    let stop = CancellationToken::new();
+    let admin = bus_redis::admin::Admin::new(transport.clone());
+    let flows: Vec<String> = (0..SHARDS)
+        .map(|i| QueueKeys::shard(redis.namespace(), "work", i).flow)
+        .collect();
+
+    consumer
+        .trip_breaker(Duration::from_secs(60))
+        .await
+        .unwrap();
+    for flow in &flows {
+        let until: Option<String> = transport
+            .client()
+            .hget(flow, "breaker_until")
+            .await
+            .unwrap();
+        assert!(until.is_some(), "{flow} not tripped");
+    }
+    assert!(admin
+        .flow(&source)
+        .await
+        .unwrap()
+        .breaker_until_ms
+        .is_some());
+    assert!(consumer.receive(10, &stop).await.unwrap().is_empty());
+    assert!(matches!(
+        consumer.fleet_breaker(),
+        bus_core::flow::FleetBreaker::Open { .. }
+    ));
+
+    // The cool-down over on every shard (moved back by hand): one probe per shard.
+    for flow in &flows {
+        let _: i64 = transport
+            .client()
+            .hset(flow, ("breaker_until", 1))
+            .await
+            .unwrap();
+    }
+    let probes = consumer.receive(10, &stop).await.unwrap();
+    assert_eq!(probes.len(), SHARDS as usize, "{probes:?}");
+    let mut shards: Vec<u16> = probes.iter().map(|d| d.receipt.shard).collect();
+    shards.sort_unstable();
+    assert_eq!(shards, [0, 1, 2]);
+    assert_eq!(
+        consumer.fleet_breaker(),
+        bus_core::flow::FleetBreaker::Probe
+    );
+    assert!(
+        consumer.receive(10, &stop).await.unwrap().is_empty(),
+        "a second probe"
+    );
+
+    // Holding shard 1's probe slot extends only shard 1's (each slot set to 1 ms first).
+    for flow in &flows {
+        let _: i64 = transport
+            .client()
+            .hset(flow, ("breaker_probe", 1))
+            .await
+            .unwrap();
+    }
+    let one = probes.iter().find(|d| d.receipt.shard == 1).unwrap();
+    consumer.extend_probe(&one.receipt).await.unwrap();
+    let now = bus_core::transport::now_ms();
+    for (i, flow) in flows.iter().enumerate() {
+        let slot: u64 = transport
+            .client()
+            .hget(flow, "breaker_probe")
+            .await
+            .unwrap();
+        let extended = slot + 1_000 >= now + 30_000;
+        assert_eq!(extended, i == 1, "shard {i}: slot {slot}, now {now}");
+    }
+
+    // Closed: every shard flows again.
+    consumer.close_breaker().await.unwrap();
+    assert_eq!(admin.flow(&source).await.unwrap().breaker_until_ms, None);
+    let rest = consumer.receive(20, &stop).await.unwrap();
+    assert_eq!(rest.len(), 3 * 5 - 3);
+    assert_eq!(
+        consumer.fleet_breaker(),
+        bus_core::flow::FleetBreaker::Closed
+    );
+    consumer.close().await.unwrap();
+}

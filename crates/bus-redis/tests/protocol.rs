@@ -23,6 +23,8 @@ const SCRIPTS: &[(&str, &str)] = &[
     ("release", include_str!("../lua/release.lua")),
     ("recover", include_str!("../lua/recover.lua")),
     ("absolve", include_str!("../lua/absolve.lua")),
+    ("breaker_trip", include_str!("../lua/breaker_trip.lua")),
+    ("breaker_hold", include_str!("../lua/breaker_hold.lua")),
     ("send_at", include_str!("../lua/send_at.lua")),
     ("send_keyed", include_str!("../lua/send_keyed.lua")),
     ("send_keyed_at", include_str!("../lua/send_keyed_at.lua")),
@@ -79,7 +81,13 @@ fn text(name: &str) -> String {
         format!("{COMMON}{ADMIN_COMMON}{body}")
     } else if matches!(
         name,
-        "send_at" | "send_keyed" | "send_keyed_at" | "publish" | "reply"
+        "send_at"
+            | "send_keyed"
+            | "send_keyed_at"
+            | "publish"
+            | "reply"
+            | "breaker_trip"
+            | "breaker_hold"
     ) {
         format!("{COMMON}{body}")
     } else if matches!(name, "reserve" | "reserve_alone") {
@@ -220,6 +228,7 @@ impl Queue {
                 &k.ready,
             ],
             "absolve" => vec![&k.suspects, &k.ready],
+            "breaker_trip" | "breaker_hold" => vec![&k.flow],
             "send_at" => vec![&k.delayed, &k.msgs, &k.ready],
             "send_keyed" => vec![
                 &k.ready, &k.flow, &k.kready, &k.kbusy, &k.kq, &k.delayed, &k.msgs, &k.kdue,
@@ -506,6 +515,7 @@ fn good_argv(script: &str, token: &str, id: &str, dead: &str) -> Vec<String> {
         "release" => vec![token, "0", id, "1"],
         "recover" => vec!["3", "100", "lost"],
         "absolve" => vec![token, "0", id, "1"],
+        "breaker_trip" | "breaker_hold" => vec!["5000"],
         "send_at" => vec!["0", "now", "{}"],
         "send_keyed" => vec!["k", "{}"],
         "send_keyed_at" => vec!["0", "k", "keyed-later", "{}"],
@@ -555,6 +565,7 @@ fn bad_argvs(script: &str, token: &str, id: &str) -> Vec<Vec<String>> {
         "release" => vec![vec![token]],
         "recover" => vec![vec!["3", "100"], vec!["three", "100", "e"]],
         "absolve" => vec![vec![token]],
+        "breaker_trip" | "breaker_hold" => vec![vec![], vec!["soon"], vec!["5000", "more"]],
         "send_at" => vec![vec!["0", "now"], vec!["soon", "now", "{}"], vec![]],
         "send_keyed" => vec![vec!["k"], vec!["", "{}"], vec![]],
         "send_keyed_at" => vec![
@@ -896,6 +907,79 @@ fn flow_control_holds_a_reserve_back_says_why_and_writes_nothing() {
     assert_eq!(why, 4);
     assert!((59_000..=60_001).contains(&wait), "{wait}");
     assert_eq!(q.cmd(&["LLEN", &q.k.ready.clone()]), Resp::Integer(1));
+}
+
+/// `pending` of a reserve's reply, and how many messages it holds.
+fn pending_and_taken(reply: &Resp) -> (i64, usize) {
+    let items = reply.as_array().unwrap();
+    let leased = items
+        .get(3)
+        .and_then(Resp::as_array)
+        .map_or(0, <[Resp]>::len);
+    (
+        items[1].as_int().unwrap(),
+        leased + items.len().saturating_sub(4) / 4,
+    )
+}
+
+#[test]
+fn a_fleet_breaker_holds_reserves_back_then_marks_one_probe_as_a_foreign_client_sees_it() {
+    let redis = TestRedis::start().unwrap();
+    let mut q = Queue::new(&redis, "breaker");
+    let envelopes: Vec<String> = (0..4).map(envelope).collect();
+    q.push(&envelopes.iter().map(String::as_str).collect::<Vec<_>>());
+    let flow = q.k.flow.clone();
+    // Tripped for a minute: 5 with the wait, for reserve and reserve_alone, writing nothing.
+    let until = q.call("breaker_trip", &["60000"]).as_int().unwrap();
+    let before = q.snapshot();
+    let (wait, why) = held_back(&q.call("reserve", &["10", "60000"])).unwrap();
+    assert_eq!(why, 5);
+    assert!((59_000..=60_000).contains(&wait), "{wait}");
+    let alone = q.call("reserve_alone", &["60000"]);
+    assert_eq!(alone.as_array().map(|a| a[0].as_int()), Some(Some(5)));
+    assert_eq!(q.snapshot(), before, "a held-back reserve wrote");
+    // A shorter trip never shortens it.
+    assert_eq!(q.call("breaker_trip", &["10"]).as_int(), Some(until));
+
+    // The cool-down over (moved back by hand): one message of ten asked, marked 6, and
+    // its slot held for the reserving call's lock.
+    q.cmd(&["HSET", &flow, "breaker_until", "1"]);
+    let (pending, taken) = pending_and_taken(&q.call("reserve", &["10", "30000"]));
+    assert_eq!((pending, taken), (6, 1));
+    let probe: i64 = q
+        .cmd(&["HGET", &flow, "breaker_probe"])
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let now = bus_core::transport::now_ms() as i64;
+    assert!((now + 29_000..=now + 30_000).contains(&probe), "{probe}");
+    let (wait, why) = held_back(&q.call("reserve", &["10", "60000"])).unwrap();
+    assert_eq!(why, 5, "a second probe while one runs");
+    assert!((29_000..=30_000).contains(&wait), "{wait}");
+
+    // Its host holds the slot while the probe runs: one more lock timeout from now.
+    q.cmd(&["HSET", &flow, "breaker_probe", "1"]);
+    assert_eq!(q.call("breaker_hold", &["45000"]).as_int(), Some(1));
+    let (wait, why) = held_back(&q.call("reserve", &["10", "60000"])).unwrap();
+    assert_eq!(why, 5);
+    assert!((44_000..=45_000).contains(&wait), "{wait}");
+
+    // A trip (the probe failed) frees the slot and opens it for its own cool-down only.
+    q.call("breaker_trip", &["0"]);
+    assert_eq!(
+        q.cmd(&["HEXISTS", &flow, "breaker_probe"]),
+        Resp::Integer(0)
+    );
+    let (pending, taken) = pending_and_taken(&q.call("reserve", &["10", "30000"]));
+    assert_eq!((pending, taken), (6, 1), "no probe after a cool-down of 0");
+
+    // Closed by one command: everything flows; holding a slot then changes nothing.
+    q.cmd(&["HDEL", &flow, "breaker_until", "breaker_probe"]);
+    assert_eq!(q.call("breaker_hold", &["45000"]).as_int(), Some(0));
+    assert_eq!(q.cmd(&["EXISTS", &flow]), Resp::Integer(0));
+    let (pending, taken) = pending_and_taken(&q.call("reserve", &["10", "30000"]));
+    assert_eq!((pending, taken), (0, 2));
 }
 
 #[test]

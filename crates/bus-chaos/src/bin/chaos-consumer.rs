@@ -4,21 +4,25 @@
 //! then ack; `abort`: count the run then abort the whole process; `poison`: abort for
 //! job 0 only, record the others; `hold`: never finish; `block`: block the thread for
 //! `CHAOS_WORK_MS`, then record; `flaky`: fail while `failing_key` exists, else record,
-//! pushing every run to `attempts_key`), `CHAOS_LOCK_MS`, `CHAOS_LIMIT` (dead-letter delivery
+//! pushing every run to `attempts_key`, and hang while `holding_key` exists), `CHAOS_LOCK_MS`, `CHAOS_LIMIT` (dead-letter delivery
 //! limit); optional `CHAOS_GRACE_MS` (shutdown grace), `CHAOS_CONCURRENCY` and
 //! `CHAOS_PREFETCH` (32 and 64 by default), `CHAOS_WORK_MS` (how long each
 //! handler awaits before it records), `CHAOS_TIMELINE=1` (also push each run's job,
-//! start, end and delivery count to `timeline_key`), `CHAOS_BREAKER=1` (a circuit breaker with its default
-//! settings). The Redis connection keeps the default
+//! start, end and delivery count to `timeline_key`), `CHAOS_BREAKER=1` (a circuit breaker
+//! with its default settings; `fleet`: the same with the fleet scope). The Redis connection
+//! keeps the default
 //! `RedisConfig`. Runs until killed, SIGINT or SIGTERM.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use bus_chaos::{
-    attempts_key, failing_key, poison_runs_key, processed_key, runs_key, timeline_key, Job,
+    attempts_key, failing_key, held_key, holding_key, poison_runs_key, processed_key, runs_key,
+    timeline_key, Job,
 };
-use bus_core::{CircuitBreaker, CommandProcessor, Context, Host, ProcessError, ProcessingSettings};
+use bus_core::{
+    BreakerScope, CircuitBreaker, CommandProcessor, Context, Host, ProcessError, ProcessingSettings,
+};
 use bus_redis::{RedisConfig, RedisTransport};
 use fred::prelude::{Client, KeysInterface, ListInterface, SetsInterface};
 
@@ -52,6 +56,12 @@ impl CommandProcessor<Job> for Handler {
             std::process::abort();
         }
         if self.mode == "flaky" {
+            let holding: i64 = self.client.exists(holding_key(&self.prefix)).await?;
+            if holding > 0 {
+                let run = format!("{} {start}", std::process::id());
+                let _: i64 = self.client.rpush(held_key(&self.prefix), run).await?;
+                std::future::pending::<()>().await;
+            }
             let failing: i64 = self.client.exists(failing_key(&self.prefix)).await?;
             if let Some(work) = self.work {
                 tokio::time::sleep(work).await;
@@ -125,11 +135,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .prefetch_count(env("CHAOS_PREFETCH").map_or(Ok(64), |n| n.parse())?)
             .message_lock_timeout(lock)
             .dead_letter_delivery_limit(env("CHAOS_LIMIT")?.parse()?)
-            .circuit_breaker(
-                env("CHAOS_BREAKER")
-                    .is_ok_and(|on| on == "1")
-                    .then(CircuitBreaker::default),
-            ),
+            .circuit_breaker(match env("CHAOS_BREAKER").as_deref() {
+                Ok("1") => Some(CircuitBreaker::default()),
+                Ok("fleet") => Some(CircuitBreaker::default().scope(BreakerScope::Fleet)),
+                _ => None,
+            }),
     };
     Host::builder()
         .transport(transport)

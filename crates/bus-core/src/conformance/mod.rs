@@ -86,6 +86,11 @@ pub use flow::{
     a_concurrency_limit_holds_across_hosts, a_rate_limit_holds_across_hosts,
     pause_stops_reserving_and_resume_restarts,
 };
+mod breaker;
+pub use breaker::{
+    a_fleet_breaker_holds_every_consumer_and_lets_one_probe_through,
+    a_fleet_breaker_stops_every_host_until_one_probe_closes_it,
+};
 mod ordering;
 pub use ordering::{
     a_dead_letter_unblocks_its_key_unless_set_to_block,

@@ -18,7 +18,11 @@ use tokio_util::sync::CancellationToken;
 
 use super::held::Held;
 
-use crate::transport::Source;
+use crate::transport::{Receipt, Source};
+
+// The fleet scope: the transport holds every host back; this host trips, judges its probe.
+mod fleet;
+pub(crate) use fleet::FleetCall;
 
 /// Buckets of the sliding window: its resolution is a tenth of the window.
 const BUCKETS: usize = 10;
@@ -28,7 +32,8 @@ const BUCKETS: usize = 10;
 ///
 /// The defaults: it opens when at least half of the handler runs of the last 30 s
 /// failed, once there were at least 20 of them; it stays open 5 s, then lets one message
-/// through as a probe.
+/// through as a probe. It stops this host only ([`BreakerScope::Host`]) unless set to
+/// stop every host ([`BreakerScope::Fleet`]).
 ///
 /// ```
 /// use std::time::Duration;
@@ -52,6 +57,34 @@ pub struct CircuitBreaker {
     pub window: Duration,
     /// See [`CircuitBreaker::cool_down()`].
     pub cool_down: Duration,
+    /// See [`CircuitBreaker::scope()`].
+    pub scope: BreakerScope,
+}
+
+/// Which consumers a tripped circuit breaker stops.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum BreakerScope {
+    /// This host's worker only: each host judges its own handlers (no transport support
+    /// needed).
+    #[default]
+    Host,
+    /// Every consumer of the queue, on every host: the trip is stored in the transport
+    /// (in Redis, the queue's `flow` hash), the transport's reserve holds every consumer
+    /// back, and exactly one message (one per partition) goes through as the probe, judged
+    /// by the host that took it. Needs a transport with a fleet breaker (Redis, in-memory).
+    Fleet,
+}
+
+impl BreakerScope {
+    /// `host` or `fleet`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BreakerScope::Host => "host",
+            BreakerScope::Fleet => "fleet",
+        }
+    }
 }
 
 impl Default for CircuitBreaker {
@@ -61,6 +94,7 @@ impl Default for CircuitBreaker {
             minimum_calls: 20,
             window: Duration::from_secs(30),
             cool_down: Duration::from_secs(5),
+            scope: BreakerScope::Host,
         }
     }
 }
@@ -94,6 +128,13 @@ impl CircuitBreaker {
         self
     }
 
+    /// Which consumers it stops: this host's ([`BreakerScope::Host`], the default) or
+    /// every host's ([`BreakerScope::Fleet`]).
+    pub fn scope(mut self, scope: BreakerScope) -> Self {
+        self.scope = scope;
+        self
+    }
+
     /// The same settings with each value in the range its setter keeps.
     pub(crate) fn in_range(self) -> Self {
         let CircuitBreaker {
@@ -101,6 +142,7 @@ impl CircuitBreaker {
             minimum_calls,
             window,
             cool_down,
+            scope: _,
         } = self;
         self.failure_ratio(failure_ratio)
             .minimum_calls(minimum_calls)
@@ -293,6 +335,12 @@ pub(crate) struct Breaker {
     source: Source,
     machine: Mutex<Machine>,
     state: watch::Sender<BreakerState>,
+    /// Fleet scope: the probes this host reserved and has not judged yet.
+    probes: Mutex<Vec<Receipt>>,
+    scope: BreakerScope,
+    /// Fleet scope: how many trips and closes this host has stored, so that a reserve
+    /// that started before one is not taken as news of the fleet's state.
+    judged: std::sync::atomic::AtomicU64,
 }
 
 impl Breaker {
@@ -301,6 +349,9 @@ impl Breaker {
             source,
             machine: Mutex::new(Machine::new(settings, Instant::now())),
             state: watch::Sender::new(BreakerState::Closed),
+            probes: Mutex::new(Vec::new()),
+            scope: settings.scope,
+            judged: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -314,6 +365,10 @@ impl Breaker {
     }
 
     pub(crate) fn admit(&self) -> Admit {
+        // Fleet scope: the transport's reserve holds back and hands out the probe.
+        if self.fleet() {
+            return Admit::Go;
+        }
         self.with(|m, now| m.admit(now))
     }
 
@@ -349,6 +404,10 @@ impl Breaker {
     fn changed(&self, before: BreakerState, after: BreakerState, settings: &CircuitBreaker) {
         let source = &self.source;
         match after {
+            BreakerState::Open if self.fleet() => tracing::warn!(
+                %source, state = "open", scope = "fleet", cool_down = ?settings.cool_down,
+                "circuit breaker open on every host: too many handlers failed (here, or on the host that tripped it, or its probe); no host reserves until the cool-down ends"
+            ),
             BreakerState::Open if before == BreakerState::Closed => tracing::warn!(
                 %source, state = "open", cool_down = ?settings.cool_down,
                 failure_ratio = settings.failure_ratio, window = ?settings.window,
@@ -359,11 +418,11 @@ impl Breaker {
                 "circuit breaker re-opened: the probe failed"
             ),
             BreakerState::HalfOpen => tracing::info!(
-                %source, state = "half-open",
+                %source, state = "half-open", scope = settings.scope.as_str(),
                 "circuit breaker half-open: one message runs as a probe"
             ),
             BreakerState::Closed => tracing::info!(
-                %source, state = "closed",
+                %source, state = "closed", scope = settings.scope.as_str(),
                 "circuit breaker closed: the probe succeeded; reserving as usual"
             ),
         }

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-pub use breaker::{BreakerState, CircuitBreaker};
+pub use breaker::{BreakerScope, BreakerState, CircuitBreaker};
 pub(crate) use lifecycle::deadline_header;
 pub use lifecycle::{DeadLettering, OnExpiry, DEAD_LETTER_HOOK_BOUND, EXPIRES_AT_HEADER};
 pub(crate) use registration::{invoke, Registration};

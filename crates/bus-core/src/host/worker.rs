@@ -27,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::instrument::WithSubscriber;
 use tracing::Instrument;
 
-use super::breaker::{gate, Breaker, Gate};
+use super::breaker::{gate, Breaker, FleetCall, Gate};
 use super::handle::{delivery_span, Dispatch};
 use super::held::Held;
 use super::metrics::{Op, WorkerMetrics};
@@ -193,6 +193,8 @@ impl Worker {
                     Gate::Stop => break,
                 },
             };
+            // Before the reserve: an answer that predates this host's own trip or close is stale.
+            let epoch = self.breaker.as_ref().map_or(0, |b| b.epoch());
             let received = if alone {
                 // Recovered messages run alone: first settle everything held.
                 tokio::select! {
@@ -237,6 +239,9 @@ impl Worker {
                     alone = self.consumer.isolation_pending() || alone;
                     // More than asked for is never held (its lock expires).
                     deliveries.truncate(permit.num_permits());
+                    if let Some(breaker) = &self.breaker {
+                        breaker.seen(self.consumer.fleet_breaker(), &deliveries, epoch);
+                    }
                     let Some(slots) = permit.split(deliveries.len()) else {
                         continue;
                     };
@@ -262,6 +267,20 @@ impl Worker {
                     }
                 }
             }
+        }
+    }
+
+    /// Stores a fleet breaker's trip or close in the transport. A failure is logged: an
+    /// unstored trip leaves the other hosts running, an unstored close lets the next probe
+    /// through once the probe's slot expires (one lock timeout).
+    async fn fleet_call(&self, call: FleetCall) {
+        let stored = match call {
+            FleetCall::Trip(cool_down) => self.consumer.trip_breaker(cool_down).await,
+            FleetCall::Close => self.consumer.close_breaker().await,
+        };
+        if let Err(e) = stored {
+            tracing::warn!(source = %self.registration.source, ?call, error = %error_chain(&e),
+                "could not store the fleet circuit breaker's change in the transport");
         }
     }
 
@@ -411,7 +430,10 @@ impl Worker {
                         outcome_of(this.dispatch.handle(&delivery, decoded, token.clone()));
                     let outcome = this.metrics.process(handled).await;
                     if let Some(breaker) = &this.breaker {
-                        breaker.record(matches!(outcome, Outcome::Ack));
+                        let succeeded = matches!(outcome, Outcome::Ack);
+                        if let Some(call) = breaker.judge(&delivery.receipt, succeeded) {
+                            this.fleet_call(call).await;
+                        }
                     }
                     this.dispatch.observe_failure(&delivery.payload, &outcome);
                     this.settle(delivery.receipt, outcome, &token, held).await
@@ -586,6 +608,7 @@ impl Worker {
             {
                 Ok(kept) => {
                     self.metrics.renewed(&kept);
+                    self.extend_probes(&receipts, &kept).await;
                     let lost: Vec<Receipt> = receipts
                         .into_iter()
                         .zip(kept)
@@ -601,6 +624,26 @@ impl Worker {
                 Err(e) => {
                     tracing::warn!(source = %self.registration.source, error = %error_chain(&e), "lock renewal failed; will try again");
                 }
+            }
+        }
+    }
+
+    /// A fleet breaker's probe whose lock was just renewed keeps its slot as long: no
+    /// second probe starts beside a long one.
+    async fn extend_probes(&self, receipts: &[Receipt], kept: &[bool]) {
+        let Some(breaker) = &self.breaker else { return };
+        let probes = breaker.probes_held();
+        if probes.is_empty() {
+            return;
+        }
+        let running = receipts
+            .iter()
+            .zip(kept)
+            .filter(|(receipt, kept)| **kept && probes.contains(receipt));
+        for (receipt, _) in running {
+            if let Err(e) = self.consumer.extend_probe(receipt).await {
+                tracing::warn!(source = %self.registration.source, error = %error_chain(&e),
+                    "could not hold the fleet circuit breaker's probe slot; another host may probe beside it");
             }
         }
     }

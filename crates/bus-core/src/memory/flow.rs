@@ -5,7 +5,7 @@ use async_trait::async_trait;
 use tokio::time::Instant;
 
 use super::{MemoryTransport, Queue};
-use crate::flow::{check_concurrency, Flow, FlowControl, PerKey, RateLimit};
+use crate::flow::{check_concurrency, FleetBreaker, Flow, FlowControl, PerKey, RateLimit};
 use crate::transport::Source;
 use crate::Result;
 
@@ -18,16 +18,51 @@ pub(super) enum Allowance {
     Wait(Option<Instant>),
 }
 
+/// A queue's fleet circuit breaker (as Redis's `breaker_until` and `breaker_probe`).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Tripped {
+    /// The cool-down's end.
+    until: Instant,
+    /// While a probe runs: its slot's end (the prober's lock timeout).
+    probe: Option<Instant>,
+}
+
+impl Tripped {
+    /// When the next probe may be taken.
+    fn next_probe(&self) -> Instant {
+        self.probe.map_or(self.until, |probe| probe.max(self.until))
+    }
+}
+
+/// An instant as ms since the Unix epoch (this process's clock is the transport's).
+pub(super) fn epoch_ms(at: Instant) -> u64 {
+    let now = Instant::now();
+    let now_ms = crate::envelope::now_ms();
+    if at >= now {
+        now_ms.saturating_add(u64::try_from((at - now).as_millis()).unwrap_or(u64::MAX))
+    } else {
+        now_ms.saturating_sub(u64::try_from((now - at).as_millis()).unwrap_or(u64::MAX))
+    }
+}
+
 impl Queue {
     /// How many of `want` messages flow control lets a receive take now.
     pub(super) fn allowance(&mut self, want: usize, now: Instant) -> Allowance {
-        if self.flow.is_open() {
+        if self.flow.is_open() && self.tripped.is_none() {
             return Allowance::Take(want);
         }
         if self.flow.paused {
             return Allowance::Wait(None);
         }
         let mut n = want;
+        if let Some(tripped) = self.tripped {
+            let next = tripped.next_probe();
+            if now < next {
+                return Allowance::Wait(Some(next));
+            }
+            // The cool-down is over: one message, the probe.
+            n = n.min(1);
+        }
         if let Some(limit) = self.flow.concurrency {
             n = n.min((limit as usize).saturating_sub(self.in_flight.len()));
             if n == 0 {
@@ -45,6 +80,57 @@ impl Queue {
             n = n.min(free);
         }
         Allowance::Take(n)
+    }
+
+    /// What a receive that took `taken` messages saw of the fleet breaker; a probe's slot
+    /// is held until `lock` (the prober's lock deadline).
+    pub(super) fn breaker_seen(
+        &mut self,
+        taken: usize,
+        now: Instant,
+        lock: Instant,
+    ) -> FleetBreaker {
+        let Some(tripped) = &mut self.tripped else {
+            return FleetBreaker::Closed;
+        };
+        let next = tripped.next_probe();
+        if now < next || taken == 0 {
+            return FleetBreaker::Open {
+                until_ms: epoch_ms(next),
+            };
+        }
+        tripped.probe = Some(lock);
+        FleetBreaker::Probe
+    }
+
+    /// Opens the fleet breaker until `now + cool_down` (never shortening it) and frees a
+    /// probe's slot, as `breaker_trip.lua`.
+    pub(super) fn trip(&mut self, now: Instant, cool_down: std::time::Duration) {
+        let until = now + cool_down;
+        let until = self.tripped.map_or(until, |t| t.until.max(until));
+        self.tripped = Some(Tripped { until, probe: None });
+        self.notify.notify_waiters();
+    }
+
+    /// Holds a running probe's slot until `lock` (nothing when none is held).
+    pub(super) fn extend_probe(&mut self, lock: Instant) {
+        if let Some(Tripped {
+            probe: Some(probe), ..
+        }) = &mut self.tripped
+        {
+            *probe = lock;
+        }
+    }
+
+    /// Closes the fleet breaker.
+    pub(super) fn close_breaker(&mut self) {
+        self.tripped = None;
+        self.notify.notify_waiters();
+    }
+
+    /// When the fleet breaker lets the next probe go, in ms since the Unix epoch.
+    pub(super) fn breaker_until_ms(&self) -> Option<u64> {
+        self.tripped.map(|t| epoch_ms(t.next_probe()))
     }
 
     /// Records `n` starts in the rate limit's window.
@@ -83,7 +169,10 @@ impl FlowControl for MemoryTransport {
             .state()
             .queues
             .get(source)
-            .map(|q| q.flow)
+            .map(|q| Flow {
+                breaker_until_ms: q.breaker_until_ms(),
+                ..q.flow
+            })
             .unwrap_or_default())
     }
 

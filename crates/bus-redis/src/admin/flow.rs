@@ -28,6 +28,15 @@ const ON_DEAD: &str = "on_dead";
 /// `key_per_ms`.
 const KEY_RATE: &str = "key_rate";
 const KEY_PER_MS: &str = "key_per_ms";
+/// Protocol 4, the fleet circuit breaker: open until (ms, Redis's clock), and the probe's
+/// slot (ms) while a probe runs.
+const BREAKER_UNTIL: &str = "breaker_until";
+const BREAKER_PROBE: &str = "breaker_probe";
+
+/// When a fleet breaker lets the next probe go, from its two fields; `None`: not set.
+fn breaker_until(until: Option<u64>, probe: Option<u64>) -> Option<u64> {
+    until.map(|until| probe.map_or(until, |probe| probe.max(until)))
+}
 
 impl Admin {
     /// The flow-control settings of `source` (of its first shard: every operation here
@@ -48,6 +57,8 @@ impl Admin {
                         ON_DEAD,
                         KEY_RATE,
                         KEY_PER_MS,
+                        BREAKER_UNTIL,
+                        BREAKER_PROBE,
                     ],
                 )
                 .await?;
@@ -58,6 +69,8 @@ impl Admin {
                     .and_then(|f| f.parse::<u64>().ok())
             };
             flow.paused |= field(0) == Some(1);
+            // A trip is stored on every shard; shown: the latest.
+            flow.breaker_until_ms = flow.breaker_until_ms.max(breaker_until(field(8), field(9)));
             if i == 0 {
                 flow.concurrency = field(1).and_then(|n| u32::try_from(n).ok());
                 let rate = |starts: Option<u64>, per: Option<u64>| {
@@ -79,10 +92,16 @@ impl Admin {
         Ok(flow)
     }
 
-    /// Whether `keys`' queue (or shard) is paused: one `HGET`.
-    pub(super) async fn paused_at(&self, flow_key: &str) -> Result<bool> {
-        let paused: Option<String> = self.client().hget(flow_key, PAUSED).await?;
-        Ok(paused.as_deref() == Some("1"))
+    /// Whether `keys`' queue (or shard) is paused, and until when a fleet circuit breaker
+    /// holds it: one `HMGET`.
+    pub(super) async fn paused_at(&self, flow_key: &str) -> Result<(bool, Option<u64>)> {
+        let fields: Vec<Option<String>> = self
+            .client()
+            .hmget(flow_key, vec![PAUSED, BREAKER_UNTIL, BREAKER_PROBE])
+            .await?;
+        let field = |n: usize| fields.get(n).and_then(|f| f.as_deref());
+        let number = |n: usize| field(n).and_then(|f| f.parse::<u64>().ok());
+        Ok((field(0) == Some("1"), breaker_until(number(1), number(2))))
     }
 
     /// Pauses `source`: no consumer (of protocol 3) reserves from it until

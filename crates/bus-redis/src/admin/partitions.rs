@@ -123,6 +123,7 @@ pub(super) fn summed(source: &Source, shards: &[QueueStats]) -> QueueStats {
         total.delayed += shard.delayed;
         total.dead_letters += shard.dead_letters;
         total.paused |= shard.paused;
+        total.breaker_until_ms = total.breaker_until_ms.max(shard.breaker_until_ms);
         total.redis_now_ms = total.redis_now_ms.max(shard.redis_now_ms);
         if let Some(sent) = shard.oldest_sent_at_ms {
             if total.oldest_sent_at_ms.map_or(true, |oldest| sent < oldest) {

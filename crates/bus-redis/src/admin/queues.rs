@@ -121,7 +121,7 @@ impl Admin {
         stats.oldest_sent_at_ms = oldest_sent_at_ms;
         stats.oldest_age_ms = oldest_sent_at_ms.map(|sent| now_ms().saturating_sub(sent));
         stats.redis_now_ms = redis_now_ms;
-        stats.paused = self.paused_at(&keys.flow).await?;
+        (stats.paused, stats.breaker_until_ms) = self.paused_at(&keys.flow).await?;
         Ok(stats)
     }
 

@@ -70,11 +70,18 @@ def main():
         #  delivery_count, envelope, ...]: the leased envelopes (delivery 1, receipt:
         # token and index) fill the positions the stored messages leave free.
         wait_ms, pending = reply[0], reply[1]
-        if pending >= 2:
+        if 2 <= pending <= 5:
             # Flow control holds the queue back (2 paused, 3 at its concurrency limit, 4 at
-            # its rate limit, free again in wait_ms): nothing was taken; look again later.
-            time.sleep((wait_ms if pending == 4 else 100) / 1000)
+            # its rate limit, free again in wait_ms; 5 a fleet circuit breaker, protocol 4,
+            # next probe in wait_ms, or sooner if a probe closes it): nothing was taken.
+            pause = {4: wait_ms, 5: min(max(wait_ms, 1), 250)}.get(pending, 100)
+            time.sleep(pause / 1000)
             continue
+        # 6: the breaker's cool-down is over and the message, if any, is its probe: this
+        # consumer handles every message successfully, so it closes the breaker below.
+        probe = pending == 6
+        if probe:
+            pending = 0
         token, leased, quads = reply[2], reply[3], reply[4:]
         stored = {quads[i]: quads[i + 1:i + 4] for i in range(0, len(quads), 4)}
         messages, index = [], 0
@@ -94,6 +101,7 @@ def main():
                 [LOCK_MS],
             )
             messages = [tuple(alone[1:4])] if len(alone) > 1 else []
+            probe = len(alone) > 4 and alone[4] == 6
             if alone[0] >= 2:
                 continue
         if not messages:
@@ -140,6 +148,8 @@ def main():
             args)
         if acked != len(messages):
             fail(f"ack removed {acked} of {len(messages)} messages")
+        if probe:
+            redis.call("HDEL", keys.flow, "breaker_until", "breaker_probe")
         received += len(messages)
     redis.close()
 

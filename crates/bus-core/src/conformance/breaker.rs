@@ -1,0 +1,439 @@
+//! Checks of the fleet-wide circuit breaker (crate::flow::FleetBreaker) on the consumer
+//! side of every transport that offers it, called directly: a trip holds every consumer
+//! back, exactly one message goes through as the probe once the cool-down is over, its
+//! slot is held for the prober's lock timeout, a failed probe trips it again, and a close
+//! lets every consumer reserve again.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::{start_command, wait_until};
+use crate::flow::{FleetBreaker, FlowControl};
+use crate::transport::{now_ms, Consumer, ConsumerOptions, Delivery, Outgoing, Source};
+use crate::{
+    BreakerScope, CircuitBreaker, CommandProcessor, Context, Envelope, Format, Message, MessageId,
+    MessageKind, ProcessError, ProcessingSettings, Transport,
+};
+
+const QUEUE: &str = "conformance-fleet-breaker";
+
+fn message(n: u32) -> Outgoing {
+    let id = MessageId::generate();
+    let body = n.to_string().into_bytes();
+    let mut envelope = Envelope::new("conformance.breaker", Format::Json, body);
+    envelope.id = id.clone();
+    Outgoing {
+        id,
+        payload: envelope.encode().expect("encodes").into(),
+    }
+}
+
+async fn consumer(transport: &dyn Transport, lock: Duration) -> Box<dyn Consumer> {
+    let source = Source::queue(QUEUE).expect("valid name");
+    transport
+        .consumer(&source, ConsumerOptions::new(lock, 10))
+        .await
+        .expect("consumer")
+}
+
+/// Receives until something comes (a receive returns empty after about a second at most),
+/// or `within` passes.
+async fn first_delivery(consumer: &dyn Consumer, within: Duration) -> Vec<Delivery> {
+    let stop = CancellationToken::new();
+    let end = Instant::now() + within;
+    while Instant::now() < end {
+        let got = consumer.receive(10, &stop).await.expect("receive");
+        if !got.is_empty() {
+            return got;
+        }
+    }
+    Vec::new()
+}
+
+/// One receive of up to ten messages.
+async fn receive(consumer: &dyn Consumer) -> Vec<Delivery> {
+    consumer
+        .receive(10, &CancellationToken::new())
+        .await
+        .expect("receive")
+}
+
+fn receipts(deliveries: &[Delivery]) -> Vec<crate::transport::Receipt> {
+    deliveries.iter().map(|d| d.receipt.clone()).collect()
+}
+
+/// The fleet breaker's rules on two (then three) consumers of one queue, as two hosts see
+/// them. Cool-downs are 3 s and 1.5 s and one prober's lock 1 s (a receive waits at most
+/// about a second, so a 3 s cool-down is seen open by a whole receive).
+pub async fn a_fleet_breaker_holds_every_consumer_and_lets_one_probe_through(
+    transport: Arc<dyn Transport>,
+    flow: &dyn FlowControl,
+) {
+    let source = Source::queue(QUEUE).expect("valid name");
+    let lock = Duration::from_secs(30);
+    let a = consumer(&*transport, lock).await;
+    let b = consumer(&*transport, lock).await;
+    transport
+        .send(QUEUE, (0..20).map(message).collect())
+        .await
+        .expect("sent");
+    assert!(flow
+        .flow(&source)
+        .await
+        .expect("flow")
+        .breaker_until_ms
+        .is_none());
+
+    // Tripped: nobody takes anything, and both see it open.
+    let cool_down = Duration::from_secs(3);
+    let tripped = Instant::now();
+    a.trip_breaker(cool_down).await.expect("tripped");
+    let until = flow.flow(&source).await.expect("flow").breaker_until_ms;
+    let now = crate::transport::now_ms();
+    assert!(
+        until.is_some_and(|u| u + 50 >= now + 2_900 && u <= now + 3_100),
+        "breaker_until_ms {until:?}, now {now}"
+    );
+    assert!(receive(&*a).await.is_empty(), "a reserved while open");
+    assert!(matches!(a.fleet_breaker(), FleetBreaker::Open { .. }));
+    assert!(receive(&*b).await.is_empty(), "b reserved while open");
+    assert!(matches!(b.fleet_breaker(), FleetBreaker::Open { .. }));
+
+    // After the cool-down, one message: the probe.
+    let probe = first_delivery(&*a, Duration::from_secs(10)).await;
+    let probed_after = tripped.elapsed();
+    assert_eq!(probe.len(), 1, "the probe is one message");
+    assert_eq!(a.fleet_breaker(), FleetBreaker::Probe);
+    assert!(
+        probed_after + Duration::from_millis(50) >= cool_down,
+        "probed {probed_after:?} after the trip"
+    );
+    // Its slot holds while it runs: no second probe, for anyone.
+    assert!(
+        receive(&*b).await.is_empty(),
+        "a second probe while one ran"
+    );
+    assert!(matches!(b.fleet_breaker(), FleetBreaker::Open { .. }));
+    assert!(
+        receive(&*a).await.is_empty(),
+        "a second probe while one ran"
+    );
+
+    // The probe failed: tripped again for a fresh cool-down (shorter than its slot).
+    let short = Duration::from_millis(1_500);
+    a.retry(
+        &probe[0].receipt,
+        Duration::ZERO,
+        &crate::records::ErrorRecord::now("probe failed"),
+    )
+    .await
+    .expect("retried");
+    let retripped = Instant::now();
+    a.trip_breaker(short).await.expect("tripped again");
+    let second = first_delivery(&*b, Duration::from_secs(10)).await;
+    assert_eq!(second.len(), 1, "the second probe is one message");
+    assert_eq!(b.fleet_breaker(), FleetBreaker::Probe);
+    assert!(
+        retripped.elapsed() + Duration::from_millis(50) >= short,
+        "probed {:?} after the second trip",
+        retripped.elapsed()
+    );
+
+    // It succeeded: closed for everyone, and everything flows.
+    b.ack(&receipts(&second)).await.expect("acked");
+    b.close_breaker().await.expect("closed");
+    assert!(flow
+        .flow(&source)
+        .await
+        .expect("flow")
+        .breaker_until_ms
+        .is_none());
+    let mut rest = first_delivery(&*a, Duration::from_secs(5)).await;
+    assert!(
+        rest.len() > 1,
+        "after the close, a took {} message(s)",
+        rest.len()
+    );
+    assert_eq!(a.fleet_breaker(), FleetBreaker::Closed);
+    rest.extend(first_delivery(&*b, Duration::from_secs(5)).await);
+    a.ack(&receipts(&rest)).await.expect("acked");
+
+    // A probe whose host never judges it (it died): the slot frees after its lock timeout.
+    let c = consumer(&*transport, Duration::from_secs(1)).await;
+    transport
+        .send(QUEUE, (20..25).map(message).collect())
+        .await
+        .expect("sent");
+    a.trip_breaker(Duration::from_millis(100))
+        .await
+        .expect("tripped");
+    let orphan = first_delivery(&*c, Duration::from_secs(5)).await;
+    assert_eq!(orphan.len(), 1);
+    assert_eq!(c.fleet_breaker(), FleetBreaker::Probe);
+    let orphaned = Instant::now();
+    let next = first_delivery(&*a, Duration::from_secs(10)).await;
+    assert_eq!(
+        next.len(),
+        1,
+        "no new probe after the orphan's slot expired"
+    );
+    assert_eq!(a.fleet_breaker(), FleetBreaker::Probe);
+    assert!(
+        orphaned.elapsed() + Duration::from_millis(50) >= Duration::from_secs(1),
+        "a new probe {:?} after the orphan",
+        orphaned.elapsed()
+    );
+
+    // A probe that runs long keeps its slot while its host extends it with its lock.
+    a.ack(&receipts(&next)).await.expect("acked");
+    a.trip_breaker(Duration::from_millis(100))
+        .await
+        .expect("tripped");
+    let long = first_delivery(&*c, Duration::from_secs(5)).await;
+    assert_eq!(long.len(), 1);
+    let taken = Instant::now();
+    // Its host extends it every third of its lock timeout, as it renews the lock.
+    let extending = async {
+        loop {
+            c.extend_probe(&long[0].receipt).await.expect("extended");
+            tokio::time::sleep(Duration::from_millis(333)).await;
+        }
+    };
+    let checking = async {
+        while taken.elapsed() < Duration::from_millis(2_500) {
+            assert!(
+                receive(&*a).await.is_empty(),
+                "a second probe {:?} after a probe whose slot was held",
+                taken.elapsed()
+            );
+            assert!(matches!(a.fleet_breaker(), FleetBreaker::Open { .. }));
+        }
+    };
+    tokio::select! {
+        () = checking => {}
+        () = extending => {}
+    }
+    // Once it is no longer extended, its slot expires within one lock timeout.
+    let last = Instant::now();
+    let after = first_delivery(&*a, Duration::from_secs(10)).await;
+    assert_eq!(after.len(), 1);
+    assert!(
+        last.elapsed() + Duration::from_millis(50) >= Duration::from_millis(666),
+        "the slot expired {:?} after the last extension",
+        last.elapsed()
+    );
+    a.close_breaker().await.expect("closed");
+    // Extending when no slot is held changes nothing.
+    c.extend_probe(&long[0].receipt).await.expect("extended");
+    assert!(flow
+        .flow(&source)
+        .await
+        .expect("flow")
+        .breaker_until_ms
+        .is_none());
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Fragile {
+    n: u32,
+}
+command!(Fragile, "conformance-fleet-fragile");
+
+/// One handler run: which host, start and end (ms since the epoch), whether it failed.
+#[derive(Debug, Clone, Copy)]
+struct Run {
+    host: u8,
+    start: u64,
+    end: u64,
+    failed: bool,
+}
+
+/// The runs of every host, and the downstream outage they all see.
+#[derive(Default)]
+struct Outage {
+    down: AtomicBool,
+    runs: Mutex<Vec<Run>>,
+}
+
+impl Outage {
+    fn runs(&self) -> Vec<Run> {
+        let mut runs = self
+            .runs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        runs.sort_by_key(|r| r.start);
+        runs
+    }
+}
+
+/// One host's processor: fails while the outage lasts; a fleet breaker that opens after
+/// four failed runs (of at least four) and cools down for a second.
+struct Dependent {
+    host: u8,
+    outage: Arc<Outage>,
+}
+
+const COOL_DOWN_MS: u64 = 1_000;
+
+#[async_trait]
+impl CommandProcessor<Fragile> for Dependent {
+    fn settings(&self) -> ProcessingSettings {
+        ProcessingSettings::default()
+            .max_concurrent_calls(2)
+            .prefetch_count(0)
+            .circuit_breaker(Some(
+                CircuitBreaker::default()
+                    .minimum_calls(4)
+                    .cool_down(Duration::from_millis(COOL_DOWN_MS))
+                    .scope(BreakerScope::Fleet),
+            ))
+    }
+    async fn process(&self, _: Fragile, _: &Context) -> Result<(), ProcessError> {
+        let start = now_ms();
+        let failed = self.outage.down.load(Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        self.outage
+            .runs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(Run {
+                host: self.host,
+                start,
+                end: now_ms(),
+                failed,
+            });
+        if failed {
+            return Err(ProcessError::retry("the dependency is down"));
+        }
+        Ok(())
+    }
+}
+
+/// Two hosts on one transport, each with the fleet-scoped breaker: the first whose window
+/// trips stops both; after the cool-down one run in both hosts is the probe; a failed
+/// probe trips it again; a successful one closes it, and both hosts run again. Measured
+/// from the handlers' own records (ms).
+pub async fn a_fleet_breaker_stops_every_host_until_one_probe_closes_it(
+    transport: Arc<dyn Transport>,
+    flow: &dyn FlowControl,
+) {
+    let source = Source::queue(Fragile::NAME).expect("valid name");
+    let outage = Arc::new(Outage::default());
+    outage.down.store(true, Ordering::SeqCst);
+    let hosts = [
+        start_command::<Fragile, _>(
+            Arc::clone(&transport),
+            Dependent {
+                host: 0,
+                outage: Arc::clone(&outage),
+            },
+        )
+        .await,
+        start_command::<Fragile, _>(
+            Arc::clone(&transport),
+            Dependent {
+                host: 1,
+                outage: Arc::clone(&outage),
+            },
+        )
+        .await,
+    ];
+    let batch: Vec<Fragile> = (0..100).map(|n| Fragile { n }).collect();
+    hosts[0].bus().send_batch(&batch).await.expect("sent");
+
+    // Tripped: the first trip's end of cool-down, as the transport holds it.
+    let mut until = None;
+    let end = Instant::now() + Duration::from_secs(10);
+    while until.is_none() && Instant::now() < end {
+        until = flow.flow(&source).await.expect("flow").breaker_until_ms;
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let tripped = until.expect("the fleet breaker never tripped") - COOL_DOWN_MS;
+    // The outage lasts through the first probe.
+    let probed = || {
+        outage
+            .runs()
+            .iter()
+            .any(|r| r.start + 20 >= tripped + COOL_DOWN_MS)
+    };
+    assert!(
+        wait_until(Duration::from_secs(10), probed).await,
+        "no probe ran"
+    );
+    outage.down.store(false, Ordering::SeqCst);
+    let done = || outage.runs().iter().filter(|r| !r.failed).count() >= batch.len();
+    assert!(
+        wait_until(Duration::from_secs(30), done).await,
+        "not all handled after the outage"
+    );
+    for host in hosts {
+        host.shutdown().await.expect("shutdown");
+    }
+
+    let runs = outage.runs();
+    for host in [0, 1] {
+        assert!(
+            runs.iter().any(|r| r.host == host && r.start <= tripped),
+            "host {host} never ran before the trip"
+        );
+    }
+    // Runs reserved before the trip start within a few ms of it; then nothing until the
+    // cool-down ended, on either host.
+    let (before, after): (Vec<Run>, Vec<Run>) = runs.iter().partition(|r| r.start <= tripped + 20);
+    let probe = after[0];
+    assert!(
+        probe.start + 5 >= tripped + COOL_DOWN_MS,
+        "a run started {} ms after the trip",
+        probe.start - tripped
+    );
+    assert!(before.iter().all(|r| r.failed));
+    // The first probe failed (the outage lasted through it) and ran alone; it tripped the
+    // breaker again, so the next run is a cool-down after it ended, and alone too.
+    assert!(probe.failed, "{probe:?}");
+    let second = after[1];
+    assert!(
+        second.start + 5 >= probe.end + COOL_DOWN_MS,
+        "the second probe started {} ms after the first ended",
+        second.start - probe.end
+    );
+    // Probes fail until the outage ended; the first that succeeded ran alone and closed
+    // the breaker for both hosts.
+    let closing = after
+        .iter()
+        .position(|r| !r.failed)
+        .expect("no run succeeded");
+    let closer = after[closing];
+    for (i, pair) in after[..=closing].windows(2).enumerate() {
+        assert!(
+            pair[1].start + 5 >= pair[0].end + COOL_DOWN_MS,
+            "probe {} started {} ms after probe {i} ended",
+            i + 1,
+            pair[1].start - pair[0].end
+        );
+    }
+    let rest = &after[closing + 1..];
+    assert!(
+        rest.iter().all(|r| r.start >= closer.end),
+        "{closer:?} {:?}",
+        &rest[..1]
+    );
+    for host in [0, 1] {
+        assert!(
+            rest.iter().any(|r| r.host == host),
+            "host {host} never ran after the close"
+        );
+    }
+    assert!(flow
+        .flow(&source)
+        .await
+        .expect("flow")
+        .breaker_until_ms
+        .is_none());
+}
