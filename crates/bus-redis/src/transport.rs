@@ -518,6 +518,14 @@ impl Transport for RedisTransport {
         crate::dedup::send(self, queue, message, dedup).await
     }
 
+    async fn send_deduplicated_batch(
+        &self,
+        queue: &str,
+        messages: Vec<(Outgoing, Deduplication<'_>)>,
+    ) -> bus_core::Result<Vec<Option<MessageId>>> {
+        crate::dedup::send_batch(self, queue, messages).await
+    }
+
     async fn scheduled(
         &self,
         queue: &str,
