@@ -85,6 +85,7 @@ with_probe!(
     expired_messages_are_dead_lettered_unhandled / expiry_holds_on_a_partitioned_queue,
     expired_messages_can_be_dropped / expired_messages_are_dropped_on_a_partitioned_queue,
     a_dedup_key_stores_one_message_per_window / dedup_holds_on_a_partitioned_queue,
+    a_batch_with_dedup_keys_stores_each_key_once / batched_dedup_holds_on_a_partitioned_queue,
     delayed_commands_can_be_read_cancelled_and_rescheduled
         / delayed_commands_are_found_in_any_partition,
     a_tick_is_stored_once_and_only_when_newer / ticks_are_stored_once_on_a_partitioned_queue

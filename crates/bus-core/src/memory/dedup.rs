@@ -33,7 +33,9 @@ impl Queue {
         match (dedup.partition, dedup.due) {
             (Some(key), Some(due)) => self.send_keyed_at(key, vec![message], to_instant(due)),
             (Some(key), None) => self.send_keyed(key, vec![message]),
-            (None, Some(due)) => entries(vec![message]).for_each(|e| self.delay(e, to_instant(due))),
+            (None, Some(due)) => {
+                entries(vec![message]).for_each(|e| self.delay(e, to_instant(due)))
+            }
             (None, None) => self.ready.extend(entries(vec![message])),
         }
         None
