@@ -11,96 +11,19 @@
 //! per message over the timed phase (`/proc/<pid>/stat`, 10 ms resolution), and Redis's own
 //! account of its command time (`INFO commandstats`).
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use benches::cpu::{clock_tick, Figure, Meter};
+use benches::cpu::Figure;
+use benches::env::BenchEnv as Env;
 use benches::layout::unsettled;
 use benches::messages::{order, Noop, Order};
-use benches::BenchRedis;
 use bus_core::flow::{PerKey, RateLimit};
 use bus_core::transport::Source;
 use bus_core::{Bus, BusConfig, Host};
 use bus_redis::admin::Admin;
-use bus_redis::{RedisConfig, RedisTransport};
-use fred::prelude::{Client, ClientLike};
-use fred::types::Value;
 use futures::StreamExt;
 
 const KEYS: u64 = 10_000;
-
-struct Env {
-    redis: BenchRedis,
-    meter: Meter,
-    admin: Client,
-    runs: AtomicU64,
-}
-
-impl Env {
-    async fn start() -> Env {
-        let redis = BenchRedis::start();
-        let admin = Client::new(
-            fred::prelude::Config::from_url(&redis.url).unwrap(),
-            None,
-            None,
-            None,
-        );
-        admin.init().await.unwrap();
-        let info: String = admin
-            .info(Some(fred::types::InfoKind::Server))
-            .await
-            .unwrap();
-        let redis_pid = info
-            .lines()
-            .find_map(|l| l.strip_prefix("process_id:"))
-            .and_then(|v| v.trim().parse().ok())
-            .expect("process_id in INFO server");
-        Env {
-            redis,
-            meter: Meter {
-                redis_pid,
-                tick: clock_tick(),
-            },
-            admin,
-            runs: AtomicU64::new(0),
-        }
-    }
-
-    /// A transport in a fresh namespace.
-    async fn transport(&self) -> RedisTransport {
-        let prefix = format!("f{}", self.runs.fetch_add(1, Ordering::Relaxed));
-        let config = RedisConfig::from_url(&self.redis.url)
-            .unwrap()
-            .prefix(prefix);
-        RedisTransport::connect(&config).await.unwrap()
-    }
-
-    async fn reset_stats(&self) {
-        let command = fred::types::CustomCommand::new_static("CONFIG", None, false);
-        let _: Value = self.admin.custom(command, vec!["RESETSTAT"]).await.unwrap();
-    }
-
-    /// Redis's time in the scripts and commands clients sent, per message.
-    async fn command_us(&self, messages: u64) -> f64 {
-        let info: String = self
-            .admin
-            .info(Some(fred::types::InfoKind::CommandStats))
-            .await
-            .unwrap();
-        let usec: f64 = info
-            .lines()
-            .filter_map(|l| l.strip_prefix("cmdstat_")?.split_once(':'))
-            .filter(|(name, _)| matches!(*name, "evalsha" | "eval" | "rpush" | "blmove"))
-            .filter_map(|(_, rest)| {
-                rest.split(',')
-                    .find_map(|kv| kv.strip_prefix("usec="))?
-                    .parse::<f64>()
-                    .ok()
-            })
-            .sum();
-        usec / messages as f64
-    }
-}
 
 /// How a phase's queue is set up and filled.
 #[derive(Clone, Copy)]
@@ -115,7 +38,7 @@ enum Setup {
 
 /// Fills a queue as `setup` says, then times one host processing all `count` messages.
 async fn phase(env: &Env, setup: Setup, count: u64) -> Figure {
-    let transport = env.transport().await;
+    let transport = env.transport('f').await;
     let source = Source::queue("bench").unwrap();
     let keys = transport.keys(&source);
     let admin = Admin::new(transport.clone());
@@ -165,16 +88,15 @@ async fn phase(env: &Env, setup: Setup, count: u64) -> Figure {
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
     let mut figure = env.meter.stop(started, count);
-    figure.command_us = env.command_us(count).await;
+    figure.command_us = env
+        .command_us("flow", count, &["evalsha", "rpush", "blmove"])
+        .await;
     running.shutdown().await.unwrap();
     figure
 }
 
 fn row(name: &str, f: Figure) {
-    println!(
-        "{name:<48} {:>9.0} msg/s | CPU us/msg: redis {:>5.2} client {:>5.2} | redis commands {:>5.2} us/msg",
-        f.rate, f.redis_us, f.client_us, f.command_us
-    );
+    f.print(name);
 }
 
 fn main() {
@@ -216,7 +138,6 @@ fn main() {
                 rated.redis_us / plain.redis_us
             );
         }
-        let _: () = env.admin.quit().await.unwrap();
-        drop(env.redis);
+        env.close().await;
     });
 }

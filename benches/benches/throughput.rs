@@ -14,17 +14,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use benches::cpu::{clock_tick, Figure, Meter};
+use benches::cpu::Figure;
+use benches::env::BenchEnv as Env;
 use benches::layout::unsettled;
 use benches::messages::{envelopes, order, Noop, Order};
 use benches::producer::{Produce, Producer};
-use benches::BenchRedis;
 use bus_core::transport::Source;
 use bus_core::{Bus, BusConfig, Host, MemoryTransport};
 use bus_redis::keys::QueueKeys;
-use bus_redis::{RedisConfig, RedisTransport};
 use bytes::Bytes;
-use fred::prelude::{Client, ClientLike, KeysInterface, ListInterface};
+use fred::prelude::{ClientLike, KeysInterface, ListInterface};
 use fred::types::scripts::Script;
 use fred::types::{Key, Value};
 use futures::StreamExt;
@@ -41,109 +40,9 @@ const IN_FLIGHT: usize = 1_000;
 
 // ---- the environment ------------------------------------------------------------
 
-struct Env {
-    redis: BenchRedis,
-    meter: Meter,
-    admin: Client,
-    runs: AtomicU64,
-    commandstats: bool,
-}
-
-impl Env {
-    async fn start() -> Env {
-        let redis = BenchRedis::start();
-        let admin = Client::new(
-            fred::prelude::Config::from_url(&redis.url).unwrap(),
-            None,
-            None,
-            None,
-        );
-        admin.init().await.unwrap();
-        let info: String = admin
-            .info(Some(fred::types::InfoKind::Server))
-            .await
-            .unwrap();
-        let redis_pid = info
-            .lines()
-            .find_map(|l| l.strip_prefix("process_id:"))
-            .and_then(|v| v.trim().parse().ok())
-            .expect("process_id in INFO server");
-        Env {
-            redis,
-            meter: Meter {
-                redis_pid,
-                tick: clock_tick(),
-            },
-            admin,
-            runs: AtomicU64::new(0),
-            commandstats: std::env::var("COMMANDSTATS").is_ok(),
-        }
-    }
-
-    /// A transport in a fresh namespace.
-    async fn transport(&self) -> RedisTransport {
-        self.transport_and_prefix().await.0
-    }
-
-    /// A transport in a fresh namespace, and the namespace's key prefix.
-    async fn transport_and_prefix(&self) -> (RedisTransport, String) {
-        let prefix = format!("b{}", self.runs.fetch_add(1, Ordering::Relaxed));
-        let config = RedisConfig::from_url(&self.redis.url)
-            .unwrap()
-            .prefix(prefix.clone());
-        (RedisTransport::connect(&config).await.unwrap(), prefix)
-    }
-
-    /// A connection of its own (each consumer of the raw phases has one).
-    async fn client(&self) -> Client {
-        let client = self.admin.clone_new();
-        client.init().await.unwrap();
-        client
-    }
-
-    async fn reset_stats(&self) {
-        let _: Value = self
-            .admin
-            .custom(cmd("CONFIG"), vec!["RESETSTAT"])
-            .await
-            .unwrap();
-    }
-
-    /// The time Redis spent in the commands clients sent (scripts with what they call,
-    /// RPUSH, BLMOVE) since the last reset, per message; prints every command's
-    /// figures when `COMMANDSTATS` is set.
-    async fn command_us(&self, phase: &str, messages: u64) -> f64 {
-        let info: String = self
-            .admin
-            .info(Some(fred::types::InfoKind::CommandStats))
-            .await
-            .unwrap();
-        if self.commandstats {
-            println!("-- INFO commandstats after {phase}:");
-        }
-        let mut usec = 0.0;
-        for line in info.lines().filter(|l| l.starts_with("cmdstat_")) {
-            if self.commandstats {
-                println!("   {line}");
-            }
-            let Some((name, rest)) = line
-                .strip_prefix("cmdstat_")
-                .and_then(|l| l.split_once(':'))
-            else {
-                continue;
-            };
-            let value = rest
-                .split(',')
-                .find_map(|kv| kv.strip_prefix("usec="))
-                .and_then(|v| v.parse::<f64>().ok())
-                .unwrap_or(0.0);
-            if matches!(name, "evalsha" | "rpush" | "blmove") {
-                usec += value;
-            }
-        }
-        usec / messages as f64
-    }
-}
+/// What this bench's clients send themselves (scripts, the producers' pushes, the wake
+/// wait): Redis's time in them is the phase's command time.
+const CLIENT_COMMANDS: &[&str] = &["evalsha", "rpush", "blmove"];
 
 fn cmd(name: &'static str) -> fred::types::CustomCommand {
     fred::types::CustomCommand::new_static(name, None, false)
@@ -172,7 +71,7 @@ struct Circular {
 
 impl Circular {
     fn new(env: &Env) -> Circular {
-        let prefix = format!("c{}", env.runs.fetch_add(1, Ordering::Relaxed));
+        let prefix = env.namespace('c');
         Circular {
             ready: format!("{prefix}:ready"),
             prefix,
@@ -249,7 +148,9 @@ async fn circular_prefilled(env: &Env) -> Figure {
     let started = env.meter.start();
     circular.consume(env, count()).await;
     let mut figure = env.meter.stop(started, count());
-    figure.command_us = env.command_us("circular, pre-filled", count()).await;
+    figure.command_us = env
+        .command_us("circular, pre-filled", count(), CLIENT_COMMANDS)
+        .await;
     figure
 }
 
@@ -267,7 +168,9 @@ async fn circular_end_to_end(env: &Env) -> Figure {
         .await
         .unwrap();
     figure.client_us += producer_cpu * 1e6 / count() as f64;
-    figure.command_us = env.command_us("circular, end to end", count()).await;
+    figure.command_us = env
+        .command_us("circular, end to end", count(), CLIENT_COMMANDS)
+        .await;
     figure
 }
 
@@ -337,7 +240,7 @@ async fn layout_consume(env: &Env, keys: &QueueKeys, count: u64) {
 /// The raw layout's consumers take `count()` messages from the head of a ready list
 /// that holds `backlog` more behind them (backlog scaling: the cost must not grow with it).
 async fn layout_prefilled(env: &Env, backlog: u64) -> Figure {
-    let transport = env.transport().await;
+    let transport = env.transport('b').await;
     let keys = transport.keys(&Source::queue("bench").unwrap());
     let payloads = envelopes(count());
     for batch in payloads.chunks(1_000) {
@@ -363,6 +266,7 @@ async fn layout_prefilled(env: &Env, backlog: u64) -> Figure {
         .command_us(
             &format!("raw layout, pre-filled, {backlog} behind"),
             count(),
+            CLIENT_COMMANDS,
         )
         .await;
     assert_eq!(unsettled(&env.admin, &keys).await, 0, "every message acked");
@@ -401,7 +305,7 @@ async fn bus_prefilled_untimed(env: &Env) -> Figure {
 }
 
 async fn bus_prefilled_timed(env: &Env, timing: bool) -> Figure {
-    let transport = env.transport().await;
+    let transport = env.transport('b').await;
     let keys = transport.keys(&Source::queue("bench").unwrap());
     let bus = Bus::new(transport.clone(), BusConfig::default());
     let orders: Vec<Order> = (0..count()).map(order).collect();
@@ -423,14 +327,16 @@ async fn bus_prefilled_timed(env: &Env, timing: bool) -> Figure {
     })
     .await;
     let mut figure = env.meter.stop(started, count());
-    figure.command_us = env.command_us("bus, pre-filled", count()).await;
+    figure.command_us = env
+        .command_us("bus, pre-filled", count(), CLIENT_COMMANDS)
+        .await;
     running.shutdown().await.unwrap();
     figure
 }
 
 /// The producer runs in a process of its own, as for the circular list.
 async fn bus_end_to_end(env: &Env) -> Figure {
-    let (transport, prefix) = env.transport_and_prefix().await;
+    let (transport, prefix) = env.transport_and_prefix('b').await;
     let keys = transport.keys(&Source::queue("bench").unwrap());
     let noop = Noop::default();
     let host = Host::builder()
@@ -452,14 +358,16 @@ async fn bus_end_to_end(env: &Env) -> Figure {
         .await
         .unwrap();
     figure.client_us += producer_cpu * 1e6 / count() as f64;
-    figure.command_us = env.command_us("bus, end to end", count()).await;
+    figure.command_us = env
+        .command_us("bus, end to end", count(), CLIENT_COMMANDS)
+        .await;
     running.shutdown().await.unwrap();
     figure
 }
 
 /// Single sends, 1,000 in flight, nobody consuming.
 async fn bus_sends(env: &Env) -> Figure {
-    let transport = env.transport().await;
+    let transport = env.transport('b').await;
     let ready = transport.keys(&Source::queue("bench").unwrap()).ready;
     let bus = Bus::new(transport.clone(), BusConfig::default());
     let orders: Vec<Order> = (0..count()).map(order).collect();
@@ -474,7 +382,7 @@ async fn bus_sends(env: &Env) -> Figure {
         })
         .await;
     let mut figure = env.meter.stop(started, count());
-    figure.command_us = env.command_us("bus sends", count()).await;
+    figure.command_us = env.command_us("bus sends", count(), CLIENT_COMMANDS).await;
     let _: i64 = env.admin.del(&ready).await.unwrap();
     figure
 }
@@ -482,7 +390,7 @@ async fn bus_sends(env: &Env) -> Figure {
 /// A bare fred `RPUSH` of the same bytes, 1,000 in flight.
 async fn raw_sends(env: &Env) -> Figure {
     let client = env.client().await;
-    let key = format!("r{}:ready", env.runs.fetch_add(1, Ordering::Relaxed));
+    let key = format!("{}:ready", env.namespace('r'));
     let payloads = envelopes(count());
     env.reset_stats().await;
     let started = env.meter.start();
@@ -495,7 +403,7 @@ async fn raw_sends(env: &Env) -> Figure {
         })
         .await;
     let mut figure = env.meter.stop(started, count());
-    figure.command_us = env.command_us("bare RPUSH", count()).await;
+    figure.command_us = env.command_us("bare RPUSH", count(), CLIENT_COMMANDS).await;
     let _: i64 = env.admin.del(&key).await.unwrap();
     let _: () = client.quit().await.unwrap();
     figure
@@ -531,10 +439,7 @@ async fn memory_prefilled(env: &Env) -> Figure {
 // ---- the report -----------------------------------------------------------------
 
 fn row(name: &str, f: Figure) {
-    println!(
-        "{name:<44} {:>9.0} msg/s | CPU us/msg: redis {:>5.2} client {:>5.2} | redis commands {:>5.2} us/msg",
-        f.rate, f.redis_us, f.client_us, f.command_us
-    );
+    f.print(name);
 }
 
 fn main() {

@@ -69,6 +69,14 @@ impl Figure {
         redis_us: f64::NAN,
         client_us: f64::NAN,
     };
+
+    /// Prints the phase's row of a report: rate, CPU per message, command time.
+    pub fn print(&self, name: &str) {
+        println!(
+            "{name:<48} {:>9.0} msg/s | CPU us/msg: redis {:>5.2} client {:>5.2} | redis commands {:>5.2} us/msg",
+            self.rate, self.redis_us, self.client_us, self.command_us
+        );
+    }
 }
 
 impl Meter {

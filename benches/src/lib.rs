@@ -2,6 +2,7 @@
 //! to collect figures so each run can print ratios measured in the same run.
 
 pub mod cpu;
+pub mod env;
 pub mod layout;
 pub mod messages;
 pub mod producer;

@@ -336,7 +336,12 @@ impl Timing {
             }
             // The runs counted since the last flush ended before `next`.
             self.collect(minute_of(next - 1));
-            self.flush().await;
+            // A stop interrupts a flush that waits on an unanswering Redis (a call's timeout
+            // is 5 s); what it did not record is retried by the bounded final flush.
+            tokio::select! {
+                () = stop.cancelled() => break,
+                () = self.flush() => {}
+            }
         }
         self.collect(minute_of(crate::envelope::now_ms()));
         // Bounded, and short: it comes after the workers' own bounded shutdown, and a host

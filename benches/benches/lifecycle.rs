@@ -1,0 +1,226 @@
+//! The message lifecycle's cost (issue 18, docs/performance.md "Message lifecycle"): what
+//! a send or a handle costs with each feature used, against the same without it, in the
+//! same run. A plain `main` that prints a table:
+//!
+//! `cargo bench -p benches --bench lifecycle` (`ROUNDS=n` repeats the set; `MESSAGES=n`
+//! changes the messages per phase, 50,000 by default).
+//!
+//! Sends: single sends with 1,000 in flight (the bus coalesces them), plain, with a
+//! deadline (`expires_in`) and with a deduplication key (`send_once.lua`, one script per
+//! send). Handles: a pre-filled queue processed by one host (default settings, 1,000
+//! handlers), with a no-op handler and with one whose work is one `ctx.once` step.
+//! Requests: `Bus::request` round trips, 100 in flight, answered by a host's `ctx.reply`.
+//! Reported: msg/s, and per message the CPU of the redis-server and of this process over
+//! the timed phase (`/proc/<pid>/stat`, 10 ms resolution) and Redis's command time.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use benches::cpu::Figure;
+use benches::env::BenchEnv;
+use benches::layout::unsettled;
+use benches::messages::{order, Noop, Order};
+use bus_core::transport::Source;
+use bus_core::{Bus, BusConfig, CommandProcessor, Context, Host, ProcessError, SendOptions};
+use bus_redis::RedisTransport;
+use futures::StreamExt;
+
+const IN_FLIGHT: usize = 1_000;
+
+/// What each send of a send phase carries.
+#[derive(Clone, Copy)]
+enum SendKind {
+    Plain,
+    Deadline,
+    Dedup,
+}
+
+/// Times `count` single sends of one kind, 1,000 in flight.
+async fn sends(env: &BenchEnv, kind: SendKind, count: u64) -> Figure {
+    let transport = env.transport('s').await;
+    let bus = Bus::new(transport.clone(), BusConfig::default());
+    env.reset_stats().await;
+    let started = env.meter.start();
+    let sends = (0..count).map(|n| {
+        let bus = bus.clone();
+        async move {
+            let options = match kind {
+                SendKind::Plain => SendOptions::new(),
+                SendKind::Deadline => SendOptions::new().expires_in(Duration::from_secs(3_600)),
+                SendKind::Dedup => SendOptions::new().dedup_key(format!("order-{n}")),
+            };
+            bus.send_with(&order(n), &options).await
+        }
+    });
+    let mut sends = futures::stream::iter(sends).buffer_unordered(IN_FLIGHT);
+    while let Some(sent) = sends.next().await {
+        sent.unwrap();
+    }
+    let mut figure = env.meter.stop(started, count);
+    // A deduplicated send is one script whose GET, SET and RPUSH count again under their
+    // own names: only its EVALSHA is counted.
+    let commands: &[&str] = match kind {
+        SendKind::Plain | SendKind::Deadline => &["evalsha", "rpush"],
+        SendKind::Dedup => &["evalsha"],
+    };
+    figure.command_us = env.command_us("sends", count, commands).await;
+    figure
+}
+
+/// A handler whose work is one step run through `ctx.once` (its mark written to Redis).
+#[derive(Clone, Default)]
+struct OnceStep(Arc<AtomicU64>);
+
+#[async_trait::async_trait]
+impl CommandProcessor<Order> for OnceStep {
+    async fn process(&self, order: Order, ctx: &Context) -> Result<(), ProcessError> {
+        let n: u64 = ctx
+            .once("step", || async { Ok::<_, ProcessError>(order.n) })
+            .await?;
+        assert_eq!(n, order.n);
+        self.0.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+    fn settings(&self) -> bus_core::ProcessingSettings {
+        <Noop as CommandProcessor<Order>>::settings(&Noop::default())
+    }
+}
+
+/// Pre-fills a queue with `count` messages, then times one host handling them all with
+/// `once_step` (else a no-op handler).
+async fn handles(env: &BenchEnv, once_step: bool, count: u64) -> Figure {
+    let transport = env.transport('h').await;
+    let keys = transport.keys(&Source::queue("bench").unwrap());
+    let bus = Bus::new(transport.clone(), BusConfig::default());
+    let orders: Vec<Order> = (0..count).map(order).collect();
+    for batch in orders.chunks(1_000) {
+        bus.send_batch(batch).await.unwrap();
+    }
+    let noop = Noop::default();
+    let step = OnceStep::default();
+    let builder = Host::builder().transport(transport.clone());
+    let host = if once_step {
+        builder.command::<Order, _>(step.clone())
+    } else {
+        builder.command::<Order, _>(noop.clone())
+    }
+    .build()
+    .unwrap();
+    let handled = || noop.handled() + step.0.load(Ordering::Relaxed);
+    env.reset_stats().await;
+    let started = env.meter.start();
+    let running = host.start().await.unwrap();
+    loop {
+        if handled() >= count && unsettled(transport.client(), &keys).await == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let mut figure = env.meter.stop(started, count);
+    // `ctx.once` sends its GET and SET itself.
+    let commands = ["evalsha", "blmove", "get", "set"];
+    figure.command_us = env.command_us("handles", count, &commands).await;
+    running.shutdown().await.unwrap();
+    figure
+}
+
+/// Answers each `Order` with its number.
+struct Responder;
+
+#[async_trait::async_trait]
+impl CommandProcessor<Order> for Responder {
+    async fn process(&self, order: Order, ctx: &Context) -> Result<(), ProcessError> {
+        ctx.reply(&order.n).await?;
+        Ok(())
+    }
+    fn settings(&self) -> bus_core::ProcessingSettings {
+        <Noop as CommandProcessor<Order>>::settings(&Noop::default())
+    }
+}
+
+/// Times `count` request/reply round trips, 100 in flight, against one responding host.
+async fn requests(env: &BenchEnv, count: u64) -> Figure {
+    let transport: RedisTransport = env.transport('r').await;
+    let host = Host::builder()
+        .transport(transport.clone())
+        .command::<Order, _>(Responder)
+        .build()
+        .unwrap();
+    let running = host.start().await.unwrap();
+    let bus = Bus::new(transport.clone(), BusConfig::default());
+    // The inbox opens at the first request: not part of the timed phase.
+    let _: u64 = bus
+        .request(&order(0), Duration::from_secs(30))
+        .await
+        .unwrap();
+    env.reset_stats().await;
+    let started = env.meter.start();
+    let asks = (0..count).map(|n| {
+        let bus = bus.clone();
+        async move {
+            let reply: u64 = bus.request(&order(n), Duration::from_secs(30)).await?;
+            assert_eq!(reply, n);
+            Ok::<_, bus_core::Error>(())
+        }
+    });
+    let mut asks = futures::stream::iter(asks).buffer_unordered(100);
+    while let Some(asked) = asks.next().await {
+        asked.unwrap();
+    }
+    let mut figure = env.meter.stop(started, count);
+    // The requests' pushes, the scripts (reserve, ack, reply.lua), the inbox's reads.
+    // reply.lua's RPUSH counts twice (inside the script and under `rpush`).
+    let commands = ["evalsha", "rpush", "blmove", "lrange", "ltrim"];
+    figure.command_us = env.command_us("requests", count, &commands).await;
+    running.shutdown().await.unwrap();
+    figure
+}
+
+fn row(name: &str, f: Figure) {
+    f.print(name);
+}
+
+fn ratio(name: &str, with: Figure, without: Figure) {
+    println!(
+        "   {name}: throughput {:.1}%, Redis CPU per message {:.2}x, client CPU per message {:.2}x",
+        with.rate / without.rate * 100.0,
+        with.redis_us / without.redis_us,
+        with.client_us / without.client_us
+    );
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let smoke = !std::env::args().any(|a| a == "--bench");
+    let env_number = |name: &str| std::env::var(name).ok().and_then(|n| n.parse().ok());
+    let count: u64 = env_number("MESSAGES").unwrap_or(if smoke { 1_000 } else { 50_000 });
+    let rounds: u64 = env_number("ROUNDS").unwrap_or(1);
+    rt.block_on(async {
+        let env = BenchEnv::start().await;
+        for round in 1..=rounds {
+            println!("\n== round {round}/{rounds}: {count} messages per phase ==");
+            let plain = sends(&env, SendKind::Plain, count).await;
+            row("send, plain (baseline)", plain);
+            let deadline = sends(&env, SendKind::Deadline, count).await;
+            row("send with a deadline (expires_in)", deadline);
+            let dedup = sends(&env, SendKind::Dedup, count).await;
+            row("send with a deduplication key", dedup);
+            let noop = handles(&env, false, count).await;
+            row("handle, no-op handler (baseline)", noop);
+            let once = handles(&env, true, count).await;
+            row("handle with one ctx.once step", once);
+            let asked = requests(&env, count / 5).await;
+            row("request/reply round trip, 100 in flight", asked);
+            println!("-- ratios of this round (with / without):");
+            ratio("deadline", deadline, plain);
+            ratio("deduplication key", dedup, plain);
+            ratio("ctx.once step", once, noop);
+        }
+        env.close().await;
+    });
+}
