@@ -6,8 +6,8 @@
 //! changes the messages per phase, 50,000 by default).
 //!
 //! Sends: single sends with 1,000 in flight (the bus coalesces them), plain, with a
-//! deadline (`expires_in`) and with a deduplication key (`send_once.lua`, one script per
-//! send), and batches of 100, plain (`send_batch`) and each command with its own
+//! deadline (`expires_in`) and with a deduplication key (`send_once_batch.lua`, concurrent
+//! sends sharing calls), and batches of 100, plain (`send_batch`) and each command with its own
 //! deduplication key (`send_batch_deduplicated`, one `send_once_batch.lua` per batch), 10
 //! in flight. Handles: a pre-filled queue processed by one host (default settings, 1,000
 //! handlers), with a no-op handler and with one whose work is one `ctx.once` step.
