@@ -6,8 +6,10 @@
 //! changes the messages per phase, 50,000 by default).
 //!
 //! Sends: single sends with 1,000 in flight (the bus coalesces them), plain, with a
-//! deadline (`expires_in`) and with a deduplication key (`send_once.lua`, one script per
-//! send). Handles: a pre-filled queue processed by one host (default settings, 1,000
+//! deadline (`expires_in`) and with a deduplication key (`send_once_batch.lua`, concurrent
+//! sends sharing calls), and batches of 100, plain (`send_batch`) and each command with its own
+//! deduplication key (`send_batch_deduplicated`, one `send_once_batch.lua` per batch), 10
+//! in flight. Handles: a pre-filled queue processed by one host (default settings, 1,000
 //! handlers), with a no-op handler and with one whose work is one `ctx.once` step.
 //! Requests: `Bus::request` round trips, 100 in flight, answered by a host's `ctx.reply`.
 //! Reported: msg/s, and per message the CPU of the redis-server and of this process over
@@ -65,6 +67,51 @@ async fn sends(env: &BenchEnv, kind: SendKind, count: u64) -> Figure {
         SendKind::Dedup => &["evalsha"],
     };
     figure.command_us = env.command_us("sends", count, commands).await;
+    figure
+}
+
+/// Commands per batch of a batch phase, and batches in flight (1,000 messages, as the
+/// single sends).
+const BATCH: u64 = 100;
+const BATCHES_IN_FLIGHT: usize = 10;
+
+/// Times `count` commands sent in batches of [`BATCH`]: plain (`send_batch`, coalesced
+/// pushes) or each with its own deduplication key (`send_batch_deduplicated`).
+async fn batches(env: &BenchEnv, dedup: bool, count: u64) -> Figure {
+    let transport = env.transport('b').await;
+    let bus = Bus::new(transport.clone(), BusConfig::default());
+    env.reset_stats().await;
+    let started = env.meter.start();
+    let batches = (0..count.div_ceil(BATCH)).map(|b| {
+        let bus = bus.clone();
+        async move {
+            let range = b * BATCH..((b + 1) * BATCH).min(count);
+            let orders: Vec<Order> = range.clone().map(order).collect();
+            if dedup {
+                let keys: Vec<String> = range.map(|n| format!("order-{n}")).collect();
+                let options = SendOptions::new();
+                let sent = bus
+                    .send_batch_deduplicated(&orders, &keys, &options)
+                    .await?;
+                assert!(sent.iter().all(|s| !s.duplicate));
+            } else {
+                bus.send_batch(&orders).await?;
+            }
+            Ok::<_, bus_core::Error>(())
+        }
+    });
+    let mut batches = futures::stream::iter(batches).buffer_unordered(BATCHES_IN_FLIGHT);
+    while let Some(sent) = batches.next().await {
+        sent.unwrap();
+    }
+    let mut figure = env.meter.stop(started, count);
+    // As for single sends: a script's inner commands are not counted again.
+    let commands: &[&str] = if dedup {
+        &["evalsha"]
+    } else {
+        &["evalsha", "rpush"]
+    };
+    figure.command_us = env.command_us("batches", count, commands).await;
     figure
 }
 
@@ -210,6 +257,10 @@ fn main() {
             row("send with a deadline (expires_in)", deadline);
             let dedup = sends(&env, SendKind::Dedup, count).await;
             row("send with a deduplication key", dedup);
+            let batch = batches(&env, false, count).await;
+            row("send_batch of 100, plain (baseline)", batch);
+            let dedup_batch = batches(&env, true, count).await;
+            row("send_batch_deduplicated of 100", dedup_batch);
             let noop = handles(&env, false, count).await;
             row("handle, no-op handler (baseline)", noop);
             let once = handles(&env, true, count).await;
@@ -219,6 +270,17 @@ fn main() {
             println!("-- ratios of this round (with / without):");
             ratio("deadline", deadline, plain);
             ratio("deduplication key", dedup, plain);
+            ratio("deduplicated batch / plain batch", dedup_batch, batch);
+            ratio(
+                "deduplicated batch / plain single sends",
+                dedup_batch,
+                plain,
+            );
+            ratio(
+                "deduplicated batch / deduplicated single sends",
+                dedup_batch,
+                dedup,
+            );
             ratio("ctx.once step", once, noop);
         }
         env.close().await;

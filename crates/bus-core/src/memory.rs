@@ -30,6 +30,8 @@ use flow::Allowance;
 mod once_reply;
 // Per-key ordering (crate::flow::PerKey) on this transport.
 mod ordering;
+// Deduplication at send on this transport.
+mod dedup;
 
 /// Longest an idle `receive` waits before returning empty.
 const IDLE_WAIT: Duration = Duration::from_secs(1);
@@ -404,28 +406,34 @@ impl Transport for MemoryTransport {
         }
         let mut state = self.state();
         let q = state.queue(&Source::queue(queue)?);
+        let first = q.store_once(message, &dedup, Instant::now());
+        if first.is_none() {
+            q.notify.notify_waiters();
+        }
+        Ok(first)
+    }
+
+    async fn send_deduplicated_batch(
+        &self,
+        queue: &str,
+        messages: Vec<(Outgoing, Deduplication<'_>)>,
+    ) -> Result<Vec<Option<MessageId>>> {
+        if messages.iter().any(|(_, d)| d.partition == Some("")) {
+            return Err(crate::Error::Config(format!(
+                "sending to {queue} with an empty key: a key must have at least one character"
+            )));
+        }
+        let mut state = self.state();
+        let q = state.queue(&Source::queue(queue)?);
         let now = Instant::now();
-        match q.dedup.get(dedup.key) {
-            Some((first, until)) if *until > now => return Ok(Some(first.clone())),
-            _ => {}
+        let firsts: Vec<_> = messages
+            .into_iter()
+            .map(|(message, dedup)| q.store_once(message, &dedup, now))
+            .collect();
+        if firsts.iter().any(Option::is_none) {
+            q.notify.notify_waiters();
         }
-        // Expired keys are dropped now and then, not on every send.
-        if q.dedup.len() >= 1024 {
-            q.dedup.retain(|_, (_, until)| *until > now);
-        }
-        q.dedup.insert(
-            dedup.key.to_owned(),
-            (message.id.clone(), now + dedup.window),
-        );
-        // With a partition key, ordered as a keyed send (send_once.lua's keyed form).
-        match (dedup.partition, dedup.due) {
-            (Some(key), Some(due)) => q.send_keyed_at(key, vec![message], to_instant(due)),
-            (Some(key), None) => q.send_keyed(key, vec![message]),
-            (None, Some(due)) => entries(vec![message]).for_each(|e| q.delay(e, to_instant(due))),
-            (None, None) => q.ready.extend(entries(vec![message])),
-        }
-        q.notify.notify_waiters();
-        Ok(None)
+        Ok(firsts)
     }
 
     async fn send_tick(

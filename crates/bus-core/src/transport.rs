@@ -384,6 +384,22 @@ pub trait Transport: Send + Sync + fmt::Debug + 'static {
             "sending to {queue} with a deduplication key: this transport has no deduplicated sends"
         )))
     }
+    /// Many [`Transport::send_deduplicated`] calls in one: for each message, in order, its
+    /// answer (`Some`: the first message's id, nothing stored). Each message is atomic with
+    /// its key, and a key taken by an earlier message of the batch holds for the later
+    /// ones; the batch as a whole is not (the Redis transport makes one call per
+    /// partition). The default sends them one by one.
+    async fn send_deduplicated_batch(
+        &self,
+        queue: &str,
+        messages: Vec<(Outgoing, Deduplication<'_>)>,
+    ) -> Result<Vec<Option<MessageId>>> {
+        let mut firsts = Vec::with_capacity(messages.len());
+        for (message, dedup) in messages {
+            firsts.push(self.send_deduplicated(queue, message, dedup).await?);
+        }
+        Ok(firsts)
+    }
     /// Like [`Transport::publish`], each subscription's copy becoming ready at `due`, all
     /// or none. The default refuses: a transport without delayed publishes.
     async fn publish_at(

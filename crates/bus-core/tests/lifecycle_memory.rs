@@ -41,6 +41,7 @@ with_probe!(
     expired_messages_are_dead_lettered_unhandled,
     expired_messages_can_be_dropped,
     a_dedup_key_stores_one_message_per_window,
+    a_batch_with_dedup_keys_stores_each_key_once,
     delayed_commands_can_be_read_cancelled_and_rescheduled,
     a_delayed_publish_reaches_each_subscription_at_its_time,
     a_tick_is_stored_once_and_only_when_newer

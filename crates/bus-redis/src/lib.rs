@@ -24,6 +24,7 @@ mod coalesce;
 mod config;
 mod consumer;
 mod dedup;
+mod dedup_lanes;
 mod durable;
 mod error;
 mod heartbeat;

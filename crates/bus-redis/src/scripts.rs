@@ -88,7 +88,8 @@ pub(crate) static SEND_KEYED: LazyLock<LuaScript> =
 pub(crate) static SEND_KEYED_AT: LazyLock<LuaScript> =
     LazyLock::new(|| lua!("send_keyed_at", ["common"]));
 pub(crate) static PUBLISH: LazyLock<LuaScript> = LazyLock::new(|| lua!("publish", ["common"]));
-pub(crate) static SEND_ONCE: LazyLock<LuaScript> = LazyLock::new(|| lua!("send_once", ["common"]));
+pub(crate) static SEND_ONCE_BATCH: LazyLock<LuaScript> =
+    LazyLock::new(|| lua!("send_once_batch", ["common"]));
 pub(crate) static SEND_TICK: LazyLock<LuaScript> = LazyLock::new(|| lua!("send_tick", ["common"]));
 pub(crate) static PUBLISH_AT: LazyLock<LuaScript> =
     LazyLock::new(|| lua!("publish_at", ["common"]));

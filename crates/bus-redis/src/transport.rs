@@ -13,6 +13,7 @@ use tokio_util::bytes::Bytes;
 
 use crate::coalesce::Coalescer;
 use crate::consumer::RedisConsumer;
+use crate::dedup_lanes::OnceLanes;
 use crate::durable::{Durability, WriteError};
 use crate::keys::{self, QueueKeys};
 use crate::partition::{self, PartitionedConsumer, Spread};
@@ -46,6 +47,8 @@ struct Durable {
     durability: Durability,
     /// Coalesced durable pushes, over the durable connection.
     sends: Coalescer,
+    /// Coalesced durable deduplicated sends.
+    once_sends: OnceLanes,
 }
 
 #[derive(Debug)]
@@ -60,6 +63,8 @@ struct Inner {
     spread: Spread,
     /// Concurrent sends to one ready list share one `RPUSH`.
     sends: Coalescer,
+    /// Concurrent deduplicated sends of one group share one script call.
+    once_sends: OnceLanes,
 }
 
 impl RedisTransport {
@@ -82,6 +87,7 @@ impl RedisTransport {
                 invalid_subscriptions: Mutex::default(),
                 spread: Spread::new(config.partitioned()),
                 sends: Coalescer::new(client),
+                once_sends: OnceLanes::new(),
             }),
             durable: None,
         })
@@ -125,6 +131,7 @@ impl RedisTransport {
             durable: Some(Arc::new(Durable {
                 durability,
                 sends: Coalescer::durable(client, durability),
+                once_sends: OnceLanes::new(),
             })),
         })
     }
@@ -250,20 +257,7 @@ impl RedisTransport {
         keys: Vec<String>,
         args: Vec<Value>,
     ) -> bus_core::Result<Written<Value>> {
-        let Some(durable) = &self.durable else {
-            let reply = script
-                .run(&self.inner.client, keys, args)
-                .await
-                .map_err(Error::from)?;
-            return Ok(Written::Done(reply));
-        };
-        let slot_key = keys.first().cloned().unwrap_or_default();
-        let client = durable.sends.client();
-        match durable
-            .durability
-            .script(client, script, &slot_key, keys, args)
-            .await
-        {
+        match self.write_raw(script, keys, args).await {
             Ok(reply) => Ok(Written::Done(reply)),
             Err(WriteError::NotReplicated { written, confirmed }) => Ok(Written::NotReplicated(
                 written,
@@ -273,8 +267,38 @@ impl RedisTransport {
         }
     }
 
+    /// [`RedisTransport::write_reply`]'s outcome before it becomes the caller's: cheap to
+    /// clone, for a call shared by several callers (`dedup_lanes.rs`).
+    pub(crate) async fn write_raw(
+        &self,
+        script: &LuaScript,
+        keys: Vec<String>,
+        args: Vec<Value>,
+    ) -> std::result::Result<Value, WriteError> {
+        let Some(durable) = &self.durable else {
+            return script
+                .run(&self.inner.client, keys, args)
+                .await
+                .map_err(WriteError::Redis);
+        };
+        let slot_key = keys.first().cloned().unwrap_or_default();
+        let client = durable.sends.client();
+        durable
+            .durability
+            .script(client, script, &slot_key, keys, args)
+            .await
+    }
+
+    /// The deduplicated sends' lanes of this handle's connection.
+    pub(crate) fn once_lanes(&self) -> &OnceLanes {
+        match &self.durable {
+            None => &self.inner.once_sends,
+            Some(durable) => &durable.once_sends,
+        }
+    }
+
     /// The error of a write, as the caller sees it.
-    fn write_error(&self, error: WriteError) -> bus_core::Error {
+    pub(crate) fn write_error(&self, error: WriteError) -> bus_core::Error {
         match error {
             WriteError::Redis(e) => Error::from(e).into(),
             WriteError::Unconfirmed(e) => Error::ReplicationUnconfirmed(RedisError::from(e)).into(),
@@ -516,6 +540,14 @@ impl Transport for RedisTransport {
         dedup: Deduplication<'_>,
     ) -> bus_core::Result<Option<MessageId>> {
         crate::dedup::send(self, queue, message, dedup).await
+    }
+
+    async fn send_deduplicated_batch(
+        &self,
+        queue: &str,
+        messages: Vec<(Outgoing, Deduplication<'_>)>,
+    ) -> bus_core::Result<Vec<Option<MessageId>>> {
+        crate::dedup::send_batch(self, queue, messages).await
     }
 
     async fn scheduled(

@@ -280,3 +280,56 @@ async fn on_a_cluster_durable_writes_go_to_the_slot_of_their_queue() {
         .collect();
     assert_eq!(lengths, [1], "the send is stored on its slot's node");
 }
+
+/// On a durable handle whose replica does not confirm, a deduplicated send (single,
+/// sharing calls, or a batch) fails `NotReplicated` only when it stored something: a
+/// duplicate stores nothing, so it is answered as a duplicate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_durable_deduplicated_send_is_not_replicated_only_when_it_stored() {
+    const TIMEOUT: Duration = Duration::from_millis(300);
+    let pair = pair().await;
+    let prefix = "durable-dedup";
+    let transport = connect(&pair.primary.url(), prefix).await;
+    let plain = Bus::new(transport.clone(), BusConfig::default());
+    let durable = Bus::new(
+        transport.durable(1, TIMEOUT).await.unwrap(),
+        BusConfig::default(),
+    );
+    let once = |key: &str| bus_core::SendOptions::new().dedup_key(key);
+    let first = plain.send_with(&Work { n: 1 }, &once("a")).await.unwrap();
+    pair.proxy.blackhole();
+
+    let again = durable.send_with(&Work { n: 2 }, &once("a")).await.unwrap();
+    assert!(again.duplicate && again.id == first.id, "{again:?}");
+    let none = bus_core::SendOptions::new();
+    let batch = durable
+        .send_batch_deduplicated(&[Work { n: 3 }, Work { n: 4 }], &["a", "a"], &none)
+        .await
+        .unwrap();
+    assert!(
+        batch.iter().all(|s| s.duplicate && s.id == first.id),
+        "{batch:?}"
+    );
+    let not_replicated = |result: bus_core::Result<()>| {
+        let error = result.expect_err("stored, not replicated");
+        assert!(
+            matches!(error, bus_core::Error::NotReplicated { confirmed: 0, .. }),
+            "{error:?}"
+        );
+    };
+    not_replicated(
+        durable
+            .send_with(&Work { n: 5 }, &once("b"))
+            .await
+            .map(drop),
+    );
+    not_replicated(
+        durable
+            .send_batch_deduplicated(&[Work { n: 6 }, Work { n: 7 }], &["a", "c"], &none)
+            .await
+            .map(drop),
+    );
+    // Stored on the primary: "a" once, "b" and "c".
+    let mut primary = pair.primary.client();
+    assert_eq!(llen(&mut primary, &ready(prefix)), 3);
+}

@@ -85,6 +85,7 @@ with_probe!(
     expired_messages_are_dead_lettered_unhandled / expiry_holds_on_a_partitioned_queue,
     expired_messages_can_be_dropped / expired_messages_are_dropped_on_a_partitioned_queue,
     a_dedup_key_stores_one_message_per_window / dedup_holds_on_a_partitioned_queue,
+    a_batch_with_dedup_keys_stores_each_key_once / batched_dedup_holds_on_a_partitioned_queue,
     delayed_commands_can_be_read_cancelled_and_rescheduled
         / delayed_commands_are_found_in_any_partition,
     a_tick_is_stored_once_and_only_when_newer / ticks_are_stored_once_on_a_partitioned_queue
@@ -163,4 +164,54 @@ async fn concurrent_senders_store_one_message_per_key() {
     let ttl = client.int(&["PTTL", key.as_str()]).unwrap();
     assert!(ttl > 100_000 && ttl <= 120_000, "PTTL {ttl}");
     assert_eq!(redis.counts("orders").ready, 1);
+}
+
+/// Concurrent single deduplicated sends on one connection share script calls (far fewer
+/// `EVALSHA` than sends), and each still gets its own answer: per key one message stored,
+/// every other send of the key names it, whichever call carried it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_deduplicated_sends_share_calls_and_keep_their_answers() {
+    use futures::StreamExt;
+    let redis = TestRedis::start().unwrap();
+    let bus = bus_core::Bus::new(
+        common::transport(&redis).await,
+        bus_core::BusConfig::default(),
+    );
+    let mut client = redis.client();
+    client.cmd(&["CONFIG", "RESETSTAT"]).unwrap();
+    let sends = (0..2_000u32).map(|n| {
+        let bus = bus.clone();
+        async move {
+            let options = bus_core::SendOptions::new().dedup_key(format!("k{}", n % 500));
+            (n, bus.send_with(&PlaceOrder { n }, &options).await.unwrap())
+        }
+    });
+    let sent: Vec<(u32, bus_core::Sent)> = futures::stream::iter(sends)
+        .buffer_unordered(1_000)
+        .collect()
+        .await;
+    let mut firsts = std::collections::HashMap::new();
+    for (n, s) in sent.iter().filter(|(_, s)| !s.duplicate) {
+        assert!(
+            firsts.insert(n % 500, s.id.clone()).is_none(),
+            "key {} stored twice",
+            n % 500
+        );
+    }
+    assert_eq!(firsts.len(), 500, "one stored per key");
+    for (n, s) in &sent {
+        assert_eq!(s.id, firsts[&(n % 500)], "#{n} names its key's first");
+    }
+    assert_eq!(redis.counts("orders").ready, 500);
+    let info = client.cmd(&["INFO", "commandstats"]).unwrap();
+    let info = String::from_utf8_lossy(info.as_bytes().unwrap()).into_owned();
+    let calls: u64 = info
+        .lines()
+        .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
+        .and_then(|rest| rest.split(',').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("{info}"));
+    assert!(
+        calls < 1_000,
+        "{calls} script calls for 2,000 sends: not shared"
+    );
 }

@@ -29,6 +29,10 @@ const SCRIPTS: &[(&str, &str)] = &[
     ("send_keyed", include_str!("../lua/send_keyed.lua")),
     ("send_keyed_at", include_str!("../lua/send_keyed_at.lua")),
     ("send_once", include_str!("../lua/send_once.lua")),
+    (
+        "send_once_batch",
+        include_str!("../lua/send_once_batch.lua"),
+    ),
     ("send_tick", include_str!("../lua/send_tick.lua")),
     ("cancel", include_str!("../lua/cancel.lua")),
     ("reschedule", include_str!("../lua/reschedule.lua")),
@@ -84,6 +88,7 @@ fn text(name: &str) -> String {
         "send_at"
             | "send_keyed"
             | "send_keyed_at"
+            | "send_once_batch"
             | "publish"
             | "reply"
             | "breaker_trip"
@@ -235,6 +240,7 @@ impl Queue {
             ],
             "send_keyed_at" => vec![&k.delayed, &k.msgs, &k.ready, &k.flow, &k.kdue],
             "send_once" => vec![&dedup, &k.ready, &k.delayed, &k.msgs],
+            "send_once_batch" => vec![&k.ready, &k.delayed, &k.msgs, &dedup],
             "send_tick" => vec![&schedule, &k.ready],
             "cancel" => vec![&k.delayed, &k.msgs, &k.deliveries, &k.errors, &k.kdue],
             "reschedule" => vec![&k.delayed, &k.ready],
@@ -520,6 +526,7 @@ fn good_argv(script: &str, token: &str, id: &str, dead: &str) -> Vec<String> {
         "send_keyed" => vec!["k", "{}"],
         "send_keyed_at" => vec!["0", "k", "keyed-later", "{}"],
         "send_once" => vec!["60000", "", "once", "{}"],
+        "send_once_batch" => vec!["1", "60000", "", "", "once", "{}"],
         "send_tick" => vec!["60000", "", "{}"],
         "cancel" | "read_scheduled" => vec!["later"],
         "reschedule" => vec!["later", "0"],
@@ -589,6 +596,18 @@ fn bad_argvs(script: &str, token: &str, id: &str) -> Vec<Vec<String>> {
             vec!["soon", "", "once", "{}"],
             vec!["60000", "later", "once", "{}"],
             vec!["0", "", "once", "{}"],
+        ],
+        "send_once_batch" => vec![
+            vec!["1", "60000", "", "", "once"],
+            vec!["1", "60000", "", "", "once", "{}", "more"],
+            vec!["2", "60000", "", "", "once", "{}"],
+            vec!["0", "60000", "", "", "once", "{}"],
+            vec!["one", "60000", "", "", "once", "{}"],
+            vec!["1", "soon", "", "", "once", "{}"],
+            vec!["1", "0", "", "", "once", "{}"],
+            vec!["1", "60000", "later", "", "once", "{}"],
+            vec!["1", "60000", "", "k", "once", "{}"],
+            vec![],
         ],
         "send_tick" => vec![
             vec!["60000", ""],
@@ -1158,4 +1177,84 @@ fn a_key_over_its_rate_is_parked_with_a_wait_hint() {
     let (_, stored) = q.reserve(10, 60_000);
     assert_eq!(stored.len(), 1);
     assert_eq!(q.cmd(&["ZCARD", &k.kwait]), Resp::Integer(0));
+}
+
+/// `send_once_batch`: per message, its deduplication key's check, the key and the store;
+/// a key taken by an earlier message of the call holds for the later ones; the delayed
+/// form stores under the ids, the keyed form (8 fixed KEYS, the key as ARGV[4]) joins the
+/// key's list on an ordered queue; a bad id is refused before any write.
+#[test]
+fn a_batched_send_once_stores_each_key_once_in_each_form() {
+    let redis = TestRedis::start().unwrap();
+    let mut q = Queue::new(&redis, "once-batch");
+    let k = q.k.clone();
+    let keys = |fixed: &[&String], dedup: &[&str]| -> Vec<String> {
+        let mut all: Vec<String> = fixed.iter().map(|key| (*key).clone()).collect();
+        all.extend(dedup.iter().map(|d| k.dedup(d)));
+        all
+    };
+    let plain = [&k.ready, &k.delayed, &k.msgs];
+    let (e1, e2, e3) = (envelope(1), envelope(2), envelope(3));
+    let argv = ["3", "60000", "", "", "m1", &e1, "m2", &e2, "m3", &e3];
+    let abc = keys(&plain, &["a", "b", "a"]);
+    let reply = q.eval("send_once_batch", &abc, &argv);
+    let answers: Vec<Resp> = reply
+        .as_array()
+        .unwrap_or_else(|| panic!("{reply:?}"))
+        .to_vec();
+    assert_eq!(answers[..2], [Resp::Integer(1), Resp::Integer(1)]);
+    assert_eq!(answers[2].as_str(), Some("m1"), "the batch's own first");
+    assert_eq!(q.cmd(&["LLEN", &k.ready]), Resp::Integer(2));
+    assert_eq!(q.cmd(&["GET", &k.dedup("a")]).as_str(), Some("m1"));
+    let reply = q.eval("send_once_batch", &abc, &argv);
+    let firsts: Vec<Option<&str>> = reply.as_array().unwrap().iter().map(Resp::as_str).collect();
+    assert_eq!(firsts, [Some("m1"), Some("m2"), Some("m1")], "all held");
+    assert_eq!(q.cmd(&["LLEN", &k.ready]), Resp::Integer(2), "nothing more");
+
+    // Delayed: a bad id is refused before any write, then the batch is stored by id.
+    let later = keys(&plain, &["l", "l"]);
+    let before = q.snapshot();
+    let bad = ["2", "60000", "0", "", "l1", &e1, "~2", &e2];
+    assert!(matches!(
+        q.eval("send_once_batch", &later, &bad),
+        Resp::Error(_)
+    ));
+    assert_eq!(q.snapshot(), before, "a refused call wrote");
+    let argv = ["2", "60000", "0", "", "l1", &e1, "l2", &e2];
+    let reply = q.eval("send_once_batch", &later, &argv);
+    let answers = reply.as_array().unwrap();
+    assert_eq!(answers[0], Resp::Integer(1));
+    assert_eq!(answers[1].as_str(), Some("l1"));
+    assert_eq!(q.cmd(&["ZCARD", &k.delayed]), Resp::Integer(1));
+    assert_eq!(q.cmd(&["HEXISTS", &k.msgs, "l2"]), Resp::Integer(0));
+
+    // Keyed, on a queue ordered per key: into the key's list; the plain form's KEYS with
+    // a key, or the keyed form's without one, are refused.
+    q.cmd(&["HSET", &k.flow, "per_key", "1"]);
+    let fixed = [
+        &k.ready, &k.delayed, &k.msgs, &k.flow, &k.kready, &k.kbusy, &k.kq, &k.kdue,
+    ];
+    let keyed = keys(&fixed, &["k1", "k1"]);
+    let argv = ["2", "60000", "", "k", "k1", &e1, "k2", &e2];
+    let before = q.snapshot();
+    let unkeyed = ["2", "60000", "", "", "k1", &e1, "k2", &e2];
+    for (keys, argv) in [(&keyed, &unkeyed), (&keys(&plain, &["k1", "k1"]), &argv)] {
+        let reply = q.eval("send_once_batch", keys, argv);
+        assert!(
+            matches!(&reply, Resp::Error(e) if e.contains("send_once_batch expects")),
+            "{reply:?}"
+        );
+        assert_eq!(q.snapshot(), before, "a refused call wrote");
+    }
+    let reply = q.eval("send_once_batch", &keyed, &argv);
+    let answers = reply.as_array().unwrap();
+    assert_eq!(answers[0], Resp::Integer(1));
+    assert_eq!(answers[1].as_str(), Some("k1"));
+    assert_eq!(q.cmd(&["LLEN", &k.key_queue("k")]), Resp::Integer(1));
+    assert_eq!(q.cmd(&["HGET", &k.flow, "keyed"]).as_str(), Some("1"));
+    assert_eq!(
+        q.cmd(&["LLEN", &k.ready]),
+        Resp::Integer(3),
+        "m1, m2 and l1, promoted first"
+    );
 }

@@ -147,3 +147,118 @@ pub async fn a_dedup_key_stores_one_message_per_window(
         "nothing left: ready, in flight, delayed, dead"
     );
 }
+
+/// A batch with one deduplication key per command stores each key once: a command whose
+/// key is held (by an earlier send, or by an earlier command of the same batch, also in
+/// another chunk of a large batch) stores nothing and names the first message; delayed
+/// batches alike. A batch of the wrong shape is refused and stores nothing.
+pub async fn a_batch_with_dedup_keys_stores_each_key_once(
+    transport: Arc<dyn Transport>,
+    probe: &dyn Probe,
+) {
+    let delays = transport.capabilities().delayed_sends.is_some();
+    let seen = Arc::new(Seen::default());
+    let running = start_command::<Unique, _>(transport, Arc::clone(&seen)).await;
+    let bus = running.bus();
+    let plain = SendOptions::new();
+    let unique = |from: u32, to: u32| (from..to).map(|n| Unique { n }).collect::<Vec<_>>();
+
+    // Refused before anything is stored: keys that do not match the commands, or a
+    // batch-wide key.
+    let wrong = bus
+        .send_batch_deduplicated(&unique(100, 102), &["x"], &plain)
+        .await;
+    assert!(matches!(wrong, Err(crate::Error::Config(_))), "{wrong:?}");
+    let wrong = bus
+        .send_batch_deduplicated(&unique(100, 101), &["x"], &plain.clone().dedup_key("x"))
+        .await;
+    assert!(matches!(wrong, Err(crate::Error::Config(_))), "{wrong:?}");
+
+    let single = bus
+        .send_with(&Unique { n: 1 }, &SendOptions::new().dedup_key("x"))
+        .await
+        .expect("sent");
+    let sent = bus
+        .send_batch_deduplicated(&unique(2, 8), &["a", "b", "a", "x", "c", "b"], &plain)
+        .await
+        .expect("sent");
+    let duplicates: Vec<bool> = sent.iter().map(|s| s.duplicate).collect();
+    assert_eq!(
+        duplicates,
+        [false, false, true, true, false, true],
+        "{sent:?}"
+    );
+    assert_eq!(
+        sent[2].id, sent[0].id,
+        "a duplicate names the batch's first"
+    );
+    assert_eq!(sent[5].id, sent[1].id);
+    assert_eq!(sent[3].id, single.id, "a duplicate names an earlier send");
+    let mut expected = vec![1, 2, 3, 6];
+    let again = bus
+        .send_with(&Unique { n: 8 }, &SendOptions::new().dedup_key("c"))
+        .await
+        .expect("sent");
+    assert!(again.duplicate && again.id == sent[4].id, "{again:?}");
+
+    // A large batch, over several script calls: keys repeat across them.
+    let commands = unique(1000, 3500);
+    let keys: Vec<String> = (0..2500).map(|i| format!("many-{}", i % 1200)).collect();
+    let sent = bus
+        .send_batch_deduplicated(&commands, &keys, &plain)
+        .await
+        .expect("sent");
+    for (i, s) in sent.iter().enumerate() {
+        assert_eq!(s.duplicate, i >= 1200, "#{i}: {s:?}");
+        if i >= 1200 {
+            assert_eq!(s.id, sent[i % 1200].id, "#{i} names its key's first");
+        }
+    }
+    expected.extend(1000..2200);
+
+    if delays {
+        let later = plain.clone().delay(Duration::from_millis(200));
+        let sent = bus
+            .send_batch_deduplicated(&unique(10, 13), &["l1", "l1", "l2"], &later)
+            .await
+            .expect("sent");
+        let duplicates: Vec<bool> = sent.iter().map(|s| s.duplicate).collect();
+        assert_eq!(duplicates, [false, true, false], "{sent:?}");
+        let twice = bus
+            .send_with(&Unique { n: 13 }, &SendOptions::new().dedup_key("l2"))
+            .await
+            .expect("sent");
+        assert!(twice.duplicate && twice.id == sent[2].id, "{twice:?}");
+        expected.extend([10, 12]);
+    } else {
+        not_checked(
+            "a_batch_with_dedup_keys_stores_each_key_once",
+            "delayed batches",
+            "delayed_sends: None",
+        );
+    }
+    expected.sort_unstable();
+
+    let all = wait_until(Duration::from_secs(20), || {
+        seen.all().len() >= expected.len()
+    })
+    .await;
+    let source = Source::queue(Unique::NAME).expect("valid name");
+    let end = Instant::now() + Duration::from_secs(5);
+    let mut counts = probe.counts(&source).await;
+    while counts != [0; 4] && Instant::now() < end {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        counts = probe.counts(&source).await;
+    }
+    running.shutdown().await.expect("shutdown");
+    assert!(all, "handled {} of {}", seen.all().len(), expected.len());
+    assert_eq!(
+        seen.all(),
+        expected,
+        "each stored message ran once, no duplicate"
+    );
+    assert_eq!(
+        counts, [0; 4],
+        "nothing left: ready, in flight, delayed, dead"
+    );
+}

@@ -80,7 +80,9 @@ macro_rules! command {
 
 // After `command!`, which they use.
 mod dedup;
-pub use dedup::a_dedup_key_stores_one_message_per_window;
+pub use dedup::{
+    a_batch_with_dedup_keys_stores_each_key_once, a_dedup_key_stores_one_message_per_window,
+};
 mod flow;
 pub use flow::{
     a_concurrency_limit_holds_across_hosts, a_rate_limit_holds_across_hosts,

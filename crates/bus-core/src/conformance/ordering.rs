@@ -474,11 +474,28 @@ pub async fn a_keyed_send_with_a_dedup_key_keeps_its_keys_order(
     bus.send_keyed(&ordered("k", 4, 0), "k")
         .await
         .expect("sent");
+    // A batch of keyed deduplicated sends joins the key's list too, in its order; its
+    // #98 is a duplicate of #1.
+    let batch = [ordered("k", 5, 0), ordered("k", 98, 0), ordered("k", 6, 0)];
+    let sent = bus
+        .send_batch_deduplicated(&batch, &["d5", "d1", "d6"], &SendOptions::new().key("k"))
+        .await
+        .expect("sent");
+    let duplicates: Vec<bool> = sent.iter().map(|s| s.duplicate).collect();
+    assert_eq!(duplicates, [false, true, false], "{sent:?}");
+    assert_eq!(sent[1].id, first.id, "a duplicate names the first message");
+    assert_eq!(probe.counts(&source).await[0], 0, "nothing went onto ready");
+    if let Some(keyed) = probe.keyed(&source).await {
+        assert_eq!(
+            keyed, 7,
+            "#0 to #6 (but the duplicate) wait in the key's list"
+        );
+    }
     let log = Log::new(Duration::from_millis(5), 4);
     let running = start_command::<Ordered, _>(transport, Arc::clone(&log)).await;
-    let all = wait_until(Duration::from_secs(10), || log.succeeded() == 5).await;
+    let all = wait_until(Duration::from_secs(10), || log.succeeded() == 7).await;
     running.shutdown().await.expect("shutdown");
-    assert!(all, "only {} of 5 ran", log.succeeded());
+    assert!(all, "only {} of 7 ran", log.succeeded());
     let runs = &log.by_key()["k"];
     let order: Vec<(u32, bool)> = runs.iter().map(|r| (r.seq, r.ok)).collect();
     assert_eq!(
@@ -489,9 +506,11 @@ pub async fn a_keyed_send_with_a_dedup_key_keeps_its_keys_order(
             (1, true),
             (2, true),
             (3, true),
-            (4, true)
+            (4, true),
+            (5, true),
+            (6, true)
         ],
-        "(seq, ok) by start; the duplicate (#99) never runs"
+        "(seq, ok) by start; the duplicates (#99, #98) never run"
     );
     for pair in runs.windows(2) {
         assert!(pair[1].start >= pair[0].end, "{pair:?}: overlapped");
