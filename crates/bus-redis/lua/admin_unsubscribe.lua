@@ -2,12 +2,13 @@
 -- writing to it) and delete its queue's keys, in one step. Unless forced, a subscription
 -- whose queue still holds messages (ready, in flight, delayed or dead) is left untouched.
 -- KEYS: subs, then the subscription queue's ready, inflight, delayed, dead, leases, leased,
--- and every other key of that queue (`QueueKeys::all`, 19 in all with subs). In flight counts the leased messages too, and the
--- lists and sets of the leases (named by the tokens in `leases`) are deleted with the rest.
+-- and every other key of that queue (`QueueKeys::all`, 21 in all with subs). In flight
+-- counts the leased messages too, and the lists and sets of the leases (named by the
+-- tokens in `leases`) are deleted with the rest.
 -- ARGV: name, force (1 or 0).
 -- Returns { 1, was registered, keys deleted }, or { 0, ready, inflight, delayed, dead }
 -- when refused.
-expect('admin_unsubscribe', 19, 2, 2)
+expect('admin_unsubscribe', 21, 2, 2)
 if ARGV[2] ~= '0' and ARGV[2] ~= '1' then
   refuse('admin_unsubscribe', string.format('expects force 1 or 0 as ARGV[2], got %s', shown(2)))
 end

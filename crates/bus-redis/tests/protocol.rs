@@ -331,6 +331,8 @@ impl Queue {
                     &k.kready,
                     &k.kbusy,
                     &k.kof,
+                    &k.kdue,
+                    &k.kwait,
                 ] {
                     list.push(key);
                 }
