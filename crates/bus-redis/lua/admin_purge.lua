@@ -9,16 +9,18 @@
 -- ARGV[3] keys popped from `kready` (their envelopes are not stored: deleting the list
 -- is all); when `kready` has no more (fewer popped than asked, or 0 asked), the lists of
 -- the keys at their limit too (the fields of `kbusy`, bounded by the messages in flight),
--- after which no list is left and the `keyed` count of `flow` is deleted. The keys' slots
--- are untouched (their messages in flight still hold them).
+-- after which no list is left and the `keyed` count of `flow` is deleted. The slots of
+-- messages in flight are untouched (they still hold them); a purged retry of a keyed
+-- message (on `ready` or delayed, its id in `kof`) gives its key's slot back, as its ack
+-- would, so that the key is not blocked for ever.
 -- KEYS: ready, delayed, msgs, deliveries, errors, inflight, dead-info, suspects, flow,
 -- kready, kbusy, kq (the prefix of the keys' lists), kdue (a purged delayed keyed send's
 -- key goes with it), kwait (the keys over their per-key rate: swept with those at their
--- limit, and deleted).
+-- limit, and deleted), kof (the keys held by keyed messages).
 -- ARGV: max ready, max delayed, max keys (-1: leave the keys' lists).
 -- Returns { ready purged (a wake-up marker popped is not counted), delayed purged, keyed
 -- purged, keys popped, 1 if every key's list is gone else 0 }.
-expect('admin_purge', 14, 3, 3, { 1, 2, 3 })
+expect('admin_purge', 15, 3, 3, { 1, 2, 3 })
 local forget = {}
 local ready = {}
 if tonumber(ARGV[1]) > 0 then
@@ -74,5 +76,10 @@ if max_keys >= 0 then
   elseif keyed > 0 and redis.call('HINCRBY', KEYS[9], 'keyed', -keyed) <= 0 then
     redis.call('HDEL', KEYS[9], 'keyed')
   end
+end
+-- (After the lists: a freed key whose list was just deleted is not made ready.)
+if #forget > 0 and redis.call('EXISTS', KEYS[15]) == 1 then
+  local now = now_ms()
+  for _, id in ipairs(forget) do key_freed(KEYS[15], KEYS[11], KEYS[10], KEYS[12], KEYS[1], id, now) end
 end
 return { #ready - woken, #delayed, keyed, popped, swept }

@@ -294,6 +294,7 @@ impl Queue {
                 &k.kq,
                 &k.kdue,
                 &k.kwait,
+                &k.kof,
             ],
             "admin_requeue" => vec![&k.dead, &k.msgs, &k.dead_info, &k.deliveries, &k.ready],
             "admin_key_backlogs" => vec![&k.kready, &k.kbusy, &k.kq, &k.kwait],
@@ -1259,4 +1260,26 @@ fn a_batched_send_once_stores_each_key_once_in_each_form() {
         Resp::Integer(3),
         "m1, m2 and l1, promoted first"
     );
+}
+
+/// A retry of a keyed message keeps its key's slot; purging the retry (here delayed, the
+/// keys' lists left) gives the slot back, as its ack would, so the key's next message runs.
+#[test]
+fn a_purged_keyed_retry_gives_its_key_back() {
+    let redis = TestRedis::start().unwrap();
+    let mut q = Queue::new(&redis, "purge-keyed");
+    let k = q.k.clone();
+    q.cmd(&["HSET", &k.flow, "per_key", "1"]);
+    q.call("send_keyed", &["k", &envelope(1), &envelope(2)]);
+    let (_, stored) = q.reserve(10, 60_000);
+    assert_eq!(stored.len(), 1);
+    let (id, count) = stored[0].clone();
+    q.call("retry", &[&id, &count, "3600000", "boom"]);
+    assert_eq!(q.cmd(&["ZCARD", &k.delayed]), Resp::Integer(1));
+    let (_, stored) = q.reserve(10, 60_000);
+    assert!(stored.is_empty(), "the retry holds its key: {stored:?}");
+    q.call("admin_purge", &["0", "10", "-1"]);
+    assert_eq!(q.cmd(&["HEXISTS", &k.kof, &id]), Resp::Integer(0));
+    let (_, stored) = q.reserve(10, 60_000);
+    assert_eq!(stored.len(), 1, "the key's next message runs");
 }

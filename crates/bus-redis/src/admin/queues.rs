@@ -193,6 +193,7 @@ impl Admin {
                         keys.kq.clone(),
                         keys.kdue.clone(),
                         keys.kwait.clone(),
+                        keys.kof.clone(),
                     ],
                     vec![
                         Value::from(ready_left.min(PURGE_BATCH) as i64),
