@@ -349,11 +349,7 @@ impl Transport for MemoryTransport {
     }
 
     async fn send_keyed(&self, queue: &str, key: &str, messages: Vec<Outgoing>) -> Result<()> {
-        if key.is_empty() {
-            return Err(crate::Error::Config(format!(
-                "sending to {queue} with an empty key: a key must have at least one character"
-            )));
-        }
+        crate::transport::refuse_empty_key(queue, key)?;
         let mut state = self.state();
         let q = state.queue(&Source::queue(queue)?);
         q.send_keyed(key, messages);
@@ -380,11 +376,7 @@ impl Transport for MemoryTransport {
         messages: Vec<Outgoing>,
         due: SystemTime,
     ) -> Result<()> {
-        if key.is_empty() {
-            return Err(crate::Error::Config(format!(
-                "sending to {queue} with an empty key: a key must have at least one character"
-            )));
-        }
+        crate::transport::refuse_empty_key(queue, key)?;
         let due = to_instant(due);
         let mut state = self.state();
         let q = state.queue(&Source::queue(queue)?);
@@ -399,10 +391,8 @@ impl Transport for MemoryTransport {
         message: Outgoing,
         dedup: Deduplication<'_>,
     ) -> Result<Option<MessageId>> {
-        if dedup.partition == Some("") {
-            return Err(crate::Error::Config(format!(
-                "sending to {queue} with an empty key: a key must have at least one character"
-            )));
+        if let Some(key) = dedup.partition {
+            crate::transport::refuse_empty_key(queue, key)?;
         }
         let mut state = self.state();
         let q = state.queue(&Source::queue(queue)?);
@@ -418,10 +408,8 @@ impl Transport for MemoryTransport {
         queue: &str,
         messages: Vec<(Outgoing, Deduplication<'_>)>,
     ) -> Result<Vec<Option<MessageId>>> {
-        if messages.iter().any(|(_, d)| d.partition == Some("")) {
-            return Err(crate::Error::Config(format!(
-                "sending to {queue} with an empty key: a key must have at least one character"
-            )));
+        for key in messages.iter().filter_map(|(_, d)| d.partition) {
+            crate::transport::refuse_empty_key(queue, key)?;
         }
         let mut state = self.state();
         let q = state.queue(&Source::queue(queue)?);

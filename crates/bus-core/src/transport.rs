@@ -665,3 +665,14 @@ pub trait Consumer: Send + Sync + fmt::Debug {
         Ok(())
     }
 }
+
+/// Refuses a keyed send with an empty key: a key names a list and a field in the
+/// transport, so it must have at least one character.
+pub fn refuse_empty_key(queue: &str, key: &str) -> crate::Result<()> {
+    if key.is_empty() {
+        return Err(crate::Error::Config(format!(
+            "sending to {queue} with an empty key: a key must have at least one character"
+        )));
+    }
+    Ok(())
+}

@@ -56,10 +56,8 @@ async fn place(
     queue: &str,
     dedup: &Deduplication<'_>,
 ) -> bus_core::Result<(QueueKeys, Group)> {
-    if dedup.partition == Some("") {
-        return Err(bus_core::Error::Config(format!(
-            "sending to {queue} with an empty key: a key must have at least one character"
-        )));
+    if let Some(key) = dedup.partition {
+        bus_core::transport::refuse_empty_key(queue, key)?;
     }
     // On a partitioned queue: the partition key's partition, else the deduplication key's.
     let keys = transport

@@ -455,11 +455,7 @@ impl Transport for RedisTransport {
     ) -> bus_core::Result<()> {
         // One script (protocol 4): on a queue ordered per key the envelopes wait in their
         // key's list; on any other they go onto `ready`, as a plain send.
-        if key.is_empty() {
-            return Err(bus_core::Error::Config(format!(
-                "sending to {queue} with an empty key: a key must have at least one character"
-            )));
-        }
+        bus_core::transport::refuse_empty_key(queue, key)?;
         if messages.is_empty() {
             return Ok(());
         }
@@ -492,11 +488,7 @@ impl Transport for RedisTransport {
     ) -> bus_core::Result<()> {
         // One script (protocol 4): stored and scheduled as a delayed send, and on an
         // ordered queue recorded in `kdue`, so that promotion puts it in its key's list.
-        if key.is_empty() {
-            return Err(bus_core::Error::Config(format!(
-                "sending to {queue} with an empty key: a key must have at least one character"
-            )));
-        }
+        bus_core::transport::refuse_empty_key(queue, key)?;
         if messages.is_empty() {
             return Ok(());
         }
