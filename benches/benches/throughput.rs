@@ -4,7 +4,8 @@
 //! `cargo bench -p benches --bench throughput` (`ROUNDS=n` repeats the whole set; `ONLY=<parts of
 //! phases' function names, comma-separated>` runs only those phases;
 //! `COMMANDSTATS=1` prints Redis's `INFO commandstats` of each Redis phase; `MESSAGES=n`
-//! changes the number of messages per phase).
+//! changes the number of messages per phase; `E2E_TIMING=off` runs the end-to-end phase
+//! without per-type timing).
 //!
 //! Every phase moves 100,000 messages with a ~100-byte JSON body, and reports msg/s and
 //! the CPU that the redis-server and this process spent per message over the timed phase
@@ -339,8 +340,11 @@ async fn bus_end_to_end(env: &Env) -> Figure {
     let (transport, prefix) = env.transport_and_prefix('b').await;
     let keys = transport.keys(&Source::queue("bench").unwrap());
     let noop = Noop::default();
+    // `E2E_TIMING=off`: per-type timing off, to see its share of this phase's cost.
+    let timing = std::env::var("E2E_TIMING").map_or(true, |v| v != "off");
     let host = Host::builder()
         .transport(transport.clone())
+        .timing_interval(timing.then_some(bus_core::timing::DEFAULT_TIMING_INTERVAL))
         .command::<Order, _>(noop.clone())
         .build()
         .unwrap();
