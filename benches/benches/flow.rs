@@ -14,7 +14,7 @@
 use std::time::Duration;
 
 use benches::cpu::Figure;
-use benches::env::BenchEnv as Env;
+use benches::env::{env_number, BenchEnv as Env, RunSettings};
 use benches::layout::unsettled;
 use benches::messages::{order, Noop, Order};
 use bus_core::flow::{PerKey, RateLimit};
@@ -95,20 +95,10 @@ async fn phase(env: &Env, setup: Setup, count: u64) -> Figure {
     figure
 }
 
-fn row(name: &str, f: Figure) {
-    f.print(name);
-}
-
 fn main() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let smoke = !std::env::args().any(|a| a == "--bench");
-    let env_number = |name: &str| std::env::var(name).ok().and_then(|n| n.parse().ok());
-    let count: u64 = env_number("MESSAGES").unwrap_or(if smoke { 2_000 } else { 100_000 });
-    let rounds: u64 = env_number("ROUNDS").unwrap_or(1);
+    let run = RunSettings::from_env(2_000, 100_000);
+    let (count, rounds) = (run.messages, run.rounds);
+    let rt = run.runtime();
     let rate: u64 = env_number("RATE").unwrap_or(20_000);
     let rate = u32::try_from(rate).unwrap_or(u32::MAX);
     // The rate-limited phase moves two seconds' worth (at least 1,000 messages).
@@ -120,11 +110,11 @@ fn main() {
                 "\n== round {round}/{rounds}: {count} messages, one host with default settings, no-op handler =="
             );
             let plain = phase(&env, Setup::Plain, count).await;
-            row("unordered queue, pre-filled (baseline)", plain);
+            plain.print("unordered queue, pre-filled (baseline)");
             let ordered = phase(&env, Setup::Ordered, count).await;
-            row(&format!("ordered per key (n = 1), {} keys", KEYS.min(count)), ordered);
+            ordered.print(&format!("ordered per key (n = 1), {} keys", KEYS.min(count)));
             let rated = phase(&env, Setup::Rated(rate), rated_count).await;
-            row(&format!("rate limit {rate}/s, {rated_count} messages"), rated);
+            rated.print(&format!("rate limit {rate}/s, {rated_count} messages"));
             println!("-- ratios of this round:");
             println!(
                 "   ordered / unordered: throughput {:.1}%, Redis CPU per message {:.2}x, Redis command time {:.2}x",

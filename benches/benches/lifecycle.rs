@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use benches::cpu::Figure;
-use benches::env::BenchEnv;
+use benches::env::{BenchEnv, RunSettings};
 use benches::layout::unsettled;
 use benches::messages::{order, Noop, Order};
 use bus_core::transport::Source;
@@ -224,10 +224,6 @@ async fn requests(env: &BenchEnv, count: u64) -> Figure {
     figure
 }
 
-fn row(name: &str, f: Figure) {
-    f.print(name);
-}
-
 fn ratio(name: &str, with: Figure, without: Figure) {
     println!(
         "   {name}: throughput {:.1}%, Redis CPU per message {:.2}x, client CPU per message {:.2}x",
@@ -238,35 +234,29 @@ fn ratio(name: &str, with: Figure, without: Figure) {
 }
 
 fn main() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let smoke = !std::env::args().any(|a| a == "--bench");
-    let env_number = |name: &str| std::env::var(name).ok().and_then(|n| n.parse().ok());
-    let count: u64 = env_number("MESSAGES").unwrap_or(if smoke { 1_000 } else { 50_000 });
-    let rounds: u64 = env_number("ROUNDS").unwrap_or(1);
+    let run = RunSettings::from_env(1_000, 50_000);
+    let (count, rounds) = (run.messages, run.rounds);
+    let rt = run.runtime();
     rt.block_on(async {
         let env = BenchEnv::start().await;
         for round in 1..=rounds {
             println!("\n== round {round}/{rounds}: {count} messages per phase ==");
             let plain = sends(&env, SendKind::Plain, count).await;
-            row("send, plain (baseline)", plain);
+            plain.print("send, plain (baseline)");
             let deadline = sends(&env, SendKind::Deadline, count).await;
-            row("send with a deadline (expires_in)", deadline);
+            deadline.print("send with a deadline (expires_in)");
             let dedup = sends(&env, SendKind::Dedup, count).await;
-            row("send with a deduplication key", dedup);
+            dedup.print("send with a deduplication key");
             let batch = batches(&env, false, count).await;
-            row("send_batch of 100, plain (baseline)", batch);
+            batch.print("send_batch of 100, plain (baseline)");
             let dedup_batch = batches(&env, true, count).await;
-            row("send_batch_deduplicated of 100", dedup_batch);
+            dedup_batch.print("send_batch_deduplicated of 100");
             let noop = handles(&env, false, count).await;
-            row("handle, no-op handler (baseline)", noop);
+            noop.print("handle, no-op handler (baseline)");
             let once = handles(&env, true, count).await;
-            row("handle with one ctx.once step", once);
+            once.print("handle with one ctx.once step");
             let asked = requests(&env, count / 5).await;
-            row("request/reply round trip, 100 in flight", asked);
+            asked.print("request/reply round trip, 100 in flight");
             println!("-- ratios of this round (with / without):");
             ratio("deadline", deadline, plain);
             ratio("deduplication key", dedup, plain);

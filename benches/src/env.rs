@@ -134,3 +134,46 @@ impl BenchEnv {
         let _: () = self.admin.quit().await.unwrap();
     }
 }
+
+/// What a bench run was asked for: `--bench` (without it, as `cargo test --benches` runs
+/// it, a quick smoke run), `MESSAGES` per phase and `ROUNDS`.
+#[derive(Debug, Clone, Copy)]
+pub struct RunSettings {
+    /// A smoke run: no `--bench` argument.
+    pub smoke: bool,
+    /// Messages per phase.
+    pub messages: u64,
+    /// Times the set of phases is repeated.
+    pub rounds: u64,
+}
+
+impl RunSettings {
+    /// From the arguments and the environment; `messages` of a smoke run and of a real
+    /// one when `MESSAGES` is not set.
+    pub fn from_env(smoke_messages: u64, bench_messages: u64) -> RunSettings {
+        let smoke = !std::env::args().any(|a| a == "--bench");
+        RunSettings {
+            smoke,
+            messages: env_number("MESSAGES").unwrap_or(if smoke {
+                smoke_messages
+            } else {
+                bench_messages
+            }),
+            rounds: env_number("ROUNDS").unwrap_or(1),
+        }
+    }
+
+    /// The runtime of a bench: two workers, as the machine has two cores.
+    pub fn runtime(&self) -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+}
+
+/// The environment variable `name` as a number, if set and valid.
+pub fn env_number(name: &str) -> Option<u64> {
+    std::env::var(name).ok().and_then(|n| n.parse().ok())
+}
