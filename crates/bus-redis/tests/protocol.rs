@@ -310,8 +310,10 @@ impl Queue {
                 &k.flow,
             ],
             "admin_unsubscribe" => {
-                let mut list = vec![
-                    &self.subs,
+                // The counted keys first, then every other key of the queue, as
+                // `Admin::unsubscribe` sends them: the script's count follows
+                // `QueueKeys::all`, so a key added there must be added to its shape.
+                let counted = [
                     &k.ready,
                     &k.inflight,
                     &k.delayed,
@@ -319,25 +321,17 @@ impl Queue {
                     &k.leases,
                     &k.leased,
                 ];
-                for key in [
-                    &k.msgs,
-                    &k.deliveries,
-                    &k.errors,
-                    &k.dead_info,
-                    &k.seq,
-                    &k.suspects,
-                    &k.isolated,
-                    &k.flow,
-                    &k.flow_starts,
-                    &k.kready,
-                    &k.kbusy,
-                    &k.kof,
-                    &k.kdue,
-                    &k.kwait,
-                ] {
-                    list.push(key);
-                }
-                list
+                let rest: Vec<String> = k
+                    .all()
+                    .into_iter()
+                    .filter(|key| !counted.iter().any(|c| c.as_str() == *key))
+                    .map(str::to_owned)
+                    .collect();
+                return std::iter::once(&self.subs)
+                    .chain(counted)
+                    .cloned()
+                    .chain(rest)
+                    .collect();
             }
             other => panic!("no script {other}"),
         };
