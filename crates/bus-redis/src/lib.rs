@@ -32,6 +32,7 @@ pub mod keys;
 mod liveness;
 mod once;
 mod partition;
+mod prelude;
 mod protocol;
 mod receipts;
 mod recurring;

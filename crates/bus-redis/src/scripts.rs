@@ -29,6 +29,21 @@ impl LuaScript {
         }
     }
 
+    /// A script built by [`lua!`](crate::lua): `shebang` (empty, or a `#!lua` line), then
+    /// the prelude files' definitions that `body` reaches (src/prelude.rs), then `body`.
+    pub fn assemble(
+        name: &'static str,
+        shebang: &'static str,
+        preludes: &[&'static str],
+        body: &'static str,
+    ) -> Self {
+        let text = shebang.to_owned() + &crate::prelude::assemble(&preludes.concat(), body);
+        LuaScript {
+            name,
+            script: Script::from_lua(text),
+        }
+    }
+
     /// The script's name.
     pub fn name(&self) -> &'static str {
         self.name
@@ -54,24 +69,22 @@ impl LuaScript {
 /// (this one, the saga store, BabelQueue), so a script's text is built one way everywhere:
 ///
 /// - `lua!("ack")`: `lua/ack.lua` alone;
-/// - `lua!("ack", ["common"])`: `lua/common.lua` then `lua/ack.lua` (shared helpers
-///   prepended at compile time, in the order given);
+/// - `lua!("ack", ["common"])`: the helpers of `lua/common.lua` that `lua/ack.lua` uses,
+///   then `lua/ack.lua` (preludes in the order given; unused helpers are left out, see
+///   src/prelude.rs);
 /// - `lua!("ack", ["common"], flags = "allow-oom")`: behind a `#!lua flags=allow-oom`
 ///   shebang.
 ///
 /// The paths are relative to the file that calls the macro (`include_str!` resolves
 /// them at the call site), which must sit one directory below `lua/` (`src/scripts.rs`).
-/// The text, and so the SHA other clients run, is exactly the concatenation.
 #[macro_export]
 macro_rules! lua {
     ($name:literal $(, [$($prelude:literal),* $(,)?])? $(, flags = $flags:literal)? $(,)?) => {
-        $crate::LuaScript::new(
+        $crate::LuaScript::assemble(
             $name,
-            concat!(
-                $("#!lua flags=", $flags, "\n",)?
-                $($(include_str!(concat!("../lua/", $prelude, ".lua")),)*)?
-                include_str!(concat!("../lua/", $name, ".lua"))
-            ),
+            concat!($("#!lua flags=", $flags, "\n",)? ""),
+            &[$($(include_str!(concat!("../lua/", $prelude, ".lua")),)*)?],
+            include_str!(concat!("../lua/", $name, ".lua")),
         )
     };
 }
@@ -246,3 +259,84 @@ pub(crate) static ADMIN_KEY_BACKLOGS: LazyLock<LuaScript> =
     LazyLock::new(|| lua!("admin_key_backlogs", ["common", "admin_common"]));
 pub(crate) static ADMIN_IN_FLIGHT: LazyLock<LuaScript> =
     LazyLock::new(|| lua!("admin_in_flight", ["common", "admin_common"]));
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every helper a script's text names is defined in it: leaving unused helpers out of
+    /// the preludes (src/prelude.rs) never leaves out a used one.
+    #[test]
+    fn each_script_defines_every_prelude_helper_it_names() {
+        let preludes = [
+            include_str!("../lua/common.lua"),
+            include_str!("../lua/flow.lua"),
+            include_str!("../lua/admin_common.lua"),
+        ];
+        let helpers: Vec<&str> = preludes
+            .iter()
+            .flat_map(|prelude| prelude.lines())
+            .filter_map(|line| line.strip_prefix("local function "))
+            .map(|rest| rest.split('(').next().unwrap())
+            .collect();
+        assert!(helpers.len() > 30, "{helpers:?}");
+        let scripts: [&LuaScript; 39] = [
+            &SEND_AT,
+            &SEND_KEYED,
+            &SEND_KEYED_AT,
+            &PUBLISH,
+            &SEND_ONCE_BATCH,
+            &SEND_TICK,
+            &PUBLISH_AT,
+            &CANCEL,
+            &RESCHEDULE,
+            &READ_SCHEDULED,
+            &RESERVE,
+            &BREAKER_TRIP,
+            &BREAKER_HOLD,
+            &RESERVE_ALONE,
+            &ACK,
+            &RENEW,
+            &RETRY,
+            &DEAD_LETTER,
+            &RELEASE,
+            &RECOVER,
+            &ABSOLVE,
+            &SINGLETON_ACQUIRE,
+            &SINGLETON_RENEW,
+            &SINGLETON_RELEASE,
+            &ADMIN_TAKE_FOUND,
+            &ADMIN_EDIT_REQUEUE,
+            &REPLY,
+            &HOST_BEAT,
+            &HOST_LEAVE,
+            &TIMING_FLUSH,
+            &ADMIN_REQUEUE,
+            &ADMIN_MOVE,
+            &ADMIN_DEAD_ENVELOPES,
+            &ADMIN_DELETE_DEAD,
+            &ADMIN_PURGE,
+            &ADMIN_UNSUBSCRIBE,
+            &ADMIN_STATS,
+            &ADMIN_KEY_BACKLOGS,
+            &ADMIN_IN_FLIGHT,
+        ];
+        let mut left_out = 0;
+        for script in scripts {
+            let text = script.fred().lua().unwrap().to_string();
+            let words: std::collections::HashSet<&str> = text
+                .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .collect();
+            for helper in &helpers {
+                let defined = text.contains(&format!("local function {helper}("));
+                assert!(
+                    defined || !words.contains(helper),
+                    "{} names {helper} without defining it",
+                    script.name()
+                );
+                left_out += usize::from(!defined);
+            }
+        }
+        assert!(left_out > 0, "no script leaves out any helper");
+    }
+}
