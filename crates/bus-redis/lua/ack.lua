@@ -1,7 +1,7 @@
 -- Ack: remove handled messages whose reservation is current.
 -- KEYS: inflight, msgs, deliveries, errors, isolated, leases, leased, kof, kbusy, kready,
 -- kq, ready (protocol 4: an acked keyed message gives its key's slot back; common.lua's
--- key_freed. Only stored receipts can be keyed: one EXISTS kof per call that has some).
+-- keys_freed. Only stored receipts can be keyed: one EXISTS kof per call that has some).
 -- ARGV: s, then s stored receipts (id, count), then per lease: token, k, the highest
 -- index, and its k indices.
 -- Leased messages: per lease, SADD of its indices into its `done` set, straight from ARGV
@@ -46,8 +46,7 @@ if s > 0 then
   if redis.call('EXISTS', KEYS[4]) == 1 then bulk('HDEL', KEYS[4], done) end
   if redis.call('EXISTS', KEYS[5]) == 1 then bulk('SREM', KEYS[5], done) end
   if acked > 0 and redis.call('EXISTS', KEYS[8]) == 1 then
-    local now = now_ms()
-    for i = 1, acked do key_freed(KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12], done[i], now) end
+    keys_freed(KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12], done, now_ms())
   end
 end
 local left = 0

@@ -9,7 +9,7 @@
 -- attachments it points at.
 -- Per-key ordering (protocol 4): a deleted dead letter that still holds its key's slot (a
 -- blocking dead letter, `on_dead` = `block`: its id is still in `kof`) gives the slot
--- back, as its ack would (common.lua's key_freed): the key's later messages move on. A
+-- back, as its ack would (common.lua's keys_freed): the key's later messages move on. A
 -- move across slots deletes through here too: its message leaves this queue, and so does
 -- its slot.
 -- KEYS: dead, msgs, dead-info, errors, deliveries, kof, kbusy, kready, kq, ready
@@ -24,8 +24,7 @@ for _, id in ipairs(ARGV) do
   if redis.call('LREM', KEYS[1], 1, id) > 0 then deleted[#deleted + 1] = id end
 end
 if #deleted > 0 and redis.call('EXISTS', KEYS[6]) == 1 then
-  local now = now_ms()
-  for _, id in ipairs(deleted) do key_freed(KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], id, now) end
+  keys_freed(KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], deleted, now_ms())
 end
 if KEYS[11] and #deleted > 0 then
   local orphans = {}

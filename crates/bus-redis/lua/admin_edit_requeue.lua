@@ -4,7 +4,7 @@
 -- capped `edited` stream, with who edited it: the history an operator looks back at.
 -- Per-key ordering (protocol 4): a dead letter that still holds its key's slot (a blocking
 -- one: its id is in `kof`) goes instead to the head of its key's list, and the slot is
--- given back (common.lua's key_freed): the edited message is the next of its key to run,
+-- given back (common.lua's keys_freed): the edited message is the next of its key to run,
 -- and runs holding a slot of its own, so the key's later messages wait for it.
 -- KEYS: dead, msgs, dead-info, errors, deliveries, ready, edited, flow, kof, kbusy,
 -- kready, kq.
@@ -28,7 +28,7 @@ local key = redis.call('HGET', KEYS[9], id)
 if key then
   redis.call('LPUSH', KEYS[12] .. ':' .. key, edited)
   redis.call('HINCRBY', KEYS[8], 'keyed', 1)
-  key_freed(KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[6], id, now_ms())
+  keys_freed(KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[6], { id }, now_ms())
 else
   redis.call('RPUSH', KEYS[6], edited)
 end

@@ -4,7 +4,7 @@
 -- it is removed from the source.
 -- Per-key ordering (protocol 4): a moved dead letter that still holds its key's slot (a
 -- blocking one: its id is in `kof`) gives the slot back, as a delete does (common.lua's
--- key_freed): its message leaves this queue, so the key's later messages move on.
+-- keys_freed): its message leaves this queue, so the key's later messages move on.
 -- KEYS: dead, msgs, dead-info, errors, deliveries, target ready, kof, kbusy, kready, kq,
 -- ready (the source's own).
 -- ARGV: 'all', max  |  'ids', id...
@@ -14,8 +14,7 @@ local taken, skipped = take_dead(KEYS[1], function(id)
   return redis.call('HEXISTS', KEYS[2], id) == 1
 end)
 if #taken > 0 and redis.call('EXISTS', KEYS[7]) == 1 then
-  local now = now_ms()
-  for _, id in ipairs(taken) do key_freed(KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], id, now) end
+  keys_freed(KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], taken, now_ms())
 end
 for _, id in ipairs(taken) do
   redis.call('RPUSH', KEYS[6], redis.call('HGET', KEYS[2], id))

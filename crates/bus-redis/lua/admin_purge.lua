@@ -79,7 +79,6 @@ if max_keys >= 0 then
 end
 -- (After the lists: a freed key whose list was just deleted is not made ready.)
 if #forget > 0 and redis.call('EXISTS', KEYS[15]) == 1 then
-  local now = now_ms()
-  for _, id in ipairs(forget) do key_freed(KEYS[15], KEYS[11], KEYS[10], KEYS[12], KEYS[1], id, now) end
+  keys_freed(KEYS[15], KEYS[11], KEYS[10], KEYS[12], KEYS[1], forget, now_ms())
 end
 return { #ready - woken, #delayed, keyed, popped, swept }

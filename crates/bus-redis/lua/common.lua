@@ -229,17 +229,36 @@ end
 -- key's slot from its first reserve until it is acked or dead-lettered: retries, recovery,
 -- release and absolution keep the slot, so later messages of the key wait for it.
 
--- Gives back the slot the keyed message `id` held (nothing for an unkeyed one): its key
--- becomes ready again if it has waiting messages, and idle consumers are woken.
-local function key_freed(kof, kbusy, kready, kq, ready, id, now)
-  local key = redis.call('HGET', kof, id)
-  if not key then return end
-  redis.call('HDEL', kof, id)
-  if redis.call('HINCRBY', kbusy, key, -1) <= 0 then redis.call('HDEL', kbusy, key) end
-  if redis.call('LLEN', kq .. ':' .. key) > 0 then
-    redis.call('ZADD', kready, 'NX', now, key)
-    if redis.call('LLEN', ready) == 0 then redis.call('RPUSH', ready, WAKE) end
+-- Gives back the slots the keyed messages among `ids` held (an unkeyed one holds none):
+-- each key becomes ready again if it has waiting messages, and idle consumers are woken.
+-- One HMGET and one HDEL for all the ids, then calls per key, not per message.
+local function keys_freed(kof, kbusy, kready, kq, ready, ids, now)
+  if #ids == 0 then return end
+  local keys = bulk_read('HMGET', kof, ids)
+  local freed, held, order, seen = {}, {}, {}, {}
+  for i = 1, #ids do
+    local key = keys[i]
+    if key and not seen[ids[i]] then
+      seen[ids[i]] = true
+      freed[#freed + 1] = ids[i]
+      if not held[key] then
+        held[key] = 0
+        order[#order + 1] = key
+      end
+      held[key] = held[key] + 1
+    end
   end
+  if #freed == 0 then return end
+  bulk('HDEL', kof, freed)
+  local woken = false
+  for _, key in ipairs(order) do
+    if redis.call('HINCRBY', kbusy, key, -held[key]) <= 0 then redis.call('HDEL', kbusy, key) end
+    if redis.call('LLEN', kq .. ':' .. key) > 0 then
+      redis.call('ZADD', kready, 'NX', now, key)
+      woken = true
+    end
+  end
+  if woken and redis.call('LLEN', ready) == 0 then redis.call('RPUSH', ready, WAKE) end
 end
 
 -- Whether a dead letter of this queue keeps its key's slot (the `flow` field `on_dead`

@@ -10,6 +10,6 @@ if not id then return 0 end
 local now = now_ms()
 bury(KEYS[3], KEYS[4], KEYS[5], id, ARGV[3], ARGV[4], now)
 if not dead_letter_blocks(KEYS[10]) then
-  key_freed(KEYS[11], KEYS[12], KEYS[13], KEYS[14], KEYS[15], id, now)
+  keys_freed(KEYS[11], KEYS[12], KEYS[13], KEYS[14], KEYS[15], { id }, now)
 end
 return 1

@@ -20,7 +20,7 @@ for _, id in ipairs(expired) do
   if alone and tonumber(redis.call('HGET', KEYS[2], id) or '0') >= limit then
     bury(KEYS[3], KEYS[5], KEYS[6], id, 'delivery_limit', ARGV[3], now)
     if not dead_letter_blocks(KEYS[11]) then
-      key_freed(KEYS[12], KEYS[13], KEYS[14], KEYS[15], KEYS[16], id, now)
+      keys_freed(KEYS[12], KEYS[13], KEYS[14], KEYS[15], KEYS[16], { id }, now)
     end
   else
     append_error(KEYS[3], id, ARGV[3], now)

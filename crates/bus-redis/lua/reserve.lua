@@ -123,11 +123,14 @@ end
 
 -- Takes up to `max` keyed messages, one per key per turn: a key is popped from the head
 -- of `kready` and, if it still has a free slot and waiting messages after this one, goes
--- back to its tail. A key at its limit leaves `kready` until a slot frees (key_freed); a
+-- back to its tail. A key at its limit leaves `kready` until a slot frees (keys_freed); a
 -- key over its rate leaves it for `kwait`, scored when its window frees a start.
--- Bounded: at most `max` messages and 100 keys passed over.
+-- Bounded: at most `max` messages and 100 keys passed over. The storage ids come from one
+-- INCRBY of `max` at the first message (ids need only be unique: gaps are harmless), and
+-- the messages are stored in four bulk writes after the loop, which reads none of them.
 local function take_keyed(max, limit, delivered)
   local deadline, taken, passed = tostring(now + lock_ms), 0, 0
+  local first, stored, counts, locks, keys_of = nil, {}, {}, {}, {}
   while taken < max and passed < 100 do
     local head = redis.call('ZPOPMIN', KEYS[13])
     if #head == 0 then break end
@@ -146,15 +149,17 @@ local function take_keyed(max, limit, delivered)
     end
     local envelope = free and redis.call('LPOP', list)
     if envelope then
-      local id = string.format('~%d', redis.call('INCR', KEYS[6]))
+      first = first or redis.call('INCRBY', KEYS[6], max) - max + 1
+      local id = string.format('~%d', first + taken)
       if key_rate then
         redis.call('ZADD', starts, now, id)
         redis.call('PEXPIRE', starts, key_per + 1000)
       end
-      redis.call('HSET', KEYS[2], id, envelope)
-      redis.call('HSET', KEYS[3], id, '1')
-      redis.call('ZADD', KEYS[4], deadline, id)
-      redis.call('HSET', KEYS[15], id, key)
+      local at = 2 * taken
+      stored[at + 1], stored[at + 2] = id, envelope
+      counts[at + 1], counts[at + 2] = id, '1'
+      locks[at + 1], locks[at + 2] = deadline, id
+      keys_of[at + 1], keys_of[at + 2] = id, key
       redis.call('HINCRBY', KEYS[14], key, 1)
       out[#out + 1] = delivered + taken
       out[#out + 1] = id
@@ -168,8 +173,13 @@ local function take_keyed(max, limit, delivered)
       passed = passed + 1
     end
   end
+  if taken == 0 then return end
+  bulk('HSET', KEYS[2], stored)
+  bulk('HSET', KEYS[3], counts)
+  bulk('ZADD', KEYS[4], locks)
+  bulk('HSET', KEYS[15], keys_of)
   -- The count of messages waiting for their key (send_keyed.lua); gone at zero.
-  if taken > 0 and redis.call('HINCRBY', KEYS[11], 'keyed', -taken) <= 0 then
+  if redis.call('HINCRBY', KEYS[11], 'keyed', -taken) <= 0 then
     redis.call('HDEL', KEYS[11], 'keyed')
   end
 end
