@@ -559,3 +559,48 @@ async fn an_invalid_subscription_name_from_redis_receives_nothing() {
         .collect();
     assert!(strays.is_empty(), "{strays:?}");
 }
+
+/// One reserve takes three messages of a key allowed three at once (stored in bulk), one
+/// ack gives all three slots back (freed per key, not per message): the key's slot count
+/// is gone from `kbusy`, its next three run, and nothing keyed is left after the last ack.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_s_messages_reserved_and_acked_together_free_every_slot() {
+    let redis = TestRedis::start().unwrap();
+    let transport = transport(&redis).await;
+    let source = Source::queue("work").unwrap();
+    let order = bus_core::flow::PerKey::new(3).unwrap();
+    bus_redis::admin::Admin::new(transport.clone())
+        .order_per_key(&source, Some(order))
+        .await
+        .unwrap();
+    let bus = bus_core::Bus::new(transport.clone(), Default::default());
+    let work: Vec<Work> = (0..6).map(|n| Work { n }).collect();
+    bus.send_batch_keyed(&work, "k").await.unwrap();
+    let keys = transport.keys(&source);
+    let consumer = transport
+        .consumer(&source, ConsumerOptions::new(Duration::from_secs(30), 10))
+        .await
+        .unwrap();
+    let stop = tokio_util::sync::CancellationToken::new();
+    for round in 0..2 {
+        let mut held = Vec::new();
+        while held.len() < 3 {
+            held.extend(consumer.receive(10, &stop).await.unwrap());
+        }
+        assert_eq!(held.len(), 3, "round {round}: the limit is 3");
+        let ids: HashSet<_> = held.iter().map(|d| d.receipt.clone()).collect();
+        assert_eq!(ids.len(), 3, "round {round}: three distinct messages");
+        let busy: Option<i64> = transport.client().hget(&keys.kbusy, "k").await.unwrap();
+        assert_eq!(busy, Some(3), "round {round}");
+        let receipts: Vec<_> = held.iter().map(|d| d.receipt.clone()).collect();
+        consumer.ack(&receipts).await.unwrap();
+        let busy: Option<i64> = transport.client().hget(&keys.kbusy, "k").await.unwrap();
+        assert_eq!(busy, None, "round {round}: every slot given back");
+    }
+    consumer.close().await.unwrap();
+    let client = transport.client();
+    let kof: u64 = client.hlen(&keys.kof).await.unwrap();
+    let msgs: u64 = client.hlen(&keys.msgs).await.unwrap();
+    let waiting: u64 = client.llen(format!("{}:k", keys.kq)).await.unwrap();
+    assert_eq!((kof, msgs, waiting), (0, 0, 0));
+}
