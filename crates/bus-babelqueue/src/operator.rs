@@ -180,7 +180,10 @@ impl Operator for LayoutAdmin {
 
     /// Everything but pause and resume (BabelQueue has no flow control).
     fn supports(&self, capability: Capability) -> bool {
-        !matches!(capability, Capability::Pause | Capability::Resume)
+        !matches!(
+            capability,
+            Capability::Pause | Capability::Resume | Capability::CloseBreaker
+        )
     }
 
     /// The queues [`Admin::queues`] finds in this layout (a legacy queue holding only

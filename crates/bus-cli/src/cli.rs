@@ -111,6 +111,13 @@ pub enum Command {
         /// `queue` or `topic/subscription`.
         queue: String,
     },
+    /// Close a queue's tripped fleet circuit breaker (`bus stats` shows it open): every
+    /// consumer takes its messages again at once, with no probe. For when its downstream
+    /// is known to be back; a host-scope breaker is not affected.
+    CloseBreaker {
+        /// `queue` or `topic/subscription`.
+        queue: String,
+    },
     /// Send one message with a JSON body; prints its message id.
     Send(SendArgs),
     /// Cancel a delayed message before it becomes ready: it is removed and never

@@ -324,6 +324,16 @@ async fn execute(fleet: &Fleet, command: Command, json: bool) -> Result<(), Fail
             pause_or_resume(fleet, &queue, false, json).await?;
             audit(management, "resume", &queue, 1, String::new()).await;
         }
+        Command::CloseBreaker { queue } => {
+            let address = existing(fleet, &queue).await?;
+            fleet.close_breaker(&address).await?;
+            audit(management, "close-breaker", &queue, 1, String::new()).await;
+            if json {
+                output::json(&json!({ "queue": queue, "breaker": "closed" }))?;
+            } else {
+                out!("closed the circuit breaker of {queue}")?;
+            }
+        }
         Command::Send(args) => {
             let source = parse_source(&args.queue)?;
             let id = management

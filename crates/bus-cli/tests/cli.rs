@@ -524,6 +524,51 @@ async fn peek_and_dead_show_a_message_s_attachment() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn close_breaker_clears_a_tripped_fleet_breaker() {
+    let s = setup().await;
+    s.bus.send(&Work { n: 1 }).await.unwrap();
+    let flow = s.keys(&work()).flow;
+    // Tripped for ten minutes, with a probe's slot held, as breaker_trip.lua and a
+    // probing reserve leave it.
+    let mut client = s.redis.client();
+    let until = (bus_core::transport::now_ms() + 600_000).to_string();
+    client
+        .cmd(&[
+            "HSET",
+            &flow,
+            "breaker_until",
+            &until,
+            "breaker_probe",
+            &until,
+        ])
+        .unwrap();
+    let out = bus(&s.redis, &["stats", "work"]);
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.contains("breaker open until"), "{table}");
+
+    assert_eq!(
+        bus_json(&s.redis, &["close-breaker", "work"]),
+        serde_json::json!({ "queue": "work", "breaker": "closed" })
+    );
+    assert_eq!(client.cmd(&["EXISTS", &flow]).unwrap().as_int(), Some(0));
+    let out = bus(&s.redis, &["stats", "work"]);
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(!table.contains("breaker open"), "{table}");
+    let out = bus(&s.redis, &["close-breaker", "work"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "closed the circuit breaker of work"
+    );
+
+    let out = bus(&s.redis, &["close-breaker", "nosuch"]);
+    assert!(
+        !out.status.success(),
+        "closed the breaker of a queue that does not exist"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pause_and_resume_keep_the_state_in_redis_and_show_it_in_stats() {
     let s = setup().await;
     s.bus.send(&Work { n: 1 }).await.unwrap();

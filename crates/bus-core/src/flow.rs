@@ -165,6 +165,12 @@ pub trait FlowControl: Send + Sync + fmt::Debug {
     /// Lets consumers of `source` reserve again.
     async fn resume(&self, source: &Source) -> Result<()>;
 
+    /// Closes the fleet-wide circuit breaker of `source` by hand, for an operator who
+    /// knows its downstream is back: every consumer reserves again at its next receive,
+    /// with no probe. A host-scope breaker lives in its host and is not touched; a
+    /// breaker that is not open stays closed.
+    async fn close_breaker(&self, source: &Source) -> Result<()>;
+
     /// Sets (`Some`, at least 1) or removes the global concurrency limit of `source`.
     async fn limit_concurrency(&self, source: &Source, limit: Option<u32>) -> Result<()>;
 

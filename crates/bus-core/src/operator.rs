@@ -48,6 +48,8 @@ pub enum Capability {
     Pause,
     /// [`Operator::resume`] (flow control, issue 17).
     Resume,
+    /// [`Operator::close_breaker`] (flow control, issue 17).
+    CloseBreaker,
 }
 
 impl Capability {
@@ -64,6 +66,7 @@ impl Capability {
             Capability::Purge => "be purged",
             Capability::Pause => "be paused",
             Capability::Resume => "be resumed",
+            Capability::CloseBreaker => "have a circuit breaker closed",
         }
     }
 }
@@ -212,6 +215,13 @@ pub trait Operator: Send + Sync + fmt::Debug {
     async fn resume(&self, queue: &str) -> Result<()> {
         let _ = queue;
         Err(unsupported(self.kind(), Capability::Resume))
+    }
+
+    /// Closes the fleet-wide circuit breaker of `queue` by hand: consumers take its
+    /// messages again at once, with no probe ([`FlowControl::close_breaker`](crate::flow::FlowControl::close_breaker)).
+    async fn close_breaker(&self, queue: &str) -> Result<()> {
+        let _ = queue;
+        Err(unsupported(self.kind(), Capability::CloseBreaker))
     }
 }
 

@@ -175,6 +175,16 @@ async fn a_fleet_breaker_holds_every_consumer_and_lets_one_probe_through() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_closes_a_fleet_breaker_by_hand() {
+    let transport = MemoryTransport::new();
+    conformance::an_operator_closes_a_fleet_breaker_by_hand(
+        Arc::new(transport.clone()),
+        &transport,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fleet_breaker_stops_every_host_until_one_probe_closes_it() {
     let transport = MemoryTransport::new();
     conformance::a_fleet_breaker_stops_every_host_until_one_probe_closes_it(

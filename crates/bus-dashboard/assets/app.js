@@ -472,7 +472,7 @@ async function queuePage(id, name) {
       h("div", { class: "head-actions" }, q.flow ? flowButton(id, name, snap.paused) : null,
         snap.kind === "bus" ? h("a", { class: "btn", href: `#/search/${enc(name)}`, "data-action": "search" }, "Search") : null,
         snap.dead ? h("a", { class: "btn btn-danger", href: `#/dead/${enc(name)}` }, `Dead letters (${num(snap.dead)})`) : null)),
-    q.flow ? flowLine(q.flow, q.breakers) : null,
+    q.flow ? flowLine(q.flow, q.breakers, breakerButton(id, name)) : null,
     h("div", { class: "tiles" },
       tile("Ready", num(snap.ready), "c-ready"), tile("In flight", num(snap.in_flight), "c-inflight"),
       tile("Expired locks", num(snap.expired_locks), "c-expired"), tile("Delayed", num(snap.delayed), "c-delayed"),
@@ -514,8 +514,25 @@ function flowButton(id, name, paused) {
     onclick: (event) => { event.preventDefault(); run().catch((e) => toast(e.message, true)); } }, paused ? "Resume" : "Pause");
 }
 
-/** The queue's flow control and its hosts' circuit breakers, in one line. */
-function flowLine(flow, breakers) {
+/** Closes a queue's fleet circuit breaker by hand: hidden in read-only mode, refused there too. */
+function breakerButton(id, name) {
+  const run = async () => {
+    const ok = await confirmAction(`Close the circuit breaker of ${name}?`,
+      "Consumers on every host take its messages again at once, with no probe. Do this when its downstream is known to be back.",
+      "Close breaker");
+    if (!ok) return;
+    await post("/api/queue/close-breaker", { name });
+    toast(`Closed the circuit breaker of ${name}`);
+    redraw();
+    queuePage(id, name).catch(showError);
+  };
+  return h("button", { class: "btn btn-sm", type: "button", id: "close-breaker", "data-action": "close-breaker",
+    onclick: (event) => { event.preventDefault(); run().catch((e) => toast(e.message, true)); } }, "Close");
+}
+
+/** The queue's flow control and its hosts' circuit breakers, in one line; `closeButton`
+ * beside a fleet-wide breaker that is open. */
+function flowLine(flow, breakers, closeButton) {
   const item = (label, value, attrs) => h("span", Object.assign({ class: "flow-item" }, attrs || {}), h("span", { class: "muted" }, `${label}: `), value);
   const limit = flow.concurrency === null ? "none" : `${num(flow.concurrency)} in flight`;
   const rateLimit = flow.rate === null ? "none" : `${num(flow.rate.starts)} per ${age(flow.rate.per_ms)}`;
@@ -527,7 +544,7 @@ function flowLine(flow, breakers) {
   const until = flow.breaker_until_ms;
   const breaker = until === null || until === undefined ? hostBreakers
     : [h("span", { class: "badge badge-breaker-open", "data-fleet-breaker": String(until) },
-      `open on every host until ${when(until)}`), " ", hostBreakers];
+      `open on every host until ${when(until)}`), " ", closeButton, " ", hostBreakers];
   return h("div", { class: "flow-line", id: "flow" },
     item("State", flow.paused ? h("span", { class: "warn" }, "paused") : "consuming", { "data-flow": "state" }),
     item("Concurrency limit", limit, { "data-flow": "concurrency" }),

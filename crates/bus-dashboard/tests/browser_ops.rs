@@ -480,9 +480,10 @@ impl bus_core::CommandProcessor<Shipment> for CarrierDown {
 /// (its consumers stop, the badge shows, sends still enqueue), then resumed (the messages
 /// run); both are in the audit log; a read-only dashboard refuses a pause, and an unknown
 /// queue is a 400 that creates nothing. A host's open circuit breaker shows on its
-/// queue's page (from its heartbeat, default interval).
+/// queue's page (from its heartbeat, default interval); a fleet-wide one shows with its
+/// end, and the page's Close button closes it (audited).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_queue_is_paused_and_resumed_from_its_page_and_a_tripped_breaker_shows() {
+async fn a_queue_is_paused_and_resumed_from_its_page_and_a_tripped_breaker_shows_and_closes() {
     let s = setup().await;
     let payments = Source::queue("payments").unwrap();
     let keys = s.transport.keys(&payments);
@@ -694,7 +695,34 @@ async fn a_queue_is_paused_and_resumed_from_its_page_and_a_tripped_breaker_shows
     })
     .await;
     assert!(fleet, "{}", js(&browser, flow).await);
-    consumer.close_breaker().await.unwrap();
+    // Closed by hand from the page: gone from Redis and from the line, and audited.
+    click(&browser, "#close-breaker").await;
+    click(&browser, "#confirm-ok").await;
+    let closed = eventually(WAIT, || async {
+        js(
+            &browser,
+            "return document.querySelector('#flow [data-fleet-breaker]') === null && document.getElementById('flow') !== null;",
+        )
+        .await
+            == json!(true)
+    })
+    .await;
+    assert!(closed, "{}", js(&browser, flow).await);
+    let flow_key = s.transport.keys(&source).flow;
+    assert_eq!(
+        s.redis
+            .client()
+            .cmd(&["HGET", &flow_key, "breaker_until"])
+            .unwrap()
+            .as_str(),
+        None
+    );
+    let audit = bus_redis::admin::Admin::new(s.transport.clone())
+        .audit_log(1)
+        .await
+        .unwrap();
+    assert_eq!(audit[0].action, "close-breaker", "{audit:?}");
+    consumer.close().await.unwrap();
     browser.close().await.unwrap();
     breaking.shutdown().await.unwrap();
     host.shutdown().await.unwrap();

@@ -282,6 +282,12 @@ impl Fleet {
         Ok(operator.resume(at.name()).await?)
     }
 
+    /// Closes a queue's tripped fleet circuit breaker by hand.
+    pub async fn close_breaker(&self, address: &str) -> Result<()> {
+        let (operator, at) = self.resolve(address)?;
+        Ok(operator.close_breaker(at.name()).await?)
+    }
+
     /// The `messaging.system` and kind of a queue (`("bus", "bus")`, `("babelqueue",
     /// "laravel")`), for metrics.
     pub fn system_of(&self, address: &str) -> Result<(&'static str, &'static str)> {

@@ -234,6 +234,17 @@ async fn a_fleet_breaker_holds_every_consumer_and_lets_one_probe_through() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_closes_a_fleet_breaker_by_hand() {
+    let redis = TestRedis::start().unwrap();
+    let transport = common::transport(&redis).await;
+    conformance::an_operator_closes_a_fleet_breaker_by_hand(
+        Arc::new(transport.clone()),
+        &Admin::new(transport),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fleet_breaker_stops_every_host_until_one_probe_closes_it() {
     let redis = TestRedis::start().unwrap();
     let transport = common::transport(&redis).await;

@@ -594,5 +594,20 @@ async fn a_fleet_breaker_holds_every_shard_and_each_lets_one_probe_through() {
         consumer.fleet_breaker(),
         bus_core::flow::FleetBreaker::Closed
     );
+
+    // An operator's close (`bus close-breaker`) clears every shard as well.
+    consumer
+        .trip_breaker(Duration::from_secs(60))
+        .await
+        .unwrap();
+    admin.close_breaker(&source).await.unwrap();
+    for flow in &flows {
+        let fields: Vec<Option<String>> = transport
+            .client()
+            .hmget(flow, vec!["breaker_until", "breaker_probe"])
+            .await
+            .unwrap();
+        assert_eq!(fields, [None, None], "{flow} still holds its trip");
+    }
     consumer.close().await.unwrap();
 }

@@ -68,6 +68,51 @@ fn receipts(deliveries: &[Delivery]) -> Vec<crate::transport::Receipt> {
     deliveries.iter().map(|d| d.receipt.clone()).collect()
 }
 
+/// An operator closes a tripped fleet breaker by hand ([`FlowControl::close_breaker`]):
+/// a consumer held back by a ten-minute cool-down takes every waiting message at its next
+/// receive, not one probe, and the breaker reads closed.
+pub async fn an_operator_closes_a_fleet_breaker_by_hand(
+    transport: Arc<dyn Transport>,
+    flow: &dyn FlowControl,
+) {
+    let source = Source::queue(QUEUE).expect("valid name");
+    let a = consumer(&*transport, Duration::from_secs(30)).await;
+    transport
+        .send(QUEUE, (0..5).map(message).collect())
+        .await
+        .expect("sent");
+    a.trip_breaker(Duration::from_secs(600))
+        .await
+        .expect("tripped");
+    assert!(
+        receive(&*a).await.is_empty(),
+        "taken while the breaker is open"
+    );
+    assert!(matches!(a.fleet_breaker(), FleetBreaker::Open { .. }));
+    assert!(flow
+        .flow(&source)
+        .await
+        .expect("flow")
+        .breaker_until_ms
+        .is_some());
+
+    flow.close_breaker(&source).await.expect("closed");
+    assert_eq!(
+        flow.flow(&source).await.expect("flow").breaker_until_ms,
+        None
+    );
+    let all = first_delivery(&*a, Duration::from_secs(5)).await;
+    assert_eq!(all.len(), 5, "every waiting message, not a probe");
+    assert_eq!(a.fleet_breaker(), FleetBreaker::Closed);
+    a.ack(&receipts(&all)).await.expect("acked");
+    // Closing a closed breaker changes nothing.
+    flow.close_breaker(&source).await.expect("closed again");
+    assert_eq!(
+        flow.flow(&source).await.expect("flow").breaker_until_ms,
+        None
+    );
+}
+
 /// The fleet breaker's rules on two (then three) consumers of one queue, as two hosts see
 /// them. Cool-downs are 3 s and 1.5 s and one prober's lock 1 s (a receive waits at most
 /// about a second, so a 3 s cool-down is seen open by a whole receive).

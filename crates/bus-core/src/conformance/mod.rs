@@ -92,6 +92,7 @@ mod breaker;
 pub use breaker::{
     a_fleet_breaker_holds_every_consumer_and_lets_one_probe_through,
     a_fleet_breaker_stops_every_host_until_one_probe_closes_it,
+    an_operator_closes_a_fleet_breaker_by_hand,
 };
 mod ordering;
 pub use ordering::{

@@ -186,6 +186,11 @@ impl FlowControl for MemoryTransport {
         Ok(())
     }
 
+    async fn close_breaker(&self, source: &Source) -> Result<()> {
+        self.state().queue(source).close_breaker();
+        Ok(())
+    }
+
     async fn limit_concurrency(&self, source: &Source, limit: Option<u32>) -> Result<()> {
         check_concurrency(limit)?;
         self.change_flow(source, |f| f.concurrency = limit);

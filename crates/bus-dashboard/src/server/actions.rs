@@ -189,3 +189,31 @@ pub(crate) async fn resume(
     record(&shared, peer, "resume", &request.name, 1, String::new()).await;
     Ok(Json(FlowChanged { paused: false }))
 }
+
+#[derive(Serialize)]
+pub(crate) struct BreakerClosed {
+    breaker: &'static str,
+}
+
+/// Closes a queue's tripped fleet circuit breaker by hand: consumers on every host take
+/// its messages again at once, with no probe. One `HDEL` per shard.
+pub(crate) async fn close_breaker(
+    State(shared): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    Json(request): Json<FlowRequest>,
+) -> ApiResult<BreakerClosed> {
+    let fleet = shared.reader.fleet();
+    fleet.ensure_exists(&request.name).await?;
+    fleet.close_breaker(&request.name).await?;
+    tracing::info!(queue = %request.name, "dashboard: fleet circuit breaker closed");
+    record(
+        &shared,
+        peer,
+        "close-breaker",
+        &request.name,
+        1,
+        String::new(),
+    )
+    .await;
+    Ok(Json(BreakerClosed { breaker: "closed" }))
+}

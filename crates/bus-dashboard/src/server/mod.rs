@@ -164,6 +164,7 @@ impl Dashboard {
             .route("/api/attachment", get(attachments::download))
             .route("/api/queue/pause", post(actions::pause))
             .route("/api/queue/resume", post(actions::resume))
+            .route("/api/queue/close-breaker", post(actions::close_breaker))
             .route("/api/search", get(search::search))
             .route("/api/search/act", post(search::act))
             .route("/api/dead-letters/edit", post(search::edit))

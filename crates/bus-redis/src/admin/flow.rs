@@ -115,6 +115,12 @@ impl Admin {
         self.unset(source, vec![PAUSED]).await
     }
 
+    /// Closes the fleet circuit breaker of `source` by hand (every shard): consumers
+    /// reserve again at their next call, with no probe, as after a successful probe.
+    pub async fn close_breaker(&self, source: &Source) -> Result<()> {
+        self.unset(source, vec![BREAKER_UNTIL, BREAKER_PROBE]).await
+    }
+
     /// Sets or removes the global concurrency limit of `source` (per shard).
     pub async fn limit_concurrency(&self, source: &Source, limit: Option<u32>) -> Result<()> {
         check_concurrency(limit)?;
@@ -205,6 +211,10 @@ impl FlowControl for Admin {
 
     async fn resume(&self, source: &Source) -> bus_core::Result<()> {
         Ok(Admin::resume(self, source).await?)
+    }
+
+    async fn close_breaker(&self, source: &Source) -> bus_core::Result<()> {
+        Ok(Admin::close_breaker(self, source).await?)
     }
 
     async fn limit_concurrency(&self, source: &Source, limit: Option<u32>) -> bus_core::Result<()> {

@@ -76,4 +76,8 @@ impl Operator for Admin {
     async fn resume(&self, queue: &str) -> bus_core::Result<()> {
         Ok(Admin::resume(self, &parse_name(queue)?).await?)
     }
+
+    async fn close_breaker(&self, queue: &str) -> bus_core::Result<()> {
+        Ok(Admin::close_breaker(self, &parse_name(queue)?).await?)
+    }
 }
