@@ -131,57 +131,63 @@ end
 local function take_keyed(max, limit, delivered)
   local deadline, taken, passed = tostring(now + lock_ms), 0, 0
   local first, stored, counts, locks, keys_of = nil, {}, {}, {}, {}
-  while taken < max and passed < 100 do
-    local head = redis.call('ZPOPMIN', KEYS[13])
-    if #head == 0 then break end
-    local key = head[1]
-    local list = KEYS[16] .. ':' .. key
-    local busy = tonumber(redis.call('HGET', KEYS[14], key) or '0')
-    local free = limit == 0 or busy < limit
-    local starts = KEYS[19] .. ':' .. key
-    if free and key_rate then
-      redis.call('ZREMRANGEBYSCORE', starts, '-inf', now - key_per)
-      if redis.call('ZCARD', starts) >= key_rate then
-        local oldest = redis.call('ZRANGE', starts, 0, 0, 'WITHSCORES')
-        redis.call('ZADD', KEYS[18], tonumber(oldest[2]) + key_per, key)
-        free = false
+  -- A key whose list or window is not of its type (garbage) fails the call: what the loop
+  -- took before it is still stored and locked below, so no popped message is lost.
+  local ok, failure = pcall(function()
+    while taken < max and passed < 100 do
+      local head = redis.call('ZPOPMIN', KEYS[13])
+      if #head == 0 then break end
+      local key = head[1]
+      local list = KEYS[16] .. ':' .. key
+      local busy = tonumber(redis.call('HGET', KEYS[14], key) or '0')
+      local free = limit == 0 or busy < limit
+      local starts = KEYS[19] .. ':' .. key
+      if free and key_rate then
+        redis.call('ZREMRANGEBYSCORE', starts, '-inf', now - key_per)
+        if redis.call('ZCARD', starts) >= key_rate then
+          local oldest = redis.call('ZRANGE', starts, 0, 0, 'WITHSCORES')
+          redis.call('ZADD', KEYS[18], tonumber(oldest[2]) + key_per, key)
+          free = false
+        end
+      end
+      local envelope = free and redis.call('LPOP', list)
+      if envelope then
+        first = first or redis.call('INCRBY', KEYS[6], max) - max + 1
+        local id = string.format('~%d', first + taken)
+        if key_rate then
+          redis.call('ZADD', starts, now, id)
+          redis.call('PEXPIRE', starts, key_per + 1000)
+        end
+        local at = 2 * taken
+        stored[at + 1], stored[at + 2] = id, envelope
+        counts[at + 1], counts[at + 2] = id, '1'
+        locks[at + 1], locks[at + 2] = deadline, id
+        keys_of[at + 1], keys_of[at + 2] = id, key
+        redis.call('HINCRBY', KEYS[14], key, 1)
+        out[#out + 1] = delivered + taken
+        out[#out + 1] = id
+        out[#out + 1] = 1
+        out[#out + 1] = envelope
+        taken = taken + 1
+        if (limit == 0 or busy + 1 < limit) and redis.call('LLEN', list) > 0 then
+          redis.call('ZADD', KEYS[13], now, key)
+        end
+      else
+        passed = passed + 1
       end
     end
-    local envelope = free and redis.call('LPOP', list)
-    if envelope then
-      first = first or redis.call('INCRBY', KEYS[6], max) - max + 1
-      local id = string.format('~%d', first + taken)
-      if key_rate then
-        redis.call('ZADD', starts, now, id)
-        redis.call('PEXPIRE', starts, key_per + 1000)
-      end
-      local at = 2 * taken
-      stored[at + 1], stored[at + 2] = id, envelope
-      counts[at + 1], counts[at + 2] = id, '1'
-      locks[at + 1], locks[at + 2] = deadline, id
-      keys_of[at + 1], keys_of[at + 2] = id, key
-      redis.call('HINCRBY', KEYS[14], key, 1)
-      out[#out + 1] = delivered + taken
-      out[#out + 1] = id
-      out[#out + 1] = 1
-      out[#out + 1] = envelope
-      taken = taken + 1
-      if (limit == 0 or busy + 1 < limit) and redis.call('LLEN', list) > 0 then
-        redis.call('ZADD', KEYS[13], now, key)
-      end
-    else
-      passed = passed + 1
+  end)
+  if taken > 0 then
+    bulk('HSET', KEYS[2], stored)
+    bulk('HSET', KEYS[3], counts)
+    bulk('ZADD', KEYS[4], locks)
+    bulk('HSET', KEYS[15], keys_of)
+    -- The count of messages waiting for their key (send_keyed.lua); gone at zero.
+    if redis.call('HINCRBY', KEYS[11], 'keyed', -taken) <= 0 then
+      redis.call('HDEL', KEYS[11], 'keyed')
     end
   end
-  if taken == 0 then return end
-  bulk('HSET', KEYS[2], stored)
-  bulk('HSET', KEYS[3], counts)
-  bulk('ZADD', KEYS[4], locks)
-  bulk('HSET', KEYS[15], keys_of)
-  -- The count of messages waiting for their key (send_keyed.lua); gone at zero.
-  if redis.call('HINCRBY', KEYS[11], 'keyed', -taken) <= 0 then
-    redis.call('HDEL', KEYS[11], 'keyed')
-  end
+  if not ok then error(failure) end
 end
 if per_key then
   local delivered = #lease + (#out - 4) / 4

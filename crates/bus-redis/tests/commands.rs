@@ -604,3 +604,68 @@ async fn a_key_s_messages_reserved_and_acked_together_free_every_slot() {
     let waiting: u64 = client.llen(format!("{}:k", keys.kq)).await.unwrap();
     assert_eq!((kof, msgs, waiting), (0, 0, 0));
 }
+
+/// Garbage in an ordered queue's layout (a key's waiting list that is not a list, written
+/// by hand) fails the reserve that reaches it, and the keyed message that call took before
+/// it is stored and locked, not lost: it is delivered once recovered. The garbage key left
+/// `kready`, so the next reserve works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_garbage_key_list_fails_its_reserve_without_losing_what_the_call_took() {
+    let redis = TestRedis::start().unwrap();
+    let transport = transport(&redis).await;
+    let source = Source::queue("work").unwrap();
+    bus_redis::admin::Admin::new(transport.clone())
+        .order_per_key(&source, Some(bus_core::flow::PerKey::fifo()))
+        .await
+        .unwrap();
+    let bus = bus_core::Bus::new(transport.clone(), Default::default());
+    bus.send_keyed(&Work { n: 1 }, "a").await.unwrap();
+    let keys = transport.keys(&source);
+    let mut raw = redis.client();
+    let a_ready = raw
+        .cmd(&["ZSCORE", &keys.kready, "a"])
+        .unwrap()
+        .as_str()
+        .unwrap()
+        .parse::<i64>()
+        .unwrap();
+    let garbage = format!("{}:b", keys.kq);
+    raw.cmd(&["SET", &garbage, "not a list"]).unwrap();
+    raw.cmd(&["ZADD", &keys.kready, &(a_ready + 1).to_string(), "b"])
+        .unwrap();
+
+    let consumer = transport
+        .consumer(&source, ConsumerOptions::new(Duration::from_secs(1), 10))
+        .await
+        .unwrap();
+    let stop = tokio_util::sync::CancellationToken::new();
+    let failed = consumer.receive(10, &stop).await;
+    assert!(failed.is_err(), "{failed:?}");
+    assert_eq!(
+        redis_int(&redis, "HLEN", &keys.msgs),
+        1,
+        "a's message was lost"
+    );
+    assert_eq!(redis_int(&redis, "ZCARD", &keys.inflight), 1);
+    assert_eq!(redis_int(&redis, "ZCARD", &keys.kready), 0);
+
+    // Its lock (1 s) expires; recovered (as a host's recovery loop would), it is delivered
+    // alone, as a crash suspect.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let mut delivered = Vec::new();
+    while delivered.is_empty() && tokio::time::Instant::now() < deadline {
+        consumer.recover().await.unwrap();
+        delivered = consumer.receive(10, &stop).await.unwrap();
+        if consumer.isolation_pending() {
+            delivered.extend(consumer.receive_isolated().await.unwrap());
+        }
+    }
+    assert_eq!(delivered.len(), 1, "never delivered");
+    consumer.ack(&[delivered[0].receipt.clone()]).await.unwrap();
+    assert_eq!(redis_int(&redis, "HLEN", &keys.msgs), 0);
+    consumer.close().await.unwrap();
+}
+
+fn redis_int(redis: &TestRedis, cmd: &str, key: &str) -> i64 {
+    redis.client().cmd(&[cmd, key]).unwrap().as_int().unwrap()
+}
