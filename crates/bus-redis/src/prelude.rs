@@ -3,8 +3,9 @@
 //! Redis runs a script's whole text on every call, and each `local function` it passes
 //! allocates a closure: about 50 ns of Redis time per helper per call (measured with
 //! `redis-benchmark` on EVALSHA, docs/performance.md "Script preludes"). With every
-//! helper of `common.lua` and `flow.lua` that is ~1.5 µs per reserve or ack, which small
-//! reserves pay every few messages. So a script gets only the prelude definitions it
+//! helper of `common.lua` and `flow.lua` that is ~1.5 µs per call, paid in full by the
+//! scripts called per message or per poll (delayed, keyed and deduplicated sends,
+//! renewals, an idle consumer's reserve). So a script gets only the prelude definitions it
 //! reaches: the same behaviour as the full concatenation, which foreign clients may still
 //! load as it is (docs/wire-format.md, "Loading a script").
 //!
