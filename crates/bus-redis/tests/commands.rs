@@ -598,11 +598,16 @@ async fn a_key_s_messages_reserved_and_acked_together_free_every_slot() {
         assert_eq!(busy, None, "round {round}: every slot given back");
     }
     consumer.close().await.unwrap();
-    let client = transport.client();
-    let kof: u64 = client.hlen(&keys.kof).await.unwrap();
-    let msgs: u64 = client.hlen(&keys.msgs).await.unwrap();
-    let waiting: u64 = client.llen(format!("{}:k", keys.kq)).await.unwrap();
-    assert_eq!((kof, msgs, waiting), (0, 0, 0));
+    let waiting = format!("{}:k", keys.kq);
+    assert_eq!(
+        [
+            ("HLEN", &keys.kof),
+            ("HLEN", &keys.msgs),
+            ("LLEN", &waiting)
+        ]
+        .map(|(cmd, key)| redis_int(&redis, cmd, key)),
+        [0, 0, 0]
+    );
 }
 
 /// Garbage in an ordered queue's layout (a key's waiting list that is not a list, written

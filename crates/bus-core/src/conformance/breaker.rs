@@ -64,6 +64,11 @@ async fn receive(consumer: &dyn Consumer) -> Vec<Delivery> {
         .expect("receive")
 }
 
+/// When the fleet breaker of `source` lets its next probe go, as the flow settings read it.
+async fn breaker_until(flow: &dyn FlowControl, source: &Source) -> Option<u64> {
+    flow.flow(source).await.expect("flow").breaker_until_ms
+}
+
 fn receipts(deliveries: &[Delivery]) -> Vec<crate::transport::Receipt> {
     deliveries.iter().map(|d| d.receipt.clone()).collect()
 }
@@ -89,28 +94,17 @@ pub async fn an_operator_closes_a_fleet_breaker_by_hand(
         "taken while the breaker is open"
     );
     assert!(matches!(a.fleet_breaker(), FleetBreaker::Open { .. }));
-    assert!(flow
-        .flow(&source)
-        .await
-        .expect("flow")
-        .breaker_until_ms
-        .is_some());
+    assert!(breaker_until(flow, &source).await.is_some());
 
     flow.close_breaker(&source).await.expect("closed");
-    assert_eq!(
-        flow.flow(&source).await.expect("flow").breaker_until_ms,
-        None
-    );
+    assert_eq!(breaker_until(flow, &source).await, None);
     let all = first_delivery(&*a, Duration::from_secs(5)).await;
     assert_eq!(all.len(), 5, "every waiting message, not a probe");
     assert_eq!(a.fleet_breaker(), FleetBreaker::Closed);
     a.ack(&receipts(&all)).await.expect("acked");
     // Closing a closed breaker changes nothing.
     flow.close_breaker(&source).await.expect("closed again");
-    assert_eq!(
-        flow.flow(&source).await.expect("flow").breaker_until_ms,
-        None
-    );
+    assert_eq!(breaker_until(flow, &source).await, None);
 }
 
 /// The fleet breaker's rules on two (then three) consumers of one queue, as two hosts see
@@ -128,18 +122,13 @@ pub async fn a_fleet_breaker_holds_every_consumer_and_lets_one_probe_through(
         .send(QUEUE, (0..20).map(message).collect())
         .await
         .expect("sent");
-    assert!(flow
-        .flow(&source)
-        .await
-        .expect("flow")
-        .breaker_until_ms
-        .is_none());
+    assert!(breaker_until(flow, &source).await.is_none());
 
     // Tripped: nobody takes anything, and both see it open.
     let cool_down = Duration::from_secs(3);
     let tripped = Instant::now();
     a.trip_breaker(cool_down).await.expect("tripped");
-    let until = flow.flow(&source).await.expect("flow").breaker_until_ms;
+    let until = breaker_until(flow, &source).await;
     let now = crate::transport::now_ms();
     assert!(
         until.is_some_and(|u| u + 50 >= now + 2_900 && u <= now + 3_100),
@@ -193,12 +182,7 @@ pub async fn a_fleet_breaker_holds_every_consumer_and_lets_one_probe_through(
     // It succeeded: closed for everyone, and everything flows.
     b.ack(&receipts(&second)).await.expect("acked");
     b.close_breaker().await.expect("closed");
-    assert!(flow
-        .flow(&source)
-        .await
-        .expect("flow")
-        .breaker_until_ms
-        .is_none());
+    assert!(breaker_until(flow, &source).await.is_none());
     let mut rest = first_delivery(&*a, Duration::from_secs(5)).await;
     assert!(
         rest.len() > 1,
@@ -276,12 +260,7 @@ pub async fn a_fleet_breaker_holds_every_consumer_and_lets_one_probe_through(
     a.close_breaker().await.expect("closed");
     // Extending when no slot is held changes nothing.
     c.extend_probe(&long[0].receipt).await.expect("extended");
-    assert!(flow
-        .flow(&source)
-        .await
-        .expect("flow")
-        .breaker_until_ms
-        .is_none());
+    assert!(breaker_until(flow, &source).await.is_none());
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -397,7 +376,7 @@ pub async fn a_fleet_breaker_stops_every_host_until_one_probe_closes_it(
     let mut until = None;
     let end = Instant::now() + Duration::from_secs(10);
     while until.is_none() && Instant::now() < end {
-        until = flow.flow(&source).await.expect("flow").breaker_until_ms;
+        until = breaker_until(flow, &source).await;
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
     let tripped = until.expect("the fleet breaker never tripped") - COOL_DOWN_MS;
@@ -475,10 +454,5 @@ pub async fn a_fleet_breaker_stops_every_host_until_one_probe_closes_it(
             "host {host} never ran after the close"
         );
     }
-    assert!(flow
-        .flow(&source)
-        .await
-        .expect("flow")
-        .breaker_until_ms
-        .is_none());
+    assert!(breaker_until(flow, &source).await.is_none());
 }
