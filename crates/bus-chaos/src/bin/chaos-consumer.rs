@@ -7,7 +7,9 @@
 //! pushing every run to `attempts_key`, and hang while `holding_key` exists), `CHAOS_LOCK_MS`, `CHAOS_LIMIT` (dead-letter delivery
 //! limit); optional `CHAOS_GRACE_MS` (shutdown grace), `CHAOS_CONCURRENCY` and
 //! `CHAOS_PREFETCH` (32 and 64 by default), `CHAOS_WORK_MS` (how long each
-//! handler awaits before it records), `CHAOS_TIMELINE=1` (also push each run's job,
+//! handler awaits before it records), `CHAOS_LONG_EVERY` and `CHAOS_LONG_MS` (every n-th
+//! job awaits that long instead), `CHAOS_RECOVERY_MS` (the host's recovery interval, 100
+//! by default; `default`: the host's default), `CHAOS_TIMELINE=1` (also push each run's job,
 //! start, end and delivery count to `timeline_key`), `CHAOS_BREAKER=1` (a circuit breaker
 //! with its default settings; `fleet`: the same with the fleet scope). The Redis connection
 //! keeps the default
@@ -32,6 +34,8 @@ struct Handler {
     mode: String,
     /// How long each handler works (awaiting, as an I/O-bound handler does).
     work: Option<Duration>,
+    /// Every n-th job (`job.n % n == 0`) works this long instead of `work`.
+    long: Option<(u64, Duration)>,
     /// Push each run's start and end to `timeline_key`.
     timeline: bool,
     settings: ProcessingSettings,
@@ -79,7 +83,11 @@ impl CommandProcessor<Job> for Handler {
             let _: i64 = self.client.incr(poison_runs_key(&self.prefix)).await?;
             std::process::abort();
         }
-        if let Some(work) = self.work {
+        let work = match self.long {
+            Some((every, long)) if job.n % every == 0 => Some(long),
+            _ => self.work,
+        };
+        if let Some(work) = work {
             if self.mode == "block" {
                 // What the docs say not to do, and what many handlers do anyway.
                 std::thread::sleep(work);
@@ -129,6 +137,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             Ok(ms) => Some(Duration::from_millis(ms.parse()?)),
             Err(_) => None,
         },
+        long: match (env("CHAOS_LONG_EVERY"), env("CHAOS_LONG_MS")) {
+            (Ok(every), Ok(ms)) => Some((every.parse()?, Duration::from_millis(ms.parse()?))),
+            _ => None,
+        },
         timeline: env("CHAOS_TIMELINE").is_ok_and(|on| on == "1"),
         settings: ProcessingSettings::default()
             .max_concurrent_calls(env("CHAOS_CONCURRENCY").map_or(Ok(32), |n| n.parse())?)
@@ -141,10 +153,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 _ => None,
             }),
     };
-    Host::builder()
-        .transport(transport)
-        .command::<Job, _>(handler)
-        .recovery_interval(Duration::from_millis(100))
+    // 100 ms unless the test asks for another interval (`default`: the host's own).
+    let recovery = match env("CHAOS_RECOVERY_MS").as_deref() {
+        Ok("default") => None,
+        Ok(ms) => Some(Duration::from_millis(ms.parse()?)),
+        Err(_) => Some(Duration::from_millis(100)),
+    };
+    let mut builder = Host::builder().transport(transport).command::<Job, _>(handler);
+    if let Some(interval) = recovery {
+        builder = builder.recovery_interval(interval);
+    }
+    builder
         .shutdown_grace(grace)
         .build()?
         .run_until_signal()
