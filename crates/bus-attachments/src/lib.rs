@@ -335,3 +335,9 @@ pub async fn publish_with_attachment<E: Event>(
     }
     Ok((sent, attachment))
 }
+
+/// Every script of this crate, checked by its tests (`tests/scripts.rs`). Not an API.
+#[doc(hidden)]
+pub mod raw {
+    pub use crate::redis::{catalog, PRELUDES};
+}

@@ -7,7 +7,7 @@ use std::sync::LazyLock;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use bus_redis::LuaScript;
+use bus_redis::{lua, LuaScript};
 use bytes::{Bytes, BytesMut};
 use fred::prelude::{Client, HashesInterface, KeysInterface, ListInterface};
 use fred::types::Value;
@@ -16,16 +16,46 @@ use futures::StreamExt;
 use crate::{keys, AttachmentMeta, AttachmentProvider, AttachmentRef, BodyStream, ByteStream};
 use crate::{Error, Result};
 
-static PUT_CHUNK: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::new("put_chunk", include_str!("../lua/put_chunk.lua")));
-static SEAL: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::new("seal", include_str!("../lua/seal.lua")));
-static TOUCH: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::new("touch", include_str!("../lua/touch.lua")));
+static PUT_CHUNK: LazyLock<LuaScript> = LazyLock::new(|| {
+    lua!(
+        "put_chunk",
+        keys = ["data"],
+        argv = ["chunk", "index:int", "ttl_ms:int"],
+    )
+});
+static SEAL: LazyLock<LuaScript> = LazyLock::new(|| {
+    lua!(
+        "seal",
+        keys = ["meta", "data"],
+        argv = ["ttl_ms:int", "chunks:int", "fields..."],
+    )
+});
+static TOUCH: LazyLock<LuaScript> = LazyLock::new(|| {
+    lua!(
+        "touch",
+        keys = ["meta", "data", "refs..."],
+        argv = ["ttl_ms:int"],
+    )
+});
 static SHARE: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::new("share", include_str!("../lua/share.lua")));
-static HOLD: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::new("hold", include_str!("../lua/hold.lua")));
+    LazyLock::new(|| lua!("share", keys = ["refs", "meta"], argv = [],));
+static HOLD: LazyLock<LuaScript> = LazyLock::new(|| {
+    lua!(
+        "hold",
+        keys = ["refs", "meta", "data"],
+        argv = ["op", "change:int", "token"],
+    )
+});
+
+/// Every script of this crate's `lua/`, for the test that checks them all. Not an API.
+#[doc(hidden)]
+pub fn catalog() -> Vec<&'static LuaScript> {
+    vec![&PUT_CHUNK, &SEAL, &TOUCH, &SHARE, &HOLD]
+}
+
+/// The prelude files of `lua/` (no script of their own).
+#[doc(hidden)]
+pub const PRELUDES: [&str; 0] = [];
 
 /// Attachments in Redis, written and read one chunk at a time, so neither side holds more
 /// than a chunk (plus the sender's own read buffer) of a large file.

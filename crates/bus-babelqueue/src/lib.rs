@@ -51,3 +51,9 @@ pub use redrive::{Outcome, RedriveItem, RedriveOptions, RedriveReport};
 #[cfg(doctest)]
 #[doc = include_str!("../../../docs/babelqueue.md")]
 struct GuideDoctests;
+
+/// Every script of this crate, checked by its tests (`tests/scripts.rs`). Not an API.
+#[doc(hidden)]
+pub mod raw {
+    pub use crate::scripts::{catalog, PRELUDES};
+}

@@ -9,26 +9,126 @@ use fred::types::{MultipleKeys, Value};
 
 use crate::{Error, Result};
 
-pub(crate) static LEGACY_RESERVE: LazyLock<LuaScript> =
-    LazyLock::new(|| lua!("legacy_reserve", ["legacy_common"]));
-pub(crate) static LEGACY_RECOVER: LazyLock<LuaScript> =
-    LazyLock::new(|| lua!("legacy_recover", ["legacy_common"]));
-pub(crate) static LEGACY_SETTLE: LazyLock<LuaScript> = LazyLock::new(|| lua!("legacy_settle"));
-pub(crate) static RENEW: LazyLock<LuaScript> = LazyLock::new(|| lua!("renew"));
-pub(crate) static LARAVEL_RESERVE: LazyLock<LuaScript> =
-    LazyLock::new(|| lua!("laravel_reserve", ["laravel_common"]));
-pub(crate) static LARAVEL_RECOVER: LazyLock<LuaScript> =
-    LazyLock::new(|| lua!("laravel_recover", ["laravel_common"]));
-pub(crate) static LARAVEL_PUSH: LazyLock<LuaScript> = LazyLock::new(|| lua!("laravel_push"));
-pub(crate) static LARAVEL_RELEASE: LazyLock<LuaScript> = LazyLock::new(|| lua!("laravel_release"));
-pub(crate) static LARAVEL_RETURN: LazyLock<LuaScript> = LazyLock::new(|| lua!("laravel_return"));
-pub(crate) static LARAVEL_DEAD_LETTER: LazyLock<LuaScript> =
-    LazyLock::new(|| lua!("laravel_dead_letter"));
-pub(crate) static REDRIVE: LazyLock<LuaScript> = LazyLock::new(|| lua!("redrive"));
+pub(crate) static LEGACY_RESERVE: LazyLock<LuaScript> = LazyLock::new(|| {
+    lua!(
+        "legacy_reserve",
+        ["legacy_common"],
+        keys = ["ready", "processing", "deadlines", "recoveries"],
+        argv = ["now", "batch:int", "deadline", "max:int", "token_prefix"],
+    )
+});
+pub(crate) static LEGACY_RECOVER: LazyLock<LuaScript> = LazyLock::new(|| {
+    lua!(
+        "legacy_recover",
+        ["legacy_common"],
+        keys = ["ready", "processing", "deadlines", "recoveries"],
+        argv = ["now", "batch:int"],
+    )
+});
+pub(crate) static LEGACY_SETTLE: LazyLock<LuaScript> = LazyLock::new(|| {
+    lua!(
+        "legacy_settle",
+        keys = ["processing", "deadlines", "target", "recoveries"],
+        argv = ["mode", "items..."],
+    )
+});
+pub(crate) static RENEW: LazyLock<LuaScript> = LazyLock::new(|| {
+    lua!(
+        "renew",
+        keys = ["reservations"],
+        argv = ["score", "members..."],
+    )
+});
+pub(crate) static LARAVEL_RESERVE: LazyLock<LuaScript> = LazyLock::new(|| {
+    lua!(
+        "laravel_reserve",
+        ["laravel_common"],
+        keys = ["ready", "reserved", "notify", "delayed"],
+        argv = ["now", "batch:int", "until", "max:int", "recover_reserved"],
+    )
+});
+pub(crate) static LARAVEL_RECOVER: LazyLock<LuaScript> = LazyLock::new(|| {
+    lua!(
+        "laravel_recover",
+        ["laravel_common"],
+        keys = ["ready", "reserved", "notify", "delayed"],
+        argv = ["now", "batch:int", "recover_reserved"],
+    )
+});
+pub(crate) static LARAVEL_PUSH: LazyLock<LuaScript> = LazyLock::new(|| {
+    lua!(
+        "laravel_push",
+        keys = ["ready", "notify"],
+        argv = ["jobs..."],
+    )
+});
+pub(crate) static LARAVEL_RELEASE: LazyLock<LuaScript> = LazyLock::new(|| {
+    lua!(
+        "laravel_release",
+        keys = ["reserved", "delayed"],
+        argv = ["member", "body", "available_at"],
+    )
+});
+pub(crate) static LARAVEL_RETURN: LazyLock<LuaScript> = LazyLock::new(|| {
+    lua!(
+        "laravel_return",
+        keys = ["reserved", "ready", "notify"],
+        argv = ["pairs..."],
+    )
+});
+pub(crate) static LARAVEL_DEAD_LETTER: LazyLock<LuaScript> = LazyLock::new(|| {
+    lua!(
+        "laravel_dead_letter",
+        keys = ["reserved", "dead", "dead-notify"],
+        argv = ["member", "record"],
+    )
+});
+pub(crate) static REDRIVE: LazyLock<LuaScript> = LazyLock::new(|| {
+    lua!(
+        "redrive",
+        keys = ["dead", "target-ready", "notify..."],
+        argv = ["pairs..."],
+    )
+});
 // The operator surface (`operator.rs`).
-pub(crate) static ADMIN_DELETE_DEAD: LazyLock<LuaScript> =
-    LazyLock::new(|| lua!("admin_delete_dead"));
-pub(crate) static ADMIN_PURGE: LazyLock<LuaScript> = LazyLock::new(|| lua!("admin_purge"));
+pub(crate) static ADMIN_DELETE_DEAD: LazyLock<LuaScript> = LazyLock::new(|| {
+    lua!(
+        "admin_delete_dead",
+        keys = ["dead", "notify..."],
+        argv = ["record"],
+    )
+});
+pub(crate) static ADMIN_PURGE: LazyLock<LuaScript> = LazyLock::new(|| {
+    lua!(
+        "admin_purge",
+        keys = ["ready", "laravel..."],
+        argv = ["max_ready:int", "max_delayed:int"],
+    )
+});
+
+/// Every script of this crate's `lua/`, for the test that checks them all. Not an API.
+#[doc(hidden)]
+pub fn catalog() -> Vec<&'static LuaScript> {
+    vec![
+        &LEGACY_RESERVE,
+        &LEGACY_RECOVER,
+        &LEGACY_SETTLE,
+        &RENEW,
+        &LARAVEL_RESERVE,
+        &LARAVEL_RECOVER,
+        &LARAVEL_PUSH,
+        &LARAVEL_RELEASE,
+        &LARAVEL_RETURN,
+        &LARAVEL_DEAD_LETTER,
+        &REDRIVE,
+        &ADMIN_DELETE_DEAD,
+        &ADMIN_PURGE,
+    ]
+}
+
+/// The prelude files of `lua/` (no script of their own).
+#[doc(hidden)]
+pub const PRELUDES: [&str; 2] = ["legacy_common", "laravel_common"];
 
 // The runner, its reply readers and its errors are bus-redis's, as for every script of
 // the bus: a Redis failure or an unexpected reply is a `bus_redis::Error`.

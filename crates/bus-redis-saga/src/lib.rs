@@ -22,3 +22,9 @@ mod scripts;
 mod store;
 
 pub use store::{RedisSagaStore, SagaKey};
+
+/// Every script of this crate, checked by its tests (`tests/scripts.rs`). Not an API.
+#[doc(hidden)]
+pub mod raw {
+    pub use crate::scripts::{catalog, PRELUDES};
+}

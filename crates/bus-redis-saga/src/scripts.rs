@@ -10,11 +10,38 @@ use fred::types::Value;
 
 // The shared `inspect` helper (lua/common.lua) is prepended at compile time.
 // Each script is hashed once per process, on first use.
-pub(crate) static CREATE: LazyLock<LuaScript> = LazyLock::new(|| lua!("create", ["common"]));
-pub(crate) static UPDATE: LazyLock<LuaScript> = LazyLock::new(|| lua!("update", ["common"]));
-pub(crate) static COMPLETE: LazyLock<LuaScript> = LazyLock::new(|| lua!("complete", ["common"]));
-pub(crate) static DELETE: LazyLock<LuaScript> = LazyLock::new(|| lua!("delete", ["common"]));
-pub(crate) static GET: LazyLock<LuaScript> = LazyLock::new(|| lua!("get", ["common"]));
+pub(crate) static CREATE: LazyLock<LuaScript> = LazyLock::new(|| {
+    lua!(
+        "create",
+        ["common"],
+        keys = ["saga"],
+        argv = ["data", "stamp", "ttl_ms:int"],
+    )
+});
+pub(crate) static UPDATE: LazyLock<LuaScript> = LazyLock::new(|| {
+    lua!(
+        "update",
+        ["common"],
+        keys = ["saga"],
+        argv = ["data", "expected", "stamp"],
+    )
+});
+
+/// Every script of this crate's `lua/`, for the test that checks them all. Not an API.
+#[doc(hidden)]
+pub fn catalog() -> Vec<&'static LuaScript> {
+    vec![&CREATE, &UPDATE, &COMPLETE, &DELETE, &GET]
+}
+
+/// The prelude files of `lua/` (no script of their own).
+#[doc(hidden)]
+pub const PRELUDES: [&str; 1] = ["common"];
+pub(crate) static COMPLETE: LazyLock<LuaScript> =
+    LazyLock::new(|| lua!("complete", ["common"], keys = ["saga"], argv = ["expected"],));
+pub(crate) static DELETE: LazyLock<LuaScript> =
+    LazyLock::new(|| lua!("delete", ["common"], keys = ["saga"], argv = [],));
+pub(crate) static GET: LazyLock<LuaScript> =
+    LazyLock::new(|| lua!("get", ["common"], keys = ["saga"], argv = [],));
 
 /// What a saga script answered.
 #[derive(Debug)]

@@ -17,6 +17,7 @@
 //! | [`Azurite`], [`MotoS3`] | Azure Blob's emulator and moto's S3 server on free loopback ports, one bucket each (attachment tests) | `object_servers` |
 //! | [`per_layout!`], [`LAYOUTS`] | one BabelQueue scenario run as one test per layout | `layouts` |
 //! | [`bus::transport`], [`bus::Counts`] (feature `bus`) | the bus's transport over a test's namespace; what a queue holds | `bus` |
+//! | [`scripts::check_scripts`] (feature `bus`) | every script of a crate's `lua/` declared with its shape, its file's header up to date, malformed calls refused before any write | `scripts` |
 //!
 //! Every wait is bounded (readiness: PING polled every 5 ms for up to 10 s; socket
 //! I/O: 10 s), and everything listens on loopback only. Needs Debian's
@@ -70,6 +71,8 @@ mod logs;
 mod object_servers;
 mod proxy;
 pub mod python;
+#[cfg(feature = "bus")]
+pub mod scripts;
 mod sentinel;
 mod server;
 mod test_redis;
