@@ -14,8 +14,10 @@
 
 use benches::cpu::Figure;
 use benches::env::{BenchEnv, RunSettings};
+use bus_core::transport::Source;
+use bus_redis::keys::{QueueKeys, ScriptKeys};
 use bus_redis::LuaScript;
-use fred::types::Value;
+use fred::types::{Key, Value};
 use futures::StreamExt;
 
 const IN_FLIGHT: usize = 100;
@@ -25,29 +27,6 @@ const FLOW: &str = include_str!("../../crates/bus-redis/lua/flow.lua");
 const RESERVE: &str = include_str!("../../crates/bus-redis/lua/reserve.lua");
 const RENEW: &str = include_str!("../../crates/bus-redis/lua/renew.lua");
 const SEND_AT: &str = include_str!("../../crates/bus-redis/lua/send_at.lua");
-
-/// The reserve script's KEYS (docs/wire-format.md), in a queue of its own.
-const RESERVE_KEYS: [&str; 19] = [
-    "ready",
-    "msgs",
-    "deliveries",
-    "inflight",
-    "delayed",
-    "seq",
-    "dead-info",
-    "suspects",
-    "leases",
-    "leased",
-    "flow",
-    "flow-starts",
-    "kready",
-    "kbusy",
-    "kof",
-    "kq",
-    "kdue",
-    "kwait",
-    "kstarts",
-];
 
 #[derive(Clone, Copy)]
 enum Call {
@@ -73,26 +52,30 @@ impl Call {
             Call::SendAt => ("send_at", "", &[COMMON], SEND_AT),
         };
         if pruned {
-            LuaScript::assemble(name, shebang, preludes, body)
+            LuaScript::assemble(name, shebang, preludes, None, body)
         } else {
             let text = [&[shebang][..], preludes, &[body]].concat().concat();
             LuaScript::new(name, Box::leak(text.into_boxed_str()))
         }
     }
 
-    fn keys(self, queue: &str) -> Vec<String> {
-        let key = |suffix: &str| format!("{queue}:{suffix}");
+    /// The KEYS as the consumer passes them (`ScriptKeys`), in a queue of its own.
+    fn keys(self, prefix: &str) -> Vec<Key> {
+        let queue = QueueKeys::new(prefix, &Source::queue("q").unwrap());
+        let scripts = ScriptKeys::new(&queue);
         match self {
-            Call::Reserve => RESERVE_KEYS.iter().map(|s| key(s)).collect(),
-            Call::Renew => ["inflight", "deliveries", "leases"].map(key).to_vec(),
-            Call::SendAt => ["delayed", "msgs", "ready"].map(key).to_vec(),
+            Call::Reserve => scripts.reserve,
+            Call::Renew => scripts.renew,
+            Call::SendAt => [&queue.delayed, &queue.msgs, &queue.ready]
+                .map(|k| Key::from(k.as_str()))
+                .to_vec(),
         }
     }
 
     fn args(self, i: u64) -> Vec<Value> {
         match self {
-            Call::Reserve => vec![100.into(), 60_000.into()],
-            Call::Renew => vec![60_000.into(), 0.into()],
+            Call::Reserve => vec![100.into(), 60_000.into(), "bench".into()],
+            Call::Renew => vec![60_000.into(), "bench".into(), 4_000.into(), 0.into()],
             // Due in an hour, so that nothing is promoted while the phase runs.
             Call::SendAt => vec![
                 (4_102_444_800_000_i64).into(),
@@ -106,8 +89,7 @@ impl Call {
 async fn calls(env: &BenchEnv, call: Call, pruned: bool, count: u64) -> Figure {
     let client = env.client().await;
     let script = call.script(pruned);
-    let queue = format!("{}:{{q}}", env.namespace('p'));
-    let keys = call.keys(&queue);
+    let keys = call.keys(&env.namespace('p'));
     // The first call loads the script (NOSCRIPT, then EVAL), outside the measure.
     script
         .call(&client, keys.clone(), call.args(0))

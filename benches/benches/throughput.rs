@@ -192,7 +192,11 @@ async fn layout_consume(env: &Env, keys: &QueueKeys, count: u64) {
         let (reserve_keys, ack_keys) = (reserve_keys.clone(), ack_keys.clone());
         tasks.push(tokio::spawn(async move {
             while done.load(Ordering::Relaxed) < count {
-                let args = vec![Value::from(BATCH as i64), Value::from(60_000)];
+                let args = vec![
+                    Value::from(BATCH as i64),
+                    Value::from(60_000),
+                    Value::from("raw"),
+                ];
                 let reply = reserve
                     .run(&client, reserve_keys.clone(), args)
                     .await

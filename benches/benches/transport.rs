@@ -2,6 +2,7 @@
 //! same run. Run: `cargo bench -p benches --bench transport`; the ratios are printed at
 //! the end.
 
+use bus_core::transport::ConsumerExt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -217,7 +218,7 @@ fn in_flight_scaling(c: &mut Criterion, env: &Env) {
                         let mut held = 0;
                         while held < stuck {
                             let taken = holder
-                                .receive((stuck - held) as usize, &CancellationToken::new())
+                                .take((stuck - held) as usize, &CancellationToken::new())
                                 .await
                                 .unwrap();
                             assert!(!taken.is_empty(), "only {held} of {stuck} held");

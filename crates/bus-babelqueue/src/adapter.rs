@@ -15,8 +15,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use async_trait::async_trait;
 use bus_core::records::ErrorRecord;
 use bus_core::transport::{
-    Capabilities, Consumer, ConsumerOptions, DeadLetterReason, Delivery, Destination, Held,
-    Outgoing, Receipt, Source, WireFormat,
+    Capabilities, Consumer, ConsumerExtras, ConsumerOptions, DeadLetterReason, Delivery,
+    Destination, Held, Outgoing, Receipt, Received, Source, Want, WireFormat,
 };
 use bus_core::Transport;
 use bus_redis::RedisConfig;
@@ -301,14 +301,15 @@ impl BabelConsumer {
 
 #[async_trait]
 impl Consumer for BabelConsumer {
-    async fn receive(
-        &self,
-        max: usize,
-        stop: &CancellationToken,
-    ) -> bus_core::Result<Vec<Delivery>> {
+    async fn receive(&self, want: Want, stop: &CancellationToken) -> bus_core::Result<Received> {
+        // BabelQueue's layouts have no flow control and no crash isolation: nothing holds
+        // a queue back, and a recovered message is delivered like any other.
+        if want.max == 0 || want.alone {
+            return Ok(Received::default());
+        }
         let started = Instant::now();
         loop {
-            let (batch, due) = self.inner.reserve_handles(max).await?;
+            let (batch, due) = self.inner.reserve_handles(want.max).await?;
             let had_any = !batch.is_empty();
             let mut out = Vec::with_capacity(batch.len());
             for handle in batch {
@@ -320,18 +321,18 @@ impl Consumer for BabelConsumer {
                 self.pause_ms.store(POLL_MIN_MS, Ordering::Relaxed);
             }
             if !out.is_empty() {
-                return Ok(out);
+                return Ok(out.into());
             }
             let remaining = RECEIVE_BOUND.saturating_sub(started.elapsed());
             if stop.is_cancelled() || remaining.is_zero() {
-                return Ok(out);
+                return Ok(out.into());
             }
             if had_any {
                 continue; // only poison or refused messages came: look again at once
             }
             let wait = self.idle_wait(due, remaining);
             tokio::select! {
-                () = stop.cancelled() => return Ok(Vec::new()),
+                () = stop.cancelled() => return Ok(Received::default()),
                 waited = self.inner.wait(wait) => waited?,
             }
         }
@@ -422,5 +423,10 @@ impl Consumer for BabelConsumer {
 
     async fn close(&self) -> bus_core::Result<()> {
         Ok(self.inner.close().await?)
+    }
+
+    fn extras(&self) -> ConsumerExtras<'_> {
+        // No error history (BabelQueue's envelope keeps none), no fleet breaker.
+        ConsumerExtras::default()
     }
 }

@@ -1,6 +1,7 @@
 //! `Bus::send_with` on BabelQueue queues returns the `trace_id` stored in the BabelQueue
 //! envelope: the one given, or one the bus made when none was given.
 
+use bus_core::transport::ConsumerExt;
 use std::time::Duration;
 
 use bus_babelqueue::{BabelTransport, Options};
@@ -29,7 +30,7 @@ async fn stored_trace_id(transport: &BabelTransport) -> String {
         .unwrap();
     let stop = CancellationToken::new();
     let delivery = consumer
-        .receive(1, &stop)
+        .take(1, &stop)
         .await
         .unwrap()
         .pop()

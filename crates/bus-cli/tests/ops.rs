@@ -5,6 +5,7 @@
 #[path = "../../bus-management/tests/common/mod.rs"]
 mod common;
 
+use bus_core::transport::ConsumerExt;
 use bus_core::transport::{ConsumerOptions, DeadLetterReason};
 use bus_core::Transport;
 use bus_test_redis::{eventually, TestRedis};
@@ -149,7 +150,7 @@ async fn ack(s: &common::Setup, n: usize) {
     let stop = CancellationToken::new();
     let mut done = 0;
     while done < n {
-        let deliveries = consumer.receive(n - done, &stop).await.unwrap();
+        let deliveries = consumer.take(n - done, &stop).await.unwrap();
         let receipts: Vec<_> = deliveries.into_iter().map(|d| d.receipt).collect();
         consumer.ack(&receipts).await.unwrap();
         done += receipts.len();

@@ -141,7 +141,8 @@ pub struct Flow {
     pub per_key: Option<PerKey>,
     /// A fleet-wide circuit breaker is open (or its probe runs) until this time, in ms
     /// since the Unix epoch (the transport's clock): no consumer reserves before it
-    /// ([`FleetBreaker`]). Set by a host's breaker, not by an operator.
+    /// ([`FleetBreaker`](crate::transport::FleetBreaker)). Set by a host's breaker, not by
+    /// an operator.
     pub breaker_until_ms: Option<u64>,
 }
 
@@ -189,57 +190,13 @@ pub trait FlowControl: Send + Sync + fmt::Debug {
     }
 }
 
-/// What a consumer's last reserve saw of its queue's fleet-wide circuit breaker
-/// ([`BreakerScope::Fleet`](crate::BreakerScope::Fleet); docs/concepts.md, "Circuit
-/// breakers"): [`Consumer::fleet_breaker`](crate::transport::Consumer::fleet_breaker).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum FleetBreaker {
-    /// No breaker is set: the reserve took what it could.
-    #[default]
-    Closed,
-    /// The breaker is open, or another consumer's probe runs: nothing was taken until
-    /// `until_ms` (ms since the Unix epoch, the transport's clock).
-    Open {
-        /// When a consumer may take the next probe.
-        until_ms: u64,
-    },
-    /// The cool-down was over: the reserve took at most one message per partition, the
-    /// probe(s), and holds the breaker's probe slot for one lock timeout. The consumer's
-    /// host judges it: [`Consumer::close_breaker`](crate::transport::Consumer::close_breaker)
-    /// on success, [`Consumer::trip_breaker`](crate::transport::Consumer::trip_breaker) on
-    /// failure.
-    Probe,
-}
-
-/// A [`FleetBreaker`] shared between a consumer's reserves and its host (lock-free: it is
-/// written on every reserve).
-#[derive(Debug, Default)]
-pub struct SeenBreaker(std::sync::atomic::AtomicU64);
-
-impl SeenBreaker {
-    /// Encoded: 0 closed, 1 probe, `2 + until_ms` open.
-    pub fn set(&self, seen: FleetBreaker) {
-        let code = match seen {
-            FleetBreaker::Closed => 0,
-            FleetBreaker::Probe => 1,
-            FleetBreaker::Open { until_ms } => until_ms.saturating_add(2),
-        };
-        self.0.store(code, std::sync::atomic::Ordering::Relaxed);
-    }
-
-    /// What was set last.
-    pub fn get(&self) -> FleetBreaker {
-        match self.0.load(std::sync::atomic::Ordering::Relaxed) {
-            0 => FleetBreaker::Closed,
-            1 => FleetBreaker::Probe,
-            code => FleetBreaker::Open { until_ms: code - 2 },
-        }
-    }
-}
-
-/// The refusal of a transport without a fleet-wide circuit breaker.
-pub fn no_fleet_breaker() -> Error {
-    Error::Config("this transport has no fleet-wide circuit breaker (use the host scope)".into())
+/// How much longer than its window a rate limit counts a start: a limit is counted when a
+/// message is reserved, and its handler starts a little later (the reply's way back, the
+/// dispatch), by a varying delay. Keeping each start in the window this much longer lets
+/// the limit hold at handler start whenever that delay varies by less: a tenth of the
+/// window, at most 50 ms.
+pub fn start_margin(per: std::time::Duration) -> std::time::Duration {
+    (per / 10).min(std::time::Duration::from_millis(50))
 }
 
 /// Refuses a concurrency limit of 0 (it would stop the queue for good: pause it instead).
@@ -275,19 +232,14 @@ mod tests {
     }
 
     #[test]
-    fn a_seen_breaker_reads_back_what_was_set() {
-        let seen = SeenBreaker::default();
-        assert_eq!(seen.get(), FleetBreaker::Closed);
-        for state in [
-            FleetBreaker::Probe,
-            FleetBreaker::Open { until_ms: 0 },
-            FleetBreaker::Open {
-                until_ms: 1_764_000_000_000,
-            },
-            FleetBreaker::Closed,
-        ] {
-            seen.set(state);
-            assert_eq!(seen.get(), state);
-        }
+    fn the_start_margin_is_a_tenth_of_the_window_up_to_50_ms() {
+        assert_eq!(
+            start_margin(Duration::from_secs(1)),
+            Duration::from_millis(50)
+        );
+        assert_eq!(
+            start_margin(Duration::from_millis(200)),
+            Duration::from_millis(20)
+        );
     }
 }

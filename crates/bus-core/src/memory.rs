@@ -3,7 +3,6 @@
 //! tests and for running without Redis.
 
 use std::collections::{hash_map, BTreeMap, BTreeSet, VecDeque};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime};
 
@@ -15,10 +14,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::envelope::now_ms;
 use crate::fast_hash::{FastMap, FastSet};
-use crate::flow::{FleetBreaker, Flow, SeenBreaker};
+use crate::flow::Flow;
 use crate::records::{DeadLetter, ErrorRecord, QueueStats};
 use crate::transport::{
-    Consumer, ConsumerOptions, Delivery, Held, Outgoing, Receipt, ERROR_HISTORY,
+    Consumer, ConsumerExtras, ConsumerOptions, Delivery, ErrorHistory, FleetBreaker, Held, Hold,
+    Outgoing, Receipt, Received, Want, ERROR_HISTORY,
 };
 use crate::transport::{DeadLetterReason, Deduplication, Source};
 use crate::{MessageId, Result, Transport};
@@ -35,6 +35,9 @@ mod dedup;
 
 /// Longest an idle `receive` waits before returning empty.
 const IDLE_WAIT: Duration = Duration::from_secs(1);
+/// Longest a `receive` held back by flow control or a breaker waits for a change before
+/// it says so (as the Redis consumer's poll of a paused queue).
+const HELD_WAIT: Duration = Duration::from_millis(250);
 
 /// An in-process transport. Clones share the same queues.
 #[derive(Debug, Clone, Default)]
@@ -76,7 +79,7 @@ struct Queue {
     /// Flow control (crate::flow): its settings, and the rate limit's window of starts.
     flow: Flow,
     starts: VecDeque<Instant>,
-    /// A fleet circuit breaker's trip (crate::flow::FleetBreaker).
+    /// A fleet circuit breaker's trip (crate::transport::FleetBreaker).
     tripped: Option<flow::Tripped>,
     /// Recurring schedules sending here: the last tick stored (ms), by schedule name.
     ticks: FastMap<String, u64>,
@@ -538,9 +541,6 @@ impl Transport for MemoryTransport {
             transport: self.clone(),
             source: source.clone(),
             options,
-            isolation_pending: AtomicBool::new(false),
-            paused: AtomicBool::new(false),
-            breaker: SeenBreaker::default(),
         }))
     }
 
@@ -580,12 +580,6 @@ struct MemoryConsumer {
     transport: MemoryTransport,
     source: Source,
     options: ConsumerOptions,
-    /// The last receive found suspects waiting.
-    isolation_pending: AtomicBool,
-    /// The last receive found the queue paused (flow control).
-    paused: AtomicBool,
-    /// What the last receive saw of the fleet circuit breaker.
-    breaker: SeenBreaker,
 }
 
 impl MemoryConsumer {
@@ -597,9 +591,13 @@ impl MemoryConsumer {
 
 #[async_trait]
 impl Consumer for MemoryConsumer {
-    async fn receive(&self, max: usize, stop: &CancellationToken) -> Result<Vec<Delivery>> {
+    async fn receive(&self, want: Want, stop: &CancellationToken) -> Result<Received> {
+        if want.alone {
+            return Ok(self.receive_alone());
+        }
         let notify = self.with_queue(|q| Arc::clone(&q.notify));
         let deadline = Instant::now() + IDLE_WAIT;
+        let mut waited_held = false;
         loop {
             let notified = notify.notified();
             tokio::pin!(notified);
@@ -607,21 +605,15 @@ impl Consumer for MemoryConsumer {
             notified.as_mut().enable();
             let now = Instant::now();
             let lock = now + self.options.lock_timeout;
-            let (deliveries, next_due, pending) = self.with_queue(|q| {
+            let (deliveries, next_due, hold) = self.with_queue(|q| {
                 q.promote_due(now);
                 q.cool_keys(now);
-                self.paused.store(q.flow.paused, Ordering::Relaxed);
-                let allowed = match q.allowance(max, now) {
+                let allowed = match q.allowance(want.max, want.now, now) {
                     Allowance::Take(n) => n,
-                    Allowance::Wait(until) => {
-                        if q.tripped.is_some() {
-                            self.breaker.set(q.breaker_seen(0, now, lock));
-                        }
-                        return (Vec::new(), until, false);
-                    }
+                    Allowance::Wait(until, hold) => return (Vec::new(), until, hold),
                 };
                 if !q.suspects.is_empty() {
-                    return (Vec::new(), None, true);
+                    return (Vec::new(), None, Hold::Isolation);
                 }
                 let keyed = q.keyed_share(allowed);
                 let n = (allowed - keyed).min(q.ready.len());
@@ -636,80 +628,46 @@ impl Consumer for MemoryConsumer {
                     q.take_keyed(left, now, lock, &mut deliveries);
                 }
                 q.started(deliveries.len(), now);
-                self.breaker
-                    .set(q.breaker_seen(deliveries.len(), now, lock));
+                let probe = deliveries.first().map(|d| d.receipt.key());
+                let hold = q.breaker_seen(probe, now, lock);
                 let next_due = q.delayed.first_key_value().map(|(d, _)| d.0);
                 let next_due = match (next_due, q.next_key_turn()) {
                     (Some(a), Some(b)) => Some(a.min(b)),
                     (a, b) => a.or(b),
                 };
-                (deliveries, next_due, false)
+                (deliveries, next_due, hold)
             });
-            self.isolation_pending.store(pending, Ordering::Relaxed);
-            if pending {
-                return Ok(Vec::new());
+            // With nothing ready, wait for a send (or a due time) until the deadline; held
+            // back (flow control, a breaker), wait once for a change, briefly, and say so.
+            let held = hold != Hold::None;
+            if !deliveries.is_empty()
+                || want.max == 0
+                || now >= deadline
+                || hold == Hold::Isolation
+                || (held && waited_held)
+            {
+                return Ok(Received::new(deliveries, hold));
             }
-            if !deliveries.is_empty() || now >= deadline {
-                return Ok(deliveries);
+            let mut wake = next_due.map_or(deadline, |due| due.min(deadline));
+            if held {
+                wake = wake.min(now + HELD_WAIT);
+                waited_held = true;
             }
-            let wake = next_due.map_or(deadline, |due| due.min(deadline));
             tokio::select! {
-                () = stop.cancelled() => return Ok(Vec::new()),
+                () = stop.cancelled() => return Ok(Received::new(Vec::new(), hold)),
                 () = notified => {}
                 () = tokio::time::sleep_until(wake) => {}
             }
         }
     }
 
-    fn paused(&self) -> bool {
-        self.paused.load(Ordering::Relaxed)
-    }
-
-    fn fleet_breaker(&self) -> FleetBreaker {
-        self.breaker.get()
-    }
-
-    async fn trip_breaker(&self, cool_down: Duration) -> Result<()> {
-        self.with_queue(|q| q.trip(Instant::now(), cool_down));
-        Ok(())
-    }
-
-    async fn close_breaker(&self) -> Result<()> {
-        self.with_queue(Queue::close_breaker);
-        Ok(())
-    }
-
-    async fn extend_probe(&self, _: &Receipt) -> Result<()> {
-        let lock = Instant::now() + self.options.lock_timeout;
-        self.with_queue(|q| q.extend_probe(lock));
-        Ok(())
-    }
-
-    fn isolation_pending(&self) -> bool {
-        self.isolation_pending.load(Ordering::Relaxed)
-    }
-
-    async fn receive_isolated(&self) -> Result<Option<Delivery>> {
-        let now = Instant::now();
-        let lock = now + self.options.lock_timeout;
-        Ok(self.with_queue(|q| {
-            if matches!(q.allowance(1, now), Allowance::Wait(_)) {
-                return None;
-            }
-            let entry = q.suspects.pop_front()?;
-            q.started(1, now);
-            self.breaker.set(q.breaker_seen(1, now, lock));
-            let delivery = q.reserve(entry, lock);
-            q.isolated.insert(delivery.receipt.key().clone());
-            Some(delivery)
-        }))
-    }
-
     async fn ack(&self, receipts: &[Receipt]) -> Result<()> {
+        let now = Instant::now();
         self.with_queue(|q| {
             for receipt in receipts {
                 if let Some((entry, _)) = q.unlock(receipt) {
                     q.key_freed(&entry);
+                    q.judge_probe(&entry.key, true, now);
                 }
             }
             q.freed();
@@ -725,6 +683,7 @@ impl Consumer for MemoryConsumer {
                 .map(|receipt| match q.reserved(receipt) {
                     Some(locked) => {
                         locked.until = deadline;
+                        q.extend_probe(receipt.key(), deadline);
                         true
                     }
                     None => false,
@@ -738,6 +697,7 @@ impl Consumer for MemoryConsumer {
             let Some((mut entry, _)) = q.unlock(receipt) else {
                 return;
             };
+            q.judge_probe(&entry.key, false, Instant::now());
             entry.stored.record(Some(error));
             if delay.is_zero() {
                 q.ready.push_back(entry);
@@ -760,19 +720,12 @@ impl Consumer for MemoryConsumer {
                 if !q.dead_letter_blocks() {
                     q.key_freed(&entry);
                 }
+                q.judge_probe(&entry.key, false, Instant::now());
                 q.kill(entry, reason, error);
             }
             q.freed();
         });
         Ok(())
-    }
-
-    async fn errors(&self, receipt: &Receipt) -> Result<Vec<ErrorRecord>> {
-        Ok(self.with_queue(|q| {
-            q.reserved(receipt)
-                .map(|m| m.stored.errors.clone())
-                .unwrap_or_default()
-        }))
     }
 
     async fn release(&self, receipts: &[Receipt]) -> Result<()> {
@@ -824,5 +777,60 @@ impl Consumer for MemoryConsumer {
             q.notify.notify_waiters();
             expired.len()
         }))
+    }
+
+    async fn close(&self) -> Result<()> {
+        Ok(())
+    }
+
+    fn extras(&self) -> ConsumerExtras<'_> {
+        ConsumerExtras::default()
+            .fleet_breaker(self)
+            .error_history(self)
+    }
+}
+
+#[async_trait]
+impl FleetBreaker for MemoryConsumer {
+    async fn trip(&self, cool_down: Duration) -> Result<()> {
+        self.with_queue(|q| q.trip(Instant::now(), cool_down));
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl ErrorHistory for MemoryConsumer {
+    async fn errors(&self, receipt: &Receipt) -> Result<Vec<ErrorRecord>> {
+        Ok(self.with_queue(|q| {
+            q.reserved(receipt)
+                .map(|m| m.stored.errors.clone())
+                .unwrap_or_default()
+        }))
+    }
+}
+
+impl MemoryConsumer {
+    /// The next suspect, reserved to run alone (its holder holds nothing else).
+    fn receive_alone(&self) -> Received {
+        let now = Instant::now();
+        let lock = now + self.options.lock_timeout;
+        self.with_queue(|q| {
+            if let Allowance::Wait(_, hold) = q.allowance(1, 1, now) {
+                return Received::new(Vec::new(), hold);
+            }
+            let Some(entry) = q.suspects.pop_front() else {
+                return Received::default();
+            };
+            q.started(1, now);
+            let delivery = q.reserve(entry, lock);
+            let hold = q.breaker_seen(Some(delivery.receipt.key()), now, lock);
+            q.isolated.insert(delivery.receipt.key().clone());
+            let hold = if hold == Hold::None && !q.suspects.is_empty() {
+                Hold::Isolation
+            } else {
+                hold
+            };
+            Received::new(vec![delivery], hold)
+        })
     }
 }

@@ -207,15 +207,26 @@ pub struct ConsumerOptions {
     pub lock_timeout: Duration,
     /// Recovery dead-letters an expired message that already had this many deliveries.
     pub delivery_limit: u32,
+    /// How often the host calls [`Consumer::recover`] (1 s unless set): a transport that
+    /// tells a live holder of an expired lock from a gone one counts a consumer silent for
+    /// a few of these as gone.
+    pub recovery_interval: Duration,
 }
 
 impl ConsumerOptions {
-    /// Options for a consumer.
+    /// Options for a consumer, recovered every second.
     pub fn new(lock_timeout: Duration, delivery_limit: u32) -> Self {
         ConsumerOptions {
             lock_timeout,
             delivery_limit,
+            recovery_interval: Duration::from_secs(1),
         }
+    }
+
+    /// How often the host calls [`Consumer::recover`].
+    pub fn recovery_interval(mut self, interval: Duration) -> Self {
+        self.recovery_interval = interval;
+        self
     }
 }
 
@@ -566,38 +577,132 @@ fn no_step_marks(source: &Source) -> crate::Error {
 
 pub use crate::recurring::{ScheduleRecord, Tick};
 
+/// What a worker asks of [`Consumer::receive`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Want {
+    /// At most this many messages: the caller's free slots (handlers and prefetch). 0 asks
+    /// only what holds the source back, without waiting ([`Want::peek`]).
+    pub max: usize,
+    /// How many of them the caller would start at once (its free handler slots). A source
+    /// whose limits are counted at handler start (a rate limit) takes no more than this,
+    /// so that none of them waits in a prefetch buffer and starts after its window.
+    pub now: usize,
+    /// Only a message recovered from a crash ([`Hold::Isolation`]), to run alone: the
+    /// caller holds nothing else.
+    pub alone: bool,
+}
+
+impl Want {
+    /// Up to `max`, all of which could start at once.
+    pub fn new(max: usize) -> Self {
+        Want {
+            max,
+            now: max,
+            alone: false,
+        }
+    }
+
+    /// How many could start at once (at most `max`).
+    pub fn now(mut self, now: usize) -> Self {
+        self.now = now.min(self.max);
+        self
+    }
+
+    /// One message recovered from a crash, to run alone.
+    pub fn alone() -> Self {
+        Want {
+            max: 1,
+            now: 1,
+            alone: true,
+        }
+    }
+
+    /// Nothing: only what holds the source back, at once.
+    pub fn peek() -> Self {
+        Want::new(0)
+    }
+}
+
+/// What a receive saw: the messages it reserved, and what holds the source back.
+#[derive(Debug, Default)]
+#[non_exhaustive]
+pub struct Received {
+    /// The messages reserved (none when held back, or when nothing was ready in time).
+    pub deliveries: Vec<Delivery>,
+    /// What held the source back, if anything.
+    pub hold: Hold,
+}
+
+impl Received {
+    /// What a receive saw.
+    pub fn new(deliveries: Vec<Delivery>, hold: Hold) -> Self {
+        Received { deliveries, hold }
+    }
+}
+
+impl From<Vec<Delivery>> for Received {
+    fn from(deliveries: Vec<Delivery>) -> Self {
+        Received::new(deliveries, Hold::None)
+    }
+}
+
+/// What held a source back at a receive, as its transport saw it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Hold {
+    /// Nothing.
+    #[default]
+    None,
+    /// Messages recovered from a crashed consumer wait to run alone: the caller settles
+    /// everything it holds, then receives them with [`Want::alone`], one at a time, so
+    /// that a message that kills its process is charged only its own deliveries.
+    Isolation,
+    /// Paused ([`crate::flow`]): no message may start.
+    Paused,
+    /// At its concurrency limit: nothing more until a slot frees.
+    Full,
+    /// At its rate limit: nothing more until the window frees a start.
+    RateLimited,
+    /// A fleet-wide circuit breaker is open until `until_ms` (ms since the Unix epoch,
+    /// the transport's clock), or another consumer's probe runs: no message may start.
+    BreakerOpen {
+        /// When a consumer may take the next probe.
+        until_ms: u64,
+    },
+    /// The fleet-wide circuit breaker's cool-down was over: the delivery (one per
+    /// partition) is its probe, and the transport judges it by how it is settled (an
+    /// ack closes the breaker for every consumer, a retry or dead letter opens it again).
+    Probe,
+}
+
+impl Hold {
+    /// Whether no message may start now (paused, a fleet breaker open): what the caller
+    /// reserved and has not started goes back ([`Consumer::release`]).
+    pub fn stops_starts(self) -> bool {
+        matches!(self, Hold::Paused | Hold::BreakerOpen { .. })
+    }
+}
+
 /// One consumer of one [`Source`]. Every method is one atomic transition per message.
+///
+/// The core of the contract; what only some consumers can do is reached through
+/// [`Consumer::extras`], `None` when absent, so that a consumer wrapping another (the
+/// singleton gate, the circuit breaker) forwards these methods and cannot miss one.
 #[async_trait]
 pub trait Consumer: Send + Sync + fmt::Debug {
-    /// Reserves up to `max` ready messages (promoting due delayed ones first), each with a
-    /// lock and an incremented delivery count. When none is ready it waits, without
-    /// polling, until one is, `stop` fires, or a transport-chosen bound (about a second)
-    /// passes; so it may return none.
-    ///
-    /// While messages recovered from a crashed consumer wait to be delivered alone (see
-    /// [`Consumer::isolation_pending`]), it returns none at once.
-    async fn receive(&self, max: usize, stop: &CancellationToken) -> Result<Vec<Delivery>>;
-    /// Whether the last receive found recovered messages waiting to be delivered one at
-    /// a time. The caller then settles everything it holds and takes them with
-    /// [`Consumer::receive_isolated`], running each with nothing else in flight, so that
-    /// a message that crashes its consumer is only charged its own deliveries and never
-    /// takes its batch-mates to the dead-letter list.
-    fn isolation_pending(&self) -> bool {
-        false
-    }
-    /// Whether the last receive found the source paused by flow control
-    /// ([`crate::flow`]): the host shows it in its metrics. `false` by default.
-    fn paused(&self) -> bool {
-        false
-    }
-    /// Reserves the next recovered message to be run alone, if there is one. The caller
-    /// holds nothing else while it runs.
-    async fn receive_isolated(&self) -> Result<Option<Delivery>> {
-        Ok(None)
-    }
+    /// Reserves up to `want.max` ready messages (promoting due delayed ones first), each
+    /// with a lock and an incremented delivery count, and says what held the source back.
+    /// When none is ready it waits, without polling, until one is, `stop` fires, or a
+    /// transport-chosen bound (about a second) passes; so it may return none. With
+    /// `want.max` 0 it only looks, and never waits.
+    async fn receive(&self, want: Want, stop: &CancellationToken) -> Result<Received>;
     /// Removes handled messages.
     async fn ack(&self, receipts: &[Receipt]) -> Result<()>;
-    /// Extends the locks of held messages; `false` where the lock was already lost.
+    /// Extends the locks of held messages; `false` where the lock was already lost. A
+    /// message whose lock was lost while this consumer was alive (its renewals came too
+    /// late: a stalled link, a blocked runtime) is no crash suspect: the transport returns
+    /// it to the queue as an ordinary message if recovery had set it aside to run alone.
     async fn renew(&self, receipts: &[Receipt]) -> Result<Vec<bool>>;
     /// Records the error and makes the message ready again after `delay`.
     async fn retry(&self, receipt: &Receipt, delay: Duration, error: &ErrorRecord) -> Result<()>;
@@ -609,62 +714,81 @@ pub trait Consumer: Send + Sync + fmt::Debug {
         error: Option<&ErrorRecord>,
     ) -> Result<()>;
     /// Returns reserved messages that never started to the head of the ready list and
-    /// takes back their delivery count (used at shutdown).
+    /// takes back their delivery count (at shutdown, or when their source stops starts).
     async fn release(&self, receipts: &[Receipt]) -> Result<()>;
     /// Recovers messages whose lock expired (bounded per call) and returns how many.
-    /// The lost delivery stays counted. A message that was held with others is then
-    /// delivered alone ([`Consumer::receive_isolated`]); one that was already alone and
-    /// reached the delivery limit is dead-lettered. Safe when several consumers run it
-    /// at once.
+    /// The lost delivery stays counted. A message that was held with others by a consumer
+    /// that is gone is then delivered alone ([`Hold::Isolation`]); one that was already
+    /// alone and reached the delivery limit is dead-lettered. Safe when several consumers
+    /// run it at once.
     async fn recover(&self) -> Result<usize>;
-    /// Called with messages whose locks this consumer lost while it was alive (its
-    /// renewals came too late: a stalled link, a blocked runtime). Recovery made them
-    /// crash suspects, to be run alone; their holder did not crash, so the transport
-    /// returns those still waiting to the ready list as ordinary messages, and a stall
-    /// does not leave the queue running one message at a time. Returns how many moved.
-    async fn absolve(&self, receipts: &[Receipt]) -> Result<usize> {
-        let _ = receipts;
-        Ok(0)
-    }
-    /// The errors recorded for a held message by its earlier failed deliveries, oldest
-    /// first (at most [`ERROR_HISTORY`]); read only when a dead-letter hook asks for them.
-    /// The default (a transport that keeps none) is empty.
-    async fn errors(&self, receipt: &Receipt) -> Result<Vec<ErrorRecord>> {
-        let _ = receipt;
-        Ok(Vec::new())
-    }
     /// Closes the consumer's own connections, if any (called once, after its last use).
-    async fn close(&self) -> Result<()> {
-        Ok(())
+    async fn close(&self) -> Result<()>;
+    /// What this consumer can do beyond the core.
+    fn extras(&self) -> ConsumerExtras<'_>;
+}
+
+/// What a consumer can do beyond the core contract, each `None` when it cannot.
+#[derive(Debug, Clone, Copy, Default)]
+#[non_exhaustive]
+pub struct ConsumerExtras<'a> {
+    /// The source's fleet-wide circuit breaker ([`BreakerScope::Fleet`](crate::BreakerScope::Fleet)).
+    pub fleet_breaker: Option<&'a dyn FleetBreaker>,
+    /// The error history of a held message.
+    pub error_history: Option<&'a dyn ErrorHistory>,
+}
+
+impl<'a> ConsumerExtras<'a> {
+    /// With a fleet-wide circuit breaker.
+    pub fn fleet_breaker(mut self, breaker: &'a dyn FleetBreaker) -> Self {
+        self.fleet_breaker = Some(breaker);
+        self
     }
-    /// What the last receive saw of the source's fleet-wide circuit breaker
-    /// ([`FleetBreaker`](crate::flow::FleetBreaker)); `Closed` by default (a transport
-    /// without one).
-    fn fleet_breaker(&self) -> crate::flow::FleetBreaker {
-        crate::flow::FleetBreaker::Closed
-    }
-    /// Opens the source's fleet-wide circuit breaker for `cool_down` from now (the
-    /// transport's clock), on every consumer of every host; never shortens an open one.
-    /// One atomic step. The default refuses: a transport without a fleet breaker.
-    async fn trip_breaker(&self, cool_down: Duration) -> Result<()> {
-        let _ = cool_down;
-        Err(crate::flow::no_fleet_breaker())
-    }
-    /// Closes the source's fleet-wide circuit breaker (its probe succeeded): every
-    /// consumer reserves again. One atomic step. The default refuses.
-    async fn close_breaker(&self) -> Result<()> {
-        Err(crate::flow::no_fleet_breaker())
-    }
-    /// The fleet breaker's probe `receipt` still runs (its lock was just renewed): its
-    /// slot is held for one more lock timeout from now, so that no second probe starts
-    /// beside a long one. Nothing when no probe slot is held (a trip or a close came
-    /// meanwhile). The default does nothing: a transport without a fleet breaker hands
-    /// out no probes.
-    async fn extend_probe(&self, receipt: &Receipt) -> Result<()> {
-        let _ = receipt;
-        Ok(())
+
+    /// With the error history of held messages.
+    pub fn error_history(mut self, history: &'a dyn ErrorHistory) -> Self {
+        self.error_history = Some(history);
+        self
     }
 }
+
+/// A source's fleet-wide circuit breaker, stored in the transport so that every consumer
+/// of every host obeys it: reserves are held back ([`Hold::BreakerOpen`]) until its
+/// cool-down ends, then one message goes as the probe ([`Hold::Probe`]), judged by the
+/// transport when it is settled.
+#[async_trait]
+pub trait FleetBreaker: Send + Sync + fmt::Debug {
+    /// Opens the breaker for `cool_down` from now (the transport's clock), on every
+    /// consumer of every host; never shortens an open one. One atomic step.
+    async fn trip(&self, cool_down: Duration) -> Result<()>;
+}
+
+/// The errors recorded for held messages by their earlier deliveries.
+#[async_trait]
+pub trait ErrorHistory: Send + Sync + fmt::Debug {
+    /// The errors of a held message's earlier failed deliveries, oldest first (at most
+    /// [`ERROR_HISTORY`]).
+    async fn errors(&self, receipt: &Receipt) -> Result<Vec<ErrorRecord>>;
+}
+
+/// Shorthands over [`Consumer::receive`], for tests and tools that want the messages only.
+#[async_trait]
+pub trait ConsumerExt: Consumer {
+    /// Up to `max` messages (what held the source back is dropped).
+    async fn take(&self, max: usize, stop: &CancellationToken) -> Result<Vec<Delivery>> {
+        Ok(self.receive(Want::new(max), stop).await?.deliveries)
+    }
+
+    /// The next message recovered from a crash, to run alone, if one waits.
+    async fn take_alone(&self) -> Result<Option<Delivery>> {
+        let received = self
+            .receive(Want::alone(), &CancellationToken::new())
+            .await?;
+        Ok(received.deliveries.into_iter().next())
+    }
+}
+
+impl<C: Consumer + ?Sized> ConsumerExt for C {}
 
 /// Refuses a keyed send with an empty key: a key names a list and a field in the
 /// transport, so it must have at least one character.

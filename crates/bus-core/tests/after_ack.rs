@@ -10,7 +10,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bus_core::records::ErrorRecord;
 use bus_core::transport::{
-    Consumer, ConsumerOptions, DeadLetterReason, Delivery, Outgoing, Receipt, Source, Transport,
+    Consumer, ConsumerExtras, ConsumerOptions, DeadLetterReason, Outgoing, Receipt, Received,
+    Source, Transport, Want,
 };
 use bus_core::{CommandProcessor, Context, Host, MemoryTransport, ProcessError, RedisCommand};
 use bus_test_redis::eventually;
@@ -66,12 +67,8 @@ struct FlakyConsumer {
 
 #[async_trait]
 impl Consumer for FlakyConsumer {
-    async fn receive(
-        &self,
-        max: usize,
-        stop: &CancellationToken,
-    ) -> bus_core::Result<Vec<Delivery>> {
-        self.inner.receive(max, stop).await
+    async fn receive(&self, want: Want, stop: &CancellationToken) -> bus_core::Result<Received> {
+        self.inner.receive(want, stop).await
     }
     async fn ack(&self, receipts: &[Receipt]) -> bus_core::Result<()> {
         if self.fail_acks.load(Ordering::SeqCst) {
@@ -103,6 +100,12 @@ impl Consumer for FlakyConsumer {
     }
     async fn recover(&self) -> bus_core::Result<usize> {
         self.inner.recover().await
+    }
+    async fn close(&self) -> bus_core::Result<()> {
+        self.inner.close().await
+    }
+    fn extras(&self) -> ConsumerExtras<'_> {
+        self.inner.extras()
     }
 }
 

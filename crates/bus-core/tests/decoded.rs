@@ -10,7 +10,8 @@ use std::time::{Duration, SystemTime};
 use async_trait::async_trait;
 use bus_core::records::ErrorRecord;
 use bus_core::transport::{
-    Consumer, ConsumerOptions, DeadLetterReason, Delivery, Outgoing, Receipt, Source, WireFormat,
+    Consumer, ConsumerExtras, ConsumerOptions, DeadLetterReason, Outgoing, Receipt, Received,
+    Source, Want, WireFormat,
 };
 use bus_core::{
     Command, CommandProcessor, Context, Envelope, Host, MemoryTransport, Message, MessageKind,
@@ -49,16 +50,16 @@ struct ReadingConsumer(Box<dyn Consumer>);
 
 #[async_trait]
 impl Consumer for ReadingConsumer {
-    async fn receive(&self, max: usize, stop: &CancellationToken) -> Result<Vec<Delivery>> {
-        let mut deliveries = self.0.receive(max, stop).await?;
-        for delivery in &mut deliveries {
+    async fn receive(&self, want: Want, stop: &CancellationToken) -> Result<Received> {
+        let mut received = self.0.receive(want, stop).await?;
+        for delivery in &mut received.deliveries {
             // What a foreign transport does on reserve; an element it cannot read is
             // left to the host's decode (and dead letter).
             delivery.decoded = Envelope::decode_shared(&delivery.payload)
                 .ok()
                 .map(Box::new);
         }
-        Ok(deliveries)
+        Ok(received)
     }
     async fn ack(&self, receipts: &[Receipt]) -> Result<()> {
         self.0.ack(receipts).await
@@ -82,6 +83,12 @@ impl Consumer for ReadingConsumer {
     }
     async fn recover(&self) -> Result<usize> {
         self.0.recover().await
+    }
+    async fn close(&self) -> Result<()> {
+        self.0.close().await
+    }
+    fn extras(&self) -> ConsumerExtras<'_> {
+        self.0.extras()
     }
 }
 

@@ -3,6 +3,7 @@
 //! application started is scraped over HTTP and its values checked against what the test
 //! did.
 
+use bus_core::transport::ConsumerExt;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -307,7 +308,7 @@ async fn lock_renewals_and_recoveries_are_counted() {
         .consumer(&queue, ConsumerOptions::new(Duration::from_millis(100), 5))
         .await
         .unwrap();
-    let taken = crashed.receive(2, &CancellationToken::new()).await.unwrap();
+    let taken = crashed.take(2, &CancellationToken::new()).await.unwrap();
     assert_eq!(taken.len(), 2);
     drop(crashed);
     bus.send(&Slow { n: 3 }).await.unwrap();

@@ -3,6 +3,7 @@
 //! that queue to their processors, and keeps the unknown-type rule (dead letter, or the
 //! hook). The foreign transport here is the in-memory one with another envelope.
 
+use bus_core::transport::ConsumerExt;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
@@ -313,7 +314,7 @@ async fn other_queues_of_the_transport_keep_the_native_envelope() {
         .await
         .unwrap();
     let stop = tokio_util::sync::CancellationToken::new();
-    let got = consumer.receive(10, &stop).await.unwrap();
+    let got = consumer.take(10, &stop).await.unwrap();
     let envelope = Envelope::decode(&got[0].payload).unwrap();
     assert_eq!(envelope.message_type, "audit");
     assert_eq!(&envelope.body[..], br#"{"n":3}"#);

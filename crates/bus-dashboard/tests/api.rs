@@ -5,6 +5,7 @@
 mod common;
 
 use bus_core::records::ErrorRecord;
+use bus_core::transport::ConsumerExt;
 use bus_core::transport::{ConsumerOptions, Source};
 use bus_core::{SagaStore, Transport};
 use bus_dashboard::DashboardOptions;
@@ -193,10 +194,7 @@ async fn the_queue_page_shows_ready_scheduled_and_in_flight_messages() {
         )
         .await
         .unwrap();
-    let taken = consumer
-        .receive(2, &CancellationToken::new())
-        .await
-        .unwrap();
+    let taken = consumer.take(2, &CancellationToken::new()).await.unwrap();
     assert_eq!(taken.len(), 2);
     let error = ErrorRecord::now("gateway timeout after 3012 ms");
     consumer
@@ -640,7 +638,7 @@ async fn the_queue_page_lists_the_keys_with_the_most_waiting() {
     while held.len() < 3 {
         let taken = tokio::time::timeout(
             WAIT,
-            consumer.receive(3 - held.len(), &CancellationToken::new()),
+            consumer.take(3 - held.len(), &CancellationToken::new()),
         )
         .await
         .expect("each key starts one message")

@@ -677,7 +677,10 @@ async fn a_queue_is_paused_and_resumed_from_its_page_and_a_tripped_breaker_shows
         .await
         .unwrap();
     consumer
-        .trip_breaker(Duration::from_secs(600))
+        .extras()
+        .fleet_breaker
+        .expect("a fleet breaker")
+        .trip(Duration::from_secs(600))
         .await
         .unwrap();
     browser

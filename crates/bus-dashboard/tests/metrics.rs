@@ -3,6 +3,7 @@
 
 mod common;
 
+use bus_core::transport::ConsumerExt;
 use bus_core::transport::{ConsumerOptions, Source};
 use bus_core::{RedisCommand, RedisEvent, Transport};
 use bus_dashboard::QueueMetrics;
@@ -82,10 +83,7 @@ async fn a_scrape_shows_ready_dead_delayed_in_flight_and_expired_locks() {
         .send_batch(&[Slow { n: 1 }, Slow { n: 2 }])
         .await
         .unwrap();
-    let taken = consumer
-        .receive(2, &CancellationToken::new())
-        .await
-        .unwrap();
+    let taken = consumer.take(2, &CancellationToken::new()).await.unwrap();
     assert_eq!(taken.len(), 2);
     consumer.close().await.unwrap();
 

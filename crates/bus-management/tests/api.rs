@@ -3,6 +3,7 @@
 
 mod common;
 
+use bus_core::transport::ConsumerExt;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -358,7 +359,7 @@ async fn requeue_to_another_subscription_of_the_topic_is_one_atomic_move() {
     let mut got = Vec::new();
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while got.len() < 2 && std::time::Instant::now() < deadline {
-        got.extend(audit_consumer.receive(10, &stop).await.unwrap());
+        got.extend(audit_consumer.take(10, &stop).await.unwrap());
     }
     assert_eq!(got.len(), 2, "audit received {}", got.len());
     for delivery in &got {
@@ -420,7 +421,7 @@ async fn purge_deletes_ready_and_delayed_but_keeps_in_flight_and_dead_letters() 
         .await
         .unwrap();
     let stop = CancellationToken::new();
-    let held = consumer.receive(2, &stop).await.unwrap();
+    let held = consumer.take(2, &stop).await.unwrap();
     assert_eq!(held.len(), 2);
     consumer
         .retry(
@@ -482,11 +483,19 @@ async fn purge_deletes_recovered_messages_waiting_to_run_alone() {
         .send_batch(&(1..=3).map(|n| Work { n }).collect::<Vec<_>>())
         .await
         .unwrap();
-    // A consumer takes all three and dies: recovery puts them on `suspects`.
-    let options = ConsumerOptions::new(Duration::from_millis(100), 5);
-    let consumer = s.transport.consumer(&work(), options).await.unwrap();
+    // A consumer takes all three and dies: another one's recovery puts them on `suspects`
+    // (a consumer silent for 1.3 s is gone, at a recovery interval of 100 ms).
+    let options = ConsumerOptions::new(Duration::from_millis(100), 5)
+        .recovery_interval(Duration::from_millis(100));
+    let holder = s
+        .transport
+        .consumer(&work(), options.clone())
+        .await
+        .unwrap();
     let stop = CancellationToken::new();
-    assert_eq!(consumer.receive(3, &stop).await.unwrap().len(), 3);
+    assert_eq!(holder.take(3, &stop).await.unwrap().len(), 3);
+    drop(holder);
+    let consumer = s.transport.consumer(&work(), options).await.unwrap();
     let keys = s.keys(&work());
     let recovered = bus_test_redis::eventually_async(Duration::from_secs(10), || async {
         consumer.recover().await.unwrap();

@@ -4,6 +4,7 @@
 
 mod common;
 
+use bus_core::transport::ConsumerExt;
 use bus_core::transport::{ConsumerOptions, Source};
 use bus_core::Transport;
 use bus_management::Error;
@@ -23,10 +24,7 @@ async fn leased_messages_count_in_flight_and_keep_a_subscription_from_removal() 
     for n in 0..3 {
         s.bus.publish(&Paid { n }).await.unwrap();
     }
-    let held = consumer
-        .receive(3, &CancellationToken::new())
-        .await
-        .unwrap();
+    let held = consumer.take(3, &CancellationToken::new()).await.unwrap();
     assert_eq!(held.len(), 3);
     let stats = s.management.stats(&mail).await.unwrap();
     assert_eq!(

@@ -5,6 +5,7 @@
 
 mod common;
 
+use bus_core::transport::ConsumerExt;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -246,7 +247,7 @@ async fn a_bulk_action_racing_a_consumer_neither_loses_nor_repeats_a_message() {
         let mut taken = Vec::new();
         let deadline = Instant::now() + Duration::from_secs(30);
         while Instant::now() < deadline {
-            let batch = consumer.receive(20, &stop).await.unwrap();
+            let batch = consumer.take(20, &stop).await.unwrap();
             if batch.is_empty() {
                 break;
             }

@@ -1,7 +1,12 @@
+-- The call's shape, generated from the script's declaration (lua!(..., keys, argv)):
+if #KEYS ~= 13 then error({ err = 'ERR bus: ack expects 13 KEYS, got ' .. #KEYS .. ' (docs/wire-format.md, "The calls")' }) end
+if #ARGV < 1 then error({ err = 'ERR bus: ack expects at least 1 ARGV (s), got ' .. #ARGV .. ' (docs/wire-format.md, "The calls")' }) end
+for _, i in ipairs({ 1 }) do
+  if not string.find(ARGV[i], '^%-?%d+$') then error({ err = 'ERR bus: ack expects an integer as ARGV[' .. i .. '], got ' .. string.format('%q', string.sub(ARGV[i], 1, 40)) .. ' (docs/wire-format.md, "The calls")' }) end
+end
+local INFLIGHT, MSGS, DELIVERIES, ERRORS, ISOLATED, LEASES, LEASED, KOF, KBUSY, KREADY, KQ, READY, HOLDERS = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13]
+-- (end of the generated shape)
 -- Ack: remove handled messages whose reservation is current.
--- KEYS: inflight, msgs, deliveries, errors, isolated, leases, leased, kof, kbusy, kready,
--- kq, ready (protocol 4: an acked keyed message gives its key's slot back; common.lua's
--- keys_freed. Only stored receipts can be keyed: one EXISTS kof per call that has some).
 -- ARGV: s, then s stored receipts (id, count), then per lease: token, k, the highest
 -- index, and its k indices.
 -- Leased messages: per lease, SADD of its indices into its `done` set, straight from ARGV
@@ -12,7 +17,6 @@
 -- Stored ones: the token check of the whole batch is two bulk reads (ZMSCORE inflight,
 -- HMGET deliveries), the removal bulk writes.
 -- Returns the number of messages acked.
-expect('ack', 12, 1, nil, { 1 })
 local s = tonumber(ARGV[1])
 if s < 0 or #ARGV < 1 + 2 * s then
   refuse('ack', string.format('expects %d stored receipts (id, count) after s, got %d ARGV', s, #ARGV - 1))
@@ -31,8 +35,8 @@ local acked = 0
 if s > 0 then
   local ids = {}
   for i = 1, s do ids[i] = ARGV[2 * i] end
-  local locks = bulk_read('ZMSCORE', KEYS[1], ids)
-  local counts = bulk_read('HMGET', KEYS[3], ids)
+  local locks = bulk_read('ZMSCORE', INFLIGHT, ids)
+  local counts = bulk_read('HMGET', DELIVERIES, ids)
   local done = {}
   for i = 1, s do
     if locks[i] and counts[i] == ARGV[2 * i + 1] then
@@ -40,20 +44,21 @@ if s > 0 then
       done[acked] = ids[i]
     end
   end
-  bulk('ZREM', KEYS[1], done)
-  bulk('HDEL', KEYS[2], done)
-  bulk('HDEL', KEYS[3], done)
-  if redis.call('EXISTS', KEYS[4]) == 1 then bulk('HDEL', KEYS[4], done) end
-  if redis.call('EXISTS', KEYS[5]) == 1 then bulk('SREM', KEYS[5], done) end
-  if acked > 0 and redis.call('EXISTS', KEYS[8]) == 1 then
-    keys_freed(KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12], done, now_ms())
+  bulk('ZREM', INFLIGHT, done)
+  bulk('HDEL', MSGS, done)
+  bulk('HDEL', DELIVERIES, done)
+  bulk('HDEL', HOLDERS, done)
+  if redis.call('EXISTS', ERRORS) == 1 then bulk('HDEL', ERRORS, done) end
+  if redis.call('EXISTS', ISOLATED) == 1 then bulk('SREM', ISOLATED, done) end
+  if acked > 0 and redis.call('EXISTS', KOF) == 1 then
+    keys_freed(KOF, KBUSY, KREADY, KQ, READY, done, now_ms())
   end
 end
 local left = 0
 at = 2 + 2 * s
 while at <= #ARGV do
   local token, last = ARGV[at], at + 2 + tonumber(ARGV[at + 1])
-  local lease = KEYS[6] .. ':' .. token
+  local lease = LEASES .. ':' .. token
   local len = redis.call('LLEN', lease)
   if len > 0 then
     local done = lease .. ':done'
@@ -85,10 +90,11 @@ while at <= #ARGV do
     end
     if redis.call('SCARD', done) >= len then
       redis.call('DEL', lease, done)
-      redis.call('ZREM', KEYS[6], token)
+      redis.call('ZREM', LEASES, token)
+      redis.call('HDEL', HOLDERS, token)
     end
   end
   at = last + 1
 end
-if left > 0 then unleased(KEYS[7], left) end
+if left > 0 then unleased(LEASED, left) end
 return acked + left

@@ -1,12 +1,11 @@
 -- Prepended to every admin script after common.lua (see scripts.rs): the helpers of the
 -- dead-letter operations.
 
--- The shape check of a call that selects dead letters: `keys` KEYS, then ARGV 'all', max
--- or 'ids', id...
-local function expect_selection(script, keys)
-  expect(script, keys, 1)
+-- The rest of the shape check of a call that selects dead letters: ARGV 'all', max or
+-- 'ids', id...
+local function expect_selection(script)
   if ARGV[1] == 'all' then
-    expect(script, keys, 2, 2, { 2 })
+    expect(script, nil, 2, 2, { 2 })
   elseif ARGV[1] ~= 'ids' then
     refuse(script, string.format("expects 'all' or 'ids' as ARGV[1], got %s", shown(1)))
   end

@@ -1,3 +1,7 @@
+-- The call's shape, generated from the script's declaration (lua!(..., keys, argv)):
+if #KEYS < 10 then error({ err = 'ERR bus: admin_delete_dead expects at least 10 KEYS, got ' .. #KEYS .. ' (docs/wire-format.md, "The calls")' }) end
+local DEAD, MSGS, DEAD_INFO, ERRORS, DELIVERIES, KOF, KBUSY, KREADY, KQ, READY = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
+-- (end of the generated shape)
 -- Delete dead letters: each id still in the dead list leaves it, and its envelope,
 -- dead-letter info, errors and delivery count are deleted. An id no longer there (requeued
 -- or deleted meanwhile, or a re-sent call) changes nothing, so the call is safe to repeat.
@@ -12,23 +16,22 @@
 -- back, as its ack would (common.lua's keys_freed): the key's later messages move on. A
 -- move across slots deletes through here too: its message leaves this queue, and so does
 -- its slot.
--- KEYS: dead, msgs, dead-info, errors, deliveries, kof, kbusy, kready, kq, ready
--- [, attachment orphans].  ARGV: id...
+-- A 11th KEY, the queue's attachment orphans list, for an operator's delete.
+-- ARGV: the ids to delete.
 -- Returns the ids deleted.
-expect('admin_delete_dead', nil, 0)
 if #KEYS ~= 10 and #KEYS ~= 11 then
   refuse('admin_delete_dead', string.format('expects 10 or 11 KEYS, got %d', #KEYS))
 end
 local deleted = {}
 for _, id in ipairs(ARGV) do
-  if redis.call('LREM', KEYS[1], 1, id) > 0 then deleted[#deleted + 1] = id end
+  if redis.call('LREM', DEAD, 1, id) > 0 then deleted[#deleted + 1] = id end
 end
-if #deleted > 0 and redis.call('EXISTS', KEYS[6]) == 1 then
-  keys_freed(KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], deleted, now_ms())
+if #deleted > 0 and redis.call('EXISTS', KOF) == 1 then
+  keys_freed(KOF, KBUSY, KREADY, KQ, READY, deleted, now_ms())
 end
 if KEYS[11] and #deleted > 0 then
   local orphans = {}
-  for i, envelope in ipairs(bulk_read('HMGET', KEYS[2], deleted)) do
+  for i, envelope in ipairs(bulk_read('HMGET', MSGS, deleted)) do
     if envelope and string.find(envelope, 'bus-attachment', 1, true) then
       orphans[#orphans + 1] = envelope
     end
@@ -39,8 +42,8 @@ if KEYS[11] and #deleted > 0 then
     redis.call('PEXPIRE', KEYS[11], 14 * 24 * 3600 * 1000)
   end
 end
-bulk('HDEL', KEYS[2], deleted)
-bulk('HDEL', KEYS[3], deleted)
-bulk('HDEL', KEYS[4], deleted)
-bulk('HDEL', KEYS[5], deleted)
+bulk('HDEL', MSGS, deleted)
+bulk('HDEL', DEAD_INFO, deleted)
+bulk('HDEL', ERRORS, deleted)
+bulk('HDEL', DELIVERIES, deleted)
 return deleted

@@ -1,3 +1,11 @@
+-- The call's shape, generated from the script's declaration (lua!(..., keys, argv)):
+if #KEYS ~= 4 then error({ err = 'ERR bus: admin_key_backlogs expects 4 KEYS, got ' .. #KEYS .. ' (docs/wire-format.md, "The calls")' }) end
+if #ARGV ~= 2 then error({ err = 'ERR bus: admin_key_backlogs expects 2 ARGV (keys, top), got ' .. #ARGV .. ' (docs/wire-format.md, "The calls")' }) end
+for _, i in ipairs({ 1, 2 }) do
+  if not string.find(ARGV[i], '^%-?%d+$') then error({ err = 'ERR bus: admin_key_backlogs expects an integer as ARGV[' .. i .. '], got ' .. string.format('%q', string.sub(ARGV[i], 1, 40)) .. ' (docs/wire-format.md, "The calls")' }) end
+end
+local KREADY, KBUSY, KQ, KWAIT = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+-- (end of the generated shape)
 -- The keys of an ordered queue with the most messages waiting for them (read only; per-key
 -- ordering, docs/redis-layout.md "Per-key ordering"). Looks at the first ARGV[1] keys of
 -- `kready` (those whose next message may start), one HSCAN page of about ARGV[1]
@@ -6,28 +14,26 @@
 -- messages is in one of them. Each with its waiting count (LLEN of
 -- its list) and its messages in flight; the ARGV[2] with the most waiting, most first.
 -- Bounded: about 3 x ARGV[1] keys looked at; `complete` says whether that was every key.
--- KEYS: kready, kbusy, kq (the prefix of the keys' lists), kwait.
 -- ARGV: keys to look at, top n.
 -- Returns { complete (1 or 0), then per key: key, waiting, in flight }.
-expect('admin_key_backlogs', 4, 2, 2, { 1, 2 })
 local bound, top = math.max(1, tonumber(ARGV[1])), math.max(0, tonumber(ARGV[2]))
 local complete = 1
 local seen, rows = {}, {}
 local function look(key)
   if seen[key] then return end
   seen[key] = true
-  local waiting = redis.call('LLEN', KEYS[3] .. ':' .. key)
+  local waiting = redis.call('LLEN', KQ .. ':' .. key)
   if waiting > 0 then
-    rows[#rows + 1] = { key, waiting, tonumber(redis.call('HGET', KEYS[2], key) or '0') or 0 }
+    rows[#rows + 1] = { key, waiting, tonumber(redis.call('HGET', KBUSY, key) or '0') or 0 }
   end
 end
-if redis.call('ZCARD', KEYS[1]) > bound then complete = 0 end
-for _, key in ipairs(redis.call('ZRANGE', KEYS[1], 0, bound - 1)) do look(key) end
-local page = redis.call('HSCAN', KEYS[2], '0', 'COUNT', bound)
+if redis.call('ZCARD', KREADY) > bound then complete = 0 end
+for _, key in ipairs(redis.call('ZRANGE', KREADY, 0, bound - 1)) do look(key) end
+local page = redis.call('HSCAN', KBUSY, '0', 'COUNT', bound)
 if page[1] ~= '0' then complete = 0 end
 for i = 1, #page[2], 2 do look(page[2][i]) end
-if redis.call('ZCARD', KEYS[4]) > bound then complete = 0 end
-for _, key in ipairs(redis.call('ZRANGE', KEYS[4], 0, bound - 1)) do look(key) end
+if redis.call('ZCARD', KWAIT) > bound then complete = 0 end
+for _, key in ipairs(redis.call('ZRANGE', KWAIT, 0, bound - 1)) do look(key) end
 table.sort(rows, function(a, b)
   if a[2] ~= b[2] then return a[2] > b[2] end
   if a[3] ~= b[3] then return a[3] > b[3] end

@@ -1,3 +1,11 @@
+-- The call's shape, generated from the script's declaration (lua!(..., keys, argv)):
+if #KEYS ~= 15 then error({ err = 'ERR bus: admin_purge expects 15 KEYS, got ' .. #KEYS .. ' (docs/wire-format.md, "The calls")' }) end
+if #ARGV ~= 3 then error({ err = 'ERR bus: admin_purge expects 3 ARGV (max_ready, max_delayed, max_keys), got ' .. #ARGV .. ' (docs/wire-format.md, "The calls")' }) end
+for _, i in ipairs({ 1, 2, 3 }) do
+  if not string.find(ARGV[i], '^%-?%d+$') then error({ err = 'ERR bus: admin_purge expects an integer as ARGV[' .. i .. '], got ' .. string.format('%q', string.sub(ARGV[i], 1, 40)) .. ' (docs/wire-format.md, "The calls")' }) end
+end
+local READY, DELAYED, MSGS, DELIVERIES, ERRORS, INFLIGHT, DEAD_INFO, SUSPECTS, FLOW, KREADY, KBUSY, KQ, KDUE, KWAIT, KOF = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13], KEYS[14], KEYS[15]
+-- (end of the generated shape)
 -- Purge one batch of waiting messages: up to ARGV[1] elements from the head of the
 -- recovered messages waiting to run alone (`suspects`), then of the ready list, and up to
 -- ARGV[2] of the earliest delayed ones. A stored message's envelope,
@@ -13,20 +21,15 @@
 -- messages in flight are untouched (they still hold them); a purged retry of a keyed
 -- message (on `ready` or delayed, its id in `kof`) gives its key's slot back, as its ack
 -- would, so that the key is not blocked for ever.
--- KEYS: ready, delayed, msgs, deliveries, errors, inflight, dead-info, suspects, flow,
--- kready, kbusy, kq (the prefix of the keys' lists), kdue (a purged delayed keyed send's
--- key goes with it), kwait (the keys over their per-key rate: swept with those at their
--- limit, and deleted), kof (the keys held by keyed messages).
 -- ARGV: max ready, max delayed, max keys (-1: leave the keys' lists).
 -- Returns { ready purged (a wake-up marker popped is not counted), delayed purged, keyed
 -- purged, keys popped, 1 if every key's list is gone else 0 }.
-expect('admin_purge', 15, 3, 3, { 1, 2, 3 })
 local forget = {}
 local ready = {}
 if tonumber(ARGV[1]) > 0 then
-  ready = redis.call('LPOP', KEYS[8], tonumber(ARGV[1])) or {}
+  ready = redis.call('LPOP', SUSPECTS, tonumber(ARGV[1])) or {}
   if #ready < tonumber(ARGV[1]) then
-    for _, element in ipairs(redis.call('LPOP', KEYS[1], tonumber(ARGV[1]) - #ready) or {}) do
+    for _, element in ipairs(redis.call('LPOP', READY, tonumber(ARGV[1]) - #ready) or {}) do
       ready[#ready + 1] = element
     end
   end
@@ -35,27 +38,27 @@ end
 local woken = 0
 for _, element in ipairs(ready) do
   if element == WAKE then woken = woken + 1 end
-  if redis.call('HEXISTS', KEYS[3], element) == 1
-      and not referenced_elsewhere(KEYS[6], KEYS[2], KEYS[7], element) then
+  if redis.call('HEXISTS', MSGS, element) == 1
+      and not referenced_elsewhere(INFLIGHT, DELAYED, DEAD_INFO, element) then
     forget[#forget + 1] = element
   end
 end
 local delayed = {}
 if tonumber(ARGV[2]) > 0 then
-  delayed = redis.call('ZRANGE', KEYS[2], 0, tonumber(ARGV[2]) - 1)
+  delayed = redis.call('ZRANGE', DELAYED, 0, tonumber(ARGV[2]) - 1)
 end
-bulk('ZREM', KEYS[2], delayed)
-bulk('HDEL', KEYS[13], delayed)
+bulk('ZREM', DELAYED, delayed)
+bulk('HDEL', KDUE, delayed)
 for _, id in ipairs(delayed) do
   -- (No longer delayed: only in flight or dead can hold it now.)
-  if not referenced_elsewhere(KEYS[6], KEYS[2], KEYS[7], id) then forget[#forget + 1] = id end
+  if not referenced_elsewhere(INFLIGHT, DELAYED, DEAD_INFO, id) then forget[#forget + 1] = id end
 end
-bulk('HDEL', KEYS[3], forget)
-bulk('HDEL', KEYS[4], forget)
-bulk('HDEL', KEYS[5], forget)
+bulk('HDEL', MSGS, forget)
+bulk('HDEL', DELIVERIES, forget)
+bulk('HDEL', ERRORS, forget)
 local keyed, popped, swept = 0, 0, 0
 local function drop_list(key)
-  local list = KEYS[12] .. ':' .. key
+  local list = KQ .. ':' .. key
   local n = redis.call('LLEN', list)
   if n > 0 then redis.call('DEL', list) end
   keyed = keyed + n
@@ -63,22 +66,22 @@ end
 local max_keys = tonumber(ARGV[3])
 if max_keys >= 0 then
   if max_keys > 0 then
-    local heads = redis.call('ZPOPMIN', KEYS[10], max_keys)
+    local heads = redis.call('ZPOPMIN', KREADY, max_keys)
     for i = 1, #heads, 2 do drop_list(heads[i]) end
     popped = #heads / 2
   end
   if popped < max_keys or max_keys == 0 then
-    for _, key in ipairs(redis.call('HKEYS', KEYS[11])) do drop_list(key) end
-    for _, key in ipairs(redis.call('ZRANGE', KEYS[14], 0, -1)) do drop_list(key) end
-    redis.call('DEL', KEYS[14])
-    redis.call('HDEL', KEYS[9], 'keyed')
+    for _, key in ipairs(redis.call('HKEYS', KBUSY)) do drop_list(key) end
+    for _, key in ipairs(redis.call('ZRANGE', KWAIT, 0, -1)) do drop_list(key) end
+    redis.call('DEL', KWAIT)
+    redis.call('HDEL', FLOW, 'keyed')
     swept = 1
-  elseif keyed > 0 and redis.call('HINCRBY', KEYS[9], 'keyed', -keyed) <= 0 then
-    redis.call('HDEL', KEYS[9], 'keyed')
+  elseif keyed > 0 and redis.call('HINCRBY', FLOW, 'keyed', -keyed) <= 0 then
+    redis.call('HDEL', FLOW, 'keyed')
   end
 end
 -- (After the lists: a freed key whose list was just deleted is not made ready.)
-if #forget > 0 and redis.call('EXISTS', KEYS[15]) == 1 then
-  keys_freed(KEYS[15], KEYS[11], KEYS[10], KEYS[12], KEYS[1], forget, now_ms())
+if #forget > 0 and redis.call('EXISTS', KOF) == 1 then
+  keys_freed(KOF, KBUSY, KREADY, KQ, READY, forget, now_ms())
 end
 return { #ready - woken, #delayed, keyed, popped, swept }

@@ -1,29 +1,32 @@
+-- The call's shape, generated from the script's declaration (lua!(..., keys, argv)):
+if #KEYS ~= 24 then error({ err = 'ERR bus: admin_unsubscribe expects 24 KEYS, got ' .. #KEYS .. ' (docs/wire-format.md, "The calls")' }) end
+if #ARGV ~= 2 then error({ err = 'ERR bus: admin_unsubscribe expects 2 ARGV (name, force), got ' .. #ARGV .. ' (docs/wire-format.md, "The calls")' }) end
+local SUBS, READY, INFLIGHT, DELAYED, DEAD, LEASES, LEASED, MSGS, DELIVERIES, ERRORS, DEAD_INFO, SEQ, SUSPECTS, ISOLATED, FLOW, FLOW_STARTS, KREADY, KBUSY, KOF, KDUE, KWAIT, HOLDERS, SEEN, SINCE = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13], KEYS[14], KEYS[15], KEYS[16], KEYS[17], KEYS[18], KEYS[19], KEYS[20], KEYS[21], KEYS[22], KEYS[23], KEYS[24]
+-- (end of the generated shape)
 -- Remove a subscription: drop its name from the topic's subscriptions (so publishes stop
 -- writing to it) and delete its queue's keys, in one step. Unless forced, a subscription
 -- whose queue still holds messages (ready, in flight, delayed or dead) is left untouched.
--- KEYS: subs, then the subscription queue's ready, inflight, delayed, dead, leases, leased,
--- and every other key of that queue (`QueueKeys::all`, 21 in all with subs). In flight
--- counts the leased messages too, and the lists and sets of the leases (named by the
--- tokens in `leases`) are deleted with the rest.
+-- Its KEYS are the topic's subscriptions and every key of the subscription's queue
+-- (`QueueKeys::all`); the lists and sets of the leases (named by the tokens in `leases`)
+-- are deleted with the rest.
 -- ARGV: name, force (1 or 0).
 -- Returns { 1, was registered, keys deleted }, or { 0, ready, inflight, delayed, dead }
 -- when refused.
-expect('admin_unsubscribe', 21, 2, 2)
 if ARGV[2] ~= '0' and ARGV[2] ~= '1' then
   refuse('admin_unsubscribe', string.format('expects force 1 or 0 as ARGV[2], got %s', shown(2)))
 end
 local held = {
-  redis.call('LLEN', KEYS[2]),
-  redis.call('ZCARD', KEYS[3]) + tonumber(redis.call('GET', KEYS[7]) or '0'),
-  redis.call('ZCARD', KEYS[4]),
-  redis.call('LLEN', KEYS[5]),
+  redis.call('LLEN', READY),
+  redis.call('ZCARD', INFLIGHT) + tonumber(redis.call('GET', LEASED) or '0'),
+  redis.call('ZCARD', DELAYED),
+  redis.call('LLEN', DEAD),
 }
 if ARGV[2] ~= '1' and held[1] + held[2] + held[3] + held[4] > 0 then
   return { 0, held[1], held[2], held[3], held[4] }
 end
-for _, token in ipairs(redis.call('ZRANGE', KEYS[6], 0, -1)) do
-  redis.call('UNLINK', KEYS[6] .. ':' .. token, KEYS[6] .. ':' .. token .. ':done')
+for _, token in ipairs(redis.call('ZRANGE', LEASES, 0, -1)) do
+  redis.call('UNLINK', LEASES .. ':' .. token, LEASES .. ':' .. token .. ':done')
 end
-local was = redis.call('SREM', KEYS[1], ARGV[1])
+local was = redis.call('SREM', SUBS, ARGV[1])
 local deleted = redis.call('UNLINK', unpack(KEYS, 2))
 return { 1, was, deleted }

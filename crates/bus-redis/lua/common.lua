@@ -5,16 +5,11 @@ local ERROR_HISTORY = 10
 -- that consumers blocked on the list wake and wait for its due time instead.
 local WAKE = '~wake'
 
--- The script protocol (the keys, the scripts' KEYS and ARGV, their replies) these scripts
--- speak: 4, the lease layout with flow control, message deadlines and per-key ordering. Redis records it per
--- prefix (`<prefix>:protocol`), checked when a client connects (docs/wire-format.md "Versioning").
-local PROTOCOL = 4
-
 -- Refuses the call with an error naming the script and the protocol. Only ever called
 -- before a script's first write, so a refused call changes nothing.
 local function refuse(script, problem)
-  error({ err = string.format('ERR bus protocol %d: %s %s (see docs/wire-format.md "Versioning")',
-    PROTOCOL, script, problem) })
+  error({ err = string.format('ERR bus: %s %s (docs/wire-format.md, "The calls")', script,
+    problem) })
 end
 
 -- ARGV[i] for an error message: quoted, cut short.
@@ -29,11 +24,15 @@ local function is_integer(value)
   return value ~= nil and string.find(value, '^%-?%d+$') ~= nil
 end
 
--- The shape check every script makes first: exactly `keys` KEYS (nil: not checked here),
--- `min` to `max` ARGV (nil: no maximum), and an integer at each position in `integers`.
+-- The shape check every script makes first, generated from its shape (bus-redis's
+-- src/shape.rs): exactly `keys` KEYS (a negative number: at least that many; nil: not
+-- checked here), `min` to `max` ARGV (nil: no maximum), and an integer at each position in
+-- `integers`.
 local function expect(script, keys, min, max, integers)
-  if keys and #KEYS ~= keys then
+  if keys and keys >= 0 and #KEYS ~= keys then
     refuse(script, string.format('expects %d KEYS, got %d', keys, #KEYS))
+  elseif keys and keys < 0 and #KEYS < -keys then
+    refuse(script, string.format('expects at least %d KEYS, got %d', -keys, #KEYS))
   end
   if #ARGV < min or (max and #ARGV > max) then
     local wanted = (max == min and tostring(min))
@@ -48,10 +47,9 @@ local function expect(script, keys, min, max, integers)
   end
 end
 
--- The shape of a call that takes nothing but receipts (release, absolve): `keys` KEYS, then
+-- The rest of the shape check of a call that takes nothing but receipts (release, absolve):
 -- `id, count` pairs (a leased message: `token, index`).
-local function expect_receipts(script, keys)
-  expect(script, keys, 0)
+local function expect_receipts(script)
   if #ARGV % 2 == 1 then
     refuse(script, string.format('expects id, count pairs, got %d ARGV', #ARGV))
   end
@@ -181,7 +179,7 @@ end
 -- Takes message `index` (a decimal string) out of lease `token` and returns its
 -- envelope; nil when the receipt is stale (lease recovered, index already settled, out
 -- of range or not spelled as reserve hands it out). Deletes the lease with its last message.
-local function unlease(leases, leased, token, index)
+local function unlease(leases, leased, holders, token, index)
   if not canonical_index(index) then return nil end
   local lease = leases .. ':' .. token
   local envelope = redis.call('LINDEX', lease, index)
@@ -192,6 +190,7 @@ local function unlease(leases, leased, token, index)
   if redis.call('SCARD', done) >= redis.call('LLEN', lease) then
     redis.call('DEL', lease, done)
     redis.call('ZREM', leases, token)
+    redis.call('HDEL', holders, token)
   end
   return envelope
 end
@@ -209,16 +208,51 @@ end
 -- its index) is stored first with its one delivery; a stored one (`receipt` is its
 -- count) must hold the current reservation. Returns its storage id, nil for a stale
 -- receipt.
-local function leave_flight(inflight, deliveries, isolated, msgs, leases, leased, id, receipt)
+local function leave_flight(inflight, deliveries, isolated, msgs, leases, leased, holders, id,
+                            receipt)
   if is_lease(id) then
-    local envelope = unlease(leases, leased, id, receipt)
+    local envelope = unlease(leases, leased, holders, id, receipt)
     if not envelope then return nil end
     return store_leased(msgs, deliveries, id, receipt, envelope)
   end
   if not current(inflight, deliveries, id, receipt) then return nil end
   redis.call('ZREM', inflight, id)
   redis.call('SREM', isolated, id)
+  redis.call('HDEL', holders, id)
   return id
+end
+
+-- Holders (docs/redis-layout.md, "Holders and presence"). Every lock records the consumer
+-- that holds it, in `holders` (a lease's token or a stored message's id -> holder id), and
+-- every consumer marks itself present on each recover and renew call: `seen` (sorted set,
+-- holder -> its last call, Redis's clock) and `since` (hash, holder -> when its current
+-- presence began: its first call after an absence longer than `dead_after` ms).
+
+-- Marks `holder` present at `now`; returns when its current presence began.
+local function mark_present(seen, since, holder, now, dead_after)
+  local last = tonumber(redis.call('ZSCORE', seen, holder))
+  local began = tonumber(redis.call('HGET', since, holder))
+  if not (last and began) or now - last > dead_after then
+    began = now
+    redis.call('HSET', since, holder, now)
+  end
+  redis.call('ZADD', seen, now, holder)
+  return began
+end
+
+-- What an expired lock's holder is: 'alive' (it called within `dead_after` ms: the lock
+-- expired under a live holder, a stall or a pause, not a crash), 'gone' (silent for longer
+-- while `judging`), or nil (not known yet). A lock with no holder recorded counts as gone.
+-- `judging` is false while the caller itself has been present for less than `dead_after`:
+-- after an absence of its own (a stall of every link, a paused Redis) the others' silence
+-- says nothing until they have had the time to call again.
+local function holder_state(holders, seen, lock, now, dead_after, judging)
+  local holder = redis.call('HGET', holders, lock)
+  if not holder then return 'gone' end
+  local last = tonumber(redis.call('ZSCORE', seen, holder))
+  if last and now - last <= dead_after then return 'alive' end
+  if judging then return 'gone' end
+  return nil
 end
 
 -- Per-key ordering (protocol 4; docs/redis-layout.md "Per-key ordering"). A keyed message

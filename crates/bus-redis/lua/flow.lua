@@ -10,18 +10,27 @@
 -- message) is the probe, and its slot is held for one lock timeout.
 local FLOW_PAUSED, FLOW_FULL, FLOW_RATE, FLOW_BREAKER, FLOW_PROBE = 2, 3, 4, 5, 6
 
+-- How a rate limit's window counts a start: for its length and a margin (a tenth of it, at
+-- most 50 ms; bus_core::flow::start_margin), since a start is counted at reserve and its
+-- handler starts a little later, so that the limit holds at handler start.
+local function rate_window(per)
+  return per + math.min(50, math.floor(per / 10))
+end
+
 -- How many of `want` messages this reserve may take: `n, status, wait_ms, window, per_key,
--- probe`.
+-- probe`. Under a rate limit (the queue's or its keys') at most `start_now`: what the
+-- consumer would start at once, so that none of them waits in a prefetch buffer.
 -- n = 0 comes with a status (paused, full, rate) and, for the rate limit, the ms until a
 -- start leaves the window. `window` (nil without a rate limit) is what flow_started needs.
 -- `per_key` (protocol 4; nil: not ordered) is the `per_key` field as text: how many
 -- messages of one key may be in flight ("0": ordering was switched off, the keys' lists
 -- drain without a limit). `probe` (protocol 4): a fleet circuit breaker's cool-down is
 -- over, so `n` is at most 1 and what is taken is the probe (flow_probe_taken).
-local function flow_allowance(flow, starts, inflight, leased, want, now)
+local function flow_allowance(flow, starts, inflight, leased, want, start_now, now)
   local f = redis.call('HMGET', flow, 'paused', 'concurrency', 'rate', 'per_ms', 'per_key',
-    'breaker_until', 'breaker_probe')
+    'breaker_until', 'breaker_probe', 'key_rate')
   local per_key = f[5] or nil
+  if f[8] then want = math.min(want, start_now) end
   if not (f[1] or f[2] or f[3] or f[6]) then return want, 0, -1, nil, per_key end
   if f[1] == '1' then return 0, FLOW_PAUSED, -1, nil, per_key end
   local probe = nil
@@ -41,6 +50,8 @@ local function flow_allowance(flow, starts, inflight, leased, want, now)
   end
   local rate, per = tonumber(f[3]), tonumber(f[4])
   if rate and per and rate > 0 and per > 0 then
+    n = math.min(n, start_now)
+    per = rate_window(per)
     redis.call('ZREMRANGEBYSCORE', starts, '-inf', now - per)
     local free = rate - redis.call('ZCARD', starts)
     if free <= 0 then

@@ -1,12 +1,19 @@
+-- The call's shape, generated from the script's declaration (lua!(..., keys, argv)):
+if #KEYS < 1 then error({ err = 'ERR bus: publish_at expects at least 1 KEYS, got ' .. #KEYS .. ' (docs/wire-format.md, "The calls")' }) end
+if #ARGV < 1 then error({ err = 'ERR bus: publish_at expects at least 1 ARGV (s), got ' .. #ARGV .. ' (docs/wire-format.md, "The calls")' }) end
+for _, i in ipairs({ 1 }) do
+  if not string.find(ARGV[i], '^%-?%d+$') then error({ err = 'ERR bus: publish_at expects an integer as ARGV[' .. i .. '], got ' .. string.format('%q', string.sub(ARGV[i], 1, 40)) .. ' (docs/wire-format.md, "The calls")' }) end
+end
+local SUBS = KEYS[1]
+-- (end of the generated shape)
 -- Delayed publish: a copy of every event to every subscription of the topic, each
 -- stored and scheduled at the due time there, all or none (docs/redis-layout.md,
 -- "Delayed publish").
--- KEYS: subs, then delayed, msgs, ready of each valid subscription, in the order of
--- ARGV's names.
+-- After `subs`, the KEYS are delayed, msgs and ready of each valid subscription, in the
+-- order of ARGV's names.
 -- ARGV: S, name_1 .. name_S (every name read), due_ms, id, envelope, id, envelope, ...
 -- Returns the number of subscriptions written, or -1 when the caller's list of names is
 -- not the current set.
-expect('publish_at', nil, 2, nil, { 1 })
 local s = tonumber(ARGV[1])
 if s < 0 or #ARGV < 2 + s or (#ARGV - 2 - s) % 2 ~= 0 or #KEYS < 1 or (#KEYS - 1) % 3 ~= 0
     or #KEYS > 1 + 3 * s or not is_integer(ARGV[2 + s]) then
@@ -14,9 +21,9 @@ if s < 0 or #ARGV < 2 + s or (#ARGV - 2 - s) % 2 ~= 0 or #KEYS < 1 or (#KEYS - 1
     'expects 1 + 3 per subscription KEYS, S names, the due time and id, envelope pairs (S = %s), got %d KEYS, %d ARGV',
     ARGV[1], #KEYS, #ARGV))
 end
-if redis.call('SCARD', KEYS[1]) ~= s then return -1 end
+if redis.call('SCARD', SUBS) ~= s then return -1 end
 for k = 1, s do
-  if redis.call('SISMEMBER', KEYS[1], ARGV[1 + k]) == 0 then return -1 end
+  if redis.call('SISMEMBER', SUBS, ARGV[1 + k]) == 0 then return -1 end
 end
 local due = tonumber(ARGV[2 + s])
 local fields, ids = {}, {}

@@ -1,25 +1,29 @@
+-- The call's shape, generated from the script's declaration (lua!(..., keys, argv)):
+if #KEYS ~= 8 then error({ err = 'ERR bus: release expects 8 KEYS, got ' .. #KEYS .. ' (docs/wire-format.md, "The calls")' }) end
+local INFLIGHT, DELIVERIES, READY, ISOLATED, SUSPECTS, LEASES, LEASED, HOLDERS = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+-- (end of the generated shape)
 -- Release: return reserved messages that never started to the head of the ready list
 -- (a recovered one to the head of `suspects`), in their order, and take back their
 -- delivery count. A leased envelope goes back as it was sent: fresh, count 0 again.
--- KEYS: inflight, deliveries, ready, isolated, suspects, leases, leased.
 -- ARGV: id, count, id, count, ... (reservation order; a leased message: token, index)
-expect_receipts('release', 7)
+expect_receipts('release')
 local released = 0
 for i = #ARGV - 1, 1, -2 do
   local id = ARGV[i]
   if is_lease(id) then
-    local envelope = unlease(KEYS[6], KEYS[7], id, ARGV[i + 1])
+    local envelope = unlease(LEASES, LEASED, HOLDERS, id, ARGV[i + 1])
     if envelope then
-      redis.call('LPUSH', KEYS[3], envelope)
+      redis.call('LPUSH', READY, envelope)
       released = released + 1
     end
-  elseif current(KEYS[1], KEYS[2], id, ARGV[i + 1]) then
-    redis.call('ZREM', KEYS[1], id)
-    redis.call('HINCRBY', KEYS[2], id, -1)
-    if redis.call('SREM', KEYS[4], id) == 1 then
-      redis.call('LPUSH', KEYS[5], id)
+  elseif current(INFLIGHT, DELIVERIES, id, ARGV[i + 1]) then
+    redis.call('ZREM', INFLIGHT, id)
+    redis.call('HDEL', HOLDERS, id)
+    redis.call('HINCRBY', DELIVERIES, id, -1)
+    if redis.call('SREM', ISOLATED, id) == 1 then
+      redis.call('LPUSH', SUSPECTS, id)
     else
-      redis.call('LPUSH', KEYS[3], id)
+      redis.call('LPUSH', READY, id)
     end
     released = released + 1
   end

@@ -1,10 +1,15 @@
+-- The call's shape, generated from the script's declaration (lua!(..., keys, argv)):
+if #KEYS ~= 20 then error({ err = 'ERR bus: reserve expects 20 KEYS, got ' .. #KEYS .. ' (docs/wire-format.md, "The calls")' }) end
+if #ARGV ~= 4 then error({ err = 'ERR bus: reserve expects 4 ARGV (max, lock_ms, holder, start_now), got ' .. #ARGV .. ' (docs/wire-format.md, "The calls")' }) end
+for _, i in ipairs({ 1, 2, 4 }) do
+  if not string.find(ARGV[i], '^%-?%d+$') then error({ err = 'ERR bus: reserve expects an integer as ARGV[' .. i .. '], got ' .. string.format('%q', string.sub(ARGV[i], 1, 40)) .. ' (docs/wire-format.md, "The calls")' }) end
+end
+local READY, MSGS, DELIVERIES, INFLIGHT, DELAYED, SEQ, DEAD_INFO, SUSPECTS, LEASES, LEASED, FLOW, FLOW_STARTS, KREADY, KBUSY, KOF, KQ, KDUE, KWAIT, KSTARTS, HOLDERS = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13], KEYS[14], KEYS[15], KEYS[16], KEYS[17], KEYS[18], KEYS[19], KEYS[20]
+-- (end of the generated shape)
 -- Reserve: promote due delayed messages, then move up to N ready elements into flight.
--- KEYS: ready, msgs, deliveries, inflight, delayed, seq, dead-info, suspects, leases,
--- leased, flow, flow-starts, kready, kbusy, kof, kq, kdue, kwait, kstarts (protocol 4:
--- per-key ordering; `kq` is the prefix of the keys' lists `<kq>:<key>`; a due delayed
--- keyed send joins its key's list, common.lua's promote_due; `kwait` holds the keys over
--- their per-key rate, `kstarts` is the prefix of their windows `<kstarts>:<key>`).
--- ARGV: max (at most LEASE_MAX taken), lock_ms.
+-- ARGV: max (at most LEASE_MAX taken), lock_ms, holder (the reserving consumer's id: every
+-- lock taken records it in `holders`, common.lua's "Holders"), start_now (how many of them
+-- the consumer would start at once: all a queue under a rate limit gives; flow.lua).
 -- Returns { wait_ms, pending, token, envelopes, position, id, count, envelope, ... }.
 -- wait_ms: when nothing was reserved, the time until the next delayed message is due
 -- (-1: none scheduled). pending = 1: recovered messages wait to be delivered alone
@@ -32,35 +37,36 @@
 -- the ready part as quadruples. With a per-key rate (`key_rate` per `key_per_ms` in
 -- `flow`), a key whose window is full waits in `kwait` until a start leaves it, and the
 -- wait hint covers it (a consumer that took nothing waits until then, no polling).
-expect('reserve', 19, 2, 2, { 1, 2 })
 local now = now_ms()
-promote_due(KEYS[5], KEYS[1], KEYS[2], KEYS[17], KEYS[11], KEYS[13], KEYS[14], KEYS[16], now)
+promote_due(DELAYED, READY, MSGS, KDUE, FLOW, KREADY, KBUSY, KQ, now)
 local want, held, flow_wait, window, per_key, probe =
-  flow_allowance(KEYS[11], KEYS[12], KEYS[4], KEYS[10], math.min(tonumber(ARGV[1]), LEASE_MAX), now)
+  flow_allowance(FLOW, FLOW_STARTS, INFLIGHT, LEASED, math.min(tonumber(ARGV[1]), LEASE_MAX),
+    tonumber(ARGV[4]), now)
 if held > 0 then return { flow_wait, held } end
-if redis.call('LLEN', KEYS[8]) > 0 then return { -1, 1 } end
+if redis.call('LLEN', SUSPECTS) > 0 then return { -1, 1 } end
 -- Per-key ordering: keys waiting to start keep up to half the allowance (a call for one
 -- message alternates by the clock's parity).
 local key_rate, key_per
 if per_key then
-  local r = redis.call('HMGET', KEYS[11], 'key_rate', 'key_per_ms')
+  local r = redis.call('HMGET', FLOW, 'key_rate', 'key_per_ms')
   key_rate, key_per = tonumber(r[1]), tonumber(r[2])
   if not (key_rate and key_per and key_rate > 0 and key_per > 0) then key_rate = nil end
+  if key_rate then key_per = rate_window(key_per) end
   -- Keys whose window freed a start take their turn again (all once the rate is gone).
-  local cooled = redis.call('ZRANGEBYSCORE', KEYS[18], '-inf', key_rate and now or '+inf',
+  local cooled = redis.call('ZRANGEBYSCORE', KWAIT, '-inf', key_rate and now or '+inf',
     'LIMIT', 0, 100)
-  for _, key in ipairs(cooled) do redis.call('ZADD', KEYS[13], 'NX', now, key) end
-  bulk('ZREM', KEYS[18], cooled)
+  for _, key in ipairs(cooled) do redis.call('ZADD', KREADY, 'NX', now, key) end
+  bulk('ZREM', KWAIT, cooled)
 end
 local keyed_share = 0
-if per_key and redis.call('ZCARD', KEYS[13]) > 0 then
+if per_key and redis.call('ZCARD', KREADY) > 0 then
   keyed_share = math.floor(want / 2)
   if want == 1 and now % 2 == 0 then keyed_share = 1 end
 end
 local elements = {}
-if want > keyed_share then elements = redis.call('LPOP', KEYS[1], want - keyed_share) or {} end
+if want > keyed_share then elements = redis.call('LPOP', READY, want - keyed_share) or {} end
 local n = #elements
-local lock_ms = tonumber(ARGV[2])
+local lock_ms, holder = tonumber(ARGV[2]), ARGV[3]
 -- The common case: all fresh, and the popped table is the lease and the reply as is.
 local lease, out = elements, { -1, 0, false, elements }
 for i = 1, n do
@@ -74,7 +80,7 @@ if not lease then
   out[4] = lease
   -- Strings, formatted once: Lua numbers passed to Redis are formatted per call.
   local deadline = tostring(now + lock_ms)
-  local locks, taken, delivered = {}, {}, 0
+  local locks, owners, taken, delivered = {}, {}, {}, 0
   for i = 1, n do
     local element = elements[i]
     if surely_fresh(element) then
@@ -82,23 +88,23 @@ if not lease then
       delivered = delivered + 1
     elseif element ~= WAKE then
       -- (The wake-up marker only woke us: the wait hint below says when it is due.)
-      local id, count, envelope = element, nil, redis.call('HGET', KEYS[2], element)
+      local id, count, envelope = element, nil, redis.call('HGET', MSGS, element)
       if envelope then
-        if taken[id] or referenced_elsewhere(KEYS[4], KEYS[5], KEYS[7], id) then
+        if taken[id] or referenced_elsewhere(INFLIGHT, DELAYED, DEAD_INFO, id) then
           -- A stray reference to a message that is in flight (reserved earlier or in
           -- this very call), delayed or dead (a duplicate pushed by hand): skipped, so
           -- no message is ever in two places.
         else
           taken[id] = true
-          count = redis.call('HINCRBY', KEYS[3], id, 1)
+          count = redis.call('HINCRBY', DELIVERIES, id, 1)
         end
       else
         -- A foreign element that is not an envelope as sent: stored as is, under a
         -- storage id, and delivered (the consumer dead-letters what it cannot decode).
-        id = string.format('~%d', redis.call('INCR', KEYS[6]))
+        id = string.format('~%d', redis.call('INCR', SEQ))
         envelope, count = element, 1
-        redis.call('HSET', KEYS[2], id, envelope)
-        redis.call('HSET', KEYS[3], id, '1')
+        redis.call('HSET', MSGS, id, envelope)
+        redis.call('HSET', DELIVERIES, id, '1')
       end
       if count then
         out[#out + 1] = delivered
@@ -107,17 +113,21 @@ if not lease then
         out[#out + 1] = envelope
         locks[#locks + 1] = deadline
         locks[#locks + 1] = id
+        owners[#owners + 1] = id
+        owners[#owners + 1] = holder
         delivered = delivered + 1
       end
     end
   end
-  bulk('ZADD', KEYS[4], locks)
+  bulk('ZADD', INFLIGHT, locks)
+  bulk('HSET', HOLDERS, owners)
 end
 if #lease > 0 then
-  local token = string.format('~L%d', redis.call('INCRBY', KEYS[6], #lease) - #lease + 1)
-  bulk('RPUSH', KEYS[9] .. ':' .. token, lease)
-  redis.call('ZADD', KEYS[9], now + lock_ms, token)
-  redis.call('INCRBY', KEYS[10], #lease)
+  local token = string.format('~L%d', redis.call('INCRBY', SEQ, #lease) - #lease + 1)
+  bulk('RPUSH', LEASES .. ':' .. token, lease)
+  redis.call('ZADD', LEASES, now + lock_ms, token)
+  redis.call('HSET', HOLDERS, token, holder)
+  redis.call('INCRBY', LEASED, #lease)
   out[3] = token
 end
 
@@ -130,29 +140,29 @@ end
 -- the messages are stored in four bulk writes after the loop, which reads none of them.
 local function take_keyed(max, limit, delivered)
   local deadline, taken, passed = tostring(now + lock_ms), 0, 0
-  local first, stored, counts, locks, keys_of = nil, {}, {}, {}, {}
+  local first, stored, counts, locks, keys_of, owners = nil, {}, {}, {}, {}, {}
   -- A key whose list or window is not of its type (garbage) fails the call: what the loop
   -- took before it is still stored and locked below, so no popped message is lost.
   local ok, failure = pcall(function()
     while taken < max and passed < 100 do
-      local head = redis.call('ZPOPMIN', KEYS[13])
+      local head = redis.call('ZPOPMIN', KREADY)
       if #head == 0 then break end
       local key = head[1]
-      local list = KEYS[16] .. ':' .. key
-      local busy = tonumber(redis.call('HGET', KEYS[14], key) or '0')
+      local list = KQ .. ':' .. key
+      local busy = tonumber(redis.call('HGET', KBUSY, key) or '0')
       local free = limit == 0 or busy < limit
-      local starts = KEYS[19] .. ':' .. key
+      local starts = KSTARTS .. ':' .. key
       if free and key_rate then
         redis.call('ZREMRANGEBYSCORE', starts, '-inf', now - key_per)
         if redis.call('ZCARD', starts) >= key_rate then
           local oldest = redis.call('ZRANGE', starts, 0, 0, 'WITHSCORES')
-          redis.call('ZADD', KEYS[18], tonumber(oldest[2]) + key_per, key)
+          redis.call('ZADD', KWAIT, tonumber(oldest[2]) + key_per, key)
           free = false
         end
       end
       local envelope = free and redis.call('LPOP', list)
       if envelope then
-        first = first or redis.call('INCRBY', KEYS[6], max) - max + 1
+        first = first or redis.call('INCRBY', SEQ, max) - max + 1
         local id = string.format('~%d', first + taken)
         if key_rate then
           redis.call('ZADD', starts, now, id)
@@ -163,14 +173,15 @@ local function take_keyed(max, limit, delivered)
         counts[at + 1], counts[at + 2] = id, '1'
         locks[at + 1], locks[at + 2] = deadline, id
         keys_of[at + 1], keys_of[at + 2] = id, key
-        redis.call('HINCRBY', KEYS[14], key, 1)
+        owners[at + 1], owners[at + 2] = id, holder
+        redis.call('HINCRBY', KBUSY, key, 1)
         out[#out + 1] = delivered + taken
         out[#out + 1] = id
         out[#out + 1] = 1
         out[#out + 1] = envelope
         taken = taken + 1
         if (limit == 0 or busy + 1 < limit) and redis.call('LLEN', list) > 0 then
-          redis.call('ZADD', KEYS[13], now, key)
+          redis.call('ZADD', KREADY, now, key)
         end
       else
         passed = passed + 1
@@ -178,13 +189,14 @@ local function take_keyed(max, limit, delivered)
     end
   end)
   if taken > 0 then
-    bulk('HSET', KEYS[2], stored)
-    bulk('HSET', KEYS[3], counts)
-    bulk('ZADD', KEYS[4], locks)
-    bulk('HSET', KEYS[15], keys_of)
+    bulk('HSET', MSGS, stored)
+    bulk('HSET', DELIVERIES, counts)
+    bulk('ZADD', INFLIGHT, locks)
+    bulk('HSET', KOF, keys_of)
+    bulk('HSET', HOLDERS, owners)
     -- The count of messages waiting for their key (send_keyed.lua); gone at zero.
-    if redis.call('HINCRBY', KEYS[11], 'keyed', -taken) <= 0 then
-      redis.call('HDEL', KEYS[11], 'keyed')
+    if redis.call('HINCRBY', FLOW, 'keyed', -taken) <= 0 then
+      redis.call('HDEL', FLOW, 'keyed')
     end
   end
   if not ok then error(failure) end
@@ -194,15 +206,15 @@ if per_key then
   if want > delivered then take_keyed(want - delivered, tonumber(per_key) or 1, delivered) end
 end
 if #lease == 0 and #out == 4 then
-  local first = redis.call('ZRANGE', KEYS[5], 0, 0, 'WITHSCORES')
+  local first = redis.call('ZRANGE', DELAYED, 0, 0, 'WITHSCORES')
   if #first > 0 then out[1] = math.max(0, tonumber(first[2]) - now) end
   -- (A key over its rate: its turn comes back then.)
-  local cooling = per_key and redis.call('ZRANGE', KEYS[18], 0, 0, 'WITHSCORES') or {}
+  local cooling = per_key and redis.call('ZRANGE', KWAIT, 0, 0, 'WITHSCORES') or {}
   if #cooling > 0 then
     local wait = math.max(1, tonumber(cooling[2]) - now)
     if out[1] < 0 or wait < out[1] then out[1] = wait end
   end
 end
-flow_started(KEYS[11], KEYS[12], window, #lease + (#out - 4) / 4, now)
-if probe then out[2] = flow_probe_taken(KEYS[11], #lease + (#out - 4) / 4, now, lock_ms) end
+flow_started(FLOW, FLOW_STARTS, window, #lease + (#out - 4) / 4, now)
+if probe then out[2] = flow_probe_taken(FLOW, #lease + (#out - 4) / 4, now, lock_ms) end
 return out

@@ -1,9 +1,17 @@
+-- The call's shape, generated from the script's declaration (lua!(..., keys, argv)):
+if #KEYS < 3 then error({ err = 'ERR bus: send_once_batch expects at least 3 KEYS, got ' .. #KEYS .. ' (docs/wire-format.md, "The calls")' }) end
+if #ARGV < 4 then error({ err = 'ERR bus: send_once_batch expects at least 4 ARGV (n, window_ms, due_ms, key), got ' .. #ARGV .. ' (docs/wire-format.md, "The calls")' }) end
+for _, i in ipairs({ 1, 2 }) do
+  if not string.find(ARGV[i], '^%-?%d+$') then error({ err = 'ERR bus: send_once_batch expects an integer as ARGV[' .. i .. '], got ' .. string.format('%q', string.sub(ARGV[i], 1, 40)) .. ' (docs/wire-format.md, "The calls")' }) end
+end
+local READY, DELAYED, MSGS = KEYS[1], KEYS[2], KEYS[3]
+-- (end of the generated shape)
 -- Deduplicated batch: send_once.lua for many messages in one call. Per message, the check
 -- of its deduplication key, the key and the store are one step; a key taken by an earlier
 -- message of the same call holds for the later ones (docs/redis-layout.md,
 -- "Deduplication").
--- KEYS: ready, delayed, msgs [, flow, kready, kbusy, kq, kdue: with a key], then one
--- dedup:<key> per message, in the messages' order.
+-- After ready, delayed and msgs, the KEYS are flow, kready, kbusy, kq and kdue when the
+-- messages have a key, then one dedup:<key> per message, in the messages' order.
 -- ARGV: n, window_ms, due_ms ('' : ready now), key ('' : none), then n id, envelope pairs.
 -- With a key, on a queue ordered per key, the stored messages join the key's order as
 -- send_once.lua's keyed form puts one there (now, or at their due time).
@@ -45,12 +53,12 @@ for i = 1, n do
   local first = redis.call('GET', dedup)
   if first then
     replies[i] = first
-  elseif delayed and redis.call('HEXISTS', KEYS[3], id) == 1 then
+  elseif delayed and redis.call('HEXISTS', MSGS, id) == 1 then
     replies[i] = 0
   else
     redis.call('SET', dedup, id, 'PX', ARGV[2])
     if delayed then
-      redis.call('HSET', KEYS[3], id, envelope)
+      redis.call('HSET', MSGS, id, envelope)
       if limit > 0 then redis.call('HSET', KEYS[8], id, ARGV[4]) end
       ids[#ids + 1] = id
     else
@@ -62,12 +70,12 @@ end
 if #envelopes > 0 then
   if limit > 0 then
     local now = now_ms()
-    promote_due(KEYS[2], KEYS[1], KEYS[3], KEYS[8], KEYS[4], KEYS[5], KEYS[6], KEYS[7], now)
-    join_key(KEYS[1], KEYS[4], KEYS[5], KEYS[6], KEYS[7], ARGV[4], envelopes, limit, now)
+    promote_due(DELAYED, READY, MSGS, KEYS[8], KEYS[4], KEYS[5], KEYS[6], KEYS[7], now)
+    join_key(READY, KEYS[4], KEYS[5], KEYS[6], KEYS[7], ARGV[4], envelopes, limit, now)
   else
-    bulk('RPUSH', KEYS[1], envelopes)
+    bulk('RPUSH', READY, envelopes)
   end
 end
 -- Promoted in the order sent, as send_at's batches (one microsecond apart).
-if #ids > 0 then schedule(KEYS[2], KEYS[1], tonumber(ARGV[3]), ids, 0.001) end
+if #ids > 0 then schedule(DELAYED, READY, tonumber(ARGV[3]), ids, 0.001) end
 return replies

@@ -1,6 +1,13 @@
+-- The call's shape, generated from the script's declaration (lua!(..., keys, argv)):
+if #KEYS ~= 2 then error({ err = 'ERR bus: timing_flush expects 2 KEYS, got ' .. #KEYS .. ' (docs/wire-format.md, "The calls")' }) end
+if #ARGV < 3 then error({ err = 'ERR bus: timing_flush expects at least 3 ARGV (sequence, expire_at, marker_ttl), got ' .. #ARGV .. ' (docs/wire-format.md, "The calls")' }) end
+for _, i in ipairs({ 1, 2, 3 }) do
+  if not string.find(ARGV[i], '^%-?%d+$') then error({ err = 'ERR bus: timing_flush expects an integer as ARGV[' .. i .. '], got ' .. string.format('%q', string.sub(ARGV[i], 1, 40)) .. ' (docs/wire-format.md, "The calls")' }) end
+end
+local MINUTE, REPORTED = KEYS[1], KEYS[2]
+-- (end of the generated shape)
 -- One host's per-type timing of one minute, added to what other hosts recorded
 -- (docs/redis-layout.md, "Per-type timing").
--- KEYS: the minute's hash, the host's last-report marker.
 -- ARGV: report sequence number, the hash's expiry (Unix s), the marker's ttl (s), then
 -- pairs of (message type, packed record). A record is 88 bytes, little-endian:
 -- handled u32, failed u32, total µs u64, then 18 bucket counts u32.
@@ -24,7 +31,7 @@ for i = 4, #ARGV, 2 do
     return redis.error_reply('ERR timing_flush: the record of ' .. ARGV[i] .. ' is not ' .. RECORD_BYTES .. ' bytes')
   end
 end
-local last = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
+local last = tonumber(redis.call('GET', REPORTED) or '0') or 0
 if seq <= last then
   return 0
 end
@@ -32,7 +39,7 @@ end
 local merged = {}
 for i = 4, #ARGV, 2 do
   local add = { struct.unpack(RECORD, ARGV[i + 1]) }
-  local old = redis.call('HGET', KEYS[1], ARGV[i])
+  local old = redis.call('HGET', MINUTE, ARGV[i])
   if old then
     if #old ~= RECORD_BYTES then
       return redis.error_reply('ERR timing_flush: the stored record of ' .. ARGV[i] .. ' is not a timing record')
@@ -52,8 +59,8 @@ for i = 4, #ARGV, 2 do
   merged[#merged + 1] = struct.pack(RECORD, unpack(add, 1, FIELDS))
 end
 if #merged > 0 then
-  redis.call('HSET', KEYS[1], unpack(merged))
-  redis.call('EXPIREAT', KEYS[1], expire_at)
+  redis.call('HSET', MINUTE, unpack(merged))
+  redis.call('EXPIREAT', MINUTE, expire_at)
 end
-redis.call('SET', KEYS[2], seq, 'EX', marker_ttl)
+redis.call('SET', REPORTED, seq, 'EX', marker_ttl)
 return 1

@@ -1,17 +1,18 @@
 //! The consumer side: reserve, wait, ack, renew, retry, dead-letter, release, recover.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use bus_core::flow::{FleetBreaker, SeenBreaker};
 use bus_core::records::ErrorRecord;
 use bus_core::transport::{
-    now_ms, Consumer, ConsumerOptions, DeadLetterReason, Delivery, Held, Receipt,
+    now_ms, Consumer, ConsumerExtras, ConsumerOptions, DeadLetterReason, Delivery, ErrorHistory,
+    FleetBreaker, Held, Hold, Receipt, Received, Want,
 };
 use bus_core::Result;
-use fred::prelude::{Client, ClientLike, HashesInterface};
+use fred::prelude::{Client, ClientLike, HashesInterface, SortedSetsInterface};
 use fred::types::{ClusterHash, CustomCommand, Value};
 use fred::util::redis_keyslot;
 use tokio_util::bytes::Bytes;
@@ -37,39 +38,44 @@ const PAUSED_POLL_MS: u64 = 250;
 /// limit is a setting of the queue, so no ack of any client can be asked to wake us).
 const FULL_POLL_MS: u64 = 50;
 
-/// Why reserve took nothing (its reply's `pending` field): docs/wire-format.md.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Hold {
-    /// Reserved (or found nothing): 0.
-    No,
-    /// Recovered messages wait to run alone: 1.
-    Isolation,
-    /// Flow control: the queue is paused (2), at its concurrency limit (3) or at its
-    /// rate limit (4). `wait_ms` is then how long to wait.
-    Flow { wait_ms: u64 },
+/// How long a consumer may be silent before its expired locks count as a crash: three
+/// recovery intervals (every consumer calls recover once per interval, so a live one is
+/// seen at least that often) plus a second for slow calls.
+pub(crate) fn presence_window(recovery_interval: Duration) -> Duration {
+    recovery_interval.saturating_mul(3) + Duration::from_secs(1)
 }
 
-impl Hold {
-    fn of(pending: Option<i64>, wait: i64) -> Self {
-        match pending {
-            Some(1) => Hold::Isolation,
-            Some(2) => Hold::Flow {
-                wait_ms: PAUSED_POLL_MS,
-            },
-            Some(3) => Hold::Flow {
-                wait_ms: FULL_POLL_MS,
-            },
-            Some(4) => Hold::Flow {
-                wait_ms: wait.clamp(1, IDLE_WAIT_MS).unsigned_abs(),
-            },
-            // A fleet circuit breaker (protocol 4): its cool-down's end, or a probe's
-            // success, which may come at any time.
-            Some(5) => Hold::Flow {
-                wait_ms: wait.clamp(1, PAUSED_POLL_MS as i64).unsigned_abs(),
-            },
-            _ => Hold::No,
-        }
+/// What a reserve's `pending` field says (docs/wire-format.md, "The calls"): why it took
+/// nothing (or, 6, that what it took is the fleet breaker's probe); `wait` is its wait hint
+/// (ms), `taken` whether it took anything.
+fn hold_of(pending: Option<i64>, wait: i64, taken: bool) -> Hold {
+    let until = |wait: i64| now_ms().saturating_add(wait.max(0).unsigned_abs());
+    match pending {
+        Some(1) => Hold::Isolation,
+        Some(2) => Hold::Paused,
+        Some(3) => Hold::Full,
+        Some(4) => Hold::RateLimited,
+        Some(5) => Hold::BreakerOpen {
+            until_ms: until(wait),
+        },
+        Some(6) if taken => Hold::Probe,
+        Some(6) => Hold::BreakerOpen { until_ms: now_ms() },
+        _ => Hold::None,
     }
+}
+
+/// How long a consumer held back waits before it looks again (the worker's next receive).
+fn held_wait(hold: Hold, wait: i64) -> Option<Duration> {
+    let ms = match hold {
+        Hold::Paused => PAUSED_POLL_MS,
+        Hold::Full => FULL_POLL_MS,
+        Hold::RateLimited => wait.clamp(1, IDLE_WAIT_MS).unsigned_abs(),
+        // A fleet circuit breaker: its cool-down's end, or a probe's success, which may
+        // come at any time.
+        Hold::BreakerOpen { .. } => wait.clamp(1, PAUSED_POLL_MS as i64).unsigned_abs(),
+        _ => return None,
+    };
+    Some(Duration::from_millis(ms))
 }
 
 /// A consumer of one queue or subscription.
@@ -87,12 +93,15 @@ pub(crate) struct RedisConsumer {
     /// Each script's KEYS, built once: reserve and ack run on every message.
     script_keys: ScriptKeys,
     options: ConsumerOptions,
-    /// The last reserve found recovered messages waiting to run alone.
-    isolation_pending: AtomicBool,
-    /// The last reserve found the queue paused (flow control): for the host's metrics.
-    paused: AtomicBool,
-    /// What the last reserve saw of the fleet circuit breaker (protocol 4).
-    breaker: SeenBreaker,
+    /// This consumer's id, recorded as the holder of every lock it takes, and the mark of
+    /// its presence (lua/common.lua, "Holders"): unique per consumer, so per process run.
+    holder: String,
+    /// A consumer (this one or another) silent for longer than this is gone: its expired
+    /// locks are crashes ([`presence_window`]).
+    dead_after_ms: i64,
+    /// The fleet circuit breaker's probes this consumer took and has not settled: their
+    /// settle judges the breaker (breaker_judge.lua), their renewal holds its slot.
+    probes: Mutex<Vec<Receipt>>,
 }
 
 impl RedisConsumer {
@@ -109,10 +118,11 @@ impl RedisConsumer {
             slot: redis_keyslot(keys.ready.as_bytes()),
             script_keys: ScriptKeys::new(&keys),
             keys,
+            holder: ulid::Ulid::new().to_string(),
+            dead_after_ms: i64::try_from(presence_window(options.recovery_interval).as_millis())
+                .unwrap_or(i64::MAX),
             options,
-            isolation_pending: AtomicBool::new(false),
-            paused: AtomicBool::new(false),
-            breaker: SeenBreaker::default(),
+            probes: Mutex::default(),
         }
     }
 
@@ -125,11 +135,17 @@ impl RedisConsumer {
         i64::try_from(self.options.lock_timeout.as_millis()).unwrap_or(i64::MAX)
     }
 
-    /// Runs reserve.lua; returns the wait hint (ms until the next delayed message is
-    /// due, or -1), why nothing was taken if so, and the deliveries.
-    async fn reserve(&self, max: usize) -> Result<(i64, Hold, Vec<Delivery>)> {
+    /// Runs reserve.lua for up to `max` messages, `now` of which would start at once;
+    /// returns the wait hint (ms until the next delayed message is due, or -1), what held
+    /// the source back, and the deliveries.
+    async fn reserve(&self, max: usize, now: usize) -> Result<(i64, Hold, Vec<Delivery>)> {
         let max = max.min(LEASE_MAX);
-        let args = vec![Value::from(max as i64), Value::from(self.lock_ms())];
+        let args = vec![
+            Value::from(max as i64),
+            Value::from(self.lock_ms()),
+            Value::from(self.holder.as_str()),
+            Value::from(now.min(max) as i64),
+        ];
         let script = &scripts::RESERVE;
         let reply = script
             .run(&self.client, self.script_keys.reserve.clone(), args)
@@ -141,10 +157,6 @@ impl RedisConsumer {
         let mut items = items.into_iter();
         let wait = items.next().and_then(|v| v.as_i64()).unwrap_or(-1);
         let pending = items.next().and_then(|v| v.as_i64());
-        self.paused.store(pending == Some(2), Ordering::Relaxed);
-        let held = Hold::of(pending, wait);
-        self.isolation_pending
-            .store(held == Hold::Isolation, Ordering::Relaxed);
         let token = items.next().and_then(Value::into_bytes);
         let leased = match items.next() {
             Some(Value::Array(envelopes)) => envelopes,
@@ -152,25 +164,89 @@ impl RedisConsumer {
             Some(other) => return Err(script.unexpected(&other).into()),
         };
         let deliveries = merge(script, token, leased, items)?;
-        self.saw_breaker(pending, wait, !deliveries.is_empty());
-        Ok((wait, held, deliveries))
+        let hold = hold_of(pending, wait, !deliveries.is_empty());
+        if hold == Hold::Probe {
+            self.probes()
+                .extend(deliveries.iter().map(|d| d.receipt.clone()));
+        }
+        Ok((wait, hold, deliveries))
     }
 
-    /// Records what a reserve's `pending` said of the fleet circuit breaker: 5 open
-    /// (`wait` ms left), 6 its cool-down over (`taken`: this reply holds the probe).
-    fn saw_breaker(&self, pending: Option<i64>, wait: i64, taken: bool) {
-        let until_ms = |wait: i64| now_ms().saturating_add(wait.max(0).unsigned_abs());
-        self.breaker.set(match pending {
-            Some(5) => FleetBreaker::Open {
-                until_ms: until_ms(wait),
-            },
-            Some(6) if taken => FleetBreaker::Probe,
-            Some(6) => FleetBreaker::Open { until_ms: now_ms() },
-            // Held back by something else: the breaker is as last seen.
-            Some(1..=4) => self.breaker.get(),
-            _ => FleetBreaker::Closed,
-        });
+    /// Runs reserve_alone.lua: the next recovered message to run alone, if any.
+    async fn reserve_alone(&self) -> Result<Received> {
+        let script = &scripts::RESERVE_ALONE;
+        let args = vec![
+            Value::from(self.lock_ms()),
+            Value::from(self.holder.as_str()),
+        ];
+        let reply = script
+            .run(&self.client, self.script_keys.reserve_alone.clone(), args)
+            .await
+            .map_err(Error::from)?;
+        let Value::Array(items) = reply else {
+            return Err(script.unexpected(&reply).into());
+        };
+        let mut items = items.into_iter();
+        // 0: no suspect left; 1: more wait; 2 to 5: held back by flow control.
+        let pending = items.next().and_then(|v| v.as_i64());
+        let (Some(id), Some(count), Some(payload)) = (items.next(), items.next(), items.next())
+        else {
+            return Ok(Received::new(Vec::new(), hold_of(pending, 0, false)));
+        };
+        let (Some(key), Some(count), Some(payload)) =
+            (id.into_bytes(), count.as_i64(), payload.into_bytes())
+        else {
+            return Err(script.unexpected(&Value::from("malformed delivery")).into());
+        };
+        let count = u32::try_from(count).unwrap_or(u32::MAX);
+        let delivery = Delivery {
+            receipt: Receipt::stored(key, count),
+            delivery_count: count,
+            payload,
+            decoded: None,
+        };
+        // A 5th element, 6: the message is the fleet circuit breaker's probe.
+        let hold = match items.next().and_then(|v| v.as_i64()) {
+            Some(6) => {
+                self.probes().push(delivery.receipt.clone());
+                Hold::Probe
+            }
+            _ => hold_of(pending, 0, true),
+        };
+        Ok(Received::new(vec![delivery], hold))
     }
+
+    fn probes(&self) -> MutexGuard<'_, Vec<Receipt>> {
+        // A poisoned lock only means a panic elsewhere mid-push: the list is still valid.
+        self.probes.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Judges the fleet breaker when one of `settled` is a probe this consumer took
+    /// (`succeeded`: acknowledged), so that whoever runs a probe judges it.
+    async fn judge_probes(&self, settled: &[Receipt], succeeded: bool) -> Result<()> {
+        let probe = {
+            let mut probes = self.probes();
+            if probes.is_empty() {
+                return Ok(());
+            }
+            let before = probes.len();
+            probes.retain(|p| !settled.contains(p));
+            probes.len() < before
+        };
+        if probe {
+            let outcome = if succeeded { "ok" } else { "failed" };
+            scripts::BREAKER_JUDGE
+                .run(
+                    &self.client,
+                    vec![self.keys.flow.as_str()],
+                    vec![Value::from(outcome)],
+                )
+                .await
+                .map_err(Error::from)?;
+        }
+        Ok(())
+    }
+
     /// Blocks until the ready list is non-empty or `ms` pass. `BLMOVE l l LEFT LEFT`
     /// rotates the list onto itself: it changes nothing, it only wakes us.
     /// Returns whether the list became non-empty (false: the wait timed out).
@@ -241,19 +317,25 @@ impl RedisConsumer {
 
 #[async_trait]
 impl Consumer for RedisConsumer {
-    async fn receive(&self, max: usize, stop: &CancellationToken) -> Result<Vec<Delivery>> {
-        let (wait, held, deliveries) = self.reserve(max).await?;
-        if let Hold::Flow { wait_ms } = held {
-            // Held back by flow control: wait here (the worker renews running handlers'
-            // locks meanwhile), then the caller's next receive looks again.
+    async fn receive(&self, want: Want, stop: &CancellationToken) -> Result<Received> {
+        if want.alone {
+            return self.reserve_alone().await;
+        }
+        let (wait, hold, deliveries) = self.reserve(want.max, want.now).await?;
+        if want.max == 0 || !deliveries.is_empty() || stop.is_cancelled() {
+            return Ok(Received::new(deliveries, hold));
+        }
+        if let Some(pause) = held_wait(hold, wait) {
+            // Held back by flow control or a breaker: wait here (the worker renews running
+            // handlers' locks meanwhile), then the caller's next receive looks again.
             tokio::select! {
                 () = stop.cancelled() => {}
-                () = tokio::time::sleep(Duration::from_millis(wait_ms)) => {}
+                () = tokio::time::sleep(pause) => {}
             }
-            return Ok(Vec::new());
+            return Ok(Received::new(Vec::new(), hold));
         }
-        if !deliveries.is_empty() || stop.is_cancelled() || self.isolation_pending() {
-            return Ok(deliveries);
+        if hold == Hold::Isolation {
+            return Ok(Received::new(Vec::new(), hold));
         }
         let wait = if wait < 0 {
             IDLE_WAIT_MS
@@ -266,104 +348,17 @@ impl Consumer for RedisConsumer {
                     // Else the block goes on and the next wait queues behind it (a
                     // partitioned consumer ends its shards' waits this way).
                     self.unblock_waiter().await;
-                    return Ok(Vec::new());
+                    return Ok(Received::default());
                 }
                 woken = self.wait_for_ready(wait) => woken?,
             };
             if !woken && wait == IDLE_WAIT_MS {
                 // Nothing arrived and nothing fell due: the caller's next receive looks again.
-                return Ok(Vec::new());
+                return Ok(Received::default());
             }
         }
-        Ok(self.reserve(max).await?.2)
-    }
-
-    fn isolation_pending(&self) -> bool {
-        self.isolation_pending.load(Ordering::Relaxed)
-    }
-
-    fn paused(&self) -> bool {
-        self.paused.load(Ordering::Relaxed)
-    }
-
-    fn fleet_breaker(&self) -> FleetBreaker {
-        self.breaker.get()
-    }
-
-    async fn trip_breaker(&self, cool_down: Duration) -> Result<()> {
-        let cool_down_ms = i64::try_from(cool_down.as_millis()).unwrap_or(i64::MAX);
-        scripts::BREAKER_TRIP
-            .run(
-                &self.client,
-                vec![self.keys.flow.as_str()],
-                vec![Value::from(cool_down_ms)],
-            )
-            .await
-            .map_err(Error::from)?;
-        Ok(())
-    }
-
-    async fn extend_probe(&self, _: &Receipt) -> Result<()> {
-        scripts::BREAKER_HOLD
-            .run(
-                &self.client,
-                vec![self.keys.flow.as_str()],
-                vec![Value::from(self.lock_ms())],
-            )
-            .await
-            .map_err(Error::from)?;
-        Ok(())
-    }
-
-    async fn close_breaker(&self) -> Result<()> {
-        let _: i64 = self
-            .client
-            .hdel(&self.keys.flow, vec!["breaker_until", "breaker_probe"])
-            .await
-            .map_err(Error::from)?;
-        Ok(())
-    }
-
-    async fn receive_isolated(&self) -> Result<Option<Delivery>> {
-        let script = &scripts::RESERVE_ALONE;
-        let reply = script
-            .run(
-                &self.client,
-                self.script_keys.reserve_alone.clone(),
-                vec![Value::from(self.lock_ms())],
-            )
-            .await
-            .map_err(Error::from)?;
-        let Value::Array(items) = reply else {
-            return Err(script.unexpected(&reply).into());
-        };
-        let mut items = items.into_iter();
-        // (2 to 5: held back by flow control; the next receive waits as it says.)
-        let first = items.next().and_then(|v| v.as_i64());
-        self.isolation_pending
-            .store(first == Some(1), Ordering::Relaxed);
-        let (Some(id), Some(count), Some(payload)) = (items.next(), items.next(), items.next())
-        else {
-            if first == Some(5) {
-                self.saw_breaker(first, 0, false);
-            }
-            return Ok(None);
-        };
-        // A 5th element, 6: the message is the fleet circuit breaker's probe.
-        let probe = items.next().and_then(|v| v.as_i64());
-        self.saw_breaker(probe.or(Some(0)), 0, true);
-        let (Some(key), Some(count), Some(payload)) =
-            (id.into_bytes(), count.as_i64(), payload.into_bytes())
-        else {
-            return Err(script.unexpected(&Value::from("malformed delivery")).into());
-        };
-        let count = u32::try_from(count).unwrap_or(u32::MAX);
-        Ok(Some(Delivery {
-            receipt: Receipt::stored(key, count),
-            delivery_count: count,
-            payload,
-            decoded: None,
-        }))
+        let (_, hold, deliveries) = self.reserve(want.max, want.now).await?;
+        Ok(Received::new(deliveries, hold))
     }
 
     async fn ack(&self, receipts: &[Receipt]) -> Result<()> {
@@ -381,12 +376,16 @@ impl Consumer for RedisConsumer {
         scripts::ACK
             .run_int(&self.client, self.script_keys.ack.clone(), args)
             .await?;
-        Ok(())
+        self.judge_probes(receipts, true).await
     }
 
     async fn renew(&self, receipts: &[Receipt]) -> Result<Vec<bool>> {
         let split = Split::new(receipts);
-        let mut args = vec![Value::from(self.lock_ms())];
+        let mut args = vec![
+            Value::from(self.lock_ms()),
+            Value::from(self.holder.as_str()),
+            Value::from(self.dead_after_ms),
+        ];
         split.stored_args(&mut args);
         args.extend(
             split
@@ -417,13 +416,15 @@ impl Consumer for RedisConsumer {
             .map(|((token, _), &kept)| (*token, kept))
             .collect();
         let mut stored = stored.iter();
-        Ok(receipts
+        let kept: Vec<bool> = receipts
             .iter()
             .map(|r| match &r.held {
                 Held::Leased { lease, .. } => kept.get(lease).copied().unwrap_or(false),
                 Held::Stored { .. } => stored.next().copied().unwrap_or(false),
             })
-            .collect())
+            .collect();
+        self.after_renewal(receipts, &kept).await?;
+        Ok(kept)
     }
 
     async fn retry(&self, receipt: &Receipt, delay: Duration, error: &ErrorRecord) -> Result<()> {
@@ -435,7 +436,8 @@ impl Consumer for RedisConsumer {
         scripts::RETRY
             .run_int(&self.client, self.script_keys.retry.clone(), args)
             .await?;
-        Ok(())
+        self.judge_probes(std::slice::from_ref(receipt), false)
+            .await
     }
 
     async fn dead_letter(
@@ -450,9 +452,121 @@ impl Consumer for RedisConsumer {
         scripts::DEAD_LETTER
             .run_int(&self.client, self.script_keys.dead_letter.clone(), args)
             .await?;
+        self.judge_probes(std::slice::from_ref(receipt), false)
+            .await
+    }
+
+    async fn release(&self, receipts: &[Receipt]) -> Result<()> {
+        scripts::RELEASE
+            .run_int(
+                &self.client,
+                self.script_keys.release.clone(),
+                receipt_args(receipts).collect(),
+            )
+            .await?;
+        // A released probe is judged by nobody: its slot frees when its lock timeout ends.
+        self.probes().retain(|p| !receipts.contains(p));
         Ok(())
     }
 
+    async fn recover(&self) -> Result<usize> {
+        let args = vec![
+            Value::from(i64::from(self.options.delivery_limit)),
+            Value::from(RECOVER_BATCH),
+            Value::from(LOCK_EXPIRED),
+            Value::from(self.holder.as_str()),
+            Value::from(self.dead_after_ms),
+        ];
+        let recovered = scripts::RECOVER
+            .run_int(&self.client, self.script_keys.recover.clone(), args)
+            .await?;
+        Ok(usize::try_from(recovered).unwrap_or(0))
+    }
+
+    async fn close(&self) -> Result<()> {
+        // Interrupt a pending block, so that the QUIT does not wait for its timeout.
+        self.unblock_waiter().await;
+        self.waiter.quit().await.map_err(Error::from)?;
+        // Gone on purpose: its presence goes too (what it held was settled or released).
+        let _: i64 = self
+            .client
+            .zrem(&self.keys.seen, self.holder.as_str())
+            .await
+            .map_err(Error::from)?;
+        let _: i64 = self
+            .client
+            .hdel(&self.keys.since, self.holder.as_str())
+            .await
+            .map_err(Error::from)?;
+        Ok(())
+    }
+
+    fn extras(&self) -> ConsumerExtras<'_> {
+        ConsumerExtras::default()
+            .fleet_breaker(self)
+            .error_history(self)
+    }
+}
+
+impl RedisConsumer {
+    /// After a renewal: the fleet breaker's probe that still runs keeps its slot as long
+    /// as its lock (no second probe beside a long one); messages whose locks were lost
+    /// while this consumer was alive go back to the queue as ordinary messages if recovery
+    /// had set them aside as crash suspects (absolve.lua).
+    async fn after_renewal(&self, receipts: &[Receipt], kept: &[bool]) -> Result<()> {
+        let running = receipts.iter().zip(kept).filter(|(_, kept)| **kept);
+        let lost: Vec<Receipt> = receipts
+            .iter()
+            .zip(kept)
+            .filter(|(_, kept)| !**kept)
+            .map(|(r, _)| r.clone())
+            .collect();
+        let probe = {
+            let probes = self.probes();
+            !probes.is_empty() && running.clone().any(|(r, _)| probes.contains(r))
+        };
+        if probe {
+            scripts::BREAKER_HOLD
+                .run(
+                    &self.client,
+                    vec![self.keys.flow.as_str()],
+                    vec![Value::from(self.lock_ms())],
+                )
+                .await
+                .map_err(Error::from)?;
+        }
+        if !lost.is_empty() {
+            self.probes().retain(|p| !lost.contains(p));
+            scripts::ABSOLVE
+                .run_int(
+                    &self.client,
+                    self.script_keys.absolve.clone(),
+                    receipt_args(&lost).collect(),
+                )
+                .await?;
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl FleetBreaker for RedisConsumer {
+    async fn trip(&self, cool_down: Duration) -> Result<()> {
+        let cool_down_ms = i64::try_from(cool_down.as_millis()).unwrap_or(i64::MAX);
+        scripts::BREAKER_TRIP
+            .run(
+                &self.client,
+                vec![self.keys.flow.as_str()],
+                vec![Value::from(cool_down_ms)],
+            )
+            .await
+            .map_err(Error::from)?;
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl ErrorHistory for RedisConsumer {
     async fn errors(&self, receipt: &Receipt) -> Result<Vec<ErrorRecord>> {
         // A leased message is on its first delivery: it has no earlier errors.
         let Held::Stored { key, .. } = &receipt.held else {
@@ -467,46 +581,5 @@ impl Consumer for RedisConsumer {
             .as_deref()
             .map(crate::admin::parse_errors)
             .unwrap_or_default())
-    }
-
-    async fn release(&self, receipts: &[Receipt]) -> Result<()> {
-        scripts::RELEASE
-            .run_int(
-                &self.client,
-                self.script_keys.release.clone(),
-                receipt_args(receipts).collect(),
-            )
-            .await?;
-        Ok(())
-    }
-
-    async fn absolve(&self, receipts: &[Receipt]) -> Result<usize> {
-        let moved = scripts::ABSOLVE
-            .run_int(
-                &self.client,
-                self.script_keys.absolve.clone(),
-                receipt_args(receipts).collect(),
-            )
-            .await?;
-        Ok(usize::try_from(moved).unwrap_or(0))
-    }
-
-    async fn recover(&self) -> Result<usize> {
-        let args = vec![
-            Value::from(i64::from(self.options.delivery_limit)),
-            Value::from(RECOVER_BATCH),
-            Value::from(LOCK_EXPIRED),
-        ];
-        let recovered = scripts::RECOVER
-            .run_int(&self.client, self.script_keys.recover.clone(), args)
-            .await?;
-        Ok(usize::try_from(recovered).unwrap_or(0))
-    }
-
-    async fn close(&self) -> Result<()> {
-        // Interrupt a pending block, so that the QUIT does not wait for its timeout.
-        self.unblock_waiter().await;
-        self.waiter.quit().await.map_err(Error::from)?;
-        Ok(())
     }
 }

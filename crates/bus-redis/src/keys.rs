@@ -3,6 +3,8 @@
 use bus_core::transport::Source;
 use fred::types::Key;
 
+use crate::scripts::{self, LuaScript};
+
 /// The element a delayed message pushes onto an empty ready list to wake idle
 /// consumers; reserve skips it (docs/redis-layout.md).
 pub const WAKE: &str = "~wake";
@@ -71,6 +73,14 @@ pub struct QueueKeys {
     /// The prefix of the keys' rate windows: key `k`'s starts in `<kstarts>:<k>` (a
     /// sorted set, expiring by itself). Not itself a key.
     pub kstarts: String,
+    /// Hash: lock (a lease's token, or a stored message's id) → the id of the consumer
+    /// that holds it, so that recovery can tell a live holder from a gone one.
+    pub holders: String,
+    /// Sorted set: consumer id → its last recover or renew call (ms, Redis's clock).
+    pub seen: String,
+    /// Hash: consumer id → when its current presence began (ms): its first call after an
+    /// absence.
+    pub since: String,
 }
 
 impl QueueKeys {
@@ -121,6 +131,9 @@ impl QueueKeys {
             kdue: key("kdue"),
             kwait: key("kwait"),
             kstarts: key("kstarts"),
+            holders: key("holders"),
+            seen: key("seen"),
+            since: key("since"),
         }
     }
 
@@ -183,10 +196,58 @@ impl QueueKeys {
         key
     }
 
+    /// The key a script's shape names `name` (`ready`, `dead-info`, ...: the suffix after
+    /// the queue base); `None` for a name that is no key of a queue's own.
+    pub fn named(&self, name: &str) -> Option<&str> {
+        let key = match name {
+            "ready" => &self.ready,
+            "msgs" => &self.msgs,
+            "deliveries" => &self.deliveries,
+            "inflight" => &self.inflight,
+            "delayed" => &self.delayed,
+            "errors" => &self.errors,
+            "dead" => &self.dead,
+            "dead-info" => &self.dead_info,
+            "seq" => &self.seq,
+            "suspects" => &self.suspects,
+            "isolated" => &self.isolated,
+            "leases" => &self.leases,
+            "leased" => &self.leased,
+            "flow" => &self.flow,
+            "flow-starts" => &self.flow_starts,
+            "kready" => &self.kready,
+            "kbusy" => &self.kbusy,
+            "kof" => &self.kof,
+            "kq" => &self.kq,
+            "kdue" => &self.kdue,
+            "kwait" => &self.kwait,
+            "kstarts" => &self.kstarts,
+            "holders" => &self.holders,
+            "seen" => &self.seen,
+            "since" => &self.since,
+            _ => return None,
+        };
+        Some(key)
+    }
+
+    /// The KEYS of a script whose fixed KEYS are all this queue's, in its shape's order
+    /// (a name that is not one of [`QueueKeys::named`] is left out: the shape tests catch
+    /// that).
+    pub(crate) fn for_script(&self, script: &LuaScript) -> Vec<Key> {
+        script
+            .shape()
+            .map(|shape| shape.fixed_keys())
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|name| self.named(name))
+            .map(Key::from)
+            .collect()
+    }
+
     /// Every key, for management and cleanup.
     /// (Not the lists and sets of the leases themselves: [`QueueKeys::lease`] names them,
     /// from the tokens in `leases`; nor the keys' waiting lists, [`QueueKeys::key_queue`].)
-    pub fn all(&self) -> [&str; 20] {
+    pub fn all(&self) -> [&str; 23] {
         [
             &self.ready,
             &self.msgs,
@@ -208,6 +269,9 @@ impl QueueKeys {
             &self.kof,
             &self.kdue,
             &self.kwait,
+            &self.holders,
+            &self.seen,
+            &self.since,
         ]
     }
 
@@ -462,112 +526,19 @@ pub struct ScriptKeys {
 }
 
 impl ScriptKeys {
-    /// The KEYS of every script of this queue (or shard).
+    /// The KEYS of every script of this queue (or shard), in their shapes' order.
     pub fn new(k: &QueueKeys) -> Self {
-        let keys = |names: &[&String]| names.iter().map(|n| Key::from(n.as_str())).collect();
+        let keys = |script: &LuaScript| k.for_script(script);
         ScriptKeys {
-            reserve: keys(&[
-                &k.ready,
-                &k.msgs,
-                &k.deliveries,
-                &k.inflight,
-                &k.delayed,
-                &k.seq,
-                &k.dead_info,
-                &k.suspects,
-                &k.leases,
-                &k.leased,
-                &k.flow,
-                &k.flow_starts,
-                &k.kready,
-                &k.kbusy,
-                &k.kof,
-                &k.kq,
-                &k.kdue,
-                &k.kwait,
-                &k.kstarts,
-            ]),
-            reserve_alone: keys(&[
-                &k.suspects,
-                &k.msgs,
-                &k.deliveries,
-                &k.inflight,
-                &k.isolated,
-                &k.leased,
-                &k.flow,
-                &k.flow_starts,
-            ]),
-            ack: keys(&[
-                &k.inflight,
-                &k.msgs,
-                &k.deliveries,
-                &k.errors,
-                &k.isolated,
-                &k.leases,
-                &k.leased,
-                &k.kof,
-                &k.kbusy,
-                &k.kready,
-                &k.kq,
-                &k.ready,
-            ]),
-            renew: keys(&[&k.inflight, &k.deliveries, &k.leases]),
-            retry: keys(&[
-                &k.inflight,
-                &k.deliveries,
-                &k.errors,
-                &k.ready,
-                &k.delayed,
-                &k.isolated,
-                &k.msgs,
-                &k.leases,
-                &k.leased,
-            ]),
-            dead_letter: keys(&[
-                &k.inflight,
-                &k.deliveries,
-                &k.errors,
-                &k.dead,
-                &k.dead_info,
-                &k.isolated,
-                &k.msgs,
-                &k.leases,
-                &k.leased,
-                &k.flow,
-                &k.kof,
-                &k.kbusy,
-                &k.kready,
-                &k.kq,
-                &k.ready,
-            ]),
-            release: keys(&[
-                &k.inflight,
-                &k.deliveries,
-                &k.ready,
-                &k.isolated,
-                &k.suspects,
-                &k.leases,
-                &k.leased,
-            ]),
-            recover: keys(&[
-                &k.inflight,
-                &k.deliveries,
-                &k.errors,
-                &k.suspects,
-                &k.dead,
-                &k.dead_info,
-                &k.isolated,
-                &k.msgs,
-                &k.leases,
-                &k.leased,
-                &k.flow,
-                &k.kof,
-                &k.kbusy,
-                &k.kready,
-                &k.kq,
-                &k.ready,
-            ]),
-            absolve: keys(&[&k.suspects, &k.ready]),
+            reserve: keys(&scripts::RESERVE),
+            reserve_alone: keys(&scripts::RESERVE_ALONE),
+            ack: keys(&scripts::ACK),
+            renew: keys(&scripts::RENEW),
+            retry: keys(&scripts::RETRY),
+            dead_letter: keys(&scripts::DEAD_LETTER),
+            release: keys(&scripts::RELEASE),
+            recover: keys(&scripts::RECOVER),
+            absolve: keys(&scripts::ABSOLVE),
         }
     }
 }

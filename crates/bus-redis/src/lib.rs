@@ -16,6 +16,7 @@
 //! | [`RedisReporter`], [`HOST_KEEP_INTERVALS`] | a host's heartbeat, written to Redis (docs/redis-layout.md, "Host heartbeats") |
 //! | [`admin`] | every operation on the layout outside the hot path: stats, peek, dead letters, requeue, purge, discovery (under `bus-management`) |
 //! | [`LuaScript`] | a named script run by SHA with a `NOSCRIPT` fallback, and its reply readers (every crate's scripts run through it) |
+//! | [`shape`] | what a script takes: its KEYS by name and its ARGV, declared once beside it (the call's check, the KEYS' names and docs/wire-format.md's tables come from it) |
 //! | [`Error`] | what can go wrong here |
 //! | [`fred`] | the Redis client underneath, re-exported for the types the API shows |
 
@@ -39,6 +40,7 @@ mod recurring;
 mod reply;
 mod schedule;
 mod scripts;
+pub mod shape;
 mod singleton;
 mod timing;
 #[cfg(feature = "tls")]
@@ -75,6 +77,8 @@ pub mod raw {
     pub fn ack_script() -> &'static LuaScript {
         &scripts::ACK
     }
+
+    pub use crate::scripts::{catalog, PRELUDES};
 }
 
 // The README's and the guides' examples compile as doc-tests of this crate.

@@ -9,9 +9,11 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use bus_core::flow::FleetBreaker;
 use bus_core::records::ErrorRecord;
-use bus_core::transport::{Consumer, ConsumerOptions, DeadLetterReason, Delivery, Receipt};
+use bus_core::transport::{
+    Consumer, ConsumerExtras, ConsumerOptions, DeadLetterReason, Delivery, ErrorHistory,
+    FleetBreaker, Hold, Receipt, Received, Want,
+};
 use bus_core::Result;
 use fred::prelude::{Client, HashesInterface};
 use futures::future::join_all;
@@ -162,47 +164,41 @@ impl PartitionedConsumer {
     /// Capacity the shares left unused then goes, in the same rotation, to the shards
     /// that may hold more (those that filled their share or had none), so a single busy
     /// shard still fills a receive.
-    async fn take(&self, max: usize) -> Result<Vec<Delivery>> {
+    async fn take(&self, want: Want) -> Result<Received> {
         let n = self.shards.len();
         let start = self.turn.fetch_add(1, Ordering::Relaxed) % n;
-        let (share, extra) = (max / n, max % n);
+        let (share, extra) = (want.max / n, want.max % n);
         let calls = (0..n).map(|k| {
             let shard = (start + k) % n;
             let max = share + usize::from(k < extra);
             async move {
-                let taken = if max == 0 {
-                    Ok(Vec::new())
-                } else {
-                    self.shards[shard].receive(max, &self.no_wait).await
-                };
+                // (A shard asked for none still says what holds it back.)
+                let taken = self.shards[shard]
+                    .receive(Want::new(max).now(want.now), &self.no_wait)
+                    .await;
                 (shard, max, taken)
             }
         });
-        let mut out = Vec::with_capacity(max);
-        let mut failure = None;
+        let mut out = Taken::default();
         let mut more = Vec::new();
         for (shard, asked, taken) in join_all(calls).await {
-            match taken {
-                Ok(deliveries) => {
-                    if deliveries.len() == asked {
-                        more.push(shard);
-                    }
-                    out.extend(deliveries.into_iter().map(|d| tagged(shard, d)));
-                }
-                Err(e) => failure = Some(e),
+            // A shard that filled its share (or was asked for none) may hold more.
+            if matches!(&taken, Ok(received) if received.deliveries.len() == asked) {
+                more.push(shard);
             }
+            out.add(shard, taken);
         }
         for shard in more {
-            let left = max - out.len();
-            if left == 0 || self.isolation_pending() {
+            let left = want.max - out.deliveries.len();
+            if left == 0 || out.hold == Hold::Isolation {
                 break;
             }
-            match self.shards[shard].receive(left, &self.no_wait).await {
-                Ok(deliveries) => out.extend(deliveries.into_iter().map(|d| tagged(shard, d))),
-                Err(e) => failure = Some(e),
-            }
+            let taken = self.shards[shard]
+                .receive(Want::new(left).now(want.now), &self.no_wait)
+                .await;
+            out.add(shard, taken);
         }
-        handed_on(out, failure)
+        out.handed_on()
     }
 
     /// Waits until any shard has a ready message, a delayed one falls due, `stop` fires,
@@ -210,26 +206,46 @@ impl PartitionedConsumer {
     /// (each at most `max / N`; none when that is 0, and the caller takes after). The
     /// first shard to return ends the others' waits (a shard's wait ends on its token,
     /// and unblocks its connection).
-    async fn wait_any(&self, max: usize, stop: &CancellationToken) -> Result<Vec<Delivery>> {
-        let share = max / self.shards.len();
+    async fn wait_any(&self, want: Want, stop: &CancellationToken) -> Result<Received> {
+        let share = want.max / self.shards.len();
         let woken = stop.child_token();
         let waits = self.shards.iter().enumerate().map(|(shard, consumer)| {
             let woken = &woken;
             async move {
-                let waited = consumer.receive(share, woken).await;
+                let waited = consumer
+                    .receive(Want::new(share).now(want.now), woken)
+                    .await;
                 woken.cancel();
                 (shard, waited)
             }
         });
-        let mut out = Vec::new();
-        let mut failure = None;
+        let mut out = Taken::default();
         for (shard, waited) in join_all(waits).await {
-            match waited {
-                Ok(deliveries) => out.extend(deliveries.into_iter().map(|d| tagged(shard, d))),
-                Err(e) => failure = Some(e),
-            }
+            out.add(shard, waited);
         }
-        handed_on(out, failure)
+        out.handed_on()
+    }
+
+    /// The next recovered message of any shard to run alone, the shards asked in turn.
+    async fn take_alone(&self) -> Result<Received> {
+        let n = self.shards.len();
+        let start = self.turn.fetch_add(1, Ordering::Relaxed) % n;
+        let mut held = Hold::None;
+        for shard in (0..n).map(|k| (start + k) % n) {
+            let received = self.shards[shard]
+                .receive(Want::alone(), &self.no_wait)
+                .await?;
+            if !received.deliveries.is_empty() {
+                let deliveries = received
+                    .deliveries
+                    .into_iter()
+                    .map(|d| tagged(shard, d))
+                    .collect();
+                return Ok(Received::new(deliveries, received.hold));
+            }
+            held = combine(held, received.hold);
+        }
+        Ok(Received::new(Vec::new(), held))
     }
 
     /// The shard and the shard's own receipt of a receipt this consumer handed out.
@@ -303,18 +319,61 @@ fn tagged(shard: usize, mut delivery: Delivery) -> Delivery {
     delivery
 }
 
-/// What shards reserved, even when another shard failed: dropping it would strand it in
-/// flight until its lock expires. The error is returned only when nothing was reserved
-/// (a shard that keeps failing fails again on the next call).
-fn handed_on(out: Vec<Delivery>, failure: Option<bus_core::Error>) -> Result<Vec<Delivery>> {
-    match failure {
-        Some(e) if out.is_empty() => Err(e),
-        Some(e) => {
-            tracing::warn!(error = %bus_core::ErrorChain(&e),
-                "a shard of a partitioned queue failed to reserve; the others' messages go on");
-            Ok(out)
+/// What several shards' receives took and saw.
+#[derive(Default)]
+struct Taken {
+    deliveries: Vec<Delivery>,
+    hold: Hold,
+    failure: Option<bus_core::Error>,
+}
+
+impl Taken {
+    fn add(&mut self, shard: usize, received: Result<Received>) {
+        match received {
+            Ok(received) => {
+                self.deliveries
+                    .extend(received.deliveries.into_iter().map(|d| tagged(shard, d)));
+                self.hold = combine(self.hold, received.hold);
+            }
+            Err(e) => self.failure = Some(e),
         }
-        None => Ok(out),
+    }
+
+    /// What shards reserved, even when another shard failed: dropping it would strand it
+    /// in flight until its lock expires. The error is returned only when nothing was
+    /// reserved (a shard that keeps failing fails again on the next call).
+    fn handed_on(self) -> Result<Received> {
+        match self.failure {
+            Some(e) if self.deliveries.is_empty() => Err(e),
+            Some(e) => {
+                tracing::warn!(error = %bus_core::ErrorChain(&e),
+                    "a shard of a partitioned queue failed to reserve; the others' messages go on");
+                Ok(Received::new(self.deliveries, self.hold))
+            }
+            None => Ok(Received::new(self.deliveries, self.hold)),
+        }
+    }
+}
+
+/// What holds a partitioned queue back, from its shards': flow control and a fleet
+/// breaker are set on every shard at once (`Admin::pause`, a trip), so any shard's says it;
+/// a probe from any shard is a probe (one per shard at most); suspects on any shard wait.
+fn combine(a: Hold, b: Hold) -> Hold {
+    let rank = |hold: Hold| match hold {
+        Hold::Isolation => 6,
+        Hold::Probe => 5,
+        Hold::BreakerOpen { .. } => 4,
+        Hold::Paused => 3,
+        Hold::RateLimited => 2,
+        Hold::Full => 1,
+        _ => 0,
+    };
+    match (a, b) {
+        (Hold::BreakerOpen { until_ms: x }, Hold::BreakerOpen { until_ms: y }) => {
+            Hold::BreakerOpen { until_ms: x.max(y) }
+        }
+        (a, b) if rank(b) > rank(a) => b,
+        (a, _) => a,
     }
 }
 
@@ -325,75 +384,23 @@ fn first_error<T>(results: impl IntoIterator<Item = Result<T>>) -> Result<Vec<T>
 
 #[async_trait]
 impl Consumer for PartitionedConsumer {
-    async fn receive(&self, max: usize, stop: &CancellationToken) -> Result<Vec<Delivery>> {
-        let taken = self.take(max).await?;
-        if !taken.is_empty() || stop.is_cancelled() || self.isolation_pending() {
+    async fn receive(&self, want: Want, stop: &CancellationToken) -> Result<Received> {
+        if want.alone {
+            return self.take_alone().await;
+        }
+        let taken = self.take(want).await?;
+        if !taken.deliveries.is_empty()
+            || want.max == 0
+            || stop.is_cancelled()
+            || taken.hold == Hold::Isolation
+        {
             return Ok(taken);
         }
-        let woken = self.wait_any(max, stop).await?;
-        if !woken.is_empty() || stop.is_cancelled() {
+        let woken = self.wait_any(want, stop).await?;
+        if !woken.deliveries.is_empty() || stop.is_cancelled() {
             return Ok(woken);
         }
-        self.take(max).await
-    }
-
-    fn isolation_pending(&self) -> bool {
-        self.shards.iter().any(Consumer::isolation_pending)
-    }
-
-    fn paused(&self) -> bool {
-        // A pause is set on every shard at once (`Admin::pause`).
-        self.shards.iter().any(Consumer::paused)
-    }
-
-    /// A trip is stored on every shard: a probe from any shard is a probe (one per shard
-    /// at most), else open if any shard is.
-    fn fleet_breaker(&self) -> FleetBreaker {
-        let seen: Vec<FleetBreaker> = self.shards.iter().map(Consumer::fleet_breaker).collect();
-        if seen.contains(&FleetBreaker::Probe) {
-            return FleetBreaker::Probe;
-        }
-        seen.into_iter()
-            .filter_map(|s| match s {
-                FleetBreaker::Open { until_ms } => Some(until_ms),
-                _ => None,
-            })
-            .max()
-            .map_or(FleetBreaker::Closed, |until_ms| FleetBreaker::Open {
-                until_ms,
-            })
-    }
-
-    async fn trip_breaker(&self, cool_down: Duration) -> Result<()> {
-        let calls = self.shards.iter().map(|s| s.trip_breaker(cool_down));
-        first_error(join_all(calls).await)?;
-        Ok(())
-    }
-
-    /// Only the probe's own shard's slot.
-    async fn extend_probe(&self, receipt: &Receipt) -> Result<()> {
-        let (shard, own) = self.split(receipt)?;
-        self.shards[shard].extend_probe(&own).await
-    }
-
-    async fn close_breaker(&self) -> Result<()> {
-        let calls = self.shards.iter().map(|s| s.close_breaker());
-        first_error(join_all(calls).await)?;
-        Ok(())
-    }
-
-    async fn receive_isolated(&self) -> Result<Option<Delivery>> {
-        let n = self.shards.len();
-        let start = self.turn.fetch_add(1, Ordering::Relaxed) % n;
-        for shard in (0..n).map(|k| (start + k) % n) {
-            if !self.shards[shard].isolation_pending() {
-                continue;
-            }
-            if let Some(delivery) = self.shards[shard].receive_isolated().await? {
-                return Ok(Some(tagged(shard, delivery)));
-            }
-        }
-        Ok(None)
+        self.take(want).await
     }
 
     async fn ack(&self, receipts: &[Receipt]) -> Result<()> {
@@ -435,11 +442,6 @@ impl Consumer for PartitionedConsumer {
         self.shards[shard].dead_letter(&own, reason, error).await
     }
 
-    async fn errors(&self, receipt: &Receipt) -> Result<Vec<ErrorRecord>> {
-        let (shard, own) = self.split(receipt)?;
-        self.shards[shard].errors(&own).await
-    }
-
     async fn release(&self, receipts: &[Receipt]) -> Result<()> {
         let groups = self.group(receipts)?;
         let calls = groups
@@ -447,14 +449,6 @@ impl Consumer for PartitionedConsumer {
             .map(|(shard, _, own)| self.shards[*shard].release(own));
         first_error(join_all(calls).await)?;
         Ok(())
-    }
-
-    async fn absolve(&self, receipts: &[Receipt]) -> Result<usize> {
-        let groups = self.group(receipts)?;
-        let calls = groups
-            .iter()
-            .map(|(shard, _, own)| self.shards[*shard].absolve(own));
-        Ok(first_error(join_all(calls).await)?.into_iter().sum())
     }
 
     async fn recover(&self) -> Result<usize> {
@@ -465,6 +459,30 @@ impl Consumer for PartitionedConsumer {
     async fn close(&self) -> Result<()> {
         first_error(join_all(self.shards.iter().map(Consumer::close)).await)?;
         Ok(())
+    }
+
+    fn extras(&self) -> ConsumerExtras<'_> {
+        ConsumerExtras::default()
+            .fleet_breaker(self)
+            .error_history(self)
+    }
+}
+
+#[async_trait]
+impl FleetBreaker for PartitionedConsumer {
+    /// A trip is stored on every shard.
+    async fn trip(&self, cool_down: Duration) -> Result<()> {
+        let calls = self.shards.iter().map(|s| FleetBreaker::trip(s, cool_down));
+        first_error(join_all(calls).await)?;
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl ErrorHistory for PartitionedConsumer {
+    async fn errors(&self, receipt: &Receipt) -> Result<Vec<ErrorRecord>> {
+        let (shard, own) = self.split(receipt)?;
+        ErrorHistory::errors(&self.shards[shard], &own).await
     }
 }
 

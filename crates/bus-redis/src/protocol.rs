@@ -7,24 +7,20 @@ use fred::types::{SetOptions, Value};
 
 use crate::{keys, Error, Result};
 
-/// The protocol this build speaks: 4, protocol 3 plus per-key ordering (keyed sends run
-/// `send_keyed.lua`; reserve, ack, dead-letter and recover take the keys' state as KEYS;
-/// docs/wire-format.md, "Versioning") and the fleet circuit breaker (`breaker_trip.lua`,
-/// reserve statuses 5 and 6). Protocol 3 is the lease layout of protocol 2 plus
-/// flow control, message deadlines and the lifecycle scripts; protocol 1 is the layout
-/// before leases, which recorded no version. `lua/common.lua`'s `PROTOCOL` says the same.
-pub const PROTOCOL: u32 = 4;
+/// The protocol this build speaks (docs/wire-format.md, "Versioning" lists what each
+/// version added).
+pub const PROTOCOL: u32 = 5;
 
-/// The protocols this one upgrades in place: the same keys and scripts, to which protocol 3
-/// added flow control, deadlines and new scripts, and protocol 4 the per-key ordering keys
-/// (`kready`, `kbusy`, `kof`, `kq:<key>`), so their queues need no migration.
-const UPGRADES: [u32; 2] = [2, 3];
+/// The protocols this one upgrades in place: every later one only added keys and script
+/// arguments to the same layout, so their queues need no migration (a lock taken by an
+/// older client has no recorded holder, and recovery treats it as it always did).
+const UPGRADES: [u32; 3] = [2, 3, 4];
 
 /// Records [`PROTOCOL`] under `prefix` if no version is recorded yet (`SET NX`), else
-/// checks it: another version is [`Error::ProtocolMismatch`], except protocols 2 and 3,
-/// which are raised to 4 (so that their clients are refused from then on: they would
-/// ignore per-key ordering, and protocol 2's flow control too). A refused write (a full Redis, a read-only replica) is only a warning,
-/// so that consumers still start and drain.
+/// checks it: another version is [`Error::ProtocolMismatch`], except the [`UPGRADES`],
+/// which are raised to this one (so that their clients are refused from then on). A
+/// refused write (a full Redis, a read-only replica) is only a warning, so that consumers
+/// still start and drain.
 pub(crate) async fn check(client: &Client, prefix: &str) -> Result<()> {
     let key = keys::protocol(prefix);
     let mut found = read(client, &key).await?;
@@ -62,15 +58,15 @@ pub(crate) async fn check(client: &Client, prefix: &str) -> Result<()> {
     }
 }
 
-/// Raises a protocol-2 or -3 record to 4 (one `SET`: every writer writes the same value).
+/// Raises an older record to [`PROTOCOL`] (one `SET`: every writer writes the same value).
 async fn upgrade(client: &Client, key: &str, from: &str) -> Result<()> {
     tracing::warn!(
         key,
         from,
         to = PROTOCOL,
-        "raising the recorded bus protocol: older consumers still running ignore per-key \
-         ordering (they neither serve nor release keys; protocol 2's also flow control and \
-         message deadlines), and must be restarted on this build; new ones are refused (docs/wire-format.md, \"Versioning\")"
+        "raising the recorded bus protocol: older consumers still running are refused by \
+         every script whose shape changed, and must be restarted on this build; new ones are \
+         refused (docs/wire-format.md, \"Versioning\")"
     );
     let set: Result<Value, _> = client
         .set(key, PROTOCOL.to_string(), None, None, false)

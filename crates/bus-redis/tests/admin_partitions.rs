@@ -6,6 +6,7 @@
 mod common;
 
 use bus_core::flow::PerKey;
+use bus_core::transport::ConsumerExt;
 use bus_core::transport::{Consumer, ConsumerOptions, DeadLetterReason, Source};
 use bus_core::{Bus, BusConfig, Envelope, Format, Transport};
 use bus_redis::admin::{Admin, Edited, Selection};
@@ -51,10 +52,7 @@ async fn a_partitioned_queue_is_one_queue_with_a_breakdown_per_shard() {
         .prefix(redis.namespace());
     let admin = Admin::new(RedisTransport::connect(&plain).await.unwrap());
     // One from each shard (fair shares of 3): in flight, then dead-lettered with an error.
-    let held = consumer
-        .receive(3, &CancellationToken::new())
-        .await
-        .unwrap();
+    let held = consumer.take(3, &CancellationToken::new()).await.unwrap();
     assert_eq!(held.len(), 3);
     let in_flight = admin.in_flight(&work, 10).await.unwrap();
     let held_ids: Vec<String> = in_flight.iter().map(|m| m.storage_id.clone()).collect();
@@ -203,7 +201,7 @@ async fn messages_waiting_for_their_key_are_counted_and_purged() {
         let want = 5 - held.len();
         held.extend(
             consumer
-                .receive(want, &CancellationToken::new())
+                .take(want, &CancellationToken::new())
                 .await
                 .unwrap(),
         );
@@ -248,7 +246,7 @@ async fn messages_waiting_for_their_key_are_counted_and_purged() {
     assert_eq!(admin.stats(&work).await.unwrap().keyed, 1);
     let next = tokio::time::timeout(
         Duration::from_secs(10),
-        consumer.receive(1, &CancellationToken::new()),
+        consumer.take(1, &CancellationToken::new()),
     )
     .await
     .expect("the purged key runs again")
@@ -269,10 +267,7 @@ async fn block_key(transport: &RedisTransport, bus: &Bus) -> Box<dyn Consumer> {
         .consumer(&work, ConsumerOptions::new(Duration::from_secs(30), 5))
         .await
         .unwrap();
-    let first = consumer
-        .receive(5, &CancellationToken::new())
-        .await
-        .unwrap();
+    let first = consumer.take(5, &CancellationToken::new()).await.unwrap();
     assert_eq!(first.len(), 1, "one at a time");
     let failure = bus_core::records::ErrorRecord::now("boom");
     consumer
@@ -290,7 +285,7 @@ async fn block_key(transport: &RedisTransport, bus: &Bus) -> Box<dyn Consumer> {
         tokio::time::sleep(Duration::from_millis(1500)).await;
         cancel.cancel();
     });
-    assert!(consumer.receive(5, &stop).await.unwrap().is_empty());
+    assert!(consumer.take(5, &stop).await.unwrap().is_empty());
     let stats = Admin::new(transport.clone()).stats(&work).await.unwrap();
     assert_eq!((stats.keyed, stats.dead_letters), (2, 1), "{stats:?}");
     consumer
@@ -305,7 +300,7 @@ async fn key_moves_on(
 ) -> bus_core::transport::Delivery {
     let mut next = tokio::time::timeout(
         Duration::from_secs(10),
-        consumer.receive(5, &CancellationToken::new()),
+        consumer.take(5, &CancellationToken::new()),
     )
     .await
     .expect("the key moves on")

@@ -4,13 +4,14 @@
 
 mod common;
 
+use bus_core::transport::ConsumerExt;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use bus_core::transport::{ConsumerOptions, Source};
+use bus_core::transport::{ConsumerOptions, Hold, Source, Want};
 use bus_core::{Backoff, CommandProcessor, Context, ProcessError, ProcessingSettings, Transport};
 use bus_test_redis::TestRedis;
 use common::{eventually, transport, Counts, Running, Work};
@@ -219,7 +220,7 @@ async fn four_consumers_recovering_the_same_expired_locks_requeue_each_once() {
     let options = ConsumerOptions::new(Duration::from_millis(200), 10);
     let first = transport.consumer(&source, options.clone()).await.unwrap();
     let stop = tokio_util::sync::CancellationToken::new();
-    let taken = first.receive(1000, &stop).await.unwrap();
+    let taken = first.take(1000, &stop).await.unwrap();
     assert_eq!(taken.len(), 1000);
     assert_eq!(redis.counts("work").inflight, 1000);
 
@@ -247,16 +248,18 @@ async fn four_consumers_recovering_the_same_expired_locks_requeue_each_once() {
         .unwrap();
     let unique: HashSet<&String> = suspects.iter().collect();
     assert_eq!((suspects.len(), unique.len()), (1000, 1000));
-    assert!(first.receive(1000, &stop).await.unwrap().is_empty());
-    assert!(first.isolation_pending());
+    let held = first.receive(Want::new(1000), &stop).await.unwrap();
+    assert!(held.deliveries.is_empty());
+    assert_eq!(held.hold, Hold::Isolation);
     // The lost delivery is counted: the next delivery of each is its second.
     for _ in 0..1000 {
-        let alone = first.receive_isolated().await.unwrap().expect("a suspect");
+        let alone = first.take_alone().await.unwrap().expect("a suspect");
         assert_eq!(alone.delivery_count, 2);
         first.ack(&[alone.receipt]).await.unwrap();
     }
-    assert!(first.receive_isolated().await.unwrap().is_none());
-    assert!(!first.isolation_pending());
+    assert!(first.take_alone().await.unwrap().is_none());
+    let after = first.receive(Want::peek(), &stop).await.unwrap();
+    assert_eq!(after.hold, Hold::None);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -469,13 +472,13 @@ async fn a_key_over_its_rate_is_waited_for_not_polled() {
         .unwrap();
     let stop = tokio_util::sync::CancellationToken::new();
     let started = std::time::Instant::now();
-    let first = consumer.receive(5, &stop).await.unwrap();
+    let first = consumer.take(5, &stop).await.unwrap();
     assert_eq!(first.len(), 1);
     consumer.ack(&[first[0].receipt.clone()]).await.unwrap();
     let before = command_calls(&redis);
     let mut second = Vec::new();
     while second.is_empty() && started.elapsed() < 3 * PER {
-        second = consumer.receive(5, &stop).await.unwrap();
+        second = consumer.take(5, &stop).await.unwrap();
     }
     let waited = started.elapsed();
     let after = command_calls(&redis);
@@ -506,7 +509,7 @@ async fn a_storage_id_twice_in_one_reserve_is_delivered_once() {
         .await
         .unwrap();
     let stop = tokio_util::sync::CancellationToken::new();
-    let first = consumer.receive(10, &stop).await.unwrap();
+    let first = consumer.take(10, &stop).await.unwrap();
     let receipt = first[0].receipt.clone();
     let error = bus_core::records::ErrorRecord::now("again");
     consumer
@@ -521,7 +524,7 @@ async fn a_storage_id_twice_in_one_reserve_is_delivered_once() {
         .rpush(&keys.ready, id.as_str())
         .await
         .unwrap();
-    let again = consumer.receive(10, &stop).await.unwrap();
+    let again = consumer.take(10, &stop).await.unwrap();
     assert_eq!(again.len(), 1, "delivered {} times", again.len());
     assert_eq!(again[0].delivery_count, 2);
 }
@@ -585,7 +588,7 @@ async fn a_key_s_messages_reserved_and_acked_together_free_every_slot() {
     for round in 0..2 {
         let mut held = Vec::new();
         while held.len() < 3 {
-            held.extend(consumer.receive(10, &stop).await.unwrap());
+            held.extend(consumer.take(10, &stop).await.unwrap());
         }
         assert_eq!(held.len(), 3, "round {round}: the limit is 3");
         let ids: HashSet<_> = held.iter().map(|d| d.receipt.clone()).collect();
@@ -644,7 +647,7 @@ async fn a_garbage_key_list_fails_its_reserve_without_losing_what_the_call_took(
         .await
         .unwrap();
     let stop = tokio_util::sync::CancellationToken::new();
-    let failed = consumer.receive(10, &stop).await;
+    let failed = consumer.take(10, &stop).await;
     assert!(failed.is_err(), "{failed:?}");
     assert_eq!(
         redis_int(&redis, "HLEN", &keys.msgs),
@@ -660,9 +663,10 @@ async fn a_garbage_key_list_fails_its_reserve_without_losing_what_the_call_took(
     let mut delivered = Vec::new();
     while delivered.is_empty() && tokio::time::Instant::now() < deadline {
         consumer.recover().await.unwrap();
-        delivered = consumer.receive(10, &stop).await.unwrap();
-        if consumer.isolation_pending() {
-            delivered.extend(consumer.receive_isolated().await.unwrap());
+        let received = consumer.receive(Want::new(10), &stop).await.unwrap();
+        delivered = received.deliveries;
+        if received.hold == Hold::Isolation {
+            delivered.extend(consumer.take_alone().await.unwrap());
         }
     }
     assert_eq!(delivered.len(), 1, "never delivered");

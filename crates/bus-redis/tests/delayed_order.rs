@@ -9,6 +9,7 @@
 
 mod common;
 
+use bus_core::transport::ConsumerExt;
 use bus_core::transport::{ConsumerOptions, Outgoing, Source};
 use bus_core::{Bus, BusConfig, Transport};
 use bus_redis::RedisTransport;
@@ -35,7 +36,7 @@ async fn received_order(transport: &RedisTransport) -> Vec<u64> {
     let order = Mutex::new(Vec::new());
     let all = common::eventually(Duration::from_secs(20), || async {
         // Fewer than the whole batch per call, so promotion across calls is covered.
-        let deliveries = consumer.receive(7, &stop).await.unwrap();
+        let deliveries = consumer.take(7, &stop).await.unwrap();
         let receipts: Vec<_> = deliveries.iter().map(|d| d.receipt.clone()).collect();
         consumer.ack(&receipts).await.unwrap();
         let mut order = order.lock().unwrap();

@@ -396,7 +396,10 @@ async fn a_python_consumer_waits_out_a_fleet_breaker_then_probes_and_closes_it()
         .await
         .unwrap();
     let tripped = SystemTime::now();
-    rust.trip_breaker(Duration::from_millis(1_500))
+    rust.extras()
+        .fleet_breaker
+        .expect("a fleet breaker")
+        .trip(Duration::from_millis(1_500))
         .await
         .unwrap();
 

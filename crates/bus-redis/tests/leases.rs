@@ -5,6 +5,7 @@
 mod common;
 
 use bus_core::records::ErrorRecord;
+use bus_core::transport::ConsumerExt;
 use bus_core::transport::{Consumer, ConsumerOptions, DeadLetterReason, Receipt, Source};
 use bus_core::{Bus, BusConfig, Transport};
 use bus_redis::RedisTransport;
@@ -46,7 +47,7 @@ async fn a_retried_leased_message_keeps_its_count_and_its_place_in_the_order() {
     let redis = TestRedis::start().unwrap();
     let (transport, consumer) = setup(&redis, 3, Duration::from_secs(60)).await;
     let stop = CancellationToken::new();
-    let held = consumer.receive(3, &stop).await.unwrap();
+    let held = consumer.take(3, &stop).await.unwrap();
     assert_eq!(
         held.iter().map(|d| d.delivery_count).collect::<Vec<_>>(),
         [1, 1, 1]
@@ -82,7 +83,7 @@ async fn a_retried_leased_message_keeps_its_count_and_its_place_in_the_order() {
     // A message sent after it comes after it, and its next delivery is its second.
     let bus = Bus::new(std::sync::Arc::new(transport.clone()), BusConfig::default());
     bus.send(&Work { n: 9 }).await.unwrap();
-    let again = consumer.receive(10, &stop).await.unwrap();
+    let again = consumer.take(10, &stop).await.unwrap();
     assert_eq!(again.iter().map(body).collect::<Vec<_>>(), [1, 9]);
     assert_eq!(
         again.iter().map(|d| d.delivery_count).collect::<Vec<_>>(),
@@ -101,14 +102,14 @@ async fn a_released_leased_message_is_fresh_again_at_the_head() {
     let redis = TestRedis::start().unwrap();
     let (transport, consumer) = setup(&redis, 4, Duration::from_secs(60)).await;
     let stop = CancellationToken::new();
-    let held = consumer.receive(3, &stop).await.unwrap();
+    let held = consumer.take(3, &stop).await.unwrap();
     consumer.release(&receipts(&held[1..])).await.unwrap();
     // A re-sent release finds them gone from the lease: nothing is pushed twice.
     consumer.release(&receipts(&held[1..])).await.unwrap();
     let keys = transport.keys(&work());
     let ready: i64 = transport.client().llen(&keys.ready).await.unwrap();
     assert_eq!(ready, 3);
-    let again = consumer.receive(10, &stop).await.unwrap();
+    let again = consumer.take(10, &stop).await.unwrap();
     assert_eq!(again.iter().map(body).collect::<Vec<_>>(), [1, 2, 3]);
     assert_eq!(
         again.iter().map(|d| d.delivery_count).collect::<Vec<_>>(),
@@ -124,10 +125,7 @@ async fn a_released_leased_message_is_fresh_again_at_the_head() {
 async fn a_dead_lettered_leased_message_is_kept_unchanged_with_its_count() {
     let redis = TestRedis::start().unwrap();
     let (transport, consumer) = setup(&redis, 2, Duration::from_secs(60)).await;
-    let held = consumer
-        .receive(2, &CancellationToken::new())
-        .await
-        .unwrap();
+    let held = consumer.take(2, &CancellationToken::new()).await.unwrap();
     let error = ErrorRecord::now("no");
     consumer
         .dead_letter(&held[0].receipt, DeadLetterReason::Rejected, Some(&error))
@@ -151,7 +149,7 @@ async fn an_expired_lease_is_recovered_once_and_its_receipts_go_stale() {
     let redis = TestRedis::start().unwrap();
     let (transport, consumer) = setup(&redis, 5, Duration::from_millis(300)).await;
     let stop = CancellationToken::new();
-    let held = consumer.receive(5, &stop).await.unwrap();
+    let held = consumer.take(5, &stop).await.unwrap();
     // Renewing holds the lease: the lock moves forward.
     let keys = transport.keys(&work());
     let client = transport.client();
@@ -195,11 +193,7 @@ async fn an_expired_lease_is_recovered_once_and_its_receipts_go_stale() {
         let errors: String = client.hget(&keys.errors, id).await.unwrap();
         assert!(errors.contains("lock expired"), "{errors}");
     }
-    // The old receipts are stale: renew says lost, ack and retry change nothing.
-    assert_eq!(
-        consumer.renew(&receipts(&held[2..])).await.unwrap(),
-        [false; 3]
-    );
+    // The old receipts are stale: ack and retry change nothing.
     consumer.ack(&receipts(&held)).await.unwrap();
     consumer
         .retry(&held[2].receipt, Duration::ZERO, &ErrorRecord::now("late"))
@@ -207,13 +201,22 @@ async fn an_expired_lease_is_recovered_once_and_its_receipts_go_stale() {
         .unwrap();
     assert_eq!(client.llen::<i64, _>(&keys.ready).await.unwrap(), 0);
     assert_eq!(client.llen::<i64, _>(&keys.suspects).await.unwrap(), 3);
-    // Each runs alone next, as its second delivery, in the order reserved.
-    let mut order = Vec::new();
-    while let Some(alone) = sweepers[0].receive_isolated().await.unwrap() {
-        assert_eq!(alone.delivery_count, 2);
-        order.push(body(&alone));
-        sweepers[0].ack(&[alone.receipt]).await.unwrap();
-    }
+    // Renew says lost: its consumer is alive after all (a stall, not a crash), so the
+    // messages it lost are no crash suspects and go back to the queue as ordinary ones.
+    assert_eq!(
+        consumer.renew(&receipts(&held[2..])).await.unwrap(),
+        [false; 3]
+    );
+    assert_eq!(client.llen::<i64, _>(&keys.suspects).await.unwrap(), 0);
+    assert_eq!(client.llen::<i64, _>(&keys.ready).await.unwrap(), 3);
+    // Delivered again as their second delivery, in the order reserved.
+    let again = sweepers[0]
+        .take(10, &tokio_util::sync::CancellationToken::new())
+        .await
+        .unwrap();
+    assert!(again.iter().all(|d| d.delivery_count == 2));
+    let order: Vec<_> = again.iter().map(body).collect();
     assert_eq!(order, [2, 3, 4]);
+    sweepers[0].ack(&receipts(&again)).await.unwrap();
     assert_eq!(redis.counts("work"), Counts::default());
 }

@@ -4,11 +4,12 @@
 
 mod common;
 
+use bus_core::transport::ConsumerExt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use bus_core::transport::{ConsumerOptions, Source};
+use bus_core::transport::{ConsumerOptions, Hold, Source, Want};
 use bus_core::{
     Bus, BusConfig, CommandProcessor, Context, Host, ProcessError, ProcessingSettings, Transport,
 };
@@ -197,8 +198,10 @@ async fn receipts_name_their_shard_and_recovery_works_per_shard() {
         bus.send(&Work { n }).await.unwrap();
     }
     let source = Source::queue("work").unwrap();
-    let options = ConsumerOptions::new(Duration::from_millis(300), 5);
-    let consumer = transport.consumer(&source, options).await.unwrap();
+    // Recovered every 100 ms: a consumer silent for 1.3 s is gone.
+    let options = ConsumerOptions::new(Duration::from_millis(300), 5)
+        .recovery_interval(Duration::from_millis(100));
+    let holder = transport.consumer(&source, options.clone()).await.unwrap();
     // The consumer recorded the queue's partitions for management and other producers.
     let recorded: Option<i64> = transport
         .client()
@@ -211,7 +214,7 @@ async fn receipts_name_their_shard_and_recovery_works_per_shard() {
     let held = Mutex::new(Vec::new());
     assert!(
         eventually(Duration::from_secs(5), || async {
-            let got = consumer.receive(6, &stop).await.unwrap();
+            let got = holder.take(6, &stop).await.unwrap();
             let mut held = held.lock().unwrap();
             held.extend(got);
             held.len() == 6
@@ -227,8 +230,9 @@ async fn receipts_name_their_shard_and_recovery_works_per_shard() {
     }
     assert_eq!(per_shard, [2, 2, 2]);
     let receipts: Vec<_> = held.iter().map(|d| d.receipt.clone()).collect();
-    assert_eq!(consumer.renew(&receipts).await.unwrap(), vec![true; 6]);
-    // Ack three (one per shard); the other three are abandoned, as by a crash.
+    assert_eq!(holder.renew(&receipts).await.unwrap(), vec![true; 6]);
+    // Ack three (one per shard); the other three are abandoned: their holder is gone, as
+    // after a crash, and another consumer recovers them.
     let mut acked = Vec::new();
     let mut abandoned = Vec::new();
     for receipt in receipts {
@@ -242,7 +246,9 @@ async fn receipts_name_their_shard_and_recovery_works_per_shard() {
             acked.push(receipt);
         }
     }
-    consumer.ack(&acked).await.unwrap();
+    holder.ack(&acked).await.unwrap();
+    holder.close().await.unwrap();
+    let consumer = transport.consumer(&source, options).await.unwrap();
     let recovered = std::sync::atomic::AtomicUsize::new(0);
     let total = || recovered.load(std::sync::atomic::Ordering::SeqCst);
     assert!(
@@ -255,17 +261,14 @@ async fn receipts_name_their_shard_and_recovery_works_per_shard() {
         "{} recovered",
         total()
     );
-    // Renewing a lost lock says so, per receipt.
-    assert_eq!(consumer.renew(&abandoned).await.unwrap(), vec![false; 3]);
     // They were held with others: each comes back alone, counted as a second delivery.
     let mut again = Vec::new();
-    assert!(consumer.receive(10, &stop).await.unwrap().is_empty());
+    let held = consumer.receive(Want::new(10), &stop).await.unwrap();
+    assert!(held.deliveries.is_empty());
+    assert_eq!(held.hold, Hold::Isolation);
     // Bounded: a transport that never delivered them would fail, not hang.
     for _ in 0..20 {
-        if !consumer.isolation_pending() {
-            break;
-        }
-        if let Some(delivery) = consumer.receive_isolated().await.unwrap() {
+        if let Some(delivery) = consumer.take_alone().await.unwrap() {
             assert_eq!(delivery.delivery_count, 2);
             consumer
                 .ack(std::slice::from_ref(&delivery.receipt))
@@ -273,13 +276,15 @@ async fn receipts_name_their_shard_and_recovery_works_per_shard() {
                 .unwrap();
             again.push(delivery);
         }
-        let regrouped = consumer.receive(10, &stop).await.unwrap();
+        let regrouped = consumer.take(10, &stop).await.unwrap();
         assert!(
             regrouped.is_empty(),
             "a recovered message regrouped with others"
         );
     }
     assert_eq!(again.len(), 3);
+    // Renewing a lost lock says so, per receipt.
+    assert_eq!(holder.renew(&abandoned).await.unwrap(), vec![false; 3]);
     for keys in transport.shard_keys(&source) {
         let stored: i64 = transport.client().hlen(&keys.msgs).await.unwrap();
         assert_eq!(stored, 0, "{} still holds messages", keys.msgs);
@@ -315,7 +320,7 @@ async fn an_idle_partitioned_consumer_wakes_for_any_shard() {
             sender.send_keyed(&Work { n: 1 }, &key).await.unwrap();
         });
         let started = tokio::time::Instant::now();
-        let got = consumer.receive(5, &stop).await.unwrap();
+        let got = consumer.take(5, &stop).await.unwrap();
         send.await.unwrap();
         assert_eq!(got.len(), 1, "shard {shard}");
         assert_eq!(got[0].receipt.shard, shard);
@@ -329,7 +334,7 @@ async fn an_idle_partitioned_consumer_wakes_for_any_shard() {
     // Shutdown ends a wait at once.
     stop.cancel();
     let started = tokio::time::Instant::now();
-    assert!(consumer.receive(5, &stop).await.unwrap().is_empty());
+    assert!(consumer.take(5, &stop).await.unwrap().is_empty());
     assert!(started.elapsed() < Duration::from_millis(500));
     consumer.close().await.unwrap();
 }
@@ -433,7 +438,7 @@ async fn one_busy_shard_still_fills_a_receive() {
         .unwrap();
     let stop = CancellationToken::new();
     for max in [9, 2, 1] {
-        let got = consumer.receive(max, &stop).await.unwrap();
+        let got = consumer.take(max, &stop).await.unwrap();
         assert_eq!(got.len(), max, "asked for {max}");
         assert!(got.iter().all(|d| d.receipt.shard == 1));
     }
@@ -463,7 +468,7 @@ async fn wake_ups(shards: u16) -> (f64, f64) {
         });
         let mut got = Vec::new();
         for _ in 0..5 {
-            got = consumer.receive(10, &stop).await.unwrap();
+            got = consumer.take(10, &stop).await.unwrap();
             if !got.is_empty() {
                 break;
             }
@@ -519,7 +524,10 @@ async fn a_fleet_breaker_holds_every_shard_and_each_lets_one_probe_through() {
         .collect();
 
     consumer
-        .trip_breaker(Duration::from_secs(60))
+        .extras()
+        .fleet_breaker
+        .expect("a fleet breaker")
+        .trip(Duration::from_secs(60))
         .await
         .unwrap();
     for flow in &flows {
@@ -536,11 +544,13 @@ async fn a_fleet_breaker_holds_every_shard_and_each_lets_one_probe_through() {
         .unwrap()
         .breaker_until_ms
         .is_some());
-    assert!(consumer.receive(10, &stop).await.unwrap().is_empty());
-    assert!(matches!(
-        consumer.fleet_breaker(),
-        bus_core::flow::FleetBreaker::Open { .. }
-    ));
+    let held = consumer.receive(Want::new(10), &stop).await.unwrap();
+    assert!(held.deliveries.is_empty());
+    assert!(
+        matches!(held.hold, Hold::BreakerOpen { .. }),
+        "{:?}",
+        held.hold
+    );
 
     // The cool-down over on every shard (moved back by hand): one probe per shard.
     for flow in &flows {
@@ -550,21 +560,19 @@ async fn a_fleet_breaker_holds_every_shard_and_each_lets_one_probe_through() {
             .await
             .unwrap();
     }
-    let probes = consumer.receive(10, &stop).await.unwrap();
+    let received = consumer.receive(Want::new(10), &stop).await.unwrap();
+    let probes = received.deliveries;
     assert_eq!(probes.len(), SHARDS as usize, "{probes:?}");
     let mut shards: Vec<u16> = probes.iter().map(|d| d.receipt.shard).collect();
     shards.sort_unstable();
     assert_eq!(shards, [0, 1, 2]);
-    assert_eq!(
-        consumer.fleet_breaker(),
-        bus_core::flow::FleetBreaker::Probe
-    );
+    assert_eq!(received.hold, Hold::Probe);
     assert!(
-        consumer.receive(10, &stop).await.unwrap().is_empty(),
+        consumer.take(10, &stop).await.unwrap().is_empty(),
         "a second probe"
     );
 
-    // Holding shard 1's probe slot extends only shard 1's (each slot set to 1 ms first).
+    // Renewing shard 1's probe holds only shard 1's slot (each slot set to 1 ms first).
     for flow in &flows {
         let _: i64 = transport
             .client()
@@ -573,7 +581,10 @@ async fn a_fleet_breaker_holds_every_shard_and_each_lets_one_probe_through() {
             .unwrap();
     }
     let one = probes.iter().find(|d| d.receipt.shard == 1).unwrap();
-    consumer.extend_probe(&one.receipt).await.unwrap();
+    consumer
+        .renew(std::slice::from_ref(&one.receipt))
+        .await
+        .unwrap();
     let now = bus_core::transport::now_ms();
     for (i, flow) in flows.iter().enumerate() {
         let slot: u64 = transport
@@ -585,19 +596,20 @@ async fn a_fleet_breaker_holds_every_shard_and_each_lets_one_probe_through() {
         assert_eq!(extended, i == 1, "shard {i}: slot {slot}, now {now}");
     }
 
-    // Closed: every shard flows again.
-    consumer.close_breaker().await.unwrap();
+    // Each probe's ack closes its shard's breaker: every shard flows again.
+    let receipts: Vec<_> = probes.iter().map(|d| d.receipt.clone()).collect();
+    consumer.ack(&receipts).await.unwrap();
     assert_eq!(admin.flow(&source).await.unwrap().breaker_until_ms, None);
-    let rest = consumer.receive(20, &stop).await.unwrap();
-    assert_eq!(rest.len(), 3 * 5 - 3);
-    assert_eq!(
-        consumer.fleet_breaker(),
-        bus_core::flow::FleetBreaker::Closed
-    );
+    let rest = consumer.receive(Want::new(20), &stop).await.unwrap();
+    assert_eq!(rest.deliveries.len(), 3 * 5 - 3);
+    assert_eq!(rest.hold, Hold::None);
 
     // An operator's close (`bus close-breaker`) clears every shard as well.
     consumer
-        .trip_breaker(Duration::from_secs(60))
+        .extras()
+        .fleet_breaker
+        .expect("a fleet breaker")
+        .trip(Duration::from_secs(60))
         .await
         .unwrap();
     admin.close_breaker(&source).await.unwrap();

@@ -102,6 +102,9 @@ fn text(name: &str) -> String {
     }
 }
 
+/// The consumer id this test's calls record as the holder of their locks.
+const HOLDER: &str = "test-holder";
+
 /// One queue driven by hand, as a foreign client drives it.
 struct Queue {
     client: SyncClient,
@@ -151,6 +154,7 @@ impl Queue {
                 &k.kdue,
                 &k.kwait,
                 &k.kstarts,
+                &k.holders,
             ],
             "reserve_alone" => vec![
                 &k.suspects,
@@ -161,6 +165,7 @@ impl Queue {
                 &k.leased,
                 &k.flow,
                 &k.flow_starts,
+                &k.holders,
             ],
             "ack" => vec![
                 &k.inflight,
@@ -175,8 +180,9 @@ impl Queue {
                 &k.kready,
                 &k.kq,
                 &k.ready,
+                &k.holders,
             ],
-            "renew" => vec![&k.inflight, &k.deliveries, &k.leases],
+            "renew" => vec![&k.inflight, &k.deliveries, &k.leases, &k.seen, &k.since],
             "retry" => vec![
                 &k.inflight,
                 &k.deliveries,
@@ -187,6 +193,7 @@ impl Queue {
                 &k.msgs,
                 &k.leases,
                 &k.leased,
+                &k.holders,
             ],
             "dead_letter" => vec![
                 &k.inflight,
@@ -204,6 +211,7 @@ impl Queue {
                 &k.kready,
                 &k.kq,
                 &k.ready,
+                &k.holders,
             ],
             "release" => vec![
                 &k.inflight,
@@ -213,6 +221,7 @@ impl Queue {
                 &k.suspects,
                 &k.leases,
                 &k.leased,
+                &k.holders,
             ],
             "recover" => vec![
                 &k.inflight,
@@ -231,6 +240,9 @@ impl Queue {
                 &k.kready,
                 &k.kq,
                 &k.ready,
+                &k.holders,
+                &k.seen,
+                &k.since,
             ],
             "absolve" => vec![&k.suspects, &k.ready],
             "breaker_trip" | "breaker_hold" => vec![&k.flow],
@@ -357,7 +369,10 @@ impl Queue {
     /// Reserves up to `max` (lock `lock_ms`): the lease token (if any) and the stored
     /// messages' receipts `(id, count)`.
     fn reserve(&mut self, max: u32, lock_ms: u64) -> (Option<String>, Vec<(String, String)>) {
-        let reply = self.call("reserve", &[&max.to_string(), &lock_ms.to_string()]);
+        let reply = self.call(
+            "reserve",
+            &[&max.to_string(), &lock_ms.to_string(), HOLDER, "1000"],
+        );
         let items = reply.as_array().unwrap_or_else(|| panic!("{reply:?}"));
         let token = items[2].as_str().map(str::to_owned);
         let stored = items[4..]
@@ -390,6 +405,15 @@ impl Queue {
                 dump.as_bytes().map(|b| (key, b.to_vec()))
             })
             .collect()
+    }
+
+    /// [`Queue::snapshot`] without the callers' presence (`seen`, `since`), which a renew
+    /// records whatever its receipts say: what the queue holds of its messages.
+    fn messages_snapshot(&mut self) -> BTreeMap<String, Vec<u8>> {
+        let mut snapshot = self.snapshot();
+        snapshot.remove(&self.k.seen);
+        snapshot.remove(&self.k.since);
+        snapshot
     }
 }
 
@@ -464,10 +488,10 @@ fn a_stored_receipt_with_its_count_in_another_spelling_changes_nothing() {
         q.push(&["not an envelope"]);
         let (_, stored) = q.reserve(10, 60_000);
         let id = stored[0].0.clone();
-        let before = q.snapshot();
+        let before = q.messages_snapshot();
         for (script, argv) in [
             ("ack", vec!["1", &id, spelling]),
-            ("renew", vec!["60000", "1", &id, spelling]),
+            ("renew", vec!["60000", HOLDER, "0", "1", &id, spelling]),
             ("retry", vec![&id, spelling, "0", "boom"]),
             ("dead_letter", vec![&id, spelling, "rejected", "boom"]),
             ("release", vec![&id, spelling]),
@@ -479,7 +503,11 @@ fn a_stored_receipt_with_its_count_in_another_spelling_changes_nothing() {
                 Resp::Integer(0)
             };
             assert_eq!(reply, expected, "{script} with count {spelling:?}");
-            assert_eq!(q.snapshot(), before, "{script} with count {spelling:?}");
+            assert_eq!(
+                q.messages_snapshot(),
+                before,
+                "{script} with count {spelling:?}"
+            );
         }
     }
 }
@@ -509,14 +537,14 @@ fn busy_queue(redis: &TestRedis, name: &str) -> (Queue, String, String) {
 /// script that ran it would write.
 fn good_argv(script: &str, token: &str, id: &str, dead: &str) -> Vec<String> {
     let argv: Vec<&str> = match script {
-        "reserve" => vec!["10", "0"],
-        "reserve_alone" => vec!["60000"],
+        "reserve" => vec!["10", "0", HOLDER, "10"],
+        "reserve_alone" => vec!["60000", HOLDER],
         "ack" => vec!["1", id, "1", token, "1", "0", "0"],
-        "renew" => vec!["60000", "1", id, "1", token],
+        "renew" => vec!["60000", HOLDER, "0", "1", id, "1", token],
         "retry" => vec![token, "0", "0", "boom"],
         "dead_letter" => vec![token, "0", "rejected", "boom"],
         "release" => vec![token, "0", id, "1"],
-        "recover" => vec!["3", "100", "lost"],
+        "recover" => vec!["3", "100", "lost", HOLDER, "0"],
         "absolve" => vec![token, "0", id, "1"],
         "breaker_trip" | "breaker_hold" => vec!["5000"],
         "send_at" => vec!["0", "now", "{}"],
@@ -549,8 +577,14 @@ fn good_argv(script: &str, token: &str, id: &str, dead: &str) -> Vec<String> {
 /// and the ARGV of the protocol-1 scripts (ack's `id, count` pairs, renew's).
 fn bad_argvs(script: &str, token: &str, id: &str) -> Vec<Vec<String>> {
     let argvs: Vec<Vec<&str>> = match script {
-        "reserve" => vec![vec!["10"], vec!["ten", "60000"], vec!["10", "1.5"]],
-        "reserve_alone" => vec![vec![], vec!["soon"]],
+        "reserve" => vec![
+            vec!["10"],
+            vec!["10", "60000", HOLDER],
+            vec!["ten", "60000", HOLDER, "10"],
+            vec!["10", "1.5", HOLDER, "10"],
+            vec!["10", "60000", HOLDER, "all"],
+        ],
+        "reserve_alone" => vec![vec![], vec!["60000"], vec!["soon", HOLDER]],
         "ack" => vec![
             vec![id, "1"],
             vec![],
@@ -562,12 +596,19 @@ fn bad_argvs(script: &str, token: &str, id: &str) -> Vec<Vec<String>> {
         "renew" => vec![
             vec!["60000", id, "1"],
             vec!["60000", "2", id, "1"],
+            vec!["60000", HOLDER, "0", "2", id, "1"],
+            vec!["60000", HOLDER, "soon", "0"],
             vec!["60000"],
         ],
         "retry" => vec![vec![token, "0", "soon", "e"], vec![token, "0"]],
         "dead_letter" => vec![vec![token, "0", "rejected"], vec![]],
         "release" => vec![vec![token]],
-        "recover" => vec![vec!["3", "100"], vec!["three", "100", "e"]],
+        "recover" => vec![
+            vec!["3", "100"],
+            vec!["3", "100", "e"],
+            vec!["three", "100", "e", HOLDER, "0"],
+            vec!["3", "100", "e", HOLDER, "soon"],
+        ],
         "absolve" => vec![vec![token]],
         "breaker_trip" | "breaker_hold" => vec![vec![], vec!["soon"], vec!["5000", "more"]],
         "send_at" => vec![vec!["0", "now"], vec!["soon", "now", "{}"], vec![]],
@@ -674,12 +715,11 @@ fn a_call_of_the_wrong_shape_is_refused_before_any_write() {
             let before = q.snapshot();
             let argv_ref: Vec<&str> = argv.iter().map(String::as_str).collect();
             let reply = q.eval(script, &keys, &argv_ref);
-            let wanted = format!("bus protocol {PROTOCOL}: {script} expects");
+            let wanted = format!("ERR bus: {script} expects");
             match &reply {
                 Resp::Error(text) => assert!(
-                    text.starts_with("ERR ")
-                        && text.contains(&wanted)
-                        && text.contains("docs/wire-format.md \"Versioning\""),
+                    text.starts_with(&wanted)
+                        && text.contains("(docs/wire-format.md, \"The calls\")"),
                     "{script} with {} KEYS, ARGV {argv:?}: {text}",
                     keys.len()
                 ),
@@ -716,21 +756,28 @@ fn an_old_clients_recover_call_changes_nothing() {
     let old_keys = q.keys("recover")[..7].to_vec();
     let reply = q.eval("recover", &old_keys, &["3", "100", "lost"]);
     assert!(
-        matches!(&reply, Resp::Error(e) if e.contains("recover expects 16 KEYS, got 7")),
+        matches!(&reply, Resp::Error(e) if e.contains("recover expects 19 KEYS, got 7")),
         "{reply:?}"
     );
     assert_eq!(q.snapshot(), before, "the refused call wrote");
     // Protocol 3's took 10 (no ordering keys): refused too, so that it never recovers a
-    // keyed message without its key.
-    let old_keys = q.keys("recover")[..10].to_vec();
-    let reply = q.eval("recover", &old_keys, &["3", "100", "lost"]);
-    assert!(
-        matches!(&reply, Resp::Error(e) if e.contains("recover expects 16 KEYS, got 10")),
-        "{reply:?}"
-    );
-    assert_eq!(q.snapshot(), before, "the refused call wrote");
+    // keyed message without its key; protocol 4's took 16 and 3 ARGV (no holders): refused,
+    // so that it never takes a live holder's messages for a crash's.
+    for (n, argv) in [(10, 3), (16, 3), (19, 3)] {
+        let old_keys = q.keys("recover")[..n].to_vec();
+        let old_argv = ["3", "100", "lost", HOLDER, "0"];
+        let reply = q.eval("recover", &old_keys, &old_argv[..argv]);
+        assert!(
+            matches!(&reply, Resp::Error(e) if e.contains("recover expects")),
+            "{reply:?}"
+        );
+        assert_eq!(q.snapshot(), before, "the refused call wrote");
+    }
     // Today's call recovers both.
-    assert_eq!(q.call("recover", &["3", "100", "lost"]), Resp::Integer(2));
+    assert_eq!(
+        q.call("recover", &["3", "100", "lost", HOLDER, "0"]),
+        Resp::Integer(2)
+    );
     assert_eq!(q.cmd(&["LLEN", &q.k.suspects.clone()]), Resp::Integer(2));
 }
 
@@ -747,8 +794,8 @@ async fn connecting_records_the_protocol_version_once() {
     let transport = RedisTransport::connect(&config(&redis.url(), redis.namespace()))
         .await
         .unwrap();
-    assert_eq!(client.get(&key).unwrap().as_deref(), Some(&b"4"[..]));
-    assert_eq!(PROTOCOL, 4);
+    assert_eq!(client.get(&key).unwrap().as_deref(), Some(&b"5"[..]));
+    assert_eq!(PROTOCOL, 5);
     // A second client finds it and agrees.
     RedisTransport::connect(&config(&redis.url(), redis.namespace()))
         .await
@@ -761,20 +808,20 @@ async fn another_protocol_version_is_refused_at_connect_and_nothing_is_written()
     let redis = TestRedis::start().unwrap();
     let key = keys::protocol(redis.namespace());
     let mut client = redis.client();
-    for found in ["5", "1", "two"] {
+    for found in ["6", "1", "two"] {
         client.set(&key, found).unwrap();
         let before = redis.keys();
         let error = RedisTransport::connect(&config(&redis.url(), redis.namespace()))
             .await
             .expect_err("connected to a Redis of another protocol");
         assert!(
-            matches!(&error, Error::ProtocolMismatch { found: f, speaks: 4, .. } if f == found),
+            matches!(&error, Error::ProtocolMismatch { found: f, speaks: 5, .. } if f == found),
             "{error:?}"
         );
         let text = error.to_string();
         assert!(
             text.contains(&format!("bus protocol {found} under {key}"))
-                && text.contains("this build speaks protocol 4")
+                && text.contains("this build speaks protocol 5")
                 && text.contains("docs/operations.md \"Upgrades\""),
             "{text}"
         );
@@ -784,12 +831,11 @@ async fn another_protocol_version_is_refused_at_connect_and_nothing_is_written()
 }
 
 #[tokio::test]
-async fn a_prefix_of_protocol_2_or_3_is_upgraded_to_4_and_their_clients_are_then_refused() {
-    // Protocol 3 only added flow control to the reserve scripts, protocol 4 only the
-    // per-key ordering keys: the first protocol-4 client records 4, so that older
-    // consumers (which would ignore ordering) are refused from then on by their own check
-    // (docs/wire-format.md, "Versioning").
-    for old in ["2", "3"] {
+async fn an_older_protocols_prefix_is_upgraded_and_its_clients_are_then_refused() {
+    // Protocols 3 to 5 only added keys and arguments to the same layout: the first client of
+    // this build records its version, so that older consumers are refused from then on by
+    // their own check (docs/wire-format.md, "Versioning").
+    for old in ["2", "3", "4"] {
         let redis = TestRedis::start().unwrap();
         let key = keys::protocol(redis.namespace());
         let mut client = redis.client();
@@ -799,7 +845,7 @@ async fn a_prefix_of_protocol_2_or_3_is_upgraded_to_4_and_their_clients_are_then
             .unwrap();
         assert_eq!(
             client.get(&key).unwrap().as_deref(),
-            Some(&b"4"[..]),
+            Some(&b"5"[..]),
             "{old}"
         );
     }
@@ -835,7 +881,10 @@ fn absolve_returns_only_the_holders_suspects_to_the_ready_list() {
     // A lease whose lock is already over when recovery runs (lock 0 ms).
     let (token, _) = q.reserve(10, 0);
     let token = token.unwrap();
-    assert_eq!(q.call("recover", &["5", "100", "lost"]), Resp::Integer(3));
+    assert_eq!(
+        q.call("recover", &["5", "100", "lost", HOLDER, "0"]),
+        Resp::Integer(3)
+    );
     let suspects = q.k.suspects.clone();
     let ready = q.k.ready.clone();
     let before = q.snapshot();
@@ -897,10 +946,10 @@ fn flow_control_holds_a_reserve_back_says_why_and_writes_nothing() {
     q.cmd(&["HSET", &flow, "paused", "1"]);
     let before = q.snapshot();
     assert_eq!(
-        held_back(&q.call("reserve", &["10", "60000"])),
+        held_back(&q.call("reserve", &["10", "60000", HOLDER, "1000"])),
         Some((-1, 2))
     );
-    let alone = q.call("reserve_alone", &["60000"]);
+    let alone = q.call("reserve_alone", &["60000", HOLDER]);
     assert_eq!(alone.as_array().map(|a| a[0].as_int()), Some(Some(2)));
     assert_eq!(q.snapshot(), before, "a held-back reserve wrote");
 
@@ -911,7 +960,7 @@ fn flow_control_holds_a_reserve_back_says_why_and_writes_nothing() {
     assert!(token.is_some() && stored.is_empty());
     assert_eq!(q.cmd(&["GET", &q.k.leased.clone()]).as_str(), Some("2"));
     assert_eq!(
-        held_back(&q.call("reserve", &["10", "60000"])),
+        held_back(&q.call("reserve", &["10", "60000", HOLDER, "1000"])),
         Some((-1, 3))
     );
 
@@ -919,9 +968,10 @@ fn flow_control_holds_a_reserve_back_says_why_and_writes_nothing() {
     q.cmd(&["HDEL", &flow, "concurrency"]);
     q.cmd(&["HSET", &flow, "rate", "1", "per_ms", "60000"]);
     assert!(q.reserve(10, 60_000).0.is_some());
-    let (wait, why) = held_back(&q.call("reserve", &["10", "60000"])).unwrap();
+    let (wait, why) = held_back(&q.call("reserve", &["10", "60000", HOLDER, "1000"])).unwrap();
     assert_eq!(why, 4);
-    assert!((59_000..=60_001).contains(&wait), "{wait}");
+    // (The window counts a start 50 ms longer than its length: flow.lua's rate_window.)
+    assert!((59_000..=60_051).contains(&wait), "{wait}");
     assert_eq!(q.cmd(&["LLEN", &q.k.ready.clone()]), Resp::Integer(1));
 }
 
@@ -948,10 +998,10 @@ fn a_fleet_breaker_holds_reserves_back_then_marks_one_probe_as_a_foreign_client_
     // Tripped for a minute: 5 with the wait, for reserve and reserve_alone, writing nothing.
     let until = q.call("breaker_trip", &["60000"]).as_int().unwrap();
     let before = q.snapshot();
-    let (wait, why) = held_back(&q.call("reserve", &["10", "60000"])).unwrap();
+    let (wait, why) = held_back(&q.call("reserve", &["10", "60000", HOLDER, "1000"])).unwrap();
     assert_eq!(why, 5);
     assert!((59_000..=60_000).contains(&wait), "{wait}");
-    let alone = q.call("reserve_alone", &["60000"]);
+    let alone = q.call("reserve_alone", &["60000", HOLDER]);
     assert_eq!(alone.as_array().map(|a| a[0].as_int()), Some(Some(5)));
     assert_eq!(q.snapshot(), before, "a held-back reserve wrote");
     // A shorter trip never shortens it.
@@ -960,7 +1010,7 @@ fn a_fleet_breaker_holds_reserves_back_then_marks_one_probe_as_a_foreign_client_
     // The cool-down over (moved back by hand): one message of ten asked, marked 6, and
     // its slot held for the reserving call's lock.
     q.cmd(&["HSET", &flow, "breaker_until", "1"]);
-    let (pending, taken) = pending_and_taken(&q.call("reserve", &["10", "30000"]));
+    let (pending, taken) = pending_and_taken(&q.call("reserve", &["10", "30000", HOLDER, "1000"]));
     assert_eq!((pending, taken), (6, 1));
     let probe: i64 = q
         .cmd(&["HGET", &flow, "breaker_probe"])
@@ -970,14 +1020,14 @@ fn a_fleet_breaker_holds_reserves_back_then_marks_one_probe_as_a_foreign_client_
         .unwrap();
     let now = bus_core::transport::now_ms() as i64;
     assert!((now + 29_000..=now + 30_000).contains(&probe), "{probe}");
-    let (wait, why) = held_back(&q.call("reserve", &["10", "60000"])).unwrap();
+    let (wait, why) = held_back(&q.call("reserve", &["10", "60000", HOLDER, "1000"])).unwrap();
     assert_eq!(why, 5, "a second probe while one runs");
     assert!((29_000..=30_000).contains(&wait), "{wait}");
 
     // Its host holds the slot while the probe runs: one more lock timeout from now.
     q.cmd(&["HSET", &flow, "breaker_probe", "1"]);
     assert_eq!(q.call("breaker_hold", &["45000"]).as_int(), Some(1));
-    let (wait, why) = held_back(&q.call("reserve", &["10", "60000"])).unwrap();
+    let (wait, why) = held_back(&q.call("reserve", &["10", "60000", HOLDER, "1000"])).unwrap();
     assert_eq!(why, 5);
     assert!((44_000..=45_000).contains(&wait), "{wait}");
 
@@ -987,14 +1037,20 @@ fn a_fleet_breaker_holds_reserves_back_then_marks_one_probe_as_a_foreign_client_
         q.cmd(&["HEXISTS", &flow, "breaker_probe"]),
         Resp::Integer(0)
     );
-    let (pending, taken) = pending_and_taken(&q.call("reserve", &["10", "30000"]));
+    let (pending, taken) = pending_and_taken(&q.call("reserve", &["10", "30000", HOLDER, "1000"]));
     assert_eq!((pending, taken), (6, 1), "no probe after a cool-down of 0");
 
     // Closed by one command: everything flows; holding a slot then changes nothing.
-    q.cmd(&["HDEL", &flow, "breaker_until", "breaker_probe"]);
+    q.cmd(&[
+        "HDEL",
+        &flow,
+        "breaker_until",
+        "breaker_probe",
+        "breaker_cool_ms",
+    ]);
     assert_eq!(q.call("breaker_hold", &["45000"]).as_int(), Some(0));
     assert_eq!(q.cmd(&["EXISTS", &flow]), Resp::Integer(0));
-    let (pending, taken) = pending_and_taken(&q.call("reserve", &["10", "30000"]));
+    let (pending, taken) = pending_and_taken(&q.call("reserve", &["10", "30000", HOLDER, "1000"]));
     assert_eq!((pending, taken), (0, 2));
 }
 
@@ -1158,11 +1214,11 @@ fn a_key_over_its_rate_is_parked_with_a_wait_hint() {
     assert_eq!(stored.len(), 1);
     let (id, count) = stored[0].clone();
     assert_eq!(q.call("ack", &["1", &id, &count]), Resp::Integer(1));
-    let reply = q.call("reserve", &["10", "60000"]);
+    let reply = q.call("reserve", &["10", "60000", HOLDER, "1000"]);
     let items = reply.as_array().unwrap();
     assert_eq!(items.len(), 4, "nothing taken: {reply:?}");
     let wait = items[0].as_int().unwrap();
-    assert!((59_000..=60_000).contains(&wait), "wait hint {wait}");
+    assert!((59_000..=60_050).contains(&wait), "wait hint {wait}");
     assert!(q.cmd(&["ZSCORE", &k.kwait, "k"]).as_str().is_some());
     assert_eq!(q.cmd(&["ZCARD", &k.kready]), Resp::Integer(0));
     let backlogs = q.call("admin_key_backlogs", &["1000", "20"]);

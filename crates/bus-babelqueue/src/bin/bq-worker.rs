@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use bus_babelqueue::{BabelTransport, Options};
 use bus_core::records::ErrorRecord;
-use bus_core::transport::{ConsumerOptions, DeadLetterReason, Source};
+use bus_core::transport::{ConsumerExt, ConsumerOptions, DeadLetterReason, Source};
 use bus_core::Transport;
 use bus_redis::RedisConfig;
 use tokio_util::sync::CancellationToken;
@@ -41,7 +41,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("{}", serde_json::json!({"ready": true}));
     let (stop, mut seen) = (CancellationToken::new(), 0usize);
     loop {
-        for delivery in consumer.receive(1, &stop).await? {
+        for delivery in consumer.take(1, &stop).await? {
             // The adapter reads each element once and hands the reading over.
             let envelope = delivery.decoded.ok_or("the adapter reads every delivery")?;
             let id = envelope.id.to_string();

@@ -4,6 +4,7 @@
 
 #![allow(dead_code)]
 
+use bus_core::transport::ConsumerExt;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -78,7 +79,7 @@ pub async fn consumer(
 /// Receives once (up to `max`), bounded by the transport's own ~1 s wait.
 pub async fn receive(consumer: &dyn Consumer, max: usize) -> Vec<Delivery> {
     consumer
-        .receive(max, &CancellationToken::new())
+        .take(max, &CancellationToken::new())
         .await
         .expect("receive")
 }

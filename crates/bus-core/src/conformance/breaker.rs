@@ -1,8 +1,9 @@
-//! Checks of the fleet-wide circuit breaker (crate::flow::FleetBreaker) on the consumer
-//! side of every transport that offers it, called directly: a trip holds every consumer
-//! back, exactly one message goes through as the probe once the cool-down is over, its
-//! slot is held for the prober's lock timeout, a failed probe trips it again, and a close
-//! lets every consumer reserve again.
+//! Checks of the fleet-wide circuit breaker ([`FleetBreaker`](crate::transport::FleetBreaker))
+//! on the consumer side of every transport that offers it, called directly: a trip holds
+//! every consumer back, exactly one message goes through as the probe once the cool-down
+//! is over, its slot is held for the prober's lock timeout, the probe's settle judges it
+//! (a failure opens it again, an ack closes it), and a close lets every consumer reserve
+//! again.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -14,8 +15,10 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::{start_command, wait_until};
-use crate::flow::{FleetBreaker, FlowControl};
-use crate::transport::{now_ms, Consumer, ConsumerOptions, Delivery, Outgoing, Source};
+use crate::flow::FlowControl;
+use crate::transport::{
+    now_ms, Consumer, ConsumerOptions, Delivery, Hold, Outgoing, Received, Source, Want,
+};
 use crate::{
     BreakerScope, CircuitBreaker, CommandProcessor, Context, Envelope, Format, Message, MessageId,
     MessageKind, ProcessError, ProcessingSettings, Transport,
@@ -43,25 +46,38 @@ async fn consumer(transport: &dyn Transport, lock: Duration) -> Box<dyn Consumer
 }
 
 /// Receives until something comes (a receive returns empty after about a second at most),
-/// or `within` passes.
-async fn first_delivery(consumer: &dyn Consumer, within: Duration) -> Vec<Delivery> {
+/// or `within` passes; what the last receive saw.
+async fn first_delivery(consumer: &dyn Consumer, within: Duration) -> Received {
     let stop = CancellationToken::new();
     let end = Instant::now() + within;
-    while Instant::now() < end {
-        let got = consumer.receive(10, &stop).await.expect("receive");
-        if !got.is_empty() {
+    loop {
+        let got = consumer
+            .receive(Want::new(10), &stop)
+            .await
+            .expect("receive");
+        if !got.deliveries.is_empty() || Instant::now() >= end {
             return got;
         }
     }
-    Vec::new()
 }
 
 /// One receive of up to ten messages.
-async fn receive(consumer: &dyn Consumer) -> Vec<Delivery> {
+async fn receive(consumer: &dyn Consumer) -> Received {
     consumer
-        .receive(10, &CancellationToken::new())
+        .receive(Want::new(10), &CancellationToken::new())
         .await
         .expect("receive")
+}
+
+/// Trips the fleet breaker of the consumer's queue, as a host whose window tripped.
+async fn trip(consumer: &dyn Consumer, cool_down: Duration) {
+    consumer
+        .extras()
+        .fleet_breaker
+        .expect("a consumer with a fleet breaker")
+        .trip(cool_down)
+        .await
+        .expect("tripped");
 }
 
 /// When the fleet breaker of `source` lets its next probe go, as the flow settings read it.
@@ -71,6 +87,10 @@ async fn breaker_until(flow: &dyn FlowControl, source: &Source) -> Option<u64> {
 
 fn receipts(deliveries: &[Delivery]) -> Vec<crate::transport::Receipt> {
     deliveries.iter().map(|d| d.receipt.clone()).collect()
+}
+
+fn open(hold: Hold) -> bool {
+    matches!(hold, Hold::BreakerOpen { .. })
 }
 
 /// An operator closes a tripped fleet breaker by hand ([`FlowControl::close_breaker`]):
@@ -86,30 +106,35 @@ pub async fn an_operator_closes_a_fleet_breaker_by_hand(
         .send(QUEUE, (0..5).map(message).collect())
         .await
         .expect("sent");
-    a.trip_breaker(Duration::from_secs(600))
-        .await
-        .expect("tripped");
+    trip(&*a, Duration::from_secs(600)).await;
+    let held = receive(&*a).await;
     assert!(
-        receive(&*a).await.is_empty(),
+        held.deliveries.is_empty(),
         "taken while the breaker is open"
     );
-    assert!(matches!(a.fleet_breaker(), FleetBreaker::Open { .. }));
+    assert!(open(held.hold), "{:?}", held.hold);
     assert!(breaker_until(flow, &source).await.is_some());
 
     flow.close_breaker(&source).await.expect("closed");
     assert_eq!(breaker_until(flow, &source).await, None);
     let all = first_delivery(&*a, Duration::from_secs(5)).await;
-    assert_eq!(all.len(), 5, "every waiting message, not a probe");
-    assert_eq!(a.fleet_breaker(), FleetBreaker::Closed);
-    a.ack(&receipts(&all)).await.expect("acked");
+    assert_eq!(
+        all.deliveries.len(),
+        5,
+        "every waiting message, not a probe"
+    );
+    assert_eq!(all.hold, Hold::None);
+    a.ack(&receipts(&all.deliveries)).await.expect("acked");
     // Closing a closed breaker changes nothing.
     flow.close_breaker(&source).await.expect("closed again");
     assert_eq!(breaker_until(flow, &source).await, None);
 }
 
 /// The fleet breaker's rules on two (then three) consumers of one queue, as two hosts see
-/// them. Cool-downs are 3 s and 1.5 s and one prober's lock 1 s (a receive waits at most
-/// about a second, so a 3 s cool-down is seen open by a whole receive).
+/// them. The transport judges each probe by how it is settled, whoever runs it: a failure
+/// opens the breaker again for the cool-down it was tripped for, an ack closes it. The
+/// cool-down is 3 s and one prober's lock 1 s (a receive waits at most about a second, so a
+/// 3 s cool-down is seen open by a whole receive).
 pub async fn a_fleet_breaker_holds_every_consumer_and_lets_one_probe_through(
     transport: Arc<dyn Transport>,
     flow: &dyn FlowControl,
@@ -127,139 +152,142 @@ pub async fn a_fleet_breaker_holds_every_consumer_and_lets_one_probe_through(
     // Tripped: nobody takes anything, and both see it open.
     let cool_down = Duration::from_secs(3);
     let tripped = Instant::now();
-    a.trip_breaker(cool_down).await.expect("tripped");
+    trip(&*a, cool_down).await;
     let until = breaker_until(flow, &source).await;
     let now = crate::transport::now_ms();
     assert!(
         until.is_some_and(|u| u + 50 >= now + 2_900 && u <= now + 3_100),
         "breaker_until_ms {until:?}, now {now}"
     );
-    assert!(receive(&*a).await.is_empty(), "a reserved while open");
-    assert!(matches!(a.fleet_breaker(), FleetBreaker::Open { .. }));
-    assert!(receive(&*b).await.is_empty(), "b reserved while open");
-    assert!(matches!(b.fleet_breaker(), FleetBreaker::Open { .. }));
+    for consumer in [&a, &b] {
+        let held = receive(&**consumer).await;
+        assert!(held.deliveries.is_empty(), "reserved while open");
+        assert!(open(held.hold), "{:?}", held.hold);
+    }
 
     // After the cool-down, one message: the probe.
     let probe = first_delivery(&*a, Duration::from_secs(10)).await;
     let probed_after = tripped.elapsed();
-    assert_eq!(probe.len(), 1, "the probe is one message");
-    assert_eq!(a.fleet_breaker(), FleetBreaker::Probe);
+    assert_eq!(probe.deliveries.len(), 1, "the probe is one message");
+    assert_eq!(probe.hold, Hold::Probe);
     assert!(
         probed_after + Duration::from_millis(50) >= cool_down,
         "probed {probed_after:?} after the trip"
     );
     // Its slot holds while it runs: no second probe, for anyone.
-    assert!(
-        receive(&*b).await.is_empty(),
-        "a second probe while one ran"
-    );
-    assert!(matches!(b.fleet_breaker(), FleetBreaker::Open { .. }));
-    assert!(
-        receive(&*a).await.is_empty(),
-        "a second probe while one ran"
-    );
+    for consumer in [&b, &a] {
+        let held = receive(&**consumer).await;
+        assert!(held.deliveries.is_empty(), "a second probe while one ran");
+        assert!(open(held.hold), "{:?}", held.hold);
+    }
 
-    // The probe failed: tripped again for a fresh cool-down (shorter than its slot).
-    let short = Duration::from_millis(1_500);
+    // The probe failed: its retry opens the breaker again, for the cool-down it was
+    // tripped for, with no call of the host's.
     a.retry(
-        &probe[0].receipt,
+        &probe.deliveries[0].receipt,
         Duration::ZERO,
         &crate::records::ErrorRecord::now("probe failed"),
     )
     .await
     .expect("retried");
     let retripped = Instant::now();
-    a.trip_breaker(short).await.expect("tripped again");
-    let second = first_delivery(&*b, Duration::from_secs(10)).await;
-    assert_eq!(second.len(), 1, "the second probe is one message");
-    assert_eq!(b.fleet_breaker(), FleetBreaker::Probe);
+    let until = breaker_until(flow, &source).await;
+    let now = crate::transport::now_ms();
     assert!(
-        retripped.elapsed() + Duration::from_millis(50) >= short,
-        "probed {:?} after the second trip",
+        until.is_some_and(|u| u + 50 >= now + 2_900 && u <= now + 3_100),
+        "after a failed probe, breaker_until_ms {until:?}, now {now}"
+    );
+    let second = first_delivery(&*b, Duration::from_secs(10)).await;
+    assert_eq!(
+        second.deliveries.len(),
+        1,
+        "the second probe is one message"
+    );
+    assert_eq!(second.hold, Hold::Probe);
+    assert!(
+        retripped.elapsed() + Duration::from_millis(50) >= cool_down,
+        "probed {:?} after the failed probe",
         retripped.elapsed()
     );
 
-    // It succeeded: closed for everyone, and everything flows.
-    b.ack(&receipts(&second)).await.expect("acked");
-    b.close_breaker().await.expect("closed");
+    // It succeeded: its ack closes the breaker for everyone, and everything flows.
+    b.ack(&receipts(&second.deliveries)).await.expect("acked");
     assert!(breaker_until(flow, &source).await.is_none());
     let mut rest = first_delivery(&*a, Duration::from_secs(5)).await;
     assert!(
-        rest.len() > 1,
+        rest.deliveries.len() > 1,
         "after the close, a took {} message(s)",
-        rest.len()
+        rest.deliveries.len()
     );
-    assert_eq!(a.fleet_breaker(), FleetBreaker::Closed);
-    rest.extend(first_delivery(&*b, Duration::from_secs(5)).await);
-    a.ack(&receipts(&rest)).await.expect("acked");
+    assert_eq!(rest.hold, Hold::None);
+    rest.deliveries
+        .extend(first_delivery(&*b, Duration::from_secs(5)).await.deliveries);
+    a.ack(&receipts(&rest.deliveries)).await.expect("acked");
 
-    // A probe whose host never judges it (it died): the slot frees after its lock timeout.
+    // A probe whose host never settles it (it died): the slot frees after its lock timeout.
     let c = consumer(&*transport, Duration::from_secs(1)).await;
     transport
         .send(QUEUE, (20..25).map(message).collect())
         .await
         .expect("sent");
-    a.trip_breaker(Duration::from_millis(100))
-        .await
-        .expect("tripped");
+    trip(&*a, Duration::from_millis(100)).await;
     let orphan = first_delivery(&*c, Duration::from_secs(5)).await;
-    assert_eq!(orphan.len(), 1);
-    assert_eq!(c.fleet_breaker(), FleetBreaker::Probe);
+    assert_eq!(orphan.deliveries.len(), 1);
+    assert_eq!(orphan.hold, Hold::Probe);
     let orphaned = Instant::now();
     let next = first_delivery(&*a, Duration::from_secs(10)).await;
     assert_eq!(
-        next.len(),
+        next.deliveries.len(),
         1,
         "no new probe after the orphan's slot expired"
     );
-    assert_eq!(a.fleet_breaker(), FleetBreaker::Probe);
+    assert_eq!(next.hold, Hold::Probe);
     assert!(
         orphaned.elapsed() + Duration::from_millis(50) >= Duration::from_secs(1),
         "a new probe {:?} after the orphan",
         orphaned.elapsed()
     );
 
-    // A probe that runs long keeps its slot while its host extends it with its lock.
-    a.ack(&receipts(&next)).await.expect("acked");
-    a.trip_breaker(Duration::from_millis(100))
-        .await
-        .expect("tripped");
+    // A probe that runs long keeps its slot while its lock is renewed.
+    a.ack(&receipts(&next.deliveries)).await.expect("acked");
+    trip(&*a, Duration::from_millis(100)).await;
     let long = first_delivery(&*c, Duration::from_secs(5)).await;
-    assert_eq!(long.len(), 1);
+    assert_eq!(long.deliveries.len(), 1);
     let taken = Instant::now();
-    // Its host extends it every third of its lock timeout, as it renews the lock.
-    let extending = async {
+    // Its host renews it every third of its lock timeout.
+    let renewing = async {
         loop {
-            c.extend_probe(&long[0].receipt).await.expect("extended");
+            c.renew(&receipts(&long.deliveries)).await.expect("renewed");
             tokio::time::sleep(Duration::from_millis(333)).await;
         }
     };
     let checking = async {
         while taken.elapsed() < Duration::from_millis(2_500) {
+            let held = receive(&*a).await;
             assert!(
-                receive(&*a).await.is_empty(),
+                held.deliveries.is_empty(),
                 "a second probe {:?} after a probe whose slot was held",
                 taken.elapsed()
             );
-            assert!(matches!(a.fleet_breaker(), FleetBreaker::Open { .. }));
+            assert!(open(held.hold), "{:?}", held.hold);
         }
     };
     tokio::select! {
         () = checking => {}
-        () = extending => {}
+        () = renewing => {}
     }
-    // Once it is no longer extended, its slot expires within one lock timeout.
+    // Once it is no longer renewed, its slot expires within one lock timeout.
     let last = Instant::now();
     let after = first_delivery(&*a, Duration::from_secs(10)).await;
-    assert_eq!(after.len(), 1);
+    assert_eq!(after.deliveries.len(), 1);
     assert!(
         last.elapsed() + Duration::from_millis(50) >= Duration::from_millis(666),
-        "the slot expired {:?} after the last extension",
+        "the slot expired {:?} after the last renewal",
         last.elapsed()
     );
-    a.close_breaker().await.expect("closed");
-    // Extending when no slot is held changes nothing.
-    c.extend_probe(&long[0].receipt).await.expect("extended");
+    flow.close_breaker(&source).await.expect("closed");
+    // Renewing when no slot is held changes nothing.
+    c.renew(&receipts(&long.deliveries)).await.expect("renewed");
     assert!(breaker_until(flow, &source).await.is_none());
 }
 

@@ -14,15 +14,16 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
-use tokio_util::sync::CancellationToken;
 
-use super::held::Held;
-
+use super::metrics::WorkerMetrics;
 use crate::transport::{Receipt, Source};
 
-// The fleet scope: the transport holds every host back; this host trips, judges its probe.
+// The fleet scope: the transport holds every host back and judges the probe; this host
+// trips it and shows what it saw.
 mod fleet;
-pub(crate) use fleet::FleetCall;
+// The breaker as a layer around the worker's consumer.
+mod guard;
+pub(crate) use guard::Guarded;
 
 /// Buckets of the sliding window: its resolution is a tenth of the window.
 const BUCKETS: usize = 10;
@@ -338,13 +339,22 @@ pub(crate) struct Breaker {
     /// Fleet scope: the probes this host reserved and has not judged yet.
     probes: Mutex<Vec<Receipt>>,
     scope: BreakerScope,
-    /// Fleet scope: how many trips and closes this host has stored, so that a reserve
-    /// that started before one is not taken as news of the fleet's state.
+    /// Fleet scope: how many trips this host has stored and probes it has seen judged, so
+    /// that a reserve that started before one is not taken as news of the fleet's state.
     judged: std::sync::atomic::AtomicU64,
+    /// The worker's breaker gauge (none in unit tests).
+    metrics: Option<WorkerMetrics>,
 }
 
 impl Breaker {
-    pub(crate) fn new(source: Source, settings: CircuitBreaker) -> Self {
+    pub(crate) fn new(
+        source: Source,
+        settings: CircuitBreaker,
+        metrics: Option<WorkerMetrics>,
+    ) -> Self {
+        if let Some(metrics) = &metrics {
+            metrics.breaker(BreakerState::Closed);
+        }
         Breaker {
             source,
             machine: Mutex::new(Machine::new(settings, Instant::now())),
@@ -352,6 +362,7 @@ impl Breaker {
             probes: Mutex::new(Vec::new()),
             scope: settings.scope,
             judged: std::sync::atomic::AtomicU64::new(0),
+            metrics,
         }
     }
 
@@ -426,54 +437,10 @@ impl Breaker {
                 "circuit breaker closed: the probe succeeded; reserving as usual"
             ),
         }
+        if let Some(metrics) = &self.metrics {
+            metrics.breaker(after);
+        }
         self.state.send_replace(after);
-    }
-}
-
-/// What the fetch loop does after asking the circuit breaker.
-pub(super) enum Gate {
-    /// Reserve as usual.
-    Go,
-    /// Reserve one message, the probe.
-    Probe,
-    /// Ask again (the cool-down ended, or the probe's outcome changed the state).
-    Again,
-    /// The host stops.
-    Stop,
-}
-
-/// Holds the fetch loop while the breaker is open or its probe runs. When the cool-down
-/// ends, everything held (runs that started before it opened, prefetched messages) is
-/// settled first, so that the probe's outcome is the only one the breaker then sees.
-pub(super) async fn gate(breaker: &Breaker, held: &Held, stop: &CancellationToken) -> Gate {
-    // Seen before asking, so a change between the answer and the wait wakes it.
-    let mut changes = breaker.watch();
-    changes.mark_unchanged();
-    match breaker.admit() {
-        Admit::Go => Gate::Go,
-        Admit::Wait(until) => {
-            let cool_down = async {
-                match until {
-                    Some(until) => {
-                        tokio::time::sleep_until(tokio::time::Instant::from_std(until)).await
-                    }
-                    None => std::future::pending().await,
-                }
-            };
-            tokio::select! {
-                () = stop.cancelled() => Gate::Stop,
-                _ = changes.changed() => Gate::Again,
-                () = cool_down => Gate::Again,
-            }
-        }
-        Admit::Probe => {
-            tokio::select! {
-                () = stop.cancelled() => return Gate::Stop,
-                () = held.until_empty() => {}
-            }
-            breaker.begin_probe();
-            Gate::Probe
-        }
     }
 }
 

@@ -14,12 +14,20 @@ use crate::transport::Receipt;
 #[derive(Debug, Default)]
 pub(super) struct Held {
     /// Receipts are ids the bus made: hashed fast, not flood-resistant (memory.rs).
-    map: Mutex<FastMap<Receipt, CancellationToken>>,
+    map: Mutex<FastMap<Receipt, Entry>>,
     emptied: Notify,
 }
 
+#[derive(Debug)]
+struct Entry {
+    token: CancellationToken,
+    /// Its handler is done and its ack on the way: a renewal that finds its lock gone
+    /// most likely crossed the ack, and there is no handler left to cancel.
+    acking: bool,
+}
+
 impl Held {
-    fn map(&self) -> MutexGuard<'_, FastMap<Receipt, CancellationToken>> {
+    fn map(&self) -> MutexGuard<'_, FastMap<Receipt, Entry>> {
         self.map.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -33,10 +41,24 @@ impl Held {
         map.reserve(receipts.len());
         for receipt in receipts {
             let token = CancellationToken::new();
-            map.insert(receipt.clone(), token.clone());
+            let entry = Entry {
+                token: token.clone(),
+                acking: false,
+            };
+            map.insert(receipt.clone(), entry);
             tokens.push(token);
         }
         tokens
+    }
+
+    /// Their handlers are done and their acks about to be sent.
+    pub(super) fn acking<'a>(&self, receipts: impl IntoIterator<Item = &'a Receipt>) {
+        let mut map = self.map();
+        for receipt in receipts {
+            if let Some(entry) = map.get_mut(receipt) {
+                entry.acking = true;
+            }
+        }
     }
 
     pub(super) fn remove<'a>(&self, receipts: impl IntoIterator<Item = &'a Receipt>) {
@@ -54,11 +76,12 @@ impl Held {
     }
 
     /// Cancels the handler of a message whose lock was lost; false if it was already
-    /// cancelled (or settled), so that the loss is reported once.
+    /// cancelled, its handler is done (its ack on the way) or it is settled, so that a
+    /// loss is reported once, and only where a handler lost its lock.
     pub(super) fn cancel(&self, receipt: &Receipt) -> bool {
         match self.map().get(receipt) {
-            Some(token) if !token.is_cancelled() => {
-                token.cancel();
+            Some(entry) if !entry.acking && !entry.token.is_cancelled() => {
+                entry.token.cancel();
                 true
             }
             _ => false,
@@ -66,8 +89,8 @@ impl Held {
     }
 
     pub(super) fn cancel_all(&self) {
-        for token in self.map().values() {
-            token.cancel();
+        for entry in self.map().values() {
+            entry.token.cancel();
         }
     }
 

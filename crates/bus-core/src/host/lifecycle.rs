@@ -70,7 +70,10 @@ impl DeadLettering<'_> {
     /// [`ERROR_HISTORY`] records: what the dead letter will show. Reads the earlier
     /// errors from the transport (one call), so a hook that does not ask costs nothing.
     pub async fn errors(&self) -> Result<Vec<ErrorRecord>> {
-        let mut errors = self.consumer.errors(self.receipt).await?;
+        let mut errors = match self.consumer.extras().error_history {
+            Some(history) => history.errors(self.receipt).await?,
+            None => Vec::new(),
+        };
         errors.push(self.error.clone());
         let excess = errors.len().saturating_sub(ERROR_HISTORY);
         errors.drain(..excess);

@@ -100,11 +100,15 @@ impl WorkerMetrics {
         }
     }
 
-    /// Whether the last receive found the queue paused.
+    /// What held the source back at the last receive (the paused gauge).
     #[inline]
-    pub(crate) fn paused(&self, paused: bool) {
+    pub(crate) fn hold(&self, hold: crate::transport::Hold) {
         #[cfg(feature = "metrics")]
-        self.inner.paused.set(f64::from(u8::from(paused)));
+        self.inner
+            .paused
+            .set(f64::from(u8::from(hold == crate::transport::Hold::Paused)));
+        #[cfg(not(feature = "metrics"))]
+        let _ = hold;
     }
 
     /// `n` messages received.

@@ -561,7 +561,8 @@ impl Host {
             let options = ConsumerOptions::new(
                 registration.settings.message_lock_timeout,
                 registration.settings.dead_letter_delivery_limit,
-            );
+            )
+            .recovery_interval(self.recovery_interval);
             let consumer = match self
                 .bus
                 .transport()
@@ -575,17 +576,24 @@ impl Host {
                 }
             };
             let wire = self.bus.transport().wire_format(&registration.source);
-            let consumer: Arc<dyn crate::transport::Consumer> = match singleton {
+            // The features a processor asks for are layers around the transport's consumer.
+            let mut consumer: Arc<dyn crate::transport::Consumer> = match singleton {
                 Some(singleton) => singleton.gate(consumer),
                 None => consumer.into(),
             };
-            let breaker = breaker_of(&registration);
-            if let Some(breaker) = &breaker {
-                breakers.push((source_name(&registration.source), Arc::clone(breaker)));
+            let settings = registration.settings.circuit_breaker;
+            let metrics = metrics::WorkerMetrics::new(&routes, settings.is_some());
+            if let Some(settings) = settings {
+                let breaker = Arc::new(breaker::Breaker::new(
+                    registration.source.clone(),
+                    settings,
+                    Some(metrics.clone()),
+                ));
+                breakers.push((source_name(&registration.source), Arc::clone(&breaker)));
+                consumer = Arc::new(breaker::Guarded::new(consumer, breaker));
             }
             let worker = worker::Worker {
-                metrics: metrics::WorkerMetrics::new(&routes, breaker.is_some()),
-                breaker,
+                metrics,
                 dispatch: handle::Dispatch {
                     source: registration.source.clone(),
                     settings: registration.settings.clone(),
@@ -678,15 +686,6 @@ pub async fn shutdown_signal() {
         () = terminate => tracing::info!("SIGTERM received: shutting down"),
         () = interrupt => tracing::info!("SIGINT received: shutting down"),
     }
-}
-
-/// The circuit breaker of a worker whose (first) processor asks for one.
-fn breaker_of(registration: &Registration) -> Option<Arc<breaker::Breaker>> {
-    let settings = registration.settings.circuit_breaker?;
-    Some(Arc::new(breaker::Breaker::new(
-        registration.source.clone(),
-        settings,
-    )))
 }
 
 /// A source as operators name it: `queue`, `topic/subscription`.

@@ -18,7 +18,9 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use super::outcome::error_chain;
 use super::routes::Routes;
 use crate::records::ErrorRecord;
-use crate::transport::{Consumer, DeadLetterReason, Delivery, Receipt, SingletonLease, Source};
+use crate::transport::{
+    Consumer, ConsumerExtras, DeadLetterReason, Receipt, Received, SingletonLease, Source, Want,
+};
 use crate::{Error, MessageId, Result, Transport};
 
 /// Longest a `receive` waits for the lease before returning empty, as an idle transport
@@ -205,30 +207,23 @@ impl Gate {
 
 #[async_trait]
 impl Consumer for Gate {
-    async fn receive(&self, max: usize, stop: &CancellationToken) -> Result<Vec<Delivery>> {
-        if !self.until_held(stop).await {
-            return Ok(Vec::new());
+    async fn receive(&self, want: Want, stop: &CancellationToken) -> Result<Received> {
+        let held = if want.max == 0 {
+            self.holds()
+        } else {
+            self.until_held(stop).await
+        };
+        if !held {
+            return Ok(Received::default());
         }
-        let deliveries = self.inner.receive(max, stop).await?;
-        if deliveries.is_empty() || self.holds() {
-            return Ok(deliveries);
+        let received = self.inner.receive(want, stop).await?;
+        if received.deliveries.is_empty() || self.holds() {
+            return Ok(received);
         }
         // The lease was lost while the call waited: what it reserved goes back unrun.
-        let receipts: Vec<Receipt> = deliveries.into_iter().map(|d| d.receipt).collect();
+        let receipts: Vec<Receipt> = received.deliveries.into_iter().map(|d| d.receipt).collect();
         self.inner.release(&receipts).await?;
-        Ok(Vec::new())
-    }
-    fn isolation_pending(&self) -> bool {
-        self.inner.isolation_pending()
-    }
-    fn paused(&self) -> bool {
-        self.inner.paused()
-    }
-    async fn receive_isolated(&self) -> Result<Option<Delivery>> {
-        if !self.holds() {
-            return Ok(None);
-        }
-        self.inner.receive_isolated().await
+        Ok(Received::new(Vec::new(), received.hold))
     }
     async fn ack(&self, receipts: &[Receipt]) -> Result<()> {
         self.inner.ack(receipts).await
@@ -253,11 +248,8 @@ impl Consumer for Gate {
     async fn recover(&self) -> Result<usize> {
         self.inner.recover().await
     }
-    async fn absolve(&self, receipts: &[Receipt]) -> Result<usize> {
-        self.inner.absolve(receipts).await
-    }
-    async fn errors(&self, receipt: &Receipt) -> Result<Vec<ErrorRecord>> {
-        self.inner.errors(receipt).await
+    fn extras(&self) -> ConsumerExtras<'_> {
+        self.inner.extras()
     }
     /// Gives the lease up (after the worker settled everything it held), then closes
     /// the transport's consumer.

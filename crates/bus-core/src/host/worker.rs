@@ -20,21 +20,22 @@ use std::time::Duration;
 
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
-use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::instrument::WithSubscriber;
 use tracing::Instrument;
 
-use super::breaker::{gate, Breaker, FleetCall, Gate};
 use super::handle::{delivery_span, Dispatch};
 use super::held::Held;
 use super::metrics::{Op, WorkerMetrics};
 use super::outcome::{error_chain, panic_message, Outcome};
 use super::Registration;
 use crate::records::ErrorRecord;
-use crate::transport::{Consumer, Delivery, Receipt};
+use crate::transport::{Consumer, Delivery, Hold, Receipt, Want};
 
 /// Pauses after failed fetches: doubling from the first to the last, so an outage is
 /// neither a busy loop nor a long silence after Redis returns.
@@ -55,18 +56,79 @@ pub(super) struct Worker {
     pub(super) recovery_interval: Duration,
     pub(super) shutdown_grace: Duration,
     pub(super) metrics: WorkerMetrics,
-    /// The processor's circuit breaker, if its settings ask for one.
-    pub(super) breaker: Option<Arc<Breaker>>,
     /// Where handlers run: threads of their own (see `handler_runtime`).
     pub(super) handler_runtime: Arc<super::handler_runtime::HandlerRuntime>,
 }
 
 /// One fetched batch waiting for handler slots: each message with its handler's token,
-/// and the batch's fetch slots (one per message).
+/// the batch's fetch slots (one per message), and the [`Buffer::epoch`] it came in.
 struct Fetched {
     deliveries: std::vec::IntoIter<(Delivery, CancellationToken)>,
     slots: OwnedSemaphorePermit,
+    epoch: u64,
 }
+
+/// What the fetcher and the dispatcher share: the handler slots, how many reserved messages
+/// wait unstarted, and the signal to hand those back.
+struct Buffer {
+    /// Free handler slots (`max_concurrent_calls` in all).
+    running: Arc<Semaphore>,
+    /// Reserved messages not started yet.
+    waiting: AtomicUsize,
+    /// How many times starts were stopped: a batch that came in before the last time
+    /// never starts.
+    epoch: AtomicU64,
+    /// Starts were stopped: the dispatcher releases what waits.
+    release: Notify,
+}
+
+impl Buffer {
+    fn new(handlers: usize) -> Self {
+        Buffer {
+            running: Arc::new(Semaphore::new(handlers)),
+            waiting: AtomicUsize::new(0),
+            epoch: AtomicU64::new(0),
+            release: Notify::new(),
+        }
+    }
+
+    /// No message reserved so far may start (its source said so): they go back.
+    fn stop_starts(&self) {
+        self.epoch.fetch_add(1, Ordering::SeqCst);
+        self.release.notify_one();
+    }
+
+    /// The current epoch: batches from now on may start.
+    fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::SeqCst)
+    }
+
+    fn waiting(&self) -> usize {
+        self.waiting.load(Ordering::Relaxed)
+    }
+
+    fn add(&self, n: usize) {
+        self.waiting.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// `n` left the buffer (started, or released).
+    fn started(&self, n: usize) {
+        self.waiting.fetch_sub(n, Ordering::Relaxed);
+    }
+
+    /// How many more messages could start at once: the free handler slots that no
+    /// waiting message will take.
+    fn startable(&self) -> usize {
+        self.running
+            .available_permits()
+            .saturating_sub(self.waiting())
+    }
+}
+
+/// How often the fetcher looks at what holds its source back while reserved messages wait
+/// unstarted: the longest such a message can start after its source stopped starts (a
+/// pause) is this plus one round trip.
+const HOLD_LOOK: Duration = Duration::from_millis(250);
 
 /// Most messages one handler task runs (concurrently, each isolated from the others'
 /// panics): enough to spread the cost of a task over many messages, few enough that
@@ -82,21 +144,27 @@ impl Worker {
         let background = CancellationToken::new();
         let (buffer_tx, buffer_rx) = mpsc::unbounded_channel();
         let (ack_tx, ack_rx) = mpsc::unbounded_channel();
+        let buffer = Arc::new(Buffer::new(settings.max_concurrent_calls));
 
         let fetcher = tokio::spawn(Arc::clone(&this).fetch(
             capacity,
             Arc::clone(&held),
-            buffer_tx,
+            (buffer_tx, Arc::clone(&buffer)),
             stop.clone(),
         ));
         let acker = tokio::spawn(Arc::clone(&this).ack_loop(ack_rx, Arc::clone(&held)));
         let renewer =
             tokio::spawn(Arc::clone(&this).renew_loop(Arc::clone(&held), background.clone()));
         let recoverer = tokio::spawn(Arc::clone(&this).recover_loop(background.clone()));
-        let breaker_gauge = tokio::spawn(Arc::clone(&this).breaker_gauge(background.clone()));
 
         let (mut handlers, stopped) = Arc::clone(&this)
-            .dispatch(buffer_rx, Arc::clone(&held), ack_tx, &stop, fetcher)
+            .dispatch(
+                (buffer_rx, buffer),
+                Arc::clone(&held),
+                ack_tx,
+                &stop,
+                fetcher,
+            )
             .await;
 
         // Shutdown: tell running handlers (their context's token), let them finish within
@@ -146,7 +214,6 @@ impl Worker {
             .await;
         this.bounded("stopping recovery", settle_end, recoverer)
             .await;
-        breaker_gauge.abort();
         let consumer = Arc::clone(&this.consumer);
         let closing = tokio::spawn(async move {
             if let Err(e) = consumer.close().await {
@@ -167,11 +234,14 @@ impl Worker {
     }
 
     /// Reserves messages whenever a slot is free, waiting on the transport when idle.
+    /// While reserved messages wait unstarted, it also looks at what holds the source back
+    /// every [`HOLD_LOOK`], so that they go back unstarted as soon as no message may start
+    /// (a pause, say), however long the running handlers take.
     async fn fetch(
         self: Arc<Self>,
         capacity: usize,
         held: Arc<Held>,
-        buffer: mpsc::UnboundedSender<Fetched>,
+        (channel, buffer): (mpsc::UnboundedSender<Fetched>, Arc<Buffer>),
         stop: CancellationToken,
     ) {
         let slots = Arc::new(Semaphore::new(capacity));
@@ -182,66 +252,51 @@ impl Worker {
                 biased;
                 () = stop.cancelled() => break,
                 p = Arc::clone(&slots).acquire_owned() => match p { Ok(p) => p, Err(_) => break },
+                () = tokio::time::sleep(HOLD_LOOK), if buffer.waiting() > 0 => {
+                    let look = self.consumer.receive(Want::peek(), &stop);
+                    if let Some(Ok(received)) = finish(&stop, look).await {
+                        self.metrics.hold(received.hold);
+                        if received.hold.stops_starts() {
+                            buffer.stop_starts();
+                        }
+                    }
+                    continue;
+                }
             };
-            // Asked once a slot is free: the outcome that freed it may have opened it.
-            let probe = match &self.breaker {
-                None => false,
-                Some(breaker) => match gate(breaker, &held, &stop).await {
-                    Gate::Go => false,
-                    Gate::Probe => true,
-                    Gate::Again => continue,
-                    Gate::Stop => break,
-                },
-            };
-            // Before the reserve: an answer that predates this host's own trip or close is stale.
-            let epoch = self.breaker.as_ref().map_or(0, |b| b.epoch());
-            let received = if alone {
+            let want = if alone {
                 // Recovered messages run alone: first settle everything held.
                 tokio::select! {
                     biased;
                     () = stop.cancelled() => break,
                     () = held.until_empty() => {}
                 }
-                let Some(received) = finish(&stop, self.consumer.receive_isolated()).await else {
-                    break;
-                };
-                match received {
-                    Ok(Some(delivery)) => Ok(vec![delivery]),
-                    Ok(None) => {
-                        alone = false;
-                        self.probe_unused(probe);
-                        continue;
-                    }
-                    Err(e) => Err(e),
-                }
+                Want::alone()
             } else {
-                // A probe is one message.
-                let more = if probe { 0 } else { slots.available_permits() };
+                let more = slots.available_permits();
                 if more > 0 {
                     if let Ok(p) = Arc::clone(&slots).try_acquire_many_owned(more as u32) {
                         permit.merge(p);
                     }
                 }
-                let receiving = self.consumer.receive(permit.num_permits(), &stop);
-                let Some(received) = finish(&stop, receiving).await else {
-                    break;
-                };
-                received
+                Want::new(permit.num_permits()).now(buffer.startable())
             };
-            if !matches!(&received, Ok(d) if !d.is_empty()) {
-                self.probe_unused(probe);
-            }
-            self.metrics.paused(self.consumer.paused());
+            let Some(received) = finish(&stop, self.consumer.receive(want, &stop)).await else {
+                break;
+            };
             match received {
-                Ok(mut deliveries) => {
+                Ok(received) => {
+                    let mut deliveries = received.deliveries;
+                    self.metrics.hold(received.hold);
                     self.metrics.consumed(deliveries.len());
                     outage.ended(&self);
-                    alone = self.consumer.isolation_pending() || alone;
+                    if received.hold.stops_starts() {
+                        buffer.stop_starts();
+                    }
+                    // Alone until no recovered message is left to take.
+                    alone =
+                        received.hold == Hold::Isolation || (want.alone && !deliveries.is_empty());
                     // More than asked for is never held (its lock expires).
                     deliveries.truncate(permit.num_permits());
-                    if let Some(breaker) = &self.breaker {
-                        breaker.seen(self.consumer.fleet_breaker(), &deliveries, epoch);
-                    }
                     let Some(slots) = permit.split(deliveries.len()) else {
                         continue;
                     };
@@ -252,11 +307,13 @@ impl Worker {
                     for _ in 0..deliveries.len() {
                         self.metrics.buffered();
                     }
+                    buffer.add(deliveries.len());
                     let deliveries: Vec<_> = deliveries.into_iter().zip(tokens).collect();
                     // The dispatcher outlives the fetcher, so the send cannot fail.
-                    let _ = buffer.send(Fetched {
+                    let _ = channel.send(Fetched {
                         deliveries: deliveries.into_iter(),
                         slots,
+                        epoch: buffer.epoch(),
                     });
                 }
                 Err(e) => {
@@ -270,66 +327,37 @@ impl Worker {
         }
     }
 
-    /// Stores a fleet breaker's trip or close in the transport. A failure is logged: an
-    /// unstored trip leaves the other hosts running, an unstored close lets the next probe
-    /// through once the probe's slot expires (one lock timeout).
-    async fn fleet_call(&self, call: FleetCall) {
-        let stored = match call {
-            FleetCall::Trip(cool_down) => self.consumer.trip_breaker(cool_down).await,
-            FleetCall::Close => self.consumer.close_breaker().await,
-        };
-        if let Err(e) = stored {
-            tracing::warn!(source = %self.registration.source, ?call, error = %error_chain(&e),
-                "could not store the fleet circuit breaker's change in the transport");
-        }
-    }
-
-    /// A probe's reserve found nothing: the next one tries again.
-    fn probe_unused(&self, probe: bool) {
-        if let (true, Some(breaker)) = (probe, &self.breaker) {
-            breaker.probe_unused();
-        }
-    }
-
-    /// Keeps the breaker's gauge at its state until `done`.
-    async fn breaker_gauge(self: Arc<Self>, done: CancellationToken) {
-        let Some(breaker) = &self.breaker else { return };
-        let mut changes = breaker.watch();
-        loop {
-            self.metrics.breaker(*changes.borrow_and_update());
-            tokio::select! {
-                () = done.cancelled() => return,
-                changed = changes.changed() => if changed.is_err() { return },
-            }
-        }
-    }
-
     /// Starts buffered messages as handler slots free up, in tasks of up to [`CHUNK`]
     /// messages; at shutdown, releases the buffered ones that never started and returns
     /// the running handlers.
     async fn dispatch(
         self: Arc<Self>,
-        mut buffer: mpsc::UnboundedReceiver<Fetched>,
+        (mut channel, buffer): (mpsc::UnboundedReceiver<Fetched>, Arc<Buffer>),
         held: Arc<Held>,
         ack_tx: mpsc::UnboundedSender<Vec<Receipt>>,
         stop: &CancellationToken,
         fetcher: JoinHandle<()>,
     ) -> (JoinSet<()>, Instant) {
-        let running = Arc::new(Semaphore::new(
-            self.registration.settings.max_concurrent_calls,
-        ));
+        let running = Arc::clone(&buffer.running);
         let mut handlers = JoinSet::new();
-        let mut unstarted = Vec::new();
         let mut current: Option<Fetched> = None;
         loop {
             let fetched = match current.as_mut() {
+                // A batch that came in before starts were stopped goes back unstarted.
+                Some(fetched) if fetched.epoch < buffer.epoch() => {
+                    let stale = self.unstarted(current.take(), &buffer);
+                    self.release(stale, &held, Instant::now() + SETTLE_BOUND)
+                        .await;
+                    continue;
+                }
                 Some(fetched) if fetched.deliveries.len() > 0 => fetched,
                 _ => {
                     let next = tokio::select! {
                         biased;
                         () = stop.cancelled() => None,
+                        () = buffer.release.notified() => continue,
                         Some(_) = handlers.join_next(), if !handlers.is_empty() => continue,
-                        next = buffer.recv() => next,
+                        next = channel.recv() => next,
                     };
                     let Some(next) = next else { break };
                     current.insert(next)
@@ -338,6 +366,8 @@ impl Worker {
             let permit = tokio::select! {
                 biased;
                 () = stop.cancelled() => break,
+                // Starts were stopped: the batch is looked at again (above).
+                () = buffer.release.notified() => continue,
                 Some(_) = handlers.join_next(), if !handlers.is_empty() => continue,
                 p = Arc::clone(&running).acquire_owned() => p,
             };
@@ -355,6 +385,7 @@ impl Worker {
                 break;
             };
             let chunk: Vec<_> = fetched.deliveries.by_ref().take(n).collect();
+            buffer.started(n);
             for _ in 0..n {
                 self.metrics.unbuffered();
             }
@@ -374,36 +405,56 @@ impl Worker {
         let stopped = Instant::now();
         let settle_end = stopped + self.shutdown_grace + SETTLE_BOUND;
         let _ = fetcher.await;
-        buffer.close();
-        let rest = current
-            .into_iter()
-            .chain(std::iter::from_fn(|| buffer.try_recv().ok()));
-        for fetched in rest {
+        channel.close();
+        let rest = std::iter::from_fn(|| channel.try_recv().ok());
+        let unstarted = self.unstarted(current.into_iter().chain(rest), &buffer);
+        self.release(
+            unstarted,
+            &held,
+            (Instant::now() + SETTLE_BOUND).min(settle_end),
+        )
+        .await;
+        (handlers, stopped)
+    }
+
+    /// The receipts of the messages of these batches that did not start; their fetch
+    /// slots are given back.
+    fn unstarted(
+        &self,
+        batches: impl IntoIterator<Item = Fetched>,
+        buffer: &Buffer,
+    ) -> Vec<Receipt> {
+        let mut unstarted = Vec::new();
+        for fetched in batches {
             for (delivery, _) in fetched.deliveries {
                 self.metrics.unbuffered();
                 unstarted.push(delivery.receipt);
             }
         }
-        self.metrics.released(unstarted.len());
-        if !unstarted.is_empty() {
-            let consumer = Arc::clone(&self.consumer);
-            let releasing = {
-                let unstarted = unstarted.clone();
-                tokio::spawn(async move {
-                    if let Err(e) = consumer.release(&unstarted).await {
-                        tracing::warn!(error = %error_chain(&e), count = unstarted.len(), "could not release prefetched messages; their locks will expire");
-                    }
-                })
-            };
-            self.bounded(
-                "releasing prefetched messages",
-                (Instant::now() + SETTLE_BOUND).min(settle_end),
-                releasing,
-            )
-            .await;
-            held.remove(&unstarted);
+        buffer.started(unstarted.len());
+        unstarted
+    }
+
+    /// Hands reserved messages that never started back to the transport (their delivery
+    /// count taken back), waiting for it until `deadline`; they are no longer held either
+    /// way (what the transport did not take back returns when its lock expires).
+    async fn release(&self, unstarted: Vec<Receipt>, held: &Held, deadline: Instant) {
+        if unstarted.is_empty() {
+            return;
         }
-        (handlers, stopped)
+        self.metrics.released(unstarted.len());
+        let consumer = Arc::clone(&self.consumer);
+        let releasing = {
+            let unstarted = unstarted.clone();
+            tokio::spawn(async move {
+                if let Err(e) = consumer.release(&unstarted).await {
+                    tracing::warn!(error = %error_chain(&e), count = unstarted.len(), "could not release prefetched messages; their locks will expire");
+                }
+            })
+        };
+        self.bounded("releasing prefetched messages", deadline, releasing)
+            .await;
+        held.remove(&unstarted);
     }
 
     /// Runs a chunk of messages concurrently in one task, each in its own span, its own
@@ -429,12 +480,6 @@ impl Worker {
                     let handled =
                         outcome_of(this.dispatch.handle(&delivery, decoded, token.clone()));
                     let outcome = this.metrics.process(handled).await;
-                    if let Some(breaker) = &this.breaker {
-                        let succeeded = matches!(outcome, Outcome::Ack);
-                        if let Some(call) = breaker.judge(&delivery.receipt, succeeded) {
-                            this.fleet_call(call).await;
-                        }
-                    }
                     this.dispatch.observe_failure(&delivery.payload, &outcome);
                     this.settle(delivery.receipt, outcome, &token, held).await
                 }
@@ -549,6 +594,7 @@ impl Worker {
             batch.append(&mut failed);
             batch.extend(groups.drain(..).flatten());
             for part in batch.chunks(ACK_BATCH) {
+                held.acking(part);
                 match self.metrics.call(Op::Ack, self.consumer.ack(part)).await {
                     Ok(()) => {
                         held.remove(part);
@@ -608,7 +654,6 @@ impl Worker {
             {
                 Ok(kept) => {
                     self.metrics.renewed(&kept);
-                    self.extend_probes(&receipts, &kept).await;
                     let lost: Vec<Receipt> = receipts
                         .into_iter()
                         .zip(kept)
@@ -618,50 +663,15 @@ impl Worker {
                     if !lost.is_empty() {
                         // Another delivery may have the message now: its ack is not ours.
                         self.dispatch.after_ack.forget(&lost);
-                        self.absolve(&lost).await;
+                        tracing::warn!(source = %self.registration.source, lost = lost.len(),
+                            "locks lost while this host was alive (renewals came too late: a stalled \
+                             link or a blocked runtime); their handlers are cancelled, and the messages \
+                             are delivered again");
                     }
                 }
                 Err(e) => {
                     tracing::warn!(source = %self.registration.source, error = %error_chain(&e), "lock renewal failed; will try again");
                 }
-            }
-        }
-    }
-
-    /// A fleet breaker's probe whose lock was just renewed keeps its slot as long: no
-    /// second probe starts beside a long one.
-    async fn extend_probes(&self, receipts: &[Receipt], kept: &[bool]) {
-        let Some(breaker) = &self.breaker else { return };
-        let probes = breaker.probes_held();
-        if probes.is_empty() {
-            return;
-        }
-        let running = receipts
-            .iter()
-            .zip(kept)
-            .filter(|(receipt, kept)| **kept && probes.contains(receipt));
-        for (receipt, _) in running {
-            if let Err(e) = self.consumer.extend_probe(receipt).await {
-                tracing::warn!(source = %self.registration.source, error = %error_chain(&e),
-                    "could not hold the fleet circuit breaker's probe slot; another host may probe beside it");
-            }
-        }
-    }
-
-    /// Messages whose locks were lost while this host was alive: their handlers are
-    /// cancelled, and the transport is told they are no crash suspects (one log line per
-    /// renewal round, not per message).
-    async fn absolve(&self, lost: &[Receipt]) {
-        let absolved = self.consumer.absolve(lost).await;
-        match absolved {
-            Ok(returned) => {
-                tracing::warn!(source = %self.registration.source, lost = lost.len(), returned,
-                "locks lost while this host was alive (renewals came too late: a stalled link or a blocked runtime); \
-                 handlers cancelled, and messages that recovery had set aside to run alone returned to the queue")
-            }
-            Err(e) => {
-                tracing::warn!(source = %self.registration.source, lost = lost.len(), error = %error_chain(&e),
-                "locks lost while this host was alive; handlers cancelled; returning their messages to the queue failed, so they run alone")
             }
         }
     }

@@ -5,32 +5,38 @@ use async_trait::async_trait;
 use tokio::time::Instant;
 
 use super::{MemoryTransport, Queue};
-use crate::flow::{check_concurrency, FleetBreaker, Flow, FlowControl, PerKey, RateLimit};
-use crate::transport::Source;
+use crate::flow::{check_concurrency, start_margin, Flow, FlowControl, PerKey, RateLimit};
+use crate::transport::{Hold, Source};
 use crate::Result;
 
 /// What flow control lets a receive take.
 pub(super) enum Allowance {
     /// Up to so many messages.
     Take(usize),
-    /// Nothing: wait for a change (resume, an ack under a concurrency limit), or until
-    /// the rate limit's window frees a start.
-    Wait(Option<Instant>),
+    /// Nothing, for this reason: wait for a change (resume, an ack under a concurrency
+    /// limit), or until the instant (the rate limit's window frees a start, a fleet
+    /// breaker's cool-down ends).
+    Wait(Option<Instant>, Hold),
 }
 
-/// A queue's fleet circuit breaker (as Redis's `breaker_until` and `breaker_probe`).
-#[derive(Debug, Clone, Copy)]
+/// A queue's fleet circuit breaker (as Redis's `breaker_until`, `breaker_probe` and
+/// `breaker_cool_ms`).
+#[derive(Debug, Clone)]
 pub(super) struct Tripped {
     /// The cool-down's end.
     until: Instant,
-    /// While a probe runs: its slot's end (the prober's lock timeout).
-    probe: Option<Instant>,
+    /// The cool-down it was tripped for: a failed probe opens it for as long again.
+    cool_down: std::time::Duration,
+    /// While a probe runs: its slot's end (the prober's lock timeout), and its key.
+    probe: Option<(Instant, bytes::Bytes)>,
 }
 
 impl Tripped {
     /// When the next probe may be taken.
     fn next_probe(&self) -> Instant {
-        self.probe.map_or(self.until, |probe| probe.max(self.until))
+        self.probe
+            .as_ref()
+            .map_or(self.until, |(slot, _)| (*slot).max(self.until))
     }
 }
 
@@ -47,18 +53,22 @@ pub(super) fn epoch_ms(at: Instant) -> u64 {
 
 impl Queue {
     /// How many of `want` messages flow control lets a receive take now.
-    pub(super) fn allowance(&mut self, want: usize, now: Instant) -> Allowance {
+    /// How many of `want` messages flow control lets a receive take now; `now_wanted`:
+    /// how many of them would start at once, all a source whose limits count handler
+    /// starts (a rate) may take.
+    pub(super) fn allowance(&mut self, want: usize, start_now: usize, now: Instant) -> Allowance {
         if self.flow.is_open() && self.tripped.is_none() {
             return Allowance::Take(want);
         }
         if self.flow.paused {
-            return Allowance::Wait(None);
+            return Allowance::Wait(None, Hold::Paused);
         }
         let mut n = want;
-        if let Some(tripped) = self.tripped {
+        if let Some(tripped) = &self.tripped {
             let next = tripped.next_probe();
             if now < next {
-                return Allowance::Wait(Some(next));
+                let until_ms = epoch_ms(next);
+                return Allowance::Wait(Some(next), Hold::BreakerOpen { until_ms });
             }
             // The cool-down is over: one message, the probe.
             n = n.min(1);
@@ -66,59 +76,94 @@ impl Queue {
         if let Some(limit) = self.flow.concurrency {
             n = n.min((limit as usize).saturating_sub(self.in_flight.len()));
             if n == 0 {
-                return Allowance::Wait(None);
+                return Allowance::Wait(None, Hold::Full);
             }
         }
+        if self.flow.rate.is_some() || self.key_rate_limited() {
+            n = n.min(start_now);
+        }
         if let Some(rate) = self.flow.rate {
-            while self.starts.front().is_some_and(|&t| t + rate.per() <= now) {
+            let window = rate.per() + start_margin(rate.per());
+            while self.starts.front().is_some_and(|&t| t + window <= now) {
                 self.starts.pop_front();
             }
             let free = (rate.starts() as usize).saturating_sub(self.starts.len());
             if free == 0 {
-                return Allowance::Wait(self.starts.front().map(|&t| t + rate.per()));
+                let until = self.starts.front().map(|&t| t + window);
+                return Allowance::Wait(until, Hold::RateLimited);
             }
             n = n.min(free);
         }
         Allowance::Take(n)
     }
 
-    /// What a receive that took `taken` messages saw of the fleet breaker; a probe's slot
-    /// is held until `lock` (the prober's lock deadline).
+    /// What a receive that took `taken` saw of the fleet breaker, the first of them being
+    /// the probe when the cool-down was over: its slot is held until `lock` (the prober's
+    /// lock deadline), and its settle judges the breaker ([`Queue::judge_probe`]).
     pub(super) fn breaker_seen(
         &mut self,
-        taken: usize,
+        taken: Option<&bytes::Bytes>,
         now: Instant,
         lock: Instant,
-    ) -> FleetBreaker {
+    ) -> Hold {
         let Some(tripped) = &mut self.tripped else {
-            return FleetBreaker::Closed;
+            return Hold::None;
         };
         let next = tripped.next_probe();
-        if now < next || taken == 0 {
-            return FleetBreaker::Open {
+        match taken {
+            Some(key) if now >= next => {
+                tripped.probe = Some((lock, key.clone()));
+                Hold::Probe
+            }
+            _ => Hold::BreakerOpen {
                 until_ms: epoch_ms(next),
-            };
+            },
         }
-        tripped.probe = Some(lock);
-        FleetBreaker::Probe
     }
 
     /// Opens the fleet breaker until `now + cool_down` (never shortening it) and frees a
     /// probe's slot, as `breaker_trip.lua`.
     pub(super) fn trip(&mut self, now: Instant, cool_down: std::time::Duration) {
         let until = now + cool_down;
-        let until = self.tripped.map_or(until, |t| t.until.max(until));
-        self.tripped = Some(Tripped { until, probe: None });
+        let until = self.tripped.as_ref().map_or(until, |t| t.until.max(until));
+        self.tripped = Some(Tripped {
+            until,
+            cool_down,
+            probe: None,
+        });
         self.notify.notify_waiters();
     }
 
-    /// Holds a running probe's slot until `lock` (nothing when none is held).
-    pub(super) fn extend_probe(&mut self, lock: Instant) {
+    /// The message `key` was settled (`succeeded`: acknowledged): if it is the fleet
+    /// breaker's probe, its outcome closes the breaker or opens it for another cool-down,
+    /// as `breaker_judge.lua`.
+    pub(super) fn judge_probe(&mut self, key: &bytes::Bytes, succeeded: bool, now: Instant) {
+        let Some(tripped) = &self.tripped else { return };
+        if !tripped
+            .probe
+            .as_ref()
+            .is_some_and(|(_, probe)| probe == key)
+        {
+            return;
+        }
+        if succeeded {
+            self.close_breaker();
+        } else {
+            let cool_down = tripped.cool_down;
+            self.trip(now, cool_down);
+        }
+    }
+
+    /// Holds the probe's slot until `lock` while `key`, the probe, still runs.
+    pub(super) fn extend_probe(&mut self, key: &bytes::Bytes, lock: Instant) {
         if let Some(Tripped {
-            probe: Some(probe), ..
+            probe: Some((slot, probe)),
+            ..
         }) = &mut self.tripped
         {
-            *probe = lock;
+            if probe == key {
+                *slot = lock;
+            }
         }
     }
 
@@ -130,7 +175,7 @@ impl Queue {
 
     /// When the fleet breaker lets the next probe go, in ms since the Unix epoch.
     pub(super) fn breaker_until_ms(&self) -> Option<u64> {
-        self.tripped.map(|t| epoch_ms(t.next_probe()))
+        self.tripped.as_ref().map(|t| epoch_ms(t.next_probe()))
     }
 
     /// Records `n` starts in the rate limit's window.

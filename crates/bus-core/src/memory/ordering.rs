@@ -119,6 +119,11 @@ impl Queue {
         }
     }
 
+    /// Whether the queue limits each key's rate of starts.
+    pub(super) fn key_rate_limited(&self) -> bool {
+        self.flow.per_key.and_then(|o| o.rate_limit()).is_some()
+    }
+
     /// When the first key over its rate may start again.
     pub(super) fn next_key_turn(&self) -> Option<Instant> {
         self.keyed.cooling.first().map(|(until, _)| *until)
@@ -130,15 +135,18 @@ impl Queue {
         let Some(rate) = self.flow.per_key.and_then(|o| o.rate_limit()) else {
             return true;
         };
+        // Counted at reserve, which a start follows within the margin: the window is kept
+        // that much longer, so that the limit holds at handler start.
+        let window = rate.per() + crate::flow::start_margin(rate.per());
         let starts = self.keyed.starts.entry(Arc::clone(key)).or_default();
-        while starts.front().is_some_and(|s| *s + rate.per() <= now) {
+        while starts.front().is_some_and(|s| *s + window <= now) {
             starts.pop_front();
         }
         if starts.len() < rate.starts() as usize {
             starts.push_back(now);
             return true;
         }
-        let until = starts.front().map_or(now, |s| *s + rate.per());
+        let until = starts.front().map_or(now, |s| *s + window);
         self.keyed.cooling.insert((until, Arc::clone(key)));
         false
     }

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 use bus_core::records::ErrorRecord;
+use bus_core::transport::ConsumerExt;
 use bus_core::transport::{ConsumerOptions, DeadLetterReason, Source};
 use bus_core::{Bus, BusConfig, RedisCommand, RedisEvent, Transport};
 use bus_management::Management;
@@ -81,7 +82,7 @@ impl Setup {
                 "only {} of {n} messages arrived",
                 ids.len()
             );
-            for delivery in consumer.receive(n - ids.len(), &stop).await.unwrap() {
+            for delivery in consumer.take(n - ids.len(), &stop).await.unwrap() {
                 let error = ErrorRecord::now(format!("failure of {}", delivery.delivery_count));
                 consumer
                     .dead_letter(&delivery.receipt, reason, Some(&error))

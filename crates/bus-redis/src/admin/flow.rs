@@ -32,6 +32,8 @@ const KEY_PER_MS: &str = "key_per_ms";
 /// slot (ms) while a probe runs.
 const BREAKER_UNTIL: &str = "breaker_until";
 const BREAKER_PROBE: &str = "breaker_probe";
+/// The cool-down a fleet breaker was tripped for (breaker_judge.lua): goes with a close.
+const BREAKER_COOL: &str = "breaker_cool_ms";
 
 /// When a fleet breaker lets the next probe go, from its two fields; `None`: not set.
 fn breaker_until(until: Option<u64>, probe: Option<u64>) -> Option<u64> {
@@ -118,7 +120,8 @@ impl Admin {
     /// Closes the fleet circuit breaker of `source` by hand (every shard): consumers
     /// reserve again at their next call, with no probe, as after a successful probe.
     pub async fn close_breaker(&self, source: &Source) -> Result<()> {
-        self.unset(source, vec![BREAKER_UNTIL, BREAKER_PROBE]).await
+        self.unset(source, vec![BREAKER_UNTIL, BREAKER_PROBE, BREAKER_COOL])
+            .await
     }
 
     /// Sets or removes the global concurrency limit of `source` (per shard).

@@ -15,11 +15,15 @@ import sys
 sys.dont_write_bytecode = True
 
 import json  # noqa: E402
+import os  # noqa: E402
 import time  # noqa: E402
 
 from resp import QueueKeys, Redis, Script, fail  # noqa: E402
 
 LOCK_MS = 30_000
+# This consumer's id, recorded as the holder of the locks it takes (docs/redis-layout.md,
+# "Holders and presence"): unique per run.
+HOLDER = f"py-{os.getpid()}-{time.time_ns()}"
 BATCH = 10
 DEADLINE_S = 30.0
 
@@ -52,6 +56,7 @@ def main():
     url, prefix, queue, count = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
     keys = QueueKeys(prefix, queue)
     reserve, reserve_alone, ack = Script("reserve"), Script("reserve_alone"), Script("ack")
+    judge = Script("breaker_judge")
     redis = Redis(url)
     deadline = time.monotonic() + DEADLINE_S
     received = 0
@@ -63,8 +68,8 @@ def main():
             [keys.ready, keys.msgs, keys.deliveries, keys.inflight, keys.delayed, keys.seq,
              keys.dead_info, keys.suspects, keys.leases, keys.leased, keys.flow,
              keys.flow_starts, keys.kready, keys.kbusy, keys.kof, keys.kq, keys.kdue,
-             keys.kwait, keys.kstarts],
-            [min(BATCH, count - received), LOCK_MS],
+             keys.kwait, keys.kstarts, keys.holders],
+            [min(BATCH, count - received), LOCK_MS, HOLDER, min(BATCH, count - received)],
         )
         # [wait_ms, pending, lease token, [envelope, ...], position, storage_id,
         #  delivery_count, envelope, ...]: the leased envelopes (delivery 1, receipt:
@@ -72,8 +77,8 @@ def main():
         wait_ms, pending = reply[0], reply[1]
         if 2 <= pending <= 5:
             # Flow control holds the queue back (2 paused, 3 at its concurrency limit, 4 at
-            # its rate limit, free again in wait_ms; 5 a fleet circuit breaker, protocol 4,
-            # next probe in wait_ms, or sooner if a probe closes it): nothing was taken.
+            # its rate limit, free again in wait_ms; 5 a fleet circuit breaker, next probe
+            # in wait_ms, or sooner if a probe closes it): nothing was taken.
             pause = {4: wait_ms, 5: min(max(wait_ms, 1), 250)}.get(pending, 100)
             time.sleep(pause / 1000)
             continue
@@ -97,8 +102,8 @@ def main():
             alone = reserve_alone.run(
                 redis,
                 [keys.suspects, keys.msgs, keys.deliveries, keys.inflight, keys.isolated,
-                 keys.leased, keys.flow, keys.flow_starts],
-                [LOCK_MS],
+                 keys.leased, keys.flow, keys.flow_starts, keys.holders],
+                [LOCK_MS, HOLDER],
             )
             messages = [tuple(alone[1:4])] if len(alone) > 1 else []
             probe = len(alone) > 4 and alone[4] == 6
@@ -144,12 +149,13 @@ def main():
         acked = ack.run(
             redis, [keys.inflight, keys.msgs, keys.deliveries, keys.errors, keys.isolated,
                     keys.leases, keys.leased, keys.kof, keys.kbusy, keys.kready, keys.kq,
-                    keys.ready],
+                    keys.ready, keys.holders],
             args)
         if acked != len(messages):
             fail(f"ack removed {acked} of {len(messages)} messages")
         if probe:
-            redis.call("HDEL", keys.flow, "breaker_until", "breaker_probe")
+            # Whoever settles a probe judges it: acked, so the breaker closes for everyone.
+            judge.run(redis, [keys.flow], ["ok"])
         received += len(messages)
     redis.close()
 

@@ -88,7 +88,7 @@ class QueueKeys:
     SUFFIXES = ("ready", "msgs", "deliveries", "inflight", "delayed",
                 "errors", "dead", "dead-info", "seq", "suspects", "isolated", "leases",
                 "leased", "flow", "flow-starts", "kready", "kbusy", "kof", "kq", "kdue", "kwait",
-                "kstarts")
+                "kstarts", "holders", "seen", "since")
 
     def __init__(self, prefix, queue):
         base = f"{prefix}:{{{queue}}}"
@@ -105,7 +105,7 @@ def lua_dir():
 # The consumer-side scripts, which start with the flag line that lets them run on a full
 # Redis (docs/wire-format.md, "Loading a script").
 ALLOW_OOM = {"reserve", "reserve_alone", "ack", "renew", "retry", "dead_letter", "release",
-             "recover"}
+             "recover", "absolve", "breaker_judge"}
 
 
 # The reserve scripts also need the flow-control helpers (protocol 3).
