@@ -159,7 +159,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Ok(ms) => Some(Duration::from_millis(ms.parse()?)),
         Err(_) => Some(Duration::from_millis(100)),
     };
-    let mut builder = Host::builder().transport(transport).command::<Job, _>(handler);
+    let mut builder = Host::builder()
+        .transport(transport)
+        .command::<Job, _>(handler);
     if let Some(interval) = recovery {
         builder = builder.recovery_interval(interval);
     }
