@@ -347,6 +347,20 @@ pub struct Deduplication<'a> {
     pub partition: Option<&'a str>,
 }
 
+impl<'a> Deduplication<'a> {
+    /// `key` held for `window`, the message ready at once, no partition key: what a
+    /// caller outside this crate builds (the struct is non-exhaustive) to store an already
+    /// encoded message once (bus-workflows' relay of callbacks and resumed runs).
+    pub fn new(key: &'a str, window: Duration) -> Self {
+        Deduplication {
+            key,
+            window,
+            due: None,
+            partition: None,
+        }
+    }
+}
+
 fn no_scheduling(queue: &str) -> crate::Error {
     crate::Error::Config(format!(
         "{queue}: this transport cannot read, cancel or reschedule delayed messages"

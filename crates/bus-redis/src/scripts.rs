@@ -768,6 +768,21 @@ pub(crate) static ADMIN_IN_FLIGHT: LazyLock<LuaScript> = LazyLock::new(|| {
     )
 });
 
+pub(crate) static ADMIN_PRESENCE: LazyLock<LuaScript> = LazyLock::new(|| {
+    lua!(
+        "admin_presence",
+        keys = [
+            "msgs",
+            "deliveries",
+            "inflight",
+            "dead-info",
+            "lease",
+            "lease-done"
+        ],
+        argv = ["kind", "key", "count:int"],
+    )
+});
+
 /// Every script of the native layout, for the tests that check them all (their shapes,
 /// their files' headers, their refusal of malformed calls) and docs/wire-format.md's
 /// table. Not an API.
@@ -815,6 +830,7 @@ pub fn catalog() -> Vec<&'static LuaScript> {
         &ADMIN_STATS,
         &ADMIN_KEY_BACKLOGS,
         &ADMIN_IN_FLIGHT,
+        &ADMIN_PRESENCE,
     ]
 }
 

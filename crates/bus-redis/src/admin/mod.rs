@@ -12,6 +12,7 @@
 //! | [`Admin::stats`], [`purge`](Admin::purge), [`send`](Admin::send), [`remove_subscription`](Admin::remove_subscription) | [`Purged`], [`Unsubscribe`], [`RemovedSubscription`], [`Held`] | `queues` |
 //! | [`Admin::peek`], [`scheduled`](Admin::scheduled) | [`ReadyMessage`], [`ScheduledMessage`] | `browse` |
 //! | [`Admin::in_flight`], [`errors`](Admin::errors), [`counters`](Admin::counters), [`redis_now_ms`](Admin::redis_now_ms) | [`InFlightMessage`], [`Counters`] (what the dashboard shows) | `inflight` |
+//! | [`Admin::presence`] | [`Presence`]: where a reserved message is now, by its receipt (bus-workflows' sweeper) | `presence` |
 //! | [`Admin::partitions`], [`shard_stats`](Admin::shard_stats) | a partitioned queue's shards, each one's counts; every operation above acts on all of them | `partitions` |
 //! | [`Admin::dead_letters`], [`requeue`](Admin::requeue), [`delete_dead_letter`](Admin::delete_dead_letter) | [`Selection`], [`Requeued`]; the records bus-redis's scripts write, read back | `dead_letters`, `records` |
 //! | [`Admin::audit`], [`audit_log`](Admin::audit_log), [`os_user`] | [`AuditEntry`]: the operators' changes, in a capped stream | `audit` |
@@ -37,6 +38,7 @@ mod inflight;
 mod key_backlogs;
 mod operator;
 mod partitions;
+mod presence;
 mod queues;
 mod records;
 mod schedules;
@@ -62,6 +64,7 @@ pub use hosts::HostEntry;
 pub use inflight::{Counters, InFlightMessage};
 pub use key_backlogs::{KeyBacklog, KeyBacklogs, KEYS_LOOKED_AT};
 pub use operator::{parse_name, KIND};
+pub use presence::Presence;
 pub use queues::{Held, Purged, RemovedSubscription, Unsubscribe};
 pub use schedules::ScheduleEntry;
 pub use search::{Cursor, Found, Place, SearchPage, SearchQuery, MAX_PAGE};

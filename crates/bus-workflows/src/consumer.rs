@@ -1,0 +1,344 @@
+//! The consumer layer: settles batch members in their batch, after their transport settle.
+//!
+//! Contract, per member delivery: its mark (how it leaves: acked with its result, or
+//! dead-lettered with its error) is stored in its batch *before* the transport's ack or
+//! dead letter; the batch counts it (`confirm`) only *after* that settle returned, and only
+//! if it returned while the delivery's lock surely held (so it was not a stale settle that
+//! changed nothing). A mark left unconfirmed (the process died in between, or the settle
+//! came too late) is resolved by the relay's sweep, which asks the transport where the
+//! member is (docs/concepts.md, "Workflows: what holds").
+//!
+//! A delivery that is no member costs a byte search for the `bus-batch` header and an
+//! entry in the map of held elements (what a durable step sends again).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bus_core::records::ErrorRecord;
+use bus_core::transport::{
+    Consumer, ConsumerExtras, DeadLetterReason, Delivery, Receipt, Received, Want,
+};
+use bus_core::{Envelope, Transport};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::ids::{BatchId, MemberRef, BATCH_HEADER};
+use crate::relay::Relay;
+use crate::store::{Mark, Outcome, Settle};
+use crate::tracker::{HeldDelivery, HeldMember, Holding};
+use crate::Workflows;
+
+/// The error of a member that a crash ended at its delivery limit: recovery dead-letters
+/// it with no host watching, so it is marked dead when it is received for that run.
+const CRASHED_AT_LIMIT: &str =
+    "its process ended while it ran alone at its delivery limit: dead-lettered by recovery";
+
+#[derive(Debug)]
+pub(crate) struct WorkflowConsumer {
+    inner: Box<dyn Consumer>,
+    holding: Arc<Holding>,
+    workflows: Workflows,
+    transport: Arc<dyn Transport>,
+    /// The lock timeout less a margin for clocks and the reply's way back.
+    lock_valid: Duration,
+    delivery_limit: u32,
+    /// The relay this consumer keeps running, stopped with the last consumer.
+    relay: Option<Arc<crate::transport::RelayRun>>,
+}
+
+impl WorkflowConsumer {
+    pub(crate) fn new(
+        inner: Box<dyn Consumer>,
+        workflows: Workflows,
+        transport: Arc<dyn Transport>,
+        options: &bus_core::transport::ConsumerOptions,
+        source: bus_core::transport::Source,
+    ) -> Self {
+        let holding = Arc::new(Holding::new(source));
+        workflows.inner.tracker.register(&holding);
+        let margin = (options.lock_timeout / 10).min(Duration::from_secs(1));
+        WorkflowConsumer {
+            inner,
+            holding,
+            workflows,
+            transport,
+            lock_valid: options.lock_timeout.saturating_sub(margin),
+            delivery_limit: options.delivery_limit,
+            relay: None,
+        }
+    }
+
+    pub(crate) fn with_relay(mut self, relay: Arc<crate::transport::RelayRun>) -> Self {
+        self.relay = Some(relay);
+        self
+    }
+
+    /// The member a delivery is, if any; its envelope, decoded to find out, is handed to
+    /// the host so that it is not decoded twice.
+    fn member_of(&self, delivery: &mut Delivery, sent: Instant, alone: bool) -> Option<HeldMember> {
+        let marked = memchr::memmem::find(&delivery.payload, BATCH_HEADER.as_bytes()).is_some();
+        if !marked && delivery.decoded.is_none() {
+            return None;
+        }
+        let envelope = match delivery.decoded.take() {
+            Some(envelope) => *envelope,
+            None => Envelope::decode_shared(&delivery.payload).ok()?,
+        };
+        let member = MemberRef::from_headers(&envelope.headers);
+        let id = envelope.id.clone();
+        delivery.decoded = Some(Box::new(envelope));
+        let member = match member {
+            Ok(member) => member?,
+            Err(error) => {
+                tracing::warn!(%error, message_id = %id, "a batch header that does not parse: the message is no member");
+                return None;
+            }
+        };
+        Some(HeldMember {
+            member,
+            id,
+            valid_until: sent + self.lock_valid,
+            premarked: alone && delivery.delivery_count >= self.delivery_limit,
+        })
+    }
+
+    /// The members among `receipts`, as held.
+    fn members(&self, receipts: &[Receipt]) -> Vec<(Receipt, HeldMember)> {
+        let held = self.holding.held();
+        receipts
+            .iter()
+            .filter_map(|r| Some((r.clone(), held.get(r)?.member.clone()?)))
+            .collect()
+    }
+
+    fn forget(&self, receipts: &[Receipt]) {
+        let mut held = self.holding.held();
+        for receipt in receipts {
+            held.remove(receipt);
+        }
+    }
+
+    fn mark(&self, receipt: &Receipt, member: &HeldMember, outcome: Outcome) -> Mark {
+        Mark {
+            index: member.member.index,
+            outcome,
+            message_id: member.id.clone(),
+            source: self.holding.source.clone(),
+            receipt: receipt.clone(),
+        }
+    }
+
+    /// Writes marks, grouped by batch; an error fails the settle (before the transport's).
+    async fn write_marks(&self, marks: BTreeMap<BatchId, Vec<Mark>>) -> bus_core::Result<()> {
+        let store = &self.workflows.inner.store;
+        let writes = marks.iter().map(|(batch, marks)| store.mark(batch, marks));
+        for written in futures::future::join_all(writes).await {
+            written.map_err(bus_core::Error::transport)?;
+        }
+        Ok(())
+    }
+
+    /// Confirms settles in the background (their transport settle is stored), then sends
+    /// what fires. A confirmation that fails is left to the relay's sweep.
+    fn confirm(&self, settles: BTreeMap<BatchId, Vec<Settle>>) {
+        if settles.is_empty() {
+            return;
+        }
+        let relay = Relay::new(self.workflows.clone(), Arc::clone(&self.transport));
+        tokio::spawn(async move {
+            for (batch, settles) in settles {
+                if let Err(error) = relay.settle(&batch, &settles).await {
+                    tracing::warn!(%batch, %error, "confirming batch members failed; the relay's sweep resolves them");
+                }
+            }
+        });
+    }
+
+    /// Marks members received alone at their delivery limit as dead, in case their run
+    /// ends the process: recovery then dead-letters them with no host watching.
+    async fn premark(&self, premarked: Vec<(Receipt, HeldMember)>) {
+        let mut marks: BTreeMap<BatchId, Vec<Mark>> = BTreeMap::new();
+        for (receipt, member) in &premarked {
+            let outcome = Outcome::Dead {
+                reason: DeadLetterReason::DeliveryLimit.as_str().to_owned(),
+                error: CRASHED_AT_LIMIT.to_owned(),
+            };
+            let mark = self.mark(receipt, member, outcome);
+            marks
+                .entry(member.member.batch.clone())
+                .or_default()
+                .push(mark);
+        }
+        if let Err(error) = self.write_marks(marks).await {
+            tracing::warn!(%error, "could not mark members running at their delivery limit");
+        }
+    }
+
+    /// Drops the pre-marks of members that left without being settled (retried, released).
+    fn unmark(&self, members: &[(Receipt, HeldMember)]) {
+        let mut drops: BTreeMap<BatchId, Vec<Settle>> = BTreeMap::new();
+        for (_, member) in members.iter().filter(|(_, m)| m.premarked) {
+            drops
+                .entry(member.member.batch.clone())
+                .or_default()
+                .push(Settle::Drop(member.member.index));
+        }
+        self.confirm(drops);
+    }
+}
+
+#[async_trait]
+impl Consumer for WorkflowConsumer {
+    async fn receive(&self, want: Want, stop: &CancellationToken) -> bus_core::Result<Received> {
+        let sent = Instant::now();
+        let mut received = self.inner.receive(want, stop).await?;
+        if received.deliveries.is_empty() {
+            return Ok(received);
+        }
+        let mut premarked = Vec::new();
+        {
+            let mut held = self.holding.held();
+            for delivery in &mut received.deliveries {
+                let member = self.member_of(delivery, sent, want.alone);
+                if let Some(m) = member.as_ref().filter(|m| m.premarked) {
+                    premarked.push((delivery.receipt.clone(), m.clone()));
+                }
+                let payload = delivery.payload.clone();
+                held.insert(delivery.receipt.clone(), HeldDelivery { payload, member });
+            }
+        }
+        if !premarked.is_empty() {
+            self.premark(premarked).await;
+        }
+        Ok(received)
+    }
+
+    async fn ack(&self, receipts: &[Receipt]) -> bus_core::Result<()> {
+        let members = self.members(receipts);
+        if members.is_empty() {
+            self.inner.ack(receipts).await?;
+            self.forget(receipts);
+            return Ok(());
+        }
+        let tracker = &self.workflows.inner.tracker;
+        let mut marks: BTreeMap<BatchId, Vec<Mark>> = BTreeMap::new();
+        let mut settled = Vec::with_capacity(members.len());
+        let mut suspended = Vec::new();
+        for (receipt, member) in &members {
+            let flags = tracker.peek(&member.id);
+            if flags.suspended {
+                // A durable step parked the run: its resumed run settles it.
+                suspended.push((receipt.clone(), member.clone()));
+                continue;
+            }
+            let outcome = Outcome::Succeeded {
+                result: flags.result,
+            };
+            let mark = self.mark(receipt, member, outcome);
+            marks
+                .entry(member.member.batch.clone())
+                .or_default()
+                .push(mark);
+            settled.push(member);
+        }
+        self.write_marks(marks).await?;
+        self.inner.ack(receipts).await?;
+        let done = Instant::now();
+        let mut confirms: BTreeMap<BatchId, Vec<Settle>> = BTreeMap::new();
+        for member in settled.into_iter().filter(|m| m.valid_until > done) {
+            confirms
+                .entry(member.member.batch.clone())
+                .or_default()
+                .push(Settle::Confirm(member.member.index));
+        }
+        tracker.forget(members.iter().map(|(_, m)| &m.id));
+        self.forget(receipts);
+        self.confirm(confirms);
+        self.unmark(&suspended);
+        Ok(())
+    }
+
+    async fn renew(&self, receipts: &[Receipt]) -> bus_core::Result<Vec<bool>> {
+        let sent = Instant::now();
+        let kept = self.inner.renew(receipts).await?;
+        let mut held = self.holding.held();
+        for (receipt, kept) in receipts.iter().zip(&kept) {
+            if let Some(member) = held.get_mut(receipt).and_then(|h| h.member.as_mut()) {
+                member.valid_until = if *kept { sent + self.lock_valid } else { sent };
+            }
+        }
+        Ok(kept)
+    }
+
+    async fn retry(
+        &self,
+        receipt: &Receipt,
+        delay: Duration,
+        error: &ErrorRecord,
+    ) -> bus_core::Result<()> {
+        self.inner.retry(receipt, delay, error).await?;
+        let one = std::slice::from_ref(receipt);
+        let members = self.members(one);
+        let tracker = &self.workflows.inner.tracker;
+        tracker.forget(members.iter().map(|(_, m)| &m.id));
+        self.forget(one);
+        self.unmark(&members);
+        Ok(())
+    }
+
+    async fn dead_letter(
+        &self,
+        receipt: &Receipt,
+        reason: DeadLetterReason,
+        error: Option<&ErrorRecord>,
+    ) -> bus_core::Result<()> {
+        let one = std::slice::from_ref(receipt);
+        let Some((_, member)) = self.members(one).pop() else {
+            self.inner.dead_letter(receipt, reason, error).await?;
+            self.forget(one);
+            return Ok(());
+        };
+        let outcome = Outcome::Dead {
+            reason: reason.as_str().to_owned(),
+            error: error.map(|e| e.message.clone()).unwrap_or_default(),
+        };
+        let mark = self.mark(receipt, &member, outcome);
+        self.write_marks(BTreeMap::from([(member.member.batch.clone(), vec![mark])]))
+            .await?;
+        self.inner.dead_letter(receipt, reason, error).await?;
+        let current = member.valid_until > Instant::now();
+        self.workflows.inner.tracker.forget([&member.id]);
+        self.forget(one);
+        if current {
+            let settle = vec![Settle::Confirm(member.member.index)];
+            self.confirm(BTreeMap::from([(member.member.batch, settle)]));
+        }
+        Ok(())
+    }
+
+    async fn release(&self, receipts: &[Receipt]) -> bus_core::Result<()> {
+        self.inner.release(receipts).await?;
+        let members = self.members(receipts);
+        self.forget(receipts);
+        self.unmark(&members);
+        Ok(())
+    }
+
+    async fn recover(&self) -> bus_core::Result<usize> {
+        self.inner.recover().await
+    }
+
+    async fn close(&self) -> bus_core::Result<()> {
+        self.holding.held().clear();
+        if let Some(relay) = &self.relay {
+            relay.stop();
+        }
+        self.inner.close().await
+    }
+
+    fn extras(&self) -> ConsumerExtras<'_> {
+        self.inner.extras()
+    }
+}
