@@ -8,7 +8,7 @@ local BATCH, DONE, SETTLING = KEYS[1], KEYS[2], KEYS[3]
 -- result the member's JSON result ('' for none). Stored as SETTLING[index] =
 -- '<ms> <mark>' (Redis's clock) and SETTLING['<index>:r'] = result.
 -- Returns how many it wrote, or -1 when the batch does not exist.
-expect_groups('batch_mark', 1, 3)
+expect_groups('batch_mark', 1, 3, 0)
 local policy = redis.call('HGET', BATCH, 'policy')
 if not policy then
   return -1

@@ -12,7 +12,7 @@ local BATCH, DONE, SETTLING, DEAD, RESULTS, DEFER, CALLBACKS = KEYS[1], KEYS[2],
 -- - `child`: the member's child batch handed off; detail '' (it succeeded) or why it
 --   failed. The member settles if its own ack was confirmed, else that is noted
 --   (`<index>:child`).
-expect_groups('batch_settle', 2, 3)
+expect_groups('batch_settle', 1, 3, 1)
 for i = 1, #ARGV, 3 do
   local op = ARGV[i]
   if op ~= 'confirm' and op ~= 'drop' and op ~= 'child' then

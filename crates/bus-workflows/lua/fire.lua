@@ -81,12 +81,12 @@ local function unsent(BATCH, CALLBACKS)
 end
 
 -- Refuses a call whose repeated ARGV (from `first`) do not come in groups of `size`, or
--- whose member indices (the first of each group) are not decimal integers.
-local function expect_groups(name, first, size)
+-- whose member indices (at `at` in each group, from 0) are not decimal integers.
+local function expect_groups(name, first, size, at)
   if (#ARGV - first + 1) % size ~= 0 then
     error({ err = 'ERR bus: ' .. name .. ' expects its repeated ARGV in groups of ' .. size .. ' (docs/wire-format.md, "Workflows")' })
   end
-  for i = first, #ARGV, size do
+  for i = first + at, #ARGV, size do
     if not string.find(ARGV[i], '^%d+$') then
       error({ err = 'ERR bus: ' .. name .. ' expects a member index as ARGV[' .. i .. '] (docs/wire-format.md, "Workflows")' })
     end

@@ -289,8 +289,14 @@ impl Batch {
             let first = store
                 .add(&self.inner.id, &token, chunk.len() as u64, self.inner.adder)
                 .await?;
-            let sent: Vec<MemberRef> = futures::stream::iter(chunk.iter().enumerate())
-                .map(|(n, command)| self.send_member(command, first + n as u64))
+            // The sends are made first, so that no closure over the chunk's borrows is
+            // held across an await (the future stays `Send` for any caller).
+            let sends: Vec<_> = chunk
+                .iter()
+                .zip(first..)
+                .map(|(command, index)| self.send_member(command, index))
+                .collect();
+            let sent: Vec<MemberRef> = futures::stream::iter(sends)
                 .buffered(SENDS_IN_FLIGHT)
                 .try_collect()
                 .await?;
