@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use bus_core::MemoryTransport;
-use bus_workflows::conformance::{self, Log};
-use bus_workflows::{MemoryWorkflowStore, Workflows};
+use bus_workflows::conformance;
+use bus_workflows::MemoryWorkflowStore;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batches_children_and_nesting() {
@@ -16,10 +16,10 @@ async fn batches_children_and_nesting() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_sleep_resumes_once() {
-    let workflows = Workflows::new(MemoryWorkflowStore::new());
-    let log = Log::default();
-    let host = conformance::start(Arc::new(MemoryTransport::new()), &workflows, &log).await;
-    conformance::sleep_resumes_once(&host, &log).await;
-    host.shutdown().await.unwrap();
+async fn a_sleep_across_a_host_restart() {
+    conformance::sleep_across_a_restart(
+        Arc::new(MemoryTransport::new()),
+        Arc::new(MemoryWorkflowStore::new()),
+    )
+    .await;
 }

@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use bus_redis::RedisTransport;
 use bus_test_redis::TestRedis;
-use bus_workflows::conformance::{self, Log};
-use bus_workflows::{RedisWorkflowStore, Workflows};
+use bus_workflows::conformance;
+use bus_workflows::RedisWorkflowStore;
 
 async fn transport(redis: &TestRedis, partitioned: bool) -> RedisTransport {
     let mut config = bus_test_redis::bus::config(redis);
@@ -35,12 +35,9 @@ async fn batches_children_and_nesting_on_partitioned_queues() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_sleep_resumes_once() {
+async fn a_sleep_across_a_host_restart() {
     let redis = TestRedis::start().unwrap();
     let transport = transport(&redis, false).await;
-    let workflows = Workflows::new(RedisWorkflowStore::for_transport(&transport));
-    let log = Log::default();
-    let host = conformance::start(Arc::new(transport), &workflows, &log).await;
-    conformance::sleep_resumes_once(&host, &log).await;
-    host.shutdown().await.unwrap();
+    let store = RedisWorkflowStore::for_transport(&transport);
+    conformance::sleep_across_a_restart(Arc::new(transport), Arc::new(store)).await;
 }

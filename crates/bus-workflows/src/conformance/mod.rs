@@ -6,7 +6,6 @@
 //! Each scenario takes the pair and panics (with what went wrong) when it fails. Waits
 //! are bounded; nothing sleeps for a fixed time.
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -17,9 +16,14 @@ use bus_core::{
 };
 use serde::{Deserialize, Serialize};
 
+mod batches;
+mod durable;
+
+pub use batches::*;
+pub use durable::*;
+
 use crate::{
-    BatchState, ChildPolicy, ChildResult, Error, WorkflowContext, WorkflowStore, Workflows,
-    WorkflowsExt,
+    BatchState, ChildPolicy, ChildResult, WorkflowContext, WorkflowStore, Workflows, WorkflowsExt,
 };
 
 /// The longest a scenario waits for what it expects.
@@ -95,6 +99,16 @@ pub struct Child {
 pub struct Summary {
     /// The parent's name.
     pub name: String,
+}
+
+/// A member that adds `more` siblings to its own batch, one after another.
+#[derive(Debug, Clone, Serialize, Deserialize, RedisCommand)]
+#[bus(queue = "wf-grow")]
+pub struct Grow {
+    /// Its number.
+    pub n: u64,
+    /// How many more to add after it.
+    pub more: u64,
 }
 
 /// A durable handler: a marked step, a sleep or a wait, another marked step.
@@ -327,6 +341,25 @@ impl CommandProcessor<Summary> for Summaries {
     }
 }
 
+struct Grows(Log);
+#[async_trait]
+impl CommandProcessor<Grow> for Grows {
+    async fn process(&self, grow: Grow, ctx: &Context) -> Result<(), ProcessError> {
+        if grow.more > 0 {
+            let next = Grow {
+                n: grow.n + 1,
+                more: grow.more - 1,
+            };
+            ctx.siblings()?.send(&next).await?;
+        }
+        self.0.push(format!("grow {}", grow.n));
+        Ok(())
+    }
+    fn settings(&self) -> ProcessingSettings {
+        settings()
+    }
+}
+
 struct Durables(Log);
 #[async_trait]
 impl CommandProcessor<Durable> for Durables {
@@ -373,6 +406,7 @@ pub async fn start(transport: Arc<dyn Transport>, workflows: &Workflows, log: &L
         .command::<Child, _>(Children(log.clone()))
         .command::<Summary, _>(Summaries(log.clone()))
         .command::<Durable, _>(Durables(log.clone()))
+        .command::<Grow, _>(Grows(log.clone()))
         .build()
         .expect("the scenarios' host builds")
         .start()
@@ -389,7 +423,7 @@ pub async fn until(what: &str, mut condition: impl FnMut() -> bool) {
     }
 }
 
-/// Every scenario, in turn.
+/// Every scenario but the host restart, in turn, on one host.
 pub async fn all(transport: Arc<dyn Transport>, store: Arc<dyn WorkflowStore>) {
     let workflows = Workflows::shared(store);
     let log = Log::default();
@@ -397,61 +431,17 @@ pub async fn all(transport: Arc<dyn Transport>, store: Arc<dyn WorkflowStore>) {
     batch_success(&host, &workflows, &log).await;
     batch_with_deaths(&host, &workflows, &log).await;
     closed_batches_refuse_members(&host, &workflows).await;
+    members_add_siblings_after_close(&host, &workflows, &log).await;
     nested_batches(&host, &workflows, &log).await;
     fan_out(&host, &log).await;
+    sleep_resumes_once(&host, &log).await;
+    signal_before_the_wait(&host, &workflows, &log).await;
+    signal_after_the_wait(&host, &workflows, &log).await;
+    wait_times_out(&host, &workflows, &log).await;
     host.shutdown().await.expect("the host shuts down");
 }
 
-/// A batch over two queues whose members all succeed (some after a retry): the success
-/// callback once, after every member ran; no other callback.
-pub async fn batch_success(host: &RunningHost, workflows: &Workflows, log: &Log) {
-    let bus = host.bus();
-    let batch = workflows
-        .batch(&bus)
-        .on_success(&Done {
-            what: "a success".into(),
-        })
-        .unwrap()
-        .on_complete(&Done {
-            what: "a complete".into(),
-        })
-        .unwrap()
-        .on_death(&Done {
-            what: "a death".into(),
-        })
-        .unwrap()
-        .open()
-        .await
-        .expect("opens");
-    let items: Vec<Item> = (0..40)
-        .map(|n| Item {
-            n,
-            die: false,
-            fail: n % 7 == 0,
-        })
-        .collect();
-    batch.send_all(&items).await.expect("adds items");
-    let others: Vec<Other> = (0..10).map(|n| Other { n }).collect();
-    batch.send_all(&others).await.expect("adds others");
-    batch.close().await.expect("closes");
-    until("the success callback", || log.count("a success") == 1).await;
-    let status = wait_done(workflows, batch.id()).await;
-    assert_eq!((status.total, status.succeeded, status.dead), (50, 50, 0));
-    let last_member = log.last_prefix("item ").expect("members ran");
-    assert!(
-        log.first("a success").unwrap() > last_member,
-        "callback after the last member"
-    );
-    assert_eq!(log.count_prefix("item "), 50);
-    assert_eq!(
-        log.count("a complete") + log.count("a death"),
-        0,
-        "{:?}",
-        log.all()
-    );
-}
-
-async fn wait_done(workflows: &Workflows, batch: &crate::BatchId) -> crate::BatchStatus {
+pub(crate) async fn wait_done(workflows: &Workflows, batch: &crate::BatchId) -> crate::BatchStatus {
     let deadline = Instant::now() + WAIT;
     loop {
         let status = workflows
@@ -468,175 +458,4 @@ async fn wait_done(workflows: &Workflows, batch: &crate::BatchId) -> crate::Batc
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-}
-
-/// Members that are dead-lettered: the death callback once (at the first), the complete
-/// callback once at the end, the dead members with their errors in the status.
-pub async fn batch_with_deaths(host: &RunningHost, workflows: &Workflows, log: &Log) {
-    let bus = host.bus();
-    let batch = workflows
-        .batch(&bus)
-        .on_success(&Done {
-            what: "b success".into(),
-        })
-        .unwrap()
-        .on_complete(&Done {
-            what: "b complete".into(),
-        })
-        .unwrap()
-        .on_death(&Done {
-            what: "b death".into(),
-        })
-        .unwrap()
-        .open()
-        .await
-        .expect("opens");
-    let items: Vec<Item> = (100..130)
-        .map(|n| Item {
-            n,
-            die: n % 10 == 3,
-            fail: false,
-        })
-        .collect();
-    batch.send_all(&items).await.expect("adds");
-    batch.close().await.expect("closes");
-    until("the complete callback", || log.count("b complete") == 1).await;
-    let status = wait_done(workflows, batch.id()).await;
-    assert_eq!((status.total, status.succeeded, status.dead), (30, 27, 3));
-    let dead: Vec<u64> = status.dead_members.iter().map(|d| d.index).collect();
-    assert_eq!(dead, vec![3, 13, 23]);
-    assert!(
-        status.dead_members[0].error.contains("rejected"),
-        "{:?}",
-        status.dead_members
-    );
-    assert_eq!(status.dead_members[0].reason, "rejected");
-    until("the death callback", || log.count("b death") == 1).await;
-    assert_eq!(log.count("b success"), 0);
-    assert!(log.first("b complete").unwrap() > log.last_prefix("item 1").unwrap());
-}
-
-/// Adding to a closed batch is refused; an empty batch succeeds when closed.
-pub async fn closed_batches_refuse_members(host: &RunningHost, workflows: &Workflows) {
-    let bus = host.bus();
-    let batch = workflows.batch(&bus).open().await.expect("opens");
-    batch.close().await.expect("closes");
-    match batch
-        .send(&Item {
-            n: 1,
-            die: false,
-            fail: false,
-        })
-        .await
-    {
-        Err(Error::Closed { .. }) | Err(Error::Finished { .. }) => {}
-        other => panic!("an add after close must be refused, got {other:?}"),
-    }
-    let status = wait_done(workflows, batch.id()).await;
-    assert_eq!(status.outcome, Some(crate::BatchOutcome::Success));
-}
-
-/// A member that opens a child batch counts as one member of its batch until the child's
-/// callbacks ran.
-pub async fn nested_batches(host: &RunningHost, workflows: &Workflows, log: &Log) {
-    let bus = host.bus();
-    let batch = workflows
-        .batch(&bus)
-        .on_success(&Done {
-            what: "n success".into(),
-        })
-        .unwrap()
-        .on_complete(&Done {
-            what: "n complete".into(),
-        })
-        .unwrap()
-        .open()
-        .await
-        .expect("opens");
-    batch
-        .send(&Nest {
-            children: 5,
-            child_dies: false,
-        })
-        .await
-        .expect("adds");
-    batch
-        .send(&Nest {
-            children: 3,
-            child_dies: true,
-        })
-        .await
-        .expect("adds");
-    batch.close().await.expect("closes");
-    until("the parent's complete callback", || {
-        log.count("n complete") == 1
-    })
-    .await;
-    assert_eq!(log.count("child success"), 1);
-    assert_eq!(log.count("child complete"), 1);
-    assert_eq!(log.count("n success"), 0, "a child batch had a dead member");
-    let parent = log.first("n complete").unwrap();
-    assert!(parent > log.first("child success").unwrap());
-    assert!(parent > log.first("child complete").unwrap());
-    let status = wait_done(workflows, batch.id()).await;
-    assert_eq!((status.total, status.succeeded, status.dead), (2, 1, 1));
-    assert_eq!(status.dead_members[0].reason, "child_batch");
-}
-
-/// Children with results and each policy, continuing the parent itself or another type.
-pub async fn fan_out(host: &RunningHost, log: &Log) {
-    let bus = host.bus();
-    let parent = |name: &str, dying: Vec<u64>, policy, other| Parent {
-        name: name.into(),
-        children: 6,
-        dying,
-        policy,
-        other,
-    };
-    for p in [
-        parent("all", vec![], ChildPolicy::Continue, false),
-        parent("cont", vec![2], ChildPolicy::Continue, false),
-        parent("ign", vec![2], ChildPolicy::Ignore, false),
-        parent("fail", vec![2], ChildPolicy::FailParent, false),
-        parent("other", vec![4], ChildPolicy::Continue, true),
-    ] {
-        bus.send(&p).await.expect("sends the parent");
-    }
-    let expected = BTreeMap::from([
-        ("all results: 0=0,1=10,2=20,3=30,4=40,5=50", 1),
-        ("cont results: 0=0,1=10,2=dead,3=30,4=40,5=50", 1),
-        ("ign results: 0=0,1=10,3=30,4=40,5=50", 1),
-        ("fail failed", 1),
-        ("other results: 0=0,1=10,2=20,3=30,4=dead,5=50", 1),
-    ]);
-    until("every continuation", || {
-        expected.keys().all(|e| log.count(e) == 1)
-    })
-    .await;
-    for (what, n) in expected {
-        assert_eq!(log.count(what), n, "{what}: {:?}", log.all());
-    }
-    for name in ["all", "cont", "ign", "fail"] {
-        assert_eq!(
-            log.count(&format!("parent {name} start")),
-            2,
-            "{name}: one run, one resume"
-        );
-    }
-}
-
-/// A sleep: the step before it runs once, the one after it once, and the handler runs
-/// twice (the first run and the resume).
-pub async fn sleep_resumes_once(host: &RunningHost, log: &Log) {
-    host.bus()
-        .send(&Durable {
-            name: "nap".into(),
-            ms: 300,
-            signal: None,
-        })
-        .await
-        .expect("sends");
-    until("the sleep's end", || log.count("nap after: slept") == 1).await;
-    assert_eq!(log.count("nap before"), 1);
-    assert_eq!(log.count("nap run"), 2);
 }
