@@ -152,6 +152,26 @@ pub struct Mark {
     pub receipt: Receipt,
 }
 
+impl Mark {
+    /// Member `index` leaving as `outcome`: message `message_id`, reserved from `source`
+    /// as `receipt`.
+    pub fn new(
+        index: u64,
+        outcome: Outcome,
+        message_id: bus_core::MessageId,
+        source: Source,
+        receipt: Receipt,
+    ) -> Self {
+        Mark {
+            index,
+            outcome,
+            message_id,
+            source,
+            receipt,
+        }
+    }
+}
+
 /// One change to a batch's members ([`WorkflowStore::settle`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
