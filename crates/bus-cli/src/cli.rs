@@ -166,6 +166,13 @@ pub enum Command {
     /// concurrency, in flight, started, last seen; a host silent for two heartbeat
     /// intervals shows as LOST (kept 60 intervals, 5 min by default, then dropped).
     Hosts,
+    /// List workflow batches (open ones oldest first, then recently done ones: progress,
+    /// dead members, callbacks sent or pending, continuations waiting for children) and
+    /// the runs parked by a sleep or a wait, with their signal.
+    Batches(crate::batches::BatchesArgs),
+    /// Show one batch: its counts, its callbacks, its dead members with their errors, the
+    /// members waiting for a child batch.
+    Batch(crate::batches::BatchArgs),
     /// List the recurring schedules (cron) the hosts run: name, cron, zone, target
     /// queue, policy for missed ticks, last tick stored, next run.
     Schedules,

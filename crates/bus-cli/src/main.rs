@@ -1,6 +1,7 @@
 //! `bus`: the command-line tool over [`bus_management`] (SPEC §6).
 
 mod babel;
+mod batches;
 mod cli;
 mod failure;
 mod ops;
@@ -92,6 +93,8 @@ async fn run(cli: Cli) -> Result<(), Failure> {
     let result = match command {
         Command::Dashboard(args) => serve::dashboard(fleet.clone(), args).await,
         Command::Metrics { listen } => serve::metrics(fleet.clone(), listen).await,
+        Command::Batches(args) => batches::list(&transport, args, cli.json).await,
+        Command::Batch(args) => batches::show(&transport, args, cli.json).await,
         Command::Stats(args) if args.watch => {
             let only = match &args.queue {
                 Some(queue) => Some(existing(&fleet, queue).await?),
@@ -461,7 +464,12 @@ async fn execute(fleet: &Fleet, command: Command, json: bool) -> Result<(), Fail
                 ops::schedules_table(&schedules)?;
             }
         }
-        Command::Dashboard(_) | Command::Metrics { .. } | Command::Babel(_) | Command::Doctor => {
+        Command::Dashboard(_)
+        | Command::Metrics { .. }
+        | Command::Babel(_)
+        | Command::Doctor
+        | Command::Batches(_)
+        | Command::Batch(_) => {
             unreachable!("served by `run` before `execute`")
         }
     }
