@@ -712,7 +712,7 @@ async function sagaPage(id, partition, sagaId) {
 function route() {
   const parts = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
   const page = parts[0] || "overview";
-  const nav = page.startsWith("saga") ? "sagas" : ["health", "audit", "hosts", "timing"].includes(page) ? page : "overview";
+  const nav = page.startsWith("saga") ? "sagas" : ["health", "audit", "hosts", "timing", "workflows"].includes(page) ? page : "overview";
   document.querySelectorAll(".nav a").forEach((a) => a.classList.toggle("active", a.dataset.nav === nav));
   clearTimeout(timer);
   app.replaceChildren(h("div", { class: "empty" }, "Loading…"));
@@ -741,6 +741,9 @@ function route() {
     livePage(auditPage);
   } else if (page === "hosts") {
     livePage(hostsPage);
+  } else if (page === "workflows") {
+    const batch = parts.slice(1).join("/");
+    livePage(batch ? (id) => batchPage(id, batch) : workflowsPage);
   } else if (page === "timing") {
     const name = parts.slice(1).join("/");
     livePage(name ? (id) => timingTypePage(id, name) : timingPage);

@@ -9,6 +9,7 @@ mod ops;
 mod search;
 mod timing;
 mod views;
+mod workflows;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -173,6 +174,7 @@ impl Dashboard {
             .route("/api/timing/type", get(timing::type_history))
             .route("/api/scheduled/cancel", post(lifecycle::cancel))
             .with_state(shared.clone())
+            .merge(workflows::routes(shared.clone()))
             .merge(metrics)
             .layer(from_fn_with_state(shared.clone(), bounded))
             .layer(from_fn_with_state(shared.clone(), ops::read_only))
