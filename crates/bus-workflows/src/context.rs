@@ -40,6 +40,30 @@ pub enum ChildResult<T> {
     Dead(DeadMember),
 }
 
+impl<T> ChildResult<T> {
+    /// Its index among the children.
+    pub fn index(&self) -> u64 {
+        match self {
+            ChildResult::Done { index, .. } => *index,
+            ChildResult::Dead(dead) => dead.index,
+        }
+    }
+    /// The result it set, if it succeeded and set one.
+    pub fn value(&self) -> Option<&T> {
+        match self {
+            ChildResult::Done { value, .. } => value.as_ref(),
+            ChildResult::Dead(_) => None,
+        }
+    }
+    /// Its dead letter's record, if it died.
+    pub fn dead(&self) -> Option<&DeadMember> {
+        match self {
+            ChildResult::Dead(dead) => Some(dead),
+            ChildResult::Done { .. } => None,
+        }
+    }
+}
+
 /// Workflows from a handler. Needs the [`WorkflowLayer`](crate::WorkflowLayer) (put on
 /// the host with [`WorkflowsExt::workflows`](crate::WorkflowsExt)); without it every
 /// method fails with [`Error::NoLayer`].
