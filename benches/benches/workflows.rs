@@ -125,11 +125,13 @@ async fn phase(env: &Env, mode: Mode, count: u64) -> (Figure, Figure) {
     env.reset_stats().await;
     let started = env.meter.start();
     let running = host.start().await.unwrap();
+    let deadline = deadline(count);
     loop {
         let callback = batch.is_none() || stamp.at().is_some();
         if callback && noop.handled() >= count && unsettled(transport.client(), &keys).await == 0 {
             break;
         }
+        assert!(Instant::now() < deadline, "phase not done in time");
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
     let mut processing = env.meter.stop(started, count);
@@ -213,7 +215,9 @@ async fn big_batch(env: &Env, members: u64) {
     let running = host.start().await.unwrap();
     let closed = Instant::now();
     batch.close().await.unwrap();
+    let deadline = deadline(members);
     while stamp.at().is_none() {
+        assert!(Instant::now() < deadline, "no callback in time");
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let to_callback = stamp.at().unwrap() - closed;
@@ -299,10 +303,12 @@ async fn fan_in(env: &Env, children: u64) {
     let running = host.start().await.unwrap();
     let started = Instant::now();
     running.bus().send(&Parent { children }).await.unwrap();
+    let deadline = deadline(children);
     let (at, read, sum) = loop {
         if let Some(done) = *parents.0.lock().unwrap() {
             break done;
         }
+        assert!(Instant::now() < deadline, "no continuation in time");
         tokio::time::sleep(Duration::from_millis(5)).await;
     };
     assert_eq!(
@@ -363,6 +369,12 @@ fn main() {
         fan_in(&env, children).await;
         env.close().await;
     });
+}
+
+/// When a wait for `count` messages fails the run: slower than 1,000 a second after a
+/// minute's start, something is stuck (CI runs this as a test).
+fn deadline(count: u64) -> Instant {
+    Instant::now() + Duration::from_secs(60) + Duration::from_millis(count)
 }
 
 /// Messages per second from the first send to the last settle.
