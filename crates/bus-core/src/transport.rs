@@ -166,6 +166,22 @@ pub enum DeadLetterReason {
     Expired,
 }
 
+/// What a source does with a message of a type that no processor of it handles, when the
+/// host has no `on_unknown_type` hook ([`Consumer::on_unknown_type`]). The host settles the
+/// message so, and reports and counts that outcome (a retry as a retry).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum OnUnknownType {
+    /// Dead-letter it with reason `unknown_type` (the default).
+    #[default]
+    DeadLetter,
+    /// Retry it after the delay, a failed delivery: a consumer that knows the type may
+    /// take it meanwhile (a rolling deploy).
+    Retry(Duration),
+    /// Acknowledge it unhandled (it is dropped), with a warning in the log.
+    Acknowledge,
+}
+
 impl DeadLetterReason {
     /// The reason as stored and shown: `delivery_limit`, `rejected`, `undecodable`,
     /// `unknown_type`, `expired`.
@@ -608,6 +624,15 @@ pub trait Consumer: Send + Sync + fmt::Debug {
         reason: DeadLetterReason,
         error: Option<&ErrorRecord>,
     ) -> Result<()>;
+    /// What to do with the `delivery_count`-th delivery of a message whose type no
+    /// processor of this source handles (the host asks only when it has no
+    /// `on_unknown_type` hook). The default dead-letters it (`unknown_type`); a transport
+    /// whose fleet has another policy (BabelQueue's unknown-URN strategies) says so here,
+    /// so that the host's error hook and metrics report what was done.
+    fn on_unknown_type(&self, delivery_count: u32) -> OnUnknownType {
+        let _ = delivery_count;
+        OnUnknownType::DeadLetter
+    }
     /// Returns reserved messages that never started to the head of the ready list and
     /// takes back their delivery count (used at shutdown).
     async fn release(&self, receipts: &[Receipt]) -> Result<()>;

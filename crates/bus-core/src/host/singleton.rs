@@ -18,7 +18,9 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use super::outcome::error_chain;
 use super::routes::Routes;
 use crate::records::ErrorRecord;
-use crate::transport::{Consumer, DeadLetterReason, Delivery, Receipt, SingletonLease, Source};
+use crate::transport::{
+    Consumer, DeadLetterReason, Delivery, OnUnknownType, Receipt, SingletonLease, Source,
+};
 use crate::{Error, MessageId, Result, Transport};
 
 /// Longest a `receive` waits for the lease before returning empty, as an idle transport
@@ -246,6 +248,9 @@ impl Consumer for Gate {
         error: Option<&ErrorRecord>,
     ) -> Result<()> {
         self.inner.dead_letter(receipt, reason, error).await
+    }
+    fn on_unknown_type(&self, delivery_count: u32) -> OnUnknownType {
+        self.inner.on_unknown_type(delivery_count)
     }
     async fn release(&self, receipts: &[Receipt]) -> Result<()> {
         self.inner.release(receipts).await
