@@ -16,7 +16,7 @@ use async_trait::async_trait;
 use bus_core::records::ErrorRecord;
 use bus_core::transport::{
     Capabilities, Consumer, ConsumerOptions, DeadLetterReason, Delivery, Destination, Held,
-    Outgoing, Receipt, Source, WireFormat,
+    OnUnknownType, Outgoing, Receipt, Source, WireFormat,
 };
 use bus_core::Transport;
 use bus_redis::RedisConfig;
@@ -26,7 +26,7 @@ use crate::consumer::{delivery_count, Content, Handle, QueueConsumer, Reserved};
 use crate::dead_letter::{DeadLetterBlock, Reason};
 use crate::format::BabelFormat;
 use crate::keys::Layout;
-use crate::{BabelQueue, Envelope, Error, Options, Poison, Result, UnknownUrn};
+use crate::{BabelQueue, Envelope, Error, Options, OverLimit, Poison, Result, UnknownUrn};
 
 /// What a lease adds to the host's lock timeout: the whole second a deadline's score can
 /// lose to `floor(now)`.
@@ -131,6 +131,7 @@ impl Transport for BabelTransport {
             format: self.format(queue),
             laravel: matches!(bq.options().layout, Layout::Laravel { .. }),
             unknown_urn: bq.options().unknown_urn,
+            over_limit: bq.options().over_limit,
             inner,
             options,
             pause_ms: AtomicU64::new(POLL_MIN_MS),
@@ -167,6 +168,15 @@ impl Transport for BabelTransport {
     }
 }
 
+/// Whether a reserved delivery reaches the host.
+enum Admit {
+    /// It runs, with this delivery count.
+    Run(u32),
+    /// It is dead-lettered without running; `came_back`: a Laravel last run that stopped
+    /// mid-message was recovered.
+    Refuse { came_back: bool },
+}
+
 /// The bus consumer of one BabelQueue queue.
 #[derive(Debug)]
 struct BabelConsumer {
@@ -175,6 +185,7 @@ struct BabelConsumer {
     options: ConsumerOptions,
     laravel: bool,
     unknown_urn: UnknownUrn,
+    over_limit: OverLimit,
     pause_ms: AtomicU64,
 }
 
@@ -195,27 +206,56 @@ impl BabelConsumer {
     /// rare: the element is then read again, the owned way, to write the record).
     async fn deliver(&self, handle: Handle) -> Result<Option<Delivery>> {
         let element = handle.stored();
+        let mut came_back = false;
         if let Ok(read) = self.format.read(&element) {
-            let attempts = read.attempts.saturating_add(i64::from(handle.recoveries()));
-            let count = delivery_count(attempts);
-            if !handle.uncountable() && count <= self.options.delivery_limit {
-                return Ok(Some(Delivery {
-                    receipt: Receipt::stored(handle.to_bytes(), count),
-                    delivery_count: count,
-                    payload: element,
-                    decoded: Some(Box::new(read.envelope)),
-                }));
+            if !handle.uncountable() {
+                match self.admit(&handle, read.attempts).await? {
+                    Admit::Run(count) => {
+                        return Ok(Some(Delivery {
+                            receipt: Receipt::stored(handle.to_bytes(), count),
+                            delivery_count: count,
+                            payload: element,
+                            decoded: Some(Box::new(read.envelope)),
+                        }))
+                    }
+                    Admit::Refuse { came_back: back } => came_back = back,
+                }
             }
         }
         let reserved = Reserved::from_handle(handle);
         match reserved.content() {
             Content::Poison(poison) => self.bury_poison(&reserved, poison).await?,
             Content::Envelope(env) => {
-                self.refuse(&reserved, env, reserved.delivery_count())
+                self.refuse(&reserved, env, reserved.delivery_count(), came_back)
                     .await?;
             }
         }
         Ok(None)
+    }
+
+    /// Whether a delivery runs, and the delivery count the host gets: the element's
+    /// `attempts` plus (legacy) its recoveries, plus one. Under [`OverLimit::RunOnce`]
+    /// stored attempts at or past the limit count as `limit - 1`, so the message runs
+    /// once more as BabelQueue's SDK workers run it, and a failure dead-letters it; the
+    /// adapter's own recoveries still count. On Laravel a recovery counts in `attempts`
+    /// itself, so the reserved member of every last run (count = limit) is recorded, and
+    /// a job that is such a member came back from a run that stopped mid-message: refused.
+    async fn admit(&self, handle: &Handle, stored: i64) -> Result<Admit> {
+        let limit = self.options.delivery_limit;
+        let recoveries = i64::from(handle.recoveries());
+        let stored = match self.over_limit {
+            OverLimit::RunOnce => stored.min(i64::from(limit) - 1),
+            _ => stored,
+        };
+        let count = delivery_count(stored.saturating_add(recoveries));
+        if count > limit {
+            return Ok(Admit::Refuse { came_back: false });
+        }
+        let last = count == limit && self.laravel && self.over_limit == OverLimit::RunOnce;
+        if last && !self.inner.over_limit_run(handle).await? {
+            return Ok(Admit::Refuse { came_back: true });
+        }
+        Ok(Admit::Run(count))
     }
 
     /// The bare queue name a dead letter names: `meta.queue`, else this queue.
@@ -229,11 +269,22 @@ impl BabelConsumer {
 
     /// Dead-letters a message whose delivery count is past the limit without running
     /// it (native queues do this when they recover it), saying where the count came from:
-    /// the `attempts` it arrived with, and on legacy its crash recoveries.
-    async fn refuse(&self, reserved: &Reserved, env: &Envelope, count: u32) -> Result<()> {
+    /// the `attempts` it arrived with, on legacy its crash recoveries, on Laravel a last
+    /// run that came back (`came_back`).
+    async fn refuse(
+        &self,
+        reserved: &Reserved,
+        env: &Envelope,
+        count: u32,
+        came_back: bool,
+    ) -> Result<()> {
         let limit = self.options.delivery_limit;
         let (attempts, recoveries) = (env.attempts(), reserved.recoveries());
         let how = match recoveries {
+            _ if came_back => format!(
+                "it arrived with attempts {attempts}, recovered after its last run stopped \
+                 mid-message (a crash?)"
+            ),
             0 => format!("it arrived with attempts {attempts}"),
             n => format!(
                 "it arrived with attempts {attempts} and was recovered {n} times after its \
@@ -406,6 +457,19 @@ impl Consumer for BabelConsumer {
             tracing::warn!(queue = %self.inner.keys().queue, "the reservation lapsed before the dead letter; nothing written");
         }
         Ok(())
+    }
+
+    /// The unknown-URN policy, as the host's outcome: under [`UnknownUrn::Retry`] every
+    /// delivery before the limit is a retry (`attempts + 1`, back to the queue at once),
+    /// the one at the limit a dead letter.
+    fn on_unknown_type(&self, delivery_count: u32) -> OnUnknownType {
+        match self.unknown_urn {
+            UnknownUrn::Retry if delivery_count < self.options.delivery_limit => {
+                OnUnknownType::Retry(Duration::ZERO)
+            }
+            UnknownUrn::Acknowledge => OnUnknownType::Acknowledge,
+            _ => OnUnknownType::DeadLetter,
+        }
     }
 
     async fn release(&self, receipts: &[Receipt]) -> bus_core::Result<()> {

@@ -404,6 +404,21 @@ impl QueueConsumer {
         scripts::run_flags(&scripts::RENEW, &self.client, vec![set.clone()], args).await
     }
 
+    /// Laravel: records that the reservation `handle` runs with its stored `attempts`
+    /// already at the limit ([`OverLimit::RunOnce`](crate::OverLimit::RunOnce)); `false`
+    /// when its job is the member of such a run that came back (the run stopped
+    /// mid-message, so it must not run again). Legacy: `true` (its recoveries are counted
+    /// in the handle already).
+    pub(crate) async fn over_limit_run(&self, handle: &Handle) -> Result<bool> {
+        let (tag, member, job) = handle.parts();
+        if tag != LARAVEL {
+            return Ok(true);
+        }
+        let keys = vec![self.keys.over_limit.clone()];
+        let args = vec![Value::Bytes(job), Value::Bytes(member)];
+        Ok(scripts::run_int(&scripts::LARAVEL_OVER_LIMIT, &self.client, keys, args).await? == 1)
+    }
+
     /// The legacy reserve and recover scripts' KEYS.
     fn legacy_keys(&self) -> Vec<String> {
         let k = &self.keys;

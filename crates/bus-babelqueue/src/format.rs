@@ -8,7 +8,7 @@
 //! | `message_type` | the URN, `job` (or an inbound `urn`) |
 //! | `body` (JSON) | `data` (`{}` when absent or null), a slice of the element where it can be |
 //! | `sent_at_ms` | `meta.created_at` (0 when absent) |
-//! | `headers` | the legacy frame's headers, plus [`TRACE_ID_HEADER`] = `trace_id` |
+//! | `headers` | the legacy frame's headers, plus [`TRACE_ID_HEADER`] = `trace_id` and [`ATTEMPTS_HEADER`] = `attempts` (read only) |
 
 use bus_core::transport::WireFormat;
 use bus_core::{Format, MessageId};
@@ -23,6 +23,13 @@ use crate::{Envelope, Error, Poison};
 /// The bus header that carries BabelQueue's `trace_id` (kept across hops: a message sent
 /// with it keeps that `trace_id`).
 pub const TRACE_ID_HEADER: &str = "bq-trace-id";
+
+/// The bus header that shows a handler the envelope's `attempts` as stored when the
+/// delivery was reserved, in decimal (read it with
+/// [`ContextExt::stored_attempts`](crate::ContextExt::stored_attempts)). Set on every
+/// decode, over any header of that name a frame carried, and never written: a send
+/// writes `attempts` 0.
+pub const ATTEMPTS_HEADER: &str = "bq-attempts";
 
 /// The elements of one BabelQueue queue, in one layout: what
 /// [`BabelTransport`](crate::BabelTransport) gives the host for its queues.
@@ -79,11 +86,10 @@ impl BabelFormat {
         if let Some(trace_id) = scan.trace_id() {
             headers.insert(TRACE_ID_HEADER.to_owned(), trace_id);
         }
+        let attempts = scan.attempts();
+        headers.insert(ATTEMPTS_HEADER.to_owned(), attempts.to_string());
         envelope.headers = headers;
-        Ok(Read {
-            envelope,
-            attempts: scan.attempts(),
-        })
+        Ok(Read { envelope, attempts })
     }
 }
 
@@ -134,15 +140,15 @@ impl WireFormat for BabelFormat {
         .map_err(fail)?
         .encode();
         let framed = self.legacy
-            && envelope
-                .headers
-                .iter()
-                .any(|(k, v)| k != TRACE_ID_HEADER && !k.is_empty() && !v.is_empty());
+            && envelope.headers.iter().any(|(k, v)| {
+                k != TRACE_ID_HEADER && k != ATTEMPTS_HEADER && !k.is_empty() && !v.is_empty()
+            });
         if !framed {
             return Ok(element);
         }
         let mut headers = envelope.headers.clone();
         headers.remove(TRACE_ID_HEADER);
+        headers.remove(ATTEMPTS_HEADER);
         Ok(frame(&element, &headers))
     }
 }
@@ -172,6 +178,31 @@ mod tests {
         );
         assert_eq!(&env.body[..], br#"{"x":[1, 2]}"#);
         assert!(element.as_ptr_range().contains(&env.body.as_ptr()));
+        assert_eq!(
+            env.headers.get(ATTEMPTS_HEADER).map(String::as_str),
+            Some("3")
+        );
+    }
+
+    #[test]
+    fn the_attempts_header_is_read_not_written() {
+        // A frame's own header of that name does not win over the envelope's count.
+        let element = Bytes::from(frame(
+            br#"{"job":"urn:a","data":{},"attempts":2}"#,
+            &[(ATTEMPTS_HEADER.to_owned(), "9".to_owned())].into(),
+        ));
+        let env = legacy().decode(&element).unwrap();
+        assert_eq!(env.headers[ATTEMPTS_HEADER], "2");
+        // Sent on, it is neither framed nor counted: a new element starts at 0.
+        let sent = Bytes::from(legacy().encode(&env).unwrap());
+        assert!(
+            !sent.starts_with(b"{\"__bq_frame\""),
+            "framed for its own header"
+        );
+        assert_eq!(
+            legacy().decode(&sent).unwrap().headers[ATTEMPTS_HEADER],
+            "0"
+        );
     }
 
     #[test]

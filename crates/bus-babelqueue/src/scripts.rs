@@ -24,6 +24,8 @@ pub(crate) static LARAVEL_RELEASE: LazyLock<LuaScript> = LazyLock::new(|| lua!("
 pub(crate) static LARAVEL_RETURN: LazyLock<LuaScript> = LazyLock::new(|| lua!("laravel_return"));
 pub(crate) static LARAVEL_DEAD_LETTER: LazyLock<LuaScript> =
     LazyLock::new(|| lua!("laravel_dead_letter"));
+pub(crate) static LARAVEL_OVER_LIMIT: LazyLock<LuaScript> =
+    LazyLock::new(|| lua!("laravel_over_limit"));
 pub(crate) static REDRIVE: LazyLock<LuaScript> = LazyLock::new(|| lua!("redrive"));
 // The operator surface (`operator.rs`).
 pub(crate) static ADMIN_DELETE_DEAD: LazyLock<LuaScript> =
