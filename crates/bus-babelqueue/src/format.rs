@@ -129,12 +129,19 @@ impl WireFormat for BabelFormat {
             .map_err(|_| fail(Error::Envelope("the body is not UTF-8".into())))?;
         let data: &RawValue = serde_json::from_str(text)
             .map_err(|e| fail(Error::Envelope(format!("the body is not JSON: {e}"))))?;
+        // The one BabelQueue's OpenTelemetry consumers map to the sender's trace.
+        let trace_id = envelope
+            .headers
+            .get(TRACE_ID_HEADER)
+            .filter(|id| !id.trim().is_empty())
+            .cloned()
+            .unwrap_or_else(|| bus_core::new_trace_id(&envelope.headers));
         let element = Envelope::build(
             &envelope.message_type,
             data,
             &self.queue,
             Some(envelope.id.to_string()),
-            envelope.headers.get(TRACE_ID_HEADER).cloned(),
+            Some(trace_id),
             i64::try_from(envelope.sent_at_ms).ok(),
         )
         .map_err(fail)?
@@ -182,6 +189,26 @@ mod tests {
             env.headers.get(ATTEMPTS_HEADER).map(String::as_str),
             Some("3")
         );
+    }
+
+    #[test]
+    fn a_message_without_a_trace_id_gets_its_traceparents_as_a_uuid() {
+        let mut env = bus_core::Envelope::new("urn:a", Format::Json, &b"{}"[..]);
+        env.headers.insert(
+            "traceparent".into(),
+            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".into(),
+        );
+        let sent = Bytes::from(legacy().encode(&env).unwrap());
+        let back = legacy().decode(&sent).unwrap();
+        assert_eq!(
+            back.headers[TRACE_ID_HEADER],
+            "0af76519-16cd-43dd-8448-eb211c80319c"
+        );
+        // Without one, a random UUID, as the SDKs mint.
+        let bare = bus_core::Envelope::new("urn:a", Format::Json, &b"{}"[..]);
+        let sent = Bytes::from(legacy().encode(&bare).unwrap());
+        let id = legacy().decode(&sent).unwrap().headers[TRACE_ID_HEADER].clone();
+        assert_eq!(uuid::Uuid::parse_str(&id).unwrap().get_version_num(), 4);
     }
 
     #[test]
