@@ -33,6 +33,7 @@ mod bus;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 mod context;
+mod deadline;
 mod dedup;
 mod depth;
 mod envelope;
