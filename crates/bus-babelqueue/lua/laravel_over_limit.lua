@@ -1,20 +1,25 @@
--- KEYS: the hash of reservations run past the limit (ours; SDKs never read it)
--- ARGV: the job as popped, its reserved member
--- A message whose stored attempts already reach the limit is run once more, as
--- BabelQueue's SDK workers run it. On Laravel a crash recovery moves the reserved member
--- (attempts + 1) back to ready, where it reads like any other message past the limit, so
--- the member of such a run is recorded here (field: its SHA-1) before it runs: when a
--- popped job is a recorded member, its run stopped mid-message (a crash?) and it is not
--- run again. Returns 1 (run it, recorded) or 0 (a recorded member came back: refuse it).
--- The hash expires KEEP seconds after its last write, a backstop for fields of runs that
--- were settled.
+-- KEYS: the hash of last runs (ours; SDKs never read it)
+-- ARGV: pairs of the job as popped and its reserved member
+-- A message's last run (its delivery count at the limit; with stored attempts at or past
+-- the limit it runs once more, as BabelQueue's SDK workers run it). On Laravel a crash
+-- recovery moves the reserved member (attempts + 1) back to ready, where it reads like
+-- any message past the limit, so the member of each last run is recorded here (field:
+-- its SHA-1) before it runs: a popped job that is a recorded member is a last run that
+-- stopped mid-message (a crash?) and does not run again. Returns per pair 1 (run it,
+-- recorded) or 0 (a recorded member came back: refuse it). The hash expires KEEP seconds
+-- after its last write, a backstop for fields of runs that were settled.
 local KEEP = 604800
-if #KEYS ~= 1 or #ARGV ~= 2 then
-    return redis.error_reply('ERR laravel_over_limit: 1 key and 2 arguments expected')
+if #KEYS ~= 1 or #ARGV == 0 or #ARGV % 2 ~= 0 then
+    return redis.error_reply('ERR laravel_over_limit: 1 key and pairs of job, member expected')
 end
-if redis.call('hdel', KEYS[1], redis.sha1hex(ARGV[1])) == 1 then
-    return 0
+local out = {}
+for i = 1, #ARGV, 2 do
+    if redis.call('hdel', KEYS[1], redis.sha1hex(ARGV[i])) == 1 then
+        out[#out + 1] = 0
+    else
+        redis.call('hset', KEYS[1], redis.sha1hex(ARGV[i + 1]), 1)
+        out[#out + 1] = 1
+    end
 end
-redis.call('hset', KEYS[1], redis.sha1hex(ARGV[2]), 1)
 redis.call('expire', KEYS[1], KEEP)
-return 1
+return out

@@ -172,9 +172,11 @@ impl Transport for BabelTransport {
 enum Admit {
     /// It runs, with this delivery count.
     Run(u32),
-    /// It is dead-lettered without running; `came_back`: a Laravel last run that stopped
-    /// mid-message was recovered.
-    Refuse { came_back: bool },
+    /// Laravel, [`OverLimit::RunOnce`]: its last run, with this delivery count, once it is
+    /// recorded; unless it is a recorded last run that came back (it is then refused).
+    Last(u32),
+    /// It is dead-lettered without running.
+    Refuse,
 }
 
 /// The bus consumer of one BabelQueue queue.
@@ -201,36 +203,61 @@ fn handles(receipts: &[Receipt]) -> Result<Vec<Handle>> {
 }
 
 impl BabelConsumer {
-    /// A reserved element as the host gets it: read once, the reading handed over with
-    /// it. Poison, and a delivery past the limit, are dead-lettered here instead (both
-    /// rare: the element is then read again, the owned way, to write the record).
-    async fn deliver(&self, handle: Handle) -> Result<Option<Delivery>> {
-        let element = handle.stored();
-        let mut came_back = false;
-        if let Ok(read) = self.format.read(&element) {
-            if !handle.uncountable() {
-                match self.admit(&handle, read.attempts).await? {
-                    Admit::Run(count) => {
-                        return Ok(Some(Delivery {
-                            receipt: Receipt::stored(handle.to_bytes(), count),
-                            delivery_count: count,
-                            payload: element,
-                            decoded: Some(Box::new(read.envelope)),
-                        }))
+    /// A batch of reserved elements as the host gets them: each read once, the reading
+    /// handed over with it. Poison, and a delivery past the limit, are dead-lettered here
+    /// instead (both rare: the element is then read again, the owned way, to write the
+    /// record). The Laravel last runs of the batch are recorded in one script call.
+    async fn deliver(&self, batch: Vec<Handle>) -> Result<Vec<Delivery>> {
+        let mut admitted = Vec::with_capacity(batch.len());
+        let mut last = Vec::new();
+        for handle in batch {
+            let admit = match self.format.read(&handle.stored()) {
+                Ok(read) if !handle.uncountable() => {
+                    let admit = self.admit(&handle, read.attempts);
+                    if let Admit::Last(_) = admit {
+                        last.push(handle.clone());
                     }
-                    Admit::Refuse { came_back: back } => came_back = back,
+                    Some((read, admit))
                 }
-            }
+                _ => None,
+            };
+            admitted.push((handle, admit));
         }
+        let mut ran = self.inner.over_limit_runs(&last).await?.into_iter();
+        let mut out = Vec::with_capacity(admitted.len());
+        for (handle, admit) in admitted {
+            let (read, count, came_back) = match admit {
+                Some((read, Admit::Run(count))) => (read, count, false),
+                Some((read, Admit::Last(count))) => (read, count, !ran.next().unwrap_or(false)),
+                Some((_, Admit::Refuse)) | None => {
+                    self.bury(handle, false).await?;
+                    continue;
+                }
+            };
+            if came_back {
+                self.bury(handle, true).await?;
+                continue;
+            }
+            out.push(Delivery {
+                receipt: Receipt::stored(handle.to_bytes(), count),
+                delivery_count: count,
+                payload: handle.stored(),
+                decoded: Some(Box::new(read.envelope)),
+            });
+        }
+        Ok(out)
+    }
+
+    /// Dead-letters a reserved element that does not run: poison, or past the limit.
+    async fn bury(&self, handle: Handle, came_back: bool) -> Result<()> {
         let reserved = Reserved::from_handle(handle);
         match reserved.content() {
-            Content::Poison(poison) => self.bury_poison(&reserved, poison).await?,
+            Content::Poison(poison) => self.bury_poison(&reserved, poison).await,
             Content::Envelope(env) => {
                 self.refuse(&reserved, env, reserved.delivery_count(), came_back)
-                    .await?;
+                    .await
             }
         }
-        Ok(None)
     }
 
     /// Whether a delivery runs, and the delivery count the host gets: the element's
@@ -238,9 +265,10 @@ impl BabelConsumer {
     /// stored attempts at or past the limit count as `limit - 1`, so the message runs
     /// once more as BabelQueue's SDK workers run it, and a failure dead-letters it; the
     /// adapter's own recoveries still count. On Laravel a recovery counts in `attempts`
-    /// itself, so the reserved member of every last run (count = limit) is recorded, and
-    /// a job that is such a member came back from a run that stopped mid-message: refused.
-    async fn admit(&self, handle: &Handle, stored: i64) -> Result<Admit> {
+    /// itself, so every last run (count = limit) is recorded before it runs
+    /// ([`Admit::Last`]), and a job that is a recorded member came back from a run that
+    /// stopped mid-message: refused.
+    fn admit(&self, handle: &Handle, stored: i64) -> Admit {
         let limit = self.options.delivery_limit;
         let recoveries = i64::from(handle.recoveries());
         let stored = match self.over_limit {
@@ -249,13 +277,12 @@ impl BabelConsumer {
         };
         let count = delivery_count(stored.saturating_add(recoveries));
         if count > limit {
-            return Ok(Admit::Refuse { came_back: false });
+            Admit::Refuse
+        } else if count == limit && self.laravel && self.over_limit == OverLimit::RunOnce {
+            Admit::Last(count)
+        } else {
+            Admit::Run(count)
         }
-        let last = count == limit && self.laravel && self.over_limit == OverLimit::RunOnce;
-        if last && !self.inner.over_limit_run(handle).await? {
-            return Ok(Admit::Refuse { came_back: true });
-        }
-        Ok(Admit::Run(count))
     }
 
     /// The bare queue name a dead letter names: `meta.queue`, else this queue.
@@ -361,12 +388,7 @@ impl Consumer for BabelConsumer {
         loop {
             let (batch, due) = self.inner.reserve_handles(max).await?;
             let had_any = !batch.is_empty();
-            let mut out = Vec::with_capacity(batch.len());
-            for handle in batch {
-                if let Some(delivery) = self.deliver(handle).await? {
-                    out.push(delivery);
-                }
-            }
+            let out = self.deliver(batch).await?;
             if had_any {
                 self.pause_ms.store(POLL_MIN_MS, Ordering::Relaxed);
             }

@@ -404,19 +404,22 @@ impl QueueConsumer {
         scripts::run_flags(&scripts::RENEW, &self.client, vec![set.clone()], args).await
     }
 
-    /// Laravel: records that the reservation `handle` runs with its stored `attempts`
-    /// already at the limit ([`OverLimit::RunOnce`](crate::OverLimit::RunOnce)); `false`
-    /// when its job is the member of such a run that came back (the run stopped
-    /// mid-message, so it must not run again). Legacy: `true` (its recoveries are counted
-    /// in the handle already).
-    pub(crate) async fn over_limit_run(&self, handle: &Handle) -> Result<bool> {
-        let (tag, member, job) = handle.parts();
-        if tag != LARAVEL {
-            return Ok(true);
+    /// Laravel: records that these reservations are last runs
+    /// ([`OverLimit::RunOnce`](crate::OverLimit::RunOnce)), in one call; per handle
+    /// `false` when its job is the member of a recorded last run that came back (the run
+    /// stopped mid-message, so it must not run again). Only Laravel handles are given.
+    pub(crate) async fn over_limit_runs(&self, handles: &[Handle]) -> Result<Vec<bool>> {
+        if handles.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut args = Vec::with_capacity(handles.len() * 2);
+        for handle in handles {
+            let (_, member, job) = handle.parts();
+            args.push(Value::Bytes(job));
+            args.push(Value::Bytes(member));
         }
         let keys = vec![self.keys.over_limit.clone()];
-        let args = vec![Value::Bytes(job), Value::Bytes(member)];
-        Ok(scripts::run_int(&scripts::LARAVEL_OVER_LIMIT, &self.client, keys, args).await? == 1)
+        scripts::run_flags(&scripts::LARAVEL_OVER_LIMIT, &self.client, keys, args).await
     }
 
     /// The legacy reserve and recover scripts' KEYS.
