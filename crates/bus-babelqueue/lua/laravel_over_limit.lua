@@ -1,19 +1,35 @@
 -- KEYS: the hash of last runs (ours; SDKs never read it)
--- ARGV: pairs of the job as popped and its reserved member
+-- ARGV: 'mark', then pairs of the job as popped and its reserved member; or 'forget',
+-- then reserved members
 -- A message's last run (its delivery count at the limit; with stored attempts at or past
 -- the limit it runs once more, as BabelQueue's SDK workers run it). On Laravel a crash
 -- recovery moves the reserved member (attempts + 1) back to ready, where it reads like
 -- any message past the limit, so the member of each last run is recorded here (field:
 -- its SHA-1) before it runs: a popped job that is a recorded member is a last run that
--- stopped mid-message (a crash?) and does not run again. Returns per pair 1 (run it,
--- recorded) or 0 (a recorded member came back: refuse it). The hash expires KEEP seconds
--- after its last write, a backstop for fields of runs that were settled.
+-- stopped mid-message (a crash?) and does not run again.
+-- 'mark' returns per pair 1 (run it, recorded) or 0 (a recorded member came back:
+-- refuse it). 'forget' removes the fields of last runs that were settled (acked,
+-- dead-lettered, released) and returns how many it removed. The hash expires KEEP
+-- seconds after its last mark, a backstop for fields nobody forgot.
 local KEEP = 604800
-if #KEYS ~= 1 or #ARGV == 0 or #ARGV % 2 ~= 0 then
-    return redis.error_reply('ERR laravel_over_limit: 1 key and pairs of job, member expected')
+local mode = ARGV[1]
+if #KEYS ~= 1 or not ((mode == 'mark' and #ARGV >= 3 and #ARGV % 2 == 1)
+    or (mode == 'forget' and #ARGV >= 2)) then
+    return redis.error_reply("ERR laravel_over_limit: 1 key, then 'mark' and pairs of job, member, or 'forget' and members")
+end
+if mode == 'forget' then
+    local removed = 0
+    for i = 2, #ARGV, 1000 do
+        local fields = {}
+        for j = i, math.min(i + 999, #ARGV) do
+            fields[#fields + 1] = redis.sha1hex(ARGV[j])
+        end
+        removed = removed + redis.call('hdel', KEYS[1], unpack(fields))
+    end
+    return removed
 end
 local out = {}
-for i = 1, #ARGV, 2 do
+for i = 2, #ARGV, 2 do
     if redis.call('hdel', KEYS[1], redis.sha1hex(ARGV[i])) == 1 then
         out[#out + 1] = 0
     else

@@ -260,6 +260,24 @@ impl BabelConsumer {
         }
     }
 
+    /// After a settle: forgets the records of the Laravel last runs among `receipts`
+    /// (recorded when they were reserved, see [`Admit::Last`]). A failure is only logged:
+    /// the record expires by itself.
+    async fn forget_last_runs(&self, receipts: &[Receipt]) {
+        if !self.laravel || self.over_limit != OverLimit::RunOnce {
+            return;
+        }
+        let limit = self.options.delivery_limit;
+        let last: Vec<Handle> = receipts
+            .iter()
+            .filter(|r| matches!(r.held, Held::Stored { delivery, .. } if delivery == limit))
+            .filter_map(|r| handle_of(r).ok())
+            .collect();
+        if let Err(e) = self.inner.forget_last_runs(&last).await {
+            tracing::warn!(queue = %self.inner.keys().queue, error = %e, "could not forget settled last runs; their records expire by themselves");
+        }
+    }
+
     /// Whether a delivery runs, and the delivery count the host gets: the element's
     /// `attempts` plus (legacy) its recoveries, plus one. Under [`OverLimit::RunOnce`]
     /// stored attempts at or past the limit count as `limit - 1`, so the message runs
@@ -415,6 +433,7 @@ impl Consumer for BabelConsumer {
         if acked < receipts.len() {
             tracing::warn!(queue = %self.inner.keys().queue, lapsed = receipts.len() - acked, "acked after the reservation lapsed; those messages will be delivered again");
         }
+        self.forget_last_runs(receipts).await;
         Ok(())
     }
 
@@ -478,6 +497,7 @@ impl Consumer for BabelConsumer {
         if !self.inner.dead_letter(&reserved, &block).await? {
             tracing::warn!(queue = %self.inner.keys().queue, "the reservation lapsed before the dead letter; nothing written");
         }
+        self.forget_last_runs(std::slice::from_ref(receipt)).await;
         Ok(())
     }
 
@@ -496,6 +516,7 @@ impl Consumer for BabelConsumer {
 
     async fn release(&self, receipts: &[Receipt]) -> bus_core::Result<()> {
         self.inner.release(&handles(receipts)?).await?;
+        self.forget_last_runs(receipts).await;
         Ok(())
     }
 
