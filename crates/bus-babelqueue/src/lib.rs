@@ -9,18 +9,20 @@
 //! | [`frame`], [`unframe`] | the legacy layout's `__bq_frame` header frame |
 //! | [`DeadLetterBlock`], [`Reason`], [`poison_record`] | dead-letter records |
 //! | [`Layout`], [`QueueKeys`] | the two layouts and every key name |
-//! | [`BabelQueue`], [`Options`], [`UnknownUrn`] | a client: publish, delayed publish, consumers |
+//! | [`BabelQueue`], [`Options`], [`UnknownUrn`], [`OverLimit`] | a client: publish, delayed publish, consumers |
 //! | [`QueueConsumer`], [`Reserved`] | reserve, ack, retry, release, dead-letter, recover |
 //! | [`Admin`], [`Counts`], [`Area`], [`DeadLetter`] | management: find, count, peek, dead letters |
 //! | [`RedriveOptions`], [`RedriveReport`] | redrive a `.dlq`, atomically per record, with a real dry run |
 //! | [`LayoutAdmin`], [`record_id`] | one layout's queues behind bus-core's operator surface (`bus`, dashboard, metrics) |
 //! | [`BabelTransport`], [`BabelFormat`], [`TRACE_ID_HEADER`] | the bus adapter ([`bus_core::Transport`]) and its wire format ([`bus_core::transport::WireFormat`]) |
+//! | [`ContextExt`], [`ATTEMPTS_HEADER`] | what a handler reads of the element: its stored `attempts` |
 //! | [`Error`] | what can go wrong here |
 
 mod adapter;
 mod admin;
 mod client;
 mod consumer;
+mod context;
 mod dead_letter;
 mod discover;
 mod envelope;
@@ -35,13 +37,14 @@ mod scripts;
 
 pub use adapter::BabelTransport;
 pub use admin::{record_id, Admin, Area, Counts, DeadLetter, DeadLetterInfo, Peeked, MAX_PEEK};
-pub use client::{BabelQueue, Options, UnknownUrn};
+pub use client::{BabelQueue, Options, OverLimit, UnknownUrn};
 pub use consumer::{Content, Handle, QueueConsumer, Reserved};
+pub use context::ContextExt;
 pub use dead_letter::{poison_record, DeadLetterBlock, Reason};
 pub use discover::FoundQueue;
 pub use envelope::{Envelope, Meta, Poison, LANG, SCHEMA_VERSION};
 pub use error::{Error, Result};
-pub use format::{BabelFormat, TRACE_ID_HEADER};
+pub use format::{BabelFormat, ATTEMPTS_HEADER, TRACE_ID_HEADER};
 pub use frame::{frame, sanitize, unframe, Headers, FRAME_KEY};
 pub use keys::{validate_queue, Layout, QueueKeys};
 pub use operator::{LayoutAdmin, FORMAT, LARAVEL_KIND, LEGACY_KIND};

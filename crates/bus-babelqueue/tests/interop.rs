@@ -6,7 +6,7 @@ mod common;
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
-use bus_babelqueue::TRACE_ID_HEADER;
+use bus_babelqueue::{ATTEMPTS_HEADER, TRACE_ID_HEADER};
 use bus_core::transport::{Outgoing, WireFormat};
 use bus_core::{Format, Headers, MessageId, Transport};
 use bus_test_redis::TestRedis;
@@ -60,6 +60,7 @@ async fn python_to_rust(layout: &str, headers: bool) {
                 TRACE_ID_HEADER.to_owned(),
                 want["trace_id"].as_str().expect("trace").to_owned(),
             );
+            expected_headers.insert(ATTEMPTS_HEADER.to_owned(), "0".to_owned());
             assert_eq!(native.headers, expected_headers);
             *seen.entry(native.id.to_string()).or_default() += 1;
         }

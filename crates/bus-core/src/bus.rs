@@ -422,7 +422,8 @@ impl Bus {
                 );
             }
             if foreign && !headers.contains_key(TRACE_ID_HEADER) {
-                headers.insert(TRACE_ID_HEADER.to_owned(), ulid::Ulid::new().to_string());
+                let trace_id = crate::new_trace_id(&headers);
+                headers.insert(TRACE_ID_HEADER.to_owned(), trace_id);
             }
             let id = MessageId::from(id.clone());
             for layer in &self.shared.config.send_middleware {

@@ -189,3 +189,86 @@ impl Heartbeat {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// docs/redis-layout.md, "Host heartbeats": the record's fields and JSON types.
+    fn documented() -> BTreeMap<String, String> {
+        let doc = include_str!("../../../docs/redis-layout.md");
+        let section = doc
+            .split("### Host heartbeats")
+            .nth(1)
+            .and_then(|s| s.split("| Field | JSON type | Meaning |").nth(1))
+            .expect("the record's table");
+        section
+            .lines()
+            .skip(2)
+            .take_while(|line| line.starts_with("| `"))
+            .map(|row| {
+                let cells: Vec<&str> = row.trim_matches('|').split(" | ").map(str::trim).collect();
+                (cells[0].trim_matches('`').to_owned(), cells[1].to_owned())
+            })
+            .collect()
+    }
+
+    /// The JSON type of a value, in the table's words.
+    fn type_of(value: &serde_json::Value) -> &'static str {
+        use serde_json::Value;
+        match value {
+            Value::String(_) => "string",
+            Value::Number(n) if n.as_u64().is_some() => "integer",
+            Value::Array(items) if items.iter().all(Value::is_string) => "array of strings",
+            Value::Object(fields) if fields.values().all(Value::is_string) => {
+                "object, string to string"
+            }
+            _ => "something else",
+        }
+    }
+
+    #[test]
+    fn the_documented_record_is_what_a_host_writes() {
+        let mut info = Heartbeat::new(
+            Arc::new(Nowhere),
+            vec!["orders".into(), "paid/billing".into()],
+            8,
+            DEFAULT_HEARTBEAT_INTERVAL,
+        )
+        .info;
+        let bare = serde_json::to_value(&info).unwrap();
+        assert!(bare.get("breakers").is_none(), "absent without breakers");
+        info.breakers
+            .insert("orders".into(), BreakerState::HalfOpen);
+        let record = serde_json::to_value(&info).unwrap();
+        assert_eq!(record["breakers"]["orders"], "half-open");
+        let written: BTreeMap<String, String> = record
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(name, value)| (name.clone(), type_of(value).to_owned()))
+            .collect();
+        let documented: BTreeMap<String, String> = documented()
+            .into_iter()
+            .map(|(name, kind)| {
+                // "integer, 0 or more" and the like: the kind is what precedes the range.
+                let kind = match kind.split(',').next() {
+                    Some("integer") => "integer".to_owned(),
+                    _ => kind,
+                };
+                (name, kind)
+            })
+            .collect();
+        assert_eq!(written, documented);
+    }
+
+    #[derive(Debug)]
+    struct Nowhere;
+
+    #[async_trait]
+    impl HostReporter for Nowhere {
+        async fn report(&self, _: &HostInfo) -> Result<()> {
+            Ok(())
+        }
+    }
+}

@@ -166,6 +166,22 @@ pub enum DeadLetterReason {
     Expired,
 }
 
+/// What a source does with a message of a type that no processor of it handles, when the
+/// host has no `on_unknown_type` hook ([`UnknownTypes`]). The host settles the message so,
+/// and reports and counts that outcome (a retry as a retry).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum OnUnknownType {
+    /// Dead-letter it with reason `unknown_type` (the default).
+    #[default]
+    DeadLetter,
+    /// Retry it after the delay, a failed delivery: a consumer that knows the type may
+    /// take it meanwhile (a rolling deploy).
+    Retry(Duration),
+    /// Acknowledge it unhandled (it is dropped), with a warning in the log.
+    Acknowledge,
+}
+
 impl DeadLetterReason {
     /// The reason as stored and shown: `delivery_limit`, `rejected`, `undecodable`,
     /// `unknown_type`, `expired`.
@@ -736,6 +752,8 @@ pub struct ConsumerExtras<'a> {
     pub fleet_breaker: Option<&'a dyn FleetBreaker>,
     /// The error history of a held message.
     pub error_history: Option<&'a dyn ErrorHistory>,
+    /// The source's policy for unknown types (none: they are dead-lettered).
+    pub unknown_types: Option<&'a dyn UnknownTypes>,
 }
 
 impl<'a> ConsumerExtras<'a> {
@@ -750,6 +768,29 @@ impl<'a> ConsumerExtras<'a> {
         self.error_history = Some(history);
         self
     }
+
+    /// With a policy for unknown types.
+    pub fn unknown_types(mut self, policy: &'a dyn UnknownTypes) -> Self {
+        self.unknown_types = Some(policy);
+        self
+    }
+
+    /// What to do with the `delivery_count`-th delivery of a message of an unknown type:
+    /// the source's policy, else a dead letter.
+    pub fn on_unknown_type(&self, delivery_count: u32) -> OnUnknownType {
+        self.unknown_types.map_or(OnUnknownType::DeadLetter, |u| {
+            u.on_unknown_type(delivery_count)
+        })
+    }
+}
+
+/// A source's policy for messages of a type that no processor of it handles (asked only
+/// when the host has no `on_unknown_type` hook), so that the host's error hook and metrics
+/// report what was done: a transport whose fleet has another policy than a dead letter
+/// (BabelQueue's unknown-URN strategies) says so here.
+pub trait UnknownTypes: Send + Sync + fmt::Debug {
+    /// What to do with the `delivery_count`-th delivery of such a message.
+    fn on_unknown_type(&self, delivery_count: u32) -> OnUnknownType;
 }
 
 /// A source's fleet-wide circuit breaker, stored in the transport so that every consumer

@@ -25,7 +25,7 @@ pub enum Error {
         reason: &'static str,
     },
     /// A message body to send is not JSON.
-    #[error("the message body is not valid JSON")]
+    #[error("the message body is not valid JSON: {0}")]
     InvalidBody(#[source] serde_json::Error),
     /// A subscription to remove still holds messages; nothing was changed.
     #[error(

@@ -16,7 +16,7 @@ use super::routes::{FailedMessage, Routes, UnknownMessage};
 use crate::envelope::Incoming;
 use crate::middleware::Next;
 use crate::records::ErrorRecord;
-use crate::transport::{Consumer, DeadLetterReason, Delivery, Source, WireFormat};
+use crate::transport::{Consumer, DeadLetterReason, Delivery, OnUnknownType, Source, WireFormat};
 use crate::{Bus, Context, Disposition, Envelope, Middleware, ProcessingSettings};
 
 /// What one message's path needs, and nothing of the worker's loop: the source, its
@@ -33,7 +33,8 @@ pub(super) struct Dispatch {
     pub(super) wire: Option<Arc<dyn WireFormat>>,
     /// What handlers asked to run after their message's ack ([`Context::after_ack`]).
     pub(super) after_ack: Arc<super::after_ack::AfterAcks>,
-    /// The source's consumer, for what a dead-letter hook asks of it (the error history).
+    /// The source's consumer, for what a dead-letter hook asks of it (the error history)
+    /// and its policy for unknown types.
     pub(super) consumer: Arc<dyn Consumer>,
     /// `source`, shared with every message's context (the scope of its step marks).
     pub(super) scope: Arc<Source>,
@@ -99,11 +100,23 @@ impl Dispatch {
                 });
                 return Outcome::Ack;
             }
-            let error = format!(
+            let error = ErrorRecord::now(format!(
                 "no processor for message type `{}` on {}",
                 envelope.message_type, self.source
-            );
-            return Outcome::DeadLetter(DeadLetterReason::UnknownType, ErrorRecord::now(error));
+            ));
+            // The source's policy, so that the error hook and metrics see what is done.
+            return match self
+                .consumer
+                .extras()
+                .on_unknown_type(delivery.delivery_count)
+            {
+                OnUnknownType::Retry(delay) => Outcome::Retry(delay, error),
+                OnUnknownType::Acknowledge => {
+                    tracing::warn!(error = %error.message, "acknowledging (dropping) a message of an unknown type");
+                    Outcome::Ack
+                }
+                _ => Outcome::DeadLetter(DeadLetterReason::UnknownType, error),
+            };
         };
         let Incoming {
             id,
