@@ -47,6 +47,12 @@ const RECORD: &str =
 /// steps with [`Context::once`] (which has its own window) or write follow-up messages
 /// with the [`Outbox`](crate::Outbox) into the same transaction. The mark is kept until
 /// [`prune_inbox`] removes it: a redelivery after that runs the handler again.
+///
+/// Give the layer a pool of its own (not a clone of the application's): the host runs
+/// handlers and their middleware on threads of their own, with a runtime of their own,
+/// and the connections the layer opens there belong to that runtime and end with the
+/// host, so a pool shared with the rest of the application would hand it dead
+/// connections once the host has stopped.
 #[derive(Debug, Clone)]
 pub struct InboxLayer {
     pool: PgPool,

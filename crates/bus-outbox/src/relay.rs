@@ -653,13 +653,13 @@ impl Relay {
                         error: text.clone(),
                         counted: up,
                     });
-                    fates.extend(std::iter::repeat_n(
-                        Fate::Kept {
+                    fates.extend(
+                        std::iter::repeat(Fate::Kept {
                             error: "behind a row that failed".into(),
                             counted: false,
-                        },
-                        behind,
-                    ));
+                        })
+                        .take(behind),
+                    );
                     break;
                 }
             }
