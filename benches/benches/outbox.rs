@@ -254,8 +254,18 @@ async fn steady(
         .unwrap();
     let running = host.start().await.unwrap();
     let stop = tokio_util::sync::CancellationToken::new();
+    // The relay's pool of its own, as a relay process would have.
+    let relay_pool = PgPoolOptions::new()
+        .max_connections(4)
+        .connect_with((*pool.connect_options()).clone())
+        .await
+        .unwrap();
     let relaying = through_outbox.then(|| {
-        let relay = Relay::new(pool.clone(), transport.clone(), RelayConfig::default());
+        let relay = Relay::new(
+            relay_pool.clone(),
+            transport.clone(),
+            RelayConfig::default(),
+        );
         let stop = stop.clone();
         tokio::spawn(async move { relay.run_until(stop).await })
     });

@@ -52,6 +52,7 @@ pub struct RelayConfig {
     max_attempts: u32,
     max_backoff: Duration,
     lag_interval: Duration,
+    cycles: usize,
     after_send: Option<Arc<dyn Fn() + Send + Sync>>,
 }
 
@@ -66,6 +67,7 @@ impl Default for RelayConfig {
             max_attempts: 5,
             max_backoff: Duration::from_secs(5),
             lag_interval: Duration::from_secs(5),
+            cycles: 2,
             after_send: None,
         }
     }
@@ -82,6 +84,7 @@ impl fmt::Debug for RelayConfig {
             .field("max_attempts", &self.max_attempts)
             .field("max_backoff", &self.max_backoff)
             .field("lag_interval", &self.lag_interval)
+            .field("cycles", &self.cycles)
             .finish_non_exhaustive()
     }
 }
@@ -136,6 +139,14 @@ impl RelayConfig {
         self.lag_interval = interval;
         self
     }
+    /// How many cycles one relay runs at once (default 2), each on a connection of its
+    /// own and with its own listening connection: while one sends, another claims the
+    /// rows committed meanwhile, so a row waits for no cycle to finish. They share the
+    /// rows as separate relays do (keys included).
+    pub fn cycles(mut self, cycles: usize) -> Self {
+        self.cycles = cycles.max(1);
+        self
+    }
     /// Runs `hook` after a cycle's sends and before its rows are deleted: the crash
     /// tests abort the process there. Not for production use.
     #[doc(hidden)]
@@ -163,7 +174,8 @@ pub struct Relayed {
 /// ([`HostExt::run_with_relay`](crate::HostExt::run_with_relay)). Run as many as you
 /// like, on as many hosts: they share the rows.
 ///
-/// It uses the pool's connections: one to listen for notifications, one per cycle.
+/// It uses the pool's connections: per cycle running at once ([`RelayConfig::cycles`]),
+/// one to listen for notifications and one for the cycle.
 ///
 /// ```no_run
 /// # async fn demo(pool: sqlx::PgPool, transport: bus_core::MemoryTransport) -> Result<(), bus_outbox::Error> {
@@ -327,6 +339,13 @@ impl Relay {
 
     /// [`Relay::run`] until `stop` is cancelled.
     pub async fn run_until(&self, stop: CancellationToken) -> Result<()> {
+        let loops = (0..self.config.cycles).map(|n| self.cycle_loop(&stop, n == 0));
+        futures::future::join_all(loops).await;
+        Ok(())
+    }
+
+    /// One loop of cycles, with a listener of its own; `reports` the lag.
+    async fn cycle_loop(&self, stop: &CancellationToken, reports: bool) {
         let mut listener: Option<PgListener> = None;
         let mut failures: u32 = 0;
         let mut lag_due = tokio::time::Instant::now();
@@ -359,7 +378,7 @@ impl Relay {
                     Some(self.backoff(failures))
                 }
             };
-            if tokio::time::Instant::now() >= lag_due {
+            if reports && tokio::time::Instant::now() >= lag_due {
                 lag_due = tokio::time::Instant::now() + self.config.lag_interval;
                 self.report_lag().await;
             }
@@ -370,10 +389,9 @@ impl Relay {
                         () = tokio::time::sleep(pause) => {}
                     }
                 }
-                None => self.wait_for_rows(&mut listener, &stop).await,
+                None => self.wait_for_rows(&mut listener, stop).await,
             }
         }
-        Ok(())
     }
 
     /// Waits for a notification, the poll interval, or `stop`; drains the notifications

@@ -106,6 +106,8 @@ async fn relay(pool: PgPool, transport: RedisTransport) -> Result<(), Failure> {
     let crash_after = number("OUTBOX_CRASH_AFTER_CYCLES", 0) as u32;
     let mut config = RelayConfig::default().batch_size(number("OUTBOX_BATCH", 50) as usize);
     if crash_after > 0 {
+        // One cycle at a time: the crash then leaves exactly one cycle's rows behind.
+        config = config.cycles(1);
         let cycles = AtomicU32::new(0);
         config = config.after_send(move || {
             if cycles.fetch_add(1, Ordering::SeqCst) + 1 >= crash_after {
