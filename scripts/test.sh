@@ -70,7 +70,7 @@ fi
 # (serde, tokio, fred, the bus crates), was compiled a second time for the doc-tests:
 # ~130 units, a whole build, found by comparing the two commands' `--unit-graph`.
 export CARGO_PROFILE_DEV_BUILD_OVERRIDE_DEBUG="${CARGO_PROFILE_DEV_DEBUG:-true}"
-FEATURES=bus-core/opentelemetry,bus-core/prometheus,bus-redis/tls,bus-attachments/object-store
+FEATURES=bus-core/opentelemetry,bus-core/prometheus,bus-redis/tls,bus-attachments/object-store,bus-outbox/metrics
 
 cargo fmt --all -- --check
 # What an application that adds no feature builds (bus-management and bus-cli turn on

@@ -290,3 +290,19 @@ async fn a_message_the_layer_does_not_cover_has_no_transaction() {
     assert_eq!(answer.lock().unwrap().as_deref(), Some("no inbox"));
     assert_eq!(env.sql("SELECT count(*) FROM bus_inbox"), "0");
 }
+
+/// Pruning removes the marks older than what is kept, and only those.
+#[tokio::test]
+async fn pruning_removes_only_the_marks_older_than_kept() {
+    let env = Env::start().await;
+    env.sql(
+        "INSERT INTO bus_inbox (source, message_id, handled_at) VALUES \
+         ('orders', 'old', clock_timestamp() - interval '2 days'), \
+         ('orders', 'new', clock_timestamp())",
+    );
+    let pruned = bus_outbox::prune_inbox(&env.pool, Duration::from_secs(24 * 3600))
+        .await
+        .unwrap();
+    assert_eq!(pruned, 1);
+    assert_eq!(env.sql("SELECT message_id FROM bus_inbox"), "new");
+}

@@ -265,14 +265,20 @@ async fn with_redis_down_rows_wait_visibly_and_the_relay_resumes_by_itself() {
     ));
     let keyed = SendOptions::new().key("k");
     let mut tx = env.pool.begin().await.unwrap();
-    outbox.send_with(&mut tx, &order("k", 0), &keyed).await.unwrap();
+    outbox
+        .send_with(&mut tx, &order("k", 0), &keyed)
+        .await
+        .unwrap();
     tx.commit().await.unwrap();
     assert!(eventually_async(WAIT, || async { relay.lag().await.unwrap().waiting == 0 }).await);
 
     redis.kill();
     let mut tx = env.pool.begin().await.unwrap();
     for seq in 1..=10 {
-        outbox.send_with(&mut tx, &order("k", seq), &keyed).await.unwrap();
+        outbox
+            .send_with(&mut tx, &order("k", seq), &keyed)
+            .await
+            .unwrap();
     }
     tx.commit().await.unwrap();
     let waiting = eventually_async(WAIT, || async {
@@ -375,4 +381,59 @@ async fn three_relays_share_the_table_relay_each_row_once_and_keep_each_keys_ord
             .collect();
         assert_eq!(seqs, (0..PER_KEY).collect::<Vec<_>>(), "{name} in order");
     }
+}
+
+struct Collect(std::sync::Arc<std::sync::Mutex<Vec<u64>>>);
+
+#[async_trait::async_trait]
+impl bus_core::CommandProcessor<Order> for Collect {
+    async fn process(
+        &self,
+        order: Order,
+        _: &bus_core::Context,
+    ) -> Result<(), bus_core::ProcessError> {
+        self.0.lock().unwrap().push(order.seq);
+        Ok(())
+    }
+}
+
+/// A relay run beside a host (HostExt): woken by the commit's notification, it relays
+/// what the application wrote, the host handles it, and both stop on shutdown.
+#[tokio::test]
+async fn a_relay_beside_a_host_delivers_and_stops_with_it() {
+    use bus_outbox::HostExt;
+    let env = Env::start().await;
+    let handled = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let host = bus_core::Host::builder()
+        .transport(env.transport.clone())
+        .command::<Order, _>(Collect(handled.clone()))
+        .build()
+        .unwrap();
+    // A long poll: only the notification can wake the relay in time.
+    let relay = Relay::new(
+        env.pool.clone(),
+        env.transport.clone(),
+        RelayConfig::default().poll_interval(Duration::from_secs(3600)),
+    );
+    let stop = CancellationToken::new();
+    let running = tokio::spawn({
+        let stop = stop.clone();
+        async move { host.run_with_relay(relay, stop.cancelled_owned()).await }
+    });
+    // The relay's first cycle finds nothing and then listens; rows come after.
+    let listening = eventually_async(WAIT, || async {
+        env.sql("SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN%'") != "0"
+    })
+    .await;
+    assert!(listening);
+    let mut tx = env.pool.begin().await.unwrap();
+    for seq in 0..3 {
+        env.outbox.send(&mut tx, &order("k", seq)).await.unwrap();
+    }
+    tx.commit().await.unwrap();
+    let all = eventually_async(WAIT, || async { handled.lock().unwrap().len() == 3 }).await;
+    assert!(all, "handled: {:?}", handled.lock().unwrap());
+    stop.cancel();
+    running.await.unwrap().unwrap();
+    assert_eq!(env.sql("SELECT count(*) FROM bus_outbox"), "0");
 }
