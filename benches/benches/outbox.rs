@@ -8,7 +8,8 @@
 //! phases, 10,000 by default; `ROWS_PER_TX=n`, 10 by default; `SECONDS=n` per steady
 //! phase, 10 by default).
 //!
-//! - Relay a backlog: `MESSAGES` committed rows relayed by one relay (batches of 500),
+//! - Relay a backlog: `MESSAGES` committed rows relayed by one relay (batches of 500, two
+//!   cycles at once),
 //!   against the same messages sent by `send_batch_deduplicated` in batches of 500 (the
 //!   transport call the relay makes) and by `send_batch`.
 //! - Steady load: writers commit `RATE` rows per second (`ROWS_PER_TX` per transaction,
@@ -176,13 +177,26 @@ async fn relay_backlog(env: &BenchEnv, pg: &BenchPostgres, pool: &PgPool, count:
     fill_outbox(pool, &outbox, count, 100).await;
     let relay = Relay::new(pool.clone(), transport, RelayConfig::default());
     let phase = Phase::start(env, pg);
-    let mut relayed = 0;
-    while relayed < count {
-        let cycle = relay.relay_once().await.unwrap();
-        assert_eq!(cycle.kept + cycle.dead, 0);
-        relayed += cycle.sent as u64;
+    let stop = tokio_util::sync::CancellationToken::new();
+    let relaying = tokio::spawn({
+        let stop = stop.clone();
+        async move { relay.run_until(stop).await }
+    });
+    loop {
+        let waiting: bool =
+            bus_outbox::sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM bus_outbox)")
+                .fetch_one(pool)
+                .await
+                .unwrap();
+        if !waiting {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    phase.stop(count)
+    let measured = phase.stop(count);
+    stop.cancel();
+    relaying.await.unwrap().unwrap();
+    measured
 }
 
 /// The same messages sent straight to Redis in batches of 500.
@@ -421,7 +435,7 @@ fn main() {
         for round in 1..=rounds {
             println!("\n== round {round}/{rounds}: {count} rows per backlog phase, {rate} rows/s ({per_tx} per transaction) for {seconds} s per steady phase ==");
             let relayed = relay_backlog(&env, &pg, &pool, count).await;
-            relayed.print("relay a backlog (batches of 500)");
+            relayed.print("relay a backlog (500 per cycle, 2 at once)");
             let dedup = send_batches(&env, &pg, true, count).await;
             dedup.print("send_batch_deduplicated of 500 (baseline)");
             let plain = send_batches(&env, &pg, false, count).await;

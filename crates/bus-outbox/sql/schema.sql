@@ -24,6 +24,10 @@ CREATE TABLE IF NOT EXISTS bus_outbox (
     last_error      text
 );
 
+-- The keyed rows in id order: a relay looks for the keys of its next batch here first,
+-- without reading past a backlog of unkeyed rows.
+CREATE INDEX IF NOT EXISTS bus_outbox_keyed ON bus_outbox (id) WHERE partition_key IS NOT NULL;
+
 -- Rows no transport will take (an invalid name, too big, undecodable, refused), moved
 -- aside by the relay with the reason, so that the rows after them go on.
 CREATE TABLE IF NOT EXISTS bus_outbox_dead (
