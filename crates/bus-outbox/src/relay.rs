@@ -14,7 +14,7 @@
 //! them in id order; a row that fails stops the rows behind it in its queue until a
 //! later cycle.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
@@ -500,7 +500,10 @@ impl Relay {
                 Ok(()) => vec![Fate::Sent; members.len()],
                 Err(error) => {
                     let batch: Vec<&Claimed> = members.iter().map(|&i| &rows[i]).collect();
-                    if refused(&error) || anything_sent {
+                    // A call without an answer in time: the transport is unreachable,
+                    // and a call per row would only wait as long again, row after row.
+                    let timed_out = matches!(error, bus_core::Error::OutcomeUnknown(_));
+                    if refused(&error) || anything_sent || !timed_out {
                         self.one_by_one(&batch, anything_sent).await
                     } else {
                         let error = ErrorChain(&error).to_string();
@@ -631,58 +634,87 @@ impl Relay {
     }
 
     /// After a group's call failed: its rows one at a time, in order, to find the ones
-    /// the transport refuses. A refused row is moved aside at once when the refusal is
-    /// about the row (its name, size or encoding), or after
-    /// [`RelayConfig::max_attempts`] refusals while the transport takes other rows;
-    /// the first row left for later stops the rows behind it (they may share its key).
+    /// the transport refuses. A row is moved aside at once when the refusal is about
+    /// the row itself (its name, size or encoding), or after
+    /// [`RelayConfig::max_attempts`] failures while the transport takes other rows (a
+    /// failure counts only then: when nothing is taken, the transport is down). A failed
+    /// keyed row holds back the rows of its key behind it; once two rows failed and none
+    /// was taken, the rest are not tried (an outage).
     async fn one_by_one(&self, rows: &[&Claimed], transport_up: bool) -> Vec<Fate> {
-        let mut fates = Vec::with_capacity(rows.len());
+        let mut fates: Vec<Option<Fate>> = vec![None; rows.len()];
+        let mut failed: Vec<(usize, String)> = Vec::new();
+        let mut held_back: BTreeSet<&str> = BTreeSet::new();
         let mut up = transport_up;
         for (n, row) in rows.iter().enumerate() {
-            let result = if row.kind == "topic" {
-                self.publish(&row.destination, row, vec![row.outgoing()])
-                    .await
-            } else {
-                let key = row.dedup_key();
-                self.transport
-                    .send_deduplicated(
-                        &row.destination,
-                        row.outgoing(),
-                        self.deduplication(row, &key),
-                    )
-                    .await
-                    .map(drop)
-            };
-            match result {
+            if row
+                .key
+                .as_deref()
+                .is_some_and(|key| held_back.contains(key))
+            {
+                fates[n] = Some(Fate::Kept {
+                    error: "behind a row of its key that failed".into(),
+                    counted: false,
+                });
+                continue;
+            }
+            if !up && failed.len() >= 2 {
+                fates[n] = Some(Fate::Kept {
+                    error: "not tried: the transport fails".into(),
+                    counted: false,
+                });
+                continue;
+            }
+            match self.send_one(row).await {
                 Ok(()) => {
                     up = true;
-                    fates.push(Fate::Sent);
+                    fates[n] = Some(Fate::Sent);
+                }
+                Err(error) if refused(&error) => {
+                    fates[n] = Some(Fate::Dead(format!("refused: {}", ErrorChain(&error))));
                 }
                 Err(error) => {
-                    let text = ErrorChain(&error).to_string();
-                    let last =
-                        u32::try_from(row.attempts).unwrap_or(0) + 1 >= self.config.max_attempts;
-                    if refused(&error) || (up && last) {
-                        fates.push(Fate::Dead(format!("refused: {text}")));
-                        continue;
+                    if let Some(key) = row.key.as_deref() {
+                        held_back.insert(key);
                     }
-                    let behind = rows.len() - n - 1;
-                    fates.push(Fate::Kept {
-                        error: text.clone(),
-                        counted: up,
-                    });
-                    fates.extend(
-                        std::iter::repeat(Fate::Kept {
-                            error: "behind a row that failed".into(),
-                            counted: false,
-                        })
-                        .take(behind),
-                    );
-                    break;
+                    failed.push((n, ErrorChain(&error).to_string()));
                 }
             }
         }
+        for (n, error) in failed {
+            let attempts = u32::try_from(rows[n].attempts).unwrap_or(0) + 1;
+            fates[n] = Some(if up && attempts >= self.config.max_attempts {
+                Fate::Dead(format!("refused {attempts} times: {error}"))
+            } else {
+                Fate::Kept { error, counted: up }
+            });
+        }
         fates
+            .into_iter()
+            .map(|fate| {
+                fate.unwrap_or(Fate::Kept {
+                    error: "not sent".into(),
+                    counted: false,
+                })
+            })
+            .collect()
+    }
+
+    /// One row alone: a deduplicated send, or a publish.
+    async fn send_one(&self, row: &Claimed) -> bus_core::Result<()> {
+        if row.kind == "topic" {
+            return self
+                .publish(&row.destination, row, vec![row.outgoing()])
+                .await;
+        }
+        let key = row.dedup_key();
+        self.transport
+            .send_deduplicated(
+                &row.destination,
+                row.outgoing(),
+                self.deduplication(row, &key),
+            )
+            .await
+            .map(drop)
     }
 
     /// Deletes the sent rows, moves the dead ones aside and counts the refused ones, in
@@ -759,7 +791,10 @@ impl Relay {
 }
 
 /// Whether the transport refused the message itself (its name, size or encoding), as
-/// opposed to failing (down, timed out): a refusal is not retried.
+/// opposed to failing (down, timed out) or refusing every message alike (a
+/// configuration it lacks, such as deduplicated sends): only a refusal of the message is
+/// final at once; the rest waits, and counts against `max_attempts` only while the
+/// transport takes other rows.
 fn refused(error: &bus_core::Error) -> bool {
     matches!(
         error,
@@ -767,6 +802,5 @@ fn refused(error: &bus_core::Error) -> bool {
             | bus_core::Error::MessageTooLarge { .. }
             | bus_core::Error::Encode { .. }
             | bus_core::Error::Decode { .. }
-            | bus_core::Error::Config(_)
     )
 }

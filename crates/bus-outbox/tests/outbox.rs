@@ -437,3 +437,57 @@ async fn a_relay_beside_a_host_delivers_and_stops_with_it() {
     running.await.unwrap().unwrap();
     assert_eq!(env.sql("SELECT count(*) FROM bus_outbox"), "0");
 }
+
+/// A row Redis refuses while it takes other rows: kept and counted, then moved aside
+/// after `max_attempts`; the rows behind it go on (it holds back only its own key's).
+#[tokio::test]
+async fn a_row_redis_keeps_refusing_is_moved_aside_after_its_attempts() {
+    let env = Env::start().await;
+    let mut tx = env.pool.begin().await.unwrap();
+    env.outbox.send(&mut tx, &order("k", 1)).await.unwrap();
+    tx.commit().await.unwrap();
+    let payload = env.sql("SELECT payload FROM bus_outbox");
+    env.sql("DELETE FROM bus_outbox");
+    let insert = |rows: &str| {
+        env.sql(&format!(
+            "INSERT INTO bus_outbox (kind, destination, message_id, partition_key, due_ms, payload) \
+             SELECT 'queue', d, m, k::text, due::bigint, '{payload}'::bytea \
+             FROM (VALUES {rows}) AS r(d, m, k, due)"
+        ));
+    };
+    let due = (SystemTime::now() + Duration::from_secs(3600))
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
+    // Redis refuses a delayed message whose id starts with `~` (its storage ids do).
+    insert(&format!(
+        "('orders', '~refused', 'a', {due}::bigint), ('orders', 'same-key', 'a', NULL), \
+         ('orders', 'other-key', 'b', NULL), ('other', 'elsewhere', NULL, NULL)"
+    ));
+    let relay = Relay::new(
+        env.pool.clone(),
+        env.transport.clone(),
+        RelayConfig::default().max_attempts(2),
+    );
+    let first = relay.relay_once().await.unwrap();
+    assert_eq!((first.sent, first.dead, first.kept), (2, 0, 2));
+    let left = env.sql("SELECT message_id || ' ' || attempts FROM bus_outbox ORDER BY id");
+    assert_eq!(
+        left, "~refused 1\nsame-key 0",
+        "the refused row counted, its key held back"
+    );
+    insert("('orders', 'later', NULL, NULL)");
+    let second = relay.relay_once().await.unwrap();
+    assert_eq!((second.sent, second.dead, second.kept), (1, 1, 1));
+    let dead = env.sql("SELECT message_id || ' ' || reason FROM bus_outbox_dead");
+    assert!(dead.starts_with("~refused refused 2 times: "), "{dead}");
+    let third = relay.relay_once().await.unwrap();
+    assert_eq!(
+        (third.sent, third.dead, third.kept),
+        (1, 0, 0),
+        "its key goes on"
+    );
+    // other-key, later, same-key (the payloads are copies of one message).
+    assert_eq!(env.ready("orders").len(), 3);
+    assert_eq!(env.ready("other").len(), 1);
+}
