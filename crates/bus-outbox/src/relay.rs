@@ -11,8 +11,8 @@
 //! Order per key: a keyed row is claimed only by the relay that holds its key's
 //! advisory lock (`pg_try_advisory_xact_lock`, taken before any row is read and held
 //! until the commit), so no two relays ever hold rows of one key, and the holder takes
-//! them in id order; a row that fails stops the rows behind it in its queue until a
-//! later cycle.
+//! them in id order; a keyed row that fails holds back the rows of its key behind it
+//! until a later cycle.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
