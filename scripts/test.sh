@@ -6,12 +6,15 @@ cd "$(dirname "$0")/.."
 # What the tests run besides cargo: redis-server (tests start their own on free loopback
 # ports; none needs to be running), python3 (the interop test drives the wire protocol
 # from Python's standard library), openssl (the TLS test makes its certificates) and
-# Chromium with its WebDriver (the dashboard's browser test drives a headless Chromium).
+# Chromium with its WebDriver (the dashboard's browser test drives a headless Chromium)
+# and PostgreSQL (the outbox and inbox tests start their own cluster with initdb on a
+# free loopback port; Debian puts the server's programs in /usr/lib/postgresql/*/bin).
 missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server redis-tools)
 command -v python3 >/dev/null 2>&1 || missing+=(python3)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 command -v chromedriver >/dev/null 2>&1 || missing+=(chromium chromium-driver)
+compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || command -v initdb >/dev/null 2>&1 || missing+=(postgresql)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing Debian packages: ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
@@ -67,7 +70,7 @@ fi
 # (serde, tokio, fred, the bus crates), was compiled a second time for the doc-tests:
 # ~130 units, a whole build, found by comparing the two commands' `--unit-graph`.
 export CARGO_PROFILE_DEV_BUILD_OVERRIDE_DEBUG="${CARGO_PROFILE_DEV_DEBUG:-true}"
-FEATURES=bus-core/opentelemetry,bus-core/prometheus,bus-redis/tls,bus-attachments/object-store
+FEATURES=bus-core/opentelemetry,bus-core/prometheus,bus-redis/tls,bus-attachments/object-store,bus-outbox/metrics
 
 cargo fmt --all -- --check
 # What an application that adds no feature builds (bus-management and bus-cli turn on

@@ -213,6 +213,45 @@ impl Bus {
         Ok(produced.sent())
     }
 
+    /// Encodes `message` as [`Bus::send_with`] or [`Bus::publish_with`] would store it,
+    /// without storing it: the run-time destination name, this handle's headers, the
+    /// options' headers and deadline, the send middleware, the destination's wire format
+    /// and the size check, with a fresh id. For a store that hands the message to the
+    /// transport later, such as a transactional outbox; the options that are not part of
+    /// the envelope (due time, partition key, deduplication key) are the caller's to
+    /// honour when it sends. Records no send metric: nothing was sent.
+    pub async fn prepare<M: Message>(
+        &self,
+        message: &M,
+        options: &SendOptions,
+    ) -> Result<crate::send::Prepared> {
+        let name = self.destination_name::<M>()?;
+        let destination = match M::KIND {
+            crate::MessageKind::Event => Destination::Topic(name),
+            _ => Destination::Queue(name),
+        };
+        let wire = self.shared.transport.outgoing_wire_format(destination);
+        let ids = monotonic_ids(1);
+        let own = self
+            .own_headers::<M>(&ids, destination, Some(options), wire.is_some())
+            .await?;
+        let trace_id = own.first().and_then(|h| h.get(TRACE_ID_HEADER).cloned());
+        let mut batch = self.encode(
+            std::slice::from_ref(message),
+            ids,
+            Some(&own),
+            wire.as_deref(),
+        )?;
+        let message = batch
+            .pop()
+            .ok_or_else(|| Error::Config(format!("encoding {}: no message", M::NAME)))?;
+        Ok(crate::send::Prepared {
+            destination,
+            message,
+            trace_id,
+        })
+    }
+
     /// Sends many commands in one atomic round trip.
     pub async fn send_batch<C: Command>(&self, commands: &[C]) -> Result<Vec<MessageId>> {
         let produced = self

@@ -11,7 +11,7 @@
 //! | [`Scheduled`] | a delayed command read back ([`Bus::scheduled`], [`Bus::cancel`], [`Bus::reschedule`]) |
 //! | [`ProcessingSettings`], [`Backoff`], [`DEFAULT_SINGLETON_TTL`] | per-processor consumption settings |
 //! | [`Middleware`], [`Next`] | the pipeline around handlers |
-//! | [`SendOptions`], [`Sent`], [`SendMiddleware`], [`TRACE_ID_HEADER`], [`new_trace_id`] | one send with options, what it stored, the layers on every send, the trace id carried across fleets |
+//! | [`SendOptions`], [`Sent`], [`SendMiddleware`], [`Prepared`], [`TRACE_ID_HEADER`], [`new_trace_id`] | one send with options, what it stored, the layers on every send, a message encoded for a later send ([`Bus::prepare`]), the trace id carried across fleets |
 //! | [`Host`], [`HostBuilder`], [`RunningHost`], [`Bus`] | registration, running, sending |
 //! | [`Envelope`], [`Format`] | the wire format and serializers |
 //! | [`Transport`] | what a host and a bus are given (`bus-redis`, [`MemoryTransport`], ...) |
@@ -95,8 +95,8 @@ pub use saga::{
 };
 pub use schedule::Scheduled;
 pub use send::{
-    new_trace_id, OutgoingMessage, SendMiddleware, SendOptions, Sent, DEFAULT_DEDUP_WINDOW,
-    TRACE_ID_HEADER,
+    new_trace_id, OutgoingMessage, Prepared, SendMiddleware, SendOptions, Sent,
+    DEFAULT_DEDUP_WINDOW, TRACE_ID_HEADER,
 };
 pub use settings::{Backoff, ProcessingSettings, DEFAULT_SINGLETON_TTL};
 pub use shared::IntoShared;

@@ -176,6 +176,18 @@ pub struct Sent {
     pub copies: Option<usize>,
 }
 
+/// A message encoded for its destination but not stored ([`Bus::prepare`](crate::Bus::prepare)).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Prepared {
+    /// Where it goes: the queue or topic under its run-time name.
+    pub destination: Destination<'static>,
+    /// Its id and the encoded element, as a transport stores it.
+    pub message: crate::transport::Outgoing,
+    /// Its trace id ([`TRACE_ID_HEADER`]), when it has one.
+    pub trace_id: Option<String>,
+}
+
 /// One message about to be sent or published, as a [`SendMiddleware`] sees it.
 #[derive(Debug)]
 #[non_exhaustive]

@@ -363,6 +363,30 @@ pub struct Deduplication<'a> {
     pub partition: Option<&'a str>,
 }
 
+impl<'a> Deduplication<'a> {
+    /// Deduplication by `key` for `window`, ready now, with no partition key: for
+    /// callers outside this crate that hand encoded messages to
+    /// [`Transport::send_deduplicated`] (an outbox relay).
+    pub fn new(key: &'a str, window: Duration) -> Self {
+        Deduplication {
+            key,
+            window,
+            due: None,
+            partition: None,
+        }
+    }
+    /// Ready at `due` (`None`: at once).
+    pub fn due(mut self, due: Option<SystemTime>) -> Self {
+        self.due = due;
+        self
+    }
+    /// With the partition key `partition` (`None`: none).
+    pub fn partition(mut self, partition: Option<&'a str>) -> Self {
+        self.partition = partition;
+        self
+    }
+}
+
 fn no_scheduling(queue: &str) -> crate::Error {
     crate::Error::Config(format!(
         "{queue}: this transport cannot read, cancel or reschedule delayed messages"
