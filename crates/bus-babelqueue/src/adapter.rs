@@ -16,8 +16,8 @@ use async_trait::async_trait;
 use bus_core::records::ErrorRecord;
 use bus_core::transport::{
     Capabilities, Consumer, ConsumerExtras, ConsumerOptions, DeadLetterReason, Delivery,
-    Destination, Held, OnUnknownType, Outgoing, Receipt, Received, Source, UnknownTypes, Want,
-    WireFormat,
+    Destination, Held, OnUnknownType, Outgoing, Placement, Receipt, Received, Source,
+    TransportExtras, UnknownTypes, Want, WireFormat,
 };
 use bus_core::Transport;
 use bus_redis::RedisConfig;
@@ -76,21 +76,19 @@ impl BabelTransport {
 #[async_trait]
 impl Transport for BabelTransport {
     /// Stores the elements as [`BabelFormat`] wrote them (see
-    /// [`Transport::outgoing_wire_format`]).
-    async fn send(&self, queue: &str, messages: Vec<Outgoing>) -> bus_core::Result<()> {
-        let elements = messages.into_iter().map(|m| m.payload).collect();
-        Ok(self.bq.push(queue, elements).await?)
-    }
-
-    async fn send_at(
+    /// [`Transport::outgoing_wire_format`]). BabelQueue has no keys: a key changes
+    /// nothing, and a due time is rounded up to whole seconds (never before it).
+    async fn send(
         &self,
         queue: &str,
+        placement: Placement<'_>,
         messages: Vec<Outgoing>,
-        due: SystemTime,
     ) -> bus_core::Result<()> {
         let elements = messages.into_iter().map(|m| m.payload).collect();
+        let Some(due) = placement.due else {
+            return Ok(self.bq.push(queue, elements).await?);
+        };
         let due = due.duration_since(UNIX_EPOCH).unwrap_or_default();
-        // Whole seconds, rounded up: never before the due time.
         let secs = due.as_secs() + u64::from(due.subsec_nanos() > 0);
         Ok(self
             .bq
@@ -98,7 +96,12 @@ impl Transport for BabelTransport {
             .await?)
     }
 
-    async fn publish(&self, _topic: &str, _messages: Vec<Outgoing>) -> bus_core::Result<usize> {
+    async fn publish(
+        &self,
+        _topic: &str,
+        _due: Option<SystemTime>,
+        _messages: Vec<Outgoing>,
+    ) -> bus_core::Result<usize> {
         Err(Error::Unsupported {
             layout: self.bq.options().layout.name(),
             what: "events (BabelQueue has queues only)",
@@ -166,6 +169,11 @@ impl Transport for BabelTransport {
             .delayed_sends(seconds)
             .retry_delays(seconds)
             .error_history(false)
+    }
+
+    /// None: BabelQueue has queues and delays only.
+    fn extras(&self) -> TransportExtras<'_> {
+        TransportExtras::default()
     }
 }
 

@@ -3,6 +3,7 @@
 
 mod common;
 
+use bus_core::transport::Placement;
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
@@ -112,7 +113,7 @@ async fn rust_to_python(layout: &str) {
         });
         if batch.len() == 100 {
             transport
-                .send(queue, std::mem::take(&mut batch))
+                .send(queue, Placement::now(), std::mem::take(&mut batch))
                 .await
                 .expect("send");
         }

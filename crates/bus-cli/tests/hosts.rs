@@ -61,7 +61,7 @@ async fn bus_hosts_lists_a_running_host_and_a_lost_one() {
         "started_at_ms": 1, "interval_ms": 100,
     }))
     .unwrap();
-    let reporter = s.transport.host_reporter().unwrap();
+    let reporter = s.transport.extras().host_reporter.unwrap();
     reporter.report(&silent).await.unwrap();
 
     let pid = std::process::id();

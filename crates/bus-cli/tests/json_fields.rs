@@ -264,7 +264,8 @@ async fn every_commands_json_has_the_documented_fields() {
     }))
     .unwrap();
     s.transport
-        .host_reporter()
+        .extras()
+        .host_reporter
         .unwrap()
         .report(&host)
         .await

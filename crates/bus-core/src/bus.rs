@@ -10,7 +10,7 @@ use crate::envelope::{encode_json_message, now_ms};
 use crate::host::metrics::sent;
 use crate::names::QueueNames;
 use crate::send::{OutgoingMessage, SendMiddleware, SendOptions, Sent, TRACE_ID_HEADER};
-use crate::transport::{Destination, Outgoing, WireFormat};
+use crate::transport::{Destination, Outgoing, Placement, WireFormat};
 use crate::{
     Command, Envelope, Error, Event, Format, Headers, IntoShared, Message, MessageId, Result,
     Transport,
@@ -170,7 +170,7 @@ impl Bus {
         let one = std::slice::from_ref(command);
         let produced = self
             .produce("send", one, None, |name, batch| {
-                self.shared.transport.send(name, batch)
+                self.shared.transport.send(name, Placement::now(), batch)
             })
             .await?;
         Ok(produced.first_id())
@@ -183,33 +183,14 @@ impl Bus {
             return self.send_deduplicated(command, options, key).await;
         }
         let one = std::slice::from_ref(command);
-        let transport = &self.shared.transport;
-        let produced = match (options.key.as_deref(), options.due) {
-            (Some(key), Some(due)) => {
-                self.produce("send", one, Some(options), |name, batch| {
-                    transport.send_keyed_at(name, key, batch, due)
-                })
-                .await?
-            }
-            (Some(key), None) => {
-                self.produce("send", one, Some(options), |name, batch| {
-                    transport.send_keyed(name, key, batch)
-                })
-                .await?
-            }
-            (None, Some(due)) => {
-                self.produce("send", one, Some(options), |name, batch| {
-                    transport.send_at(name, batch, due)
-                })
-                .await?
-            }
-            (None, None) => {
-                self.produce("send", one, Some(options), |name, batch| {
-                    transport.send(name, batch)
-                })
-                .await?
-            }
-        };
+        let placement = Placement::now()
+            .key(options.key.as_deref())
+            .due(options.due);
+        let produced = self
+            .produce("send", one, Some(options), |name, batch| {
+                self.shared.transport.send(name, placement, batch)
+            })
+            .await?;
         Ok(produced.sent())
     }
 
@@ -256,7 +237,7 @@ impl Bus {
     pub async fn send_batch<C: Command>(&self, commands: &[C]) -> Result<Vec<MessageId>> {
         let produced = self
             .produce("send", commands, None, |name, batch| {
-                self.shared.transport.send(name, batch)
+                self.shared.transport.send(name, Placement::now(), batch)
             })
             .await?;
         Ok(produced.ids)
@@ -282,7 +263,8 @@ impl Bus {
     ) -> Result<Vec<MessageId>> {
         let produced = self
             .produce("send", commands, None, |name, batch| {
-                self.shared.transport.send_keyed(name, key, batch)
+                let placement = Placement::now().key(Some(key));
+                self.shared.transport.send(name, placement, batch)
             })
             .await?;
         Ok(produced.ids)
@@ -302,7 +284,8 @@ impl Bus {
         let one = std::slice::from_ref(command);
         let produced = self
             .produce("send", one, None, |name, batch| {
-                self.shared.transport.send_at(name, batch, at)
+                let placement = Placement::now().due(Some(at));
+                self.shared.transport.send(name, placement, batch)
             })
             .await?;
         Ok(produced.first_id())
@@ -326,13 +309,9 @@ impl Bus {
             )));
         }
         let one = std::slice::from_ref(event);
-        let transport = &self.shared.transport;
         let produced = self
-            .produce("publish", one, Some(options), |name, batch| async move {
-                match options.due {
-                    Some(due) => transport.publish_at(name, batch, due).await,
-                    None => transport.publish(name, batch).await,
-                }
+            .produce("publish", one, Some(options), |name, batch| {
+                self.shared.transport.publish(name, options.due, batch)
             })
             .await?;
         self.count_unrouted::<E>(&produced);
@@ -346,7 +325,7 @@ impl Bus {
     pub async fn publish_batch<E: Event>(&self, events: &[E]) -> Result<Vec<MessageId>> {
         let produced = self
             .produce("publish", events, None, |name, batch| {
-                self.shared.transport.publish(name, batch)
+                self.shared.transport.publish(name, None, batch)
             })
             .await?;
         self.count_unrouted::<E>(&produced);

@@ -83,6 +83,7 @@ pub use message::{Command, Event, Message, MessageDescriptor, MessageKind, Subsc
 pub use middleware::{Middleware, Next};
 pub use names::QueueNames;
 pub use once::ONCE_KEEP;
+pub use operator::Capability;
 pub use processor::{CommandProcessor, Disposition, EventProcessor, ProcessError};
 pub use recurring::{Missed, Recurring, SCHEDULE_HEADER, TICK_HEADER};
 pub use request::{ReplyInbox, CORRELATION_ID_HEADER, REPLY_KEEP, REPLY_TO_HEADER, REPLY_TYPE};

@@ -23,7 +23,8 @@ use serde::Serialize;
 use crate::records::{DeadLetter, MessageSummary, QueueStats};
 use crate::{Error, Result};
 
-/// One thing an operator may ask of a kind of queue.
+/// One thing an operator may ask of a kind of queue, or a host or a bus of a transport:
+/// what [`Error::Unsupported`] names when it is lacking.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
@@ -50,6 +51,23 @@ pub enum Capability {
     Resume,
     /// [`Operator::close_breaker`] (flow control, issue 17).
     CloseBreaker,
+    /// A transport's deduplicated sends ([`crate::transport::Deduplicated`]).
+    Deduplication,
+    /// A transport's delayed messages read back, cancelled or rescheduled
+    /// ([`crate::transport::Scheduling`]).
+    Scheduling,
+    /// A transport's recurring ticks ([`crate::transport::Ticks`]).
+    RecurringTicks,
+    /// A transport's request/reply ([`crate::transport::Replies`]).
+    RequestReply,
+    /// A transport's step marks ([`crate::transport::StepMarks`]).
+    StepMarks,
+    /// A transport's singleton leases ([`crate::transport::Leases`]).
+    SingletonLeases,
+    /// A transport's flow control ([`crate::flow::FlowControl`]).
+    FlowControl,
+    /// A consumer's fleet-wide circuit breaker ([`crate::transport::FleetBreaker`]).
+    FleetBreaker,
 }
 
 impl Capability {
@@ -67,6 +85,14 @@ impl Capability {
             Capability::Pause => "be paused",
             Capability::Resume => "be resumed",
             Capability::CloseBreaker => "have a circuit breaker closed",
+            Capability::Deduplication => "deduplicate sends",
+            Capability::Scheduling => "read, cancel or reschedule delayed messages",
+            Capability::RecurringTicks => "record the ticks of recurring messages",
+            Capability::RequestReply => "carry requests and replies",
+            Capability::StepMarks => "mark steps as done (Context::once)",
+            Capability::SingletonLeases => "lease singleton processors",
+            Capability::FlowControl => "take flow control",
+            Capability::FleetBreaker => "hold a fleet-wide circuit breaker",
         }
     }
 }

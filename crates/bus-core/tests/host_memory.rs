@@ -2,6 +2,7 @@
 //! (`bus_core::conformance`, run by `conformance_memory.rs` here and by bus-redis) does not
 //! cover: foreign and malformed input, and a handler watching its token.
 
+use bus_core::transport::Placement;
 use bus_test_redis::eventually;
 use std::time::{Duration, Instant};
 
@@ -58,7 +59,7 @@ async fn rejected_undecodable_and_unknown_messages_are_dead_lettered_with_reason
             id: bus_core::MessageId::from(id.to_owned()),
             payload: payload.into(),
         };
-        bus_core::Transport::send(&transport, "work", vec![message])
+        bus_core::Transport::send(&transport, "work", Placement::now(), vec![message])
     };
     store("garbage-1", b"definitely not an envelope".to_vec())
         .await

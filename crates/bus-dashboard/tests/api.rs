@@ -446,7 +446,7 @@ async fn a_fresh_overview_has_a_line_and_says_how_long_it_sampled() {
 async fn the_timing_endpoints_sum_each_type_over_the_window() {
     use bus_core::timing::{TimingReport, TypeTiming};
     let s = setup().await;
-    let reporter = s.transport.timing_reporter().unwrap();
+    let reporter = s.transport.extras().timing_reporter.unwrap();
     let admin = bus_redis::admin::Admin::new(s.transport.clone());
     let now = admin.redis_minute().await.unwrap();
     let timing = |handled: u64, failed: u64, us: u64| {

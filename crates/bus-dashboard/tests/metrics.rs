@@ -184,7 +184,7 @@ async fn a_scrape_shows_each_types_last_complete_minute() {
     use bus_core::timing::{TimingReport, TypeTiming};
     let s = setup().await;
     let admin = bus_redis::admin::Admin::new(s.transport.clone());
-    let reporter = s.transport.timing_reporter().unwrap();
+    let reporter = s.transport.extras().timing_reporter.unwrap();
     let mut timing = TypeTiming::default();
     timing.handled = 12;
     timing.failed = 3;

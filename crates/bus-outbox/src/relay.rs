@@ -570,6 +570,15 @@ impl Relay {
         decoded.map_err(|e| format!("undecodable: {e}"))
     }
 
+    /// The transport's deduplicated sends, which a relay needs (a resend after a crash
+    /// stores nothing).
+    fn deduplicated(&self) -> bus_core::Result<&dyn bus_core::transport::Deduplicated> {
+        self.transport
+            .extras()
+            .dedup
+            .ok_or_else(|| bus_core::transport::unsupported(bus_core::Capability::Deduplication))
+    }
+
     /// One deduplicated call for a queue's rows (the transport splits it as it must).
     async fn send_group(&self, queue: &str, rows: &[&Claimed]) -> bus_core::Result<()> {
         let keys: Vec<String> = rows.iter().map(|row| row.dedup_key()).collect();
@@ -579,7 +588,7 @@ impl Relay {
             .map(|(row, key)| (row.outgoing(), self.deduplication(row, key)))
             .collect();
         let answers = self
-            .transport
+            .deduplicated()?
             .send_deduplicated_batch(queue, messages)
             .await?;
         if answers.len() != rows.len() {
@@ -623,10 +632,7 @@ impl Relay {
         first: &Claimed,
         messages: Vec<Outgoing>,
     ) -> bus_core::Result<()> {
-        let copies = match first.due() {
-            Some(due) => self.transport.publish_at(topic, messages, due).await?,
-            None => self.transport.publish(topic, messages).await?,
-        };
+        let copies = self.transport.publish(topic, first.due(), messages).await?;
         if copies == 0 {
             tracing::info!(topic, "outbox relay: published to a topic without subscriptions: no one receives these events");
         }
@@ -707,7 +713,7 @@ impl Relay {
                 .await;
         }
         let key = row.dedup_key();
-        self.transport
+        self.deduplicated()?
             .send_deduplicated(
                 &row.destination,
                 row.outgoing(),

@@ -2,6 +2,7 @@
 
 mod common;
 
+use bus_core::transport::Placement;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -91,7 +92,7 @@ async fn a_redelivered_message_already_recorded_is_acked_without_running_its_han
         .unwrap();
     for _ in 0..2 {
         env.transport
-            .send("orders", vec![prepared.message.clone()])
+            .send("orders", Placement::now(), vec![prepared.message.clone()])
             .await
             .unwrap();
     }

@@ -100,7 +100,8 @@ async fn a_host_that_stops_reporting_is_lost_then_dropped() {
     let transport = transport(&redis).await;
     let admin = Admin::new(transport.clone());
     let reporter = transport
-        .host_reporter()
+        .extras()
+        .host_reporter
         .expect("the Redis transport reports");
     // A short interval (the knob): lost after 200 ms of silence, dropped after 6 s.
     let info: HostInfo = serde_json::from_value(json!({
@@ -236,7 +237,8 @@ async fn a_report_sent_twice_counts_once_and_a_type_costs_bounded_memory() {
     let transport = transport(&redis).await;
     let admin = Admin::new(transport.clone());
     let reporter = transport
-        .timing_reporter()
+        .extras()
+        .timing_reporter
         .expect("the Redis transport keeps timing");
     let minute = admin.redis_minute().await.unwrap();
     let mut one = TypeTiming::default();

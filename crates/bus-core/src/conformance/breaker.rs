@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 use super::{start_command, wait_until};
 use crate::flow::FlowControl;
 use crate::transport::{
-    now_ms, Consumer, ConsumerOptions, Delivery, Hold, Outgoing, Received, Source, Want,
+    now_ms, Consumer, ConsumerOptions, Delivery, Hold, Outgoing, Placement, Received, Source, Want,
 };
 use crate::{
     BreakerScope, CircuitBreaker, CommandProcessor, Context, Envelope, Format, Message, MessageId,
@@ -103,7 +103,7 @@ pub async fn an_operator_closes_a_fleet_breaker_by_hand(
     let source = Source::queue(QUEUE).expect("valid name");
     let a = consumer(&*transport, Duration::from_secs(30)).await;
     transport
-        .send(QUEUE, (0..5).map(message).collect())
+        .send(QUEUE, Placement::now(), (0..5).map(message).collect())
         .await
         .expect("sent");
     trip(&*a, Duration::from_secs(600)).await;
@@ -144,7 +144,7 @@ pub async fn a_fleet_breaker_holds_every_consumer_and_lets_one_probe_through(
     let a = consumer(&*transport, lock).await;
     let b = consumer(&*transport, lock).await;
     transport
-        .send(QUEUE, (0..20).map(message).collect())
+        .send(QUEUE, Placement::now(), (0..20).map(message).collect())
         .await
         .expect("sent");
     assert!(breaker_until(flow, &source).await.is_none());
@@ -227,7 +227,7 @@ pub async fn a_fleet_breaker_holds_every_consumer_and_lets_one_probe_through(
     // A probe whose host never settles it (it died): the slot frees after its lock timeout.
     let c = consumer(&*transport, Duration::from_secs(1)).await;
     transport
-        .send(QUEUE, (20..25).map(message).collect())
+        .send(QUEUE, Placement::now(), (20..25).map(message).collect())
         .await
         .expect("sent");
     trip(&*a, Duration::from_millis(100)).await;

@@ -78,13 +78,13 @@ pub async fn a_tick_is_stored_once_and_only_when_newer(
     let send = |tick: Tick<'static>| {
         let transport = Arc::clone(&transport);
         async move {
-            transport
+            stored_ticks(&*transport)
                 .send_tick(queue, tick, beat())
                 .await
                 .expect("tick")
         }
     };
-    let last = || transport.last_tick(queue, "every-second");
+    let last = || stored_ticks(&*transport).last_tick(queue, "every-second");
     assert_eq!(last().await.expect("read"), None);
     assert!(
         !send(tick(t).catching_up()).await,
@@ -179,7 +179,7 @@ pub async fn missed_ticks_are_skipped_or_caught_up_once(transport: Arc<dyn Trans
     let latest_due = started - started % 60_000;
     let long_ago = latest_due - 5 * 60_000;
     for name in ["catching-up", "skipping"] {
-        let stored = transport
+        let stored = stored_ticks(&*transport)
             .send_tick(Beat::NAME, Tick::new(name, long_ago), beat())
             .await
             .expect("tick");
@@ -216,10 +216,18 @@ pub async fn missed_ticks_are_skipped_or_caught_up_once(transport: Arc<dyn Trans
         host.shutdown().await.expect("stops");
     }
     let past: Vec<u64> = ticks.all().into_iter().filter(|t| *t <= started).collect();
-    let caught_up = transport
+    let caught_up = stored_ticks(&*transport)
         .last_tick(Beat::NAME, "catching-up")
         .await
         .expect("read");
     assert!(caught_up >= Some(latest_due), "{caught_up:?}");
     assert_eq!(past, vec![latest_due], "ticks at or before the start");
+}
+
+/// The recurring ticks of a transport under test, which must have them.
+fn stored_ticks(transport: &dyn Transport) -> &dyn crate::transport::Ticks {
+    transport
+        .extras()
+        .ticks
+        .expect("a transport under the recurring suite stores ticks")
 }

@@ -381,14 +381,14 @@ impl HostBuilder {
         let singletons = singleton::leases(&routes, &*transport)?;
         let heartbeat = self
             .heartbeat_interval
-            .and_then(|interval| Some((transport.host_reporter()?, interval)))
+            .and_then(|interval| Some((transport.extras().host_reporter?, interval)))
             .map(|(reporter, interval)| heartbeat_of(reporter, &routes, interval));
         if let Some(heartbeat) = &heartbeat {
             self.middleware.insert(0, heartbeat.counter());
         }
         let timing = self
             .timing_interval
-            .and_then(|interval| Some((transport.timing_reporter()?, interval)))
+            .and_then(|interval| Some((transport.extras().timing_reporter?, interval)))
             .map(|(reporter, interval)| {
                 let types = routes
                     .iter()

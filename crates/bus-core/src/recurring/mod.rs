@@ -179,7 +179,10 @@ impl<C: Command, F: Fn() -> C + Send + Sync + 'static> Produce for Maker<C, F> {
                         let Some(message) = batch.pop() else {
                             return Ok(false);
                         };
-                        transport.send_tick(queue, tick, message).await
+                        let ticks = transport.extras().ticks.ok_or_else(|| {
+                            crate::transport::unsupported(crate::Capability::RecurringTicks)
+                        })?;
+                        ticks.send_tick(queue, tick, message).await
                     },
                 )
                 .await?;
