@@ -750,7 +750,9 @@ pub(crate) static ADMIN_UNSUBSCRIBE: LazyLock<LuaScript> = LazyLock::new(|| {
             "kwait",
             "holders",
             "seen",
-            "since"
+            "since",
+            "kq",
+            "kstarts"
         ],
         argv = ["name", "force"],
     )
