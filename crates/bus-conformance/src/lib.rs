@@ -91,10 +91,15 @@ pub use flow::{
     pause_stops_reserving_and_resume_restarts,
 };
 mod breaker;
+mod combinations;
 pub use breaker::{
     a_fleet_breaker_holds_every_consumer_and_lets_one_probe_through,
     a_fleet_breaker_stops_every_host_until_one_probe_closes_it,
     an_operator_closes_a_fleet_breaker_by_hand,
+};
+pub use combinations::{
+    a_paused_singleton_starts_nothing, a_singleton_with_a_fleet_breaker_trips_and_closes,
+    an_ordered_queue_behind_a_fleet_breaker_keeps_each_keys_order,
 };
 mod ordering;
 pub use ordering::{

@@ -193,3 +193,29 @@ async fn a_fleet_breaker_stops_every_host_until_one_probe_closes_it() {
     )
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_singleton_with_a_fleet_breaker_trips_and_closes() {
+    let transport = MemoryTransport::new();
+    conformance::a_singleton_with_a_fleet_breaker_trips_and_closes(
+        Arc::new(transport.clone()),
+        &transport,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_singleton_starts_nothing() {
+    let transport = MemoryTransport::new();
+    conformance::a_paused_singleton_starts_nothing(Arc::new(transport.clone()), &transport).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ordered_queue_behind_a_fleet_breaker_keeps_each_keys_order() {
+    let transport = MemoryTransport::new();
+    conformance::an_ordered_queue_behind_a_fleet_breaker_keeps_each_keys_order(
+        Arc::new(transport.clone()),
+        &transport,
+    )
+    .await;
+}
