@@ -18,6 +18,7 @@
 //! | [`ContextExt`], [`ATTEMPTS_HEADER`] | what a handler reads of the element: its stored `attempts` |
 //! | [`Error`] | what can go wrong here |
 
+#![warn(missing_docs)]
 mod adapter;
 mod admin;
 mod client;

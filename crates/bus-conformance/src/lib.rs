@@ -10,6 +10,7 @@
 //! check then skips, or scales to the declared step, exactly what is missing, and says
 //! so on stderr and in the log, naming the capability. Nothing is skipped silently.
 
+#![warn(missing_docs)]
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};

@@ -29,6 +29,7 @@
 //! client metrics through the `metrics` facade, and `prometheus` adds
 //! [`metrics::serve_prometheus`](crate::metrics) (docs/operations.md, "Host metrics").
 
+#![warn(missing_docs)]
 mod bus;
 mod context;
 mod deadline;

@@ -13,6 +13,7 @@
 //! [`bus_management::Management`] call; what it reads beyond management (expired locks,
 //! messages in flight, a saga's state) it reads with single read-only commands.
 
+#![warn(missing_docs)]
 mod error;
 mod history;
 mod metrics;

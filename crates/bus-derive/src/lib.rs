@@ -23,6 +23,7 @@
 //! letters, digits, `.`, `_` and `-`, since they become parts of Redis keys. Every mistake
 //! in a `#[bus(...)]` attribute is a compile error at the offending token.
 
+#![warn(missing_docs)]
 mod attr;
 mod ctxt;
 mod expand;

@@ -30,6 +30,7 @@
 //! | [`DeadLetter`], [`ErrorRecord`], [`QueueStats`], [`MessageSummary`] | the records (from [`bus_core`]) | |
 //! | [`Error`], [`Result`] | what can go wrong | `error` |
 
+#![warn(missing_docs)]
 mod audit;
 mod error;
 mod fleet;

@@ -71,6 +71,7 @@
 //! # Ok(()) }
 //! ```
 
+#![warn(missing_docs)]
 mod error;
 mod host;
 mod inbox;

@@ -17,6 +17,7 @@
 //! `SagaConflict`, `NotASaga`, and `Transport` for Redis failures. The guide is
 //! `docs/sagas.md`.
 
+#![warn(missing_docs)]
 mod keys;
 mod scripts;
 mod store;

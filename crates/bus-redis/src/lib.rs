@@ -20,6 +20,7 @@
 //! | [`Error`] | what can go wrong here |
 //! | [`fred`] | the Redis client underneath, re-exported for the types the API shows |
 
+#![warn(missing_docs)]
 pub mod admin;
 mod coalesce;
 mod config;

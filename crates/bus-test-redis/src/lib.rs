@@ -62,6 +62,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+#![warn(missing_docs)]
 #[cfg(feature = "bus")]
 pub mod bus;
 mod client;
