@@ -34,6 +34,7 @@ impl From<Error> for ApiError {
                 | bus_management::Error::UnknownSource { .. }
                 | bus_management::Error::UnknownQueue { .. }
                 | bus_management::Error::AcrossKinds { .. }
+                | bus_management::Error::NativeOnly { .. }
                 | bus_management::Error::Redis(bus_redis::Error::InvalidRequest(_)),
             ) => StatusCode::BAD_REQUEST,
             _ => StatusCode::SERVICE_UNAVAILABLE,

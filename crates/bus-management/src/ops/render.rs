@@ -1,0 +1,258 @@
+//! How an [`Outcome`] shows: [`Outcome::json`] (what `bus --json` prints; its fields are
+//! listed in docs/operations.md, "What `--json` prints", and checked by
+//! `crates/bus-cli/tests/json_fields.rs`), [`Outcome::lines`] and [`Outcome::notes`] (a
+//! terminal's stdout and stderr), and what was asked for but not there
+//! ([`Outcome::missed`], [`Outcome::shortfall`]), which the `bus` tool exits 1 on.
+
+use bus_babelqueue::Outcome as Redrive;
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use super::outcome::purged_detail;
+use super::{Done, Outcome};
+
+impl Outcome {
+    /// The outcome as one JSON value.
+    pub fn json(&self) -> Value {
+        match &self.done {
+            Done::Requeued { report, .. } => to_json(report),
+            Done::Deleted { queue, deleted, .. } => match deleted.as_slice() {
+                [one] => json!({ "queue": queue, "deleted": one }),
+                _ => json!({ "queue": queue, "deleted": deleted }),
+            },
+            Done::Purged { queue, purged } => json!({
+                "queue": queue,
+                "ready": purged.ready,
+                "delayed": purged.delayed,
+                "keyed": purged.keyed,
+            }),
+            Done::Paused { queue, paused } => json!({ "queue": queue, "paused": paused }),
+            Done::BreakerClosed { queue } => json!({ "queue": queue, "breaker": "closed" }),
+            Done::Cancelled { queue, id, .. } => json!({ "queue": queue, "cancelled": id }),
+            Done::Sent { queue, id } => json!({ "queue": queue, "id": id.as_str() }),
+            Done::Unsubscribed {
+                topic,
+                subscription,
+                removed,
+                ..
+            } => json!({
+                "topic": topic,
+                "subscription": subscription,
+                "was_registered": removed.was_registered,
+                "deleted_keys": removed.deleted_keys,
+            }),
+            Done::SagaDeleted { partition, id, .. } => {
+                json!({ "partition": partition, "deleted": id })
+            }
+            Done::Edited { edited, .. } => to_json(edited),
+            Done::ActedOnPage { page, .. } => to_json(page),
+            Done::ActedOnAll { acted, .. } => to_json(acted),
+            Done::Redriven {
+                dry_run, report, ..
+            } => json!({
+                "dry_run": dry_run,
+                "redriven": report.redriven,
+                "poison": report.poison,
+                "skipped": report.skipped,
+                "vanished": report.vanished,
+                "items": report.items.iter().map(|i| json!({
+                    "message_id": i.message_id,
+                    "urn": i.urn,
+                    "reason": i.reason,
+                    "to": i.to,
+                    "outcome": redrive_outcome(i.outcome),
+                })).collect::<Vec<_>>(),
+            }),
+        }
+    }
+
+    /// What a terminal shows on stdout: a line saying what was done.
+    pub fn lines(&self) -> Vec<String> {
+        vec![match &self.done {
+            Done::Requeued { queue, report, .. } => format!(
+                "requeued {} dead letter(s) of {queue} to {}",
+                report.requeued.len(),
+                report.target
+            ),
+            Done::Deleted { queue, deleted, .. } => match deleted.as_slice() {
+                [one] => format!("deleted dead letter {one} of {queue}"),
+                _ => format!("deleted {} dead letter(s) of {queue}", deleted.len()),
+            },
+            Done::Purged { queue, purged } => {
+                format!("purged {} message(s) of {queue}", purged_detail(purged))
+            }
+            Done::Paused { queue, paused: true } => format!("paused {queue}"),
+            Done::Paused { queue, .. } => format!("resumed {queue}"),
+            Done::BreakerClosed { queue } => format!("closed the circuit breaker of {queue}"),
+            Done::Cancelled { queue, id, .. } => format!("cancelled {id} of {queue}"),
+            Done::Sent { id, .. } => id.to_string(),
+            Done::Unsubscribed {
+                topic,
+                subscription,
+                removed,
+                ..
+            } => format!(
+                "removed subscription {subscription} of topic {topic} ({} key(s) deleted)",
+                removed.deleted_keys
+            ),
+            Done::SagaDeleted { partition, id, .. } => {
+                format!("deleted saga {id} of partition {partition}")
+            }
+            Done::Edited { queue, id, edited } => match edited {
+                bus_redis::admin::Edited::Requeued { message_id } => {
+                    format!("edited dead letter {id} of {queue} and requeued it as {message_id}")
+                }
+                _ => format!("no dead letter {id} in {queue} any more: nothing changed"),
+            },
+            Done::ActedOnPage { queue, act, page, .. } => format!(
+                "{}: {} of {} match(es) of {queue} in this page",
+                act.name(),
+                page.acted.changed,
+                page.acted.matched
+            ),
+            Done::ActedOnAll {
+                queue, act, acted, ..
+            } => format!(
+                "{}: {} of {} match(es) of {queue}",
+                act.name(),
+                acted.changed,
+                acted.matched
+            ),
+            Done::Redriven {
+                queue,
+                dry_run,
+                report,
+                ..
+            } => format!(
+                "{} {} of {queue}'s dead letters; {} poison and {} others left, {} taken by another reader",
+                if *dry_run { "would redrive" } else { "redrove" },
+                report.redriven,
+                report.poison,
+                report.skipped,
+                report.vanished
+            ),
+        }]
+    }
+
+    /// What a terminal shows on stderr beside [`Outcome::lines`]: what was left alone,
+    /// and what may now be in two places.
+    pub fn notes(&self) -> Vec<String> {
+        let mut notes = Vec::new();
+        match &self.done {
+            Done::Requeued { report, .. } => {
+                if !report.skipped.is_empty() {
+                    notes.push(format!(
+                        "left dead (no stored envelope): {}",
+                        report.skipped.join(" ")
+                    ));
+                }
+                if !report.duplicated.is_empty() {
+                    notes.push(format!(
+                        "copied, but already gone from the dead letters (may be delivered twice): {}",
+                        report.duplicated.join(" ")
+                    ));
+                }
+            }
+            Done::ActedOnAll { acted, .. } => {
+                if acted.gone > 0 {
+                    notes.push(format!(
+                        "{} were no longer where the search found them (taken meanwhile): left alone",
+                        acted.gone
+                    ));
+                }
+                if acted.unchanged > 0 {
+                    notes.push(format!("{} left as they were (ready messages are not requeued; dead letters without an envelope)", acted.unchanged));
+                }
+                if acted.duplicated > 0 {
+                    notes.push(format!(
+                        "{} copied to the target but already gone here (may be delivered twice)",
+                        acted.duplicated
+                    ));
+                }
+            }
+            _ => {}
+        }
+        notes
+    }
+
+    /// What was asked for and found nothing to act on, so nothing changed: no delayed
+    /// message under the id, not a dead letter, no such saga or subscription. `None`
+    /// when the action did what it was asked (or reports its own shortfall).
+    pub fn missed(&self) -> Option<String> {
+        match &self.done {
+            Done::Deleted {
+                queue,
+                deleted,
+                not_found,
+            } if deleted.is_empty() && !not_found.is_empty() => Some(match not_found.as_slice() {
+                [one] => format!("{one} is not a dead letter of {queue}"),
+                _ => format!("not dead letters of {queue}: {}", not_found.join(" ")),
+            }),
+            Done::Cancelled {
+                queue,
+                id,
+                cancelled: false,
+            } => Some(format!("no delayed message {id} waits in {queue}")),
+            Done::SagaDeleted {
+                partition,
+                id,
+                existed: false,
+            } => Some(format!("no saga {id} in partition {partition}")),
+            Done::Unsubscribed {
+                topic,
+                subscription,
+                removed,
+                ..
+            } if !removed.was_registered && removed.deleted_keys == 0 => {
+                Some(format!("topic {topic} has no subscription {subscription}"))
+            }
+            Done::Edited {
+                queue,
+                id,
+                edited: bus_redis::admin::Edited::NotFound,
+            } => Some(format!(
+                "no dead letter {id} in {queue} any more: nothing changed"
+            )),
+            _ => None,
+        }
+    }
+
+    /// Part of what was asked for was not there, after the rest was done (ids that were
+    /// not dead letters): shown after the outcome itself.
+    pub fn shortfall(&self) -> Option<String> {
+        let (queue, not_found) = match &self.done {
+            Done::Requeued { queue, report, .. } => (queue, &report.not_found),
+            Done::Deleted {
+                queue,
+                deleted,
+                not_found,
+            } if !deleted.is_empty() => (queue, not_found),
+            _ => return None,
+        };
+        if not_found.is_empty() {
+            return None;
+        }
+        Some(format!(
+            "not dead letters of {queue}: {}",
+            not_found.join(" ")
+        ))
+    }
+}
+
+fn to_json(value: &impl Serialize) -> Value {
+    // Records of plain fields and strings: serialising them cannot fail.
+    serde_json::to_value(value).unwrap_or(Value::Null)
+}
+
+/// A redriven record's outcome as `bus babel redrive --json` names it.
+fn redrive_outcome(outcome: Redrive) -> &'static str {
+    match outcome {
+        Redrive::Redriven => "redriven",
+        Redrive::WouldRedrive => "would_redrive",
+        Redrive::Poison => "poison",
+        Redrive::NotSelected => "not_selected",
+        Redrive::NoTarget => "no_target",
+        Redrive::Vanished => "vanished",
+        _ => "other",
+    }
+}
