@@ -13,12 +13,13 @@ use crate::{parse_source, Error, Fleet, Result};
 
 impl Fleet {
     /// Carries out `action` for `actor` and appends its audit entry (who, through what,
-    /// what, on what, how many) once, after the change; a change that fails or is
-    /// refused, or that changed nothing, records nothing. A failed append does not undo
-    /// the change: it is in [`Outcome::audited`].
+    /// what, on what, how many) once, after the change. A change that fails or is refused
+    /// records nothing, and neither does a miss (nothing waited under the id, no such
+    /// saga) or a send ([`Done`] says which outcomes are recorded). A failed append does
+    /// not undo the change: it is in [`Outcome::audited`].
     ///
     /// ```no_run
-    /// use bus_management::{Action, Actor, Fleet, Management};
+    /// use bus_management::{Action, Actor, Fleet};
     ///
     /// # async fn demo(fleet: Fleet) -> bus_management::Result<()> {
     /// let by = Actor::new(bus_management::os_user(), "my-tool");

@@ -12,13 +12,19 @@ use super::outcome::purged_detail;
 use super::{Done, Outcome};
 
 impl Outcome {
-    /// The outcome as one JSON value.
+    /// The outcome as one JSON value. A delete of one dead letter (as `bus delete-dead`
+    /// asks) names it in `deleted`; a delete of several lists the ids deleted and those
+    /// not found.
     pub fn json(&self) -> Value {
         match &self.done {
             Done::Requeued { report, .. } => to_json(report),
-            Done::Deleted { queue, deleted, .. } => match deleted.as_slice() {
-                [one] => json!({ "queue": queue, "deleted": one }),
-                _ => json!({ "queue": queue, "deleted": deleted }),
+            Done::Deleted {
+                queue,
+                deleted,
+                not_found,
+            } => match (deleted.as_slice(), not_found.is_empty()) {
+                ([one], true) => json!({ "queue": queue, "deleted": one }),
+                _ => json!({ "queue": queue, "deleted": deleted, "not_found": not_found }),
             },
             Done::Purged { queue, purged } => json!({
                 "queue": queue,
