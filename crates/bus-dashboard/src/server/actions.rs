@@ -8,9 +8,9 @@ use std::net::SocketAddr;
 
 use axum::extract::{ConnectInfo, State};
 use axum::Json;
-use bus_management::{Action, Actor, Done, Outcome, Selection};
+use bus_management::{Action, Actor, Selection};
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::api::{ApiError, ApiResult};
 use super::AppState;
@@ -29,24 +29,14 @@ pub(crate) async fn apply(shared: &AppState, peer: SocketAddr, action: Action) -
     let actor = Actor::new(who, format!("dashboard from {}", peer.ip()));
     let outcome = shared.reader.fleet().apply(action, &actor).await?;
     let said = outcome.lines().join("; ");
-    tracing::info!(outcome = %said, "dashboard: change made");
+    match outcome.missed() {
+        Some(missed) => tracing::info!(%missed, "dashboard: nothing to change"),
+        None => tracing::info!(outcome = %said, "dashboard: change made"),
+    }
     if let Some(error) = outcome.audit_failure() {
         tracing::warn!(%error, outcome = %said, "dashboard: the change was made, but its audit entry could not be written");
     }
-    Ok(Json(reply(&outcome)))
-}
-
-/// The answer the pages read: the outcome's JSON, except where the pages read what
-/// happened to each id (a delete) or whether there was anything to act on.
-fn reply(outcome: &Outcome) -> Value {
-    match &outcome.done {
-        Done::Deleted {
-            deleted, not_found, ..
-        } => json!({ "deleted": deleted, "not_found": not_found }),
-        Done::Cancelled { cancelled, .. } => json!({ "cancelled": cancelled }),
-        Done::SagaDeleted { existed, .. } => json!({ "existed": existed }),
-        _ => outcome.json(),
-    }
+    Ok(Json(outcome.answer()))
 }
 
 /// At most [`MAX_IDS`] ids, and at least one.

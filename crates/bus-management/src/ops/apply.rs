@@ -56,7 +56,6 @@ impl Fleet {
         actor: &Actor,
         progress: impl FnMut(&ActedPage) + Send,
     ) -> Result<Done> {
-        let management = self.management();
         match action {
             Action::Requeue {
                 queue,
@@ -82,30 +81,11 @@ impl Fleet {
                 message_type,
                 body,
                 headers,
-            } => {
-                let source = self.native(&queue, "send")?;
-                let id = management
-                    .send(&source, message_type.as_deref(), &body, headers)
-                    .await?;
-                Ok(Done::Sent { queue, id })
-            }
+            } => self.send_one(queue, message_type, body, headers).await,
             Action::Unsubscribe { topic, name, force } => {
-                let removed = management.remove_subscription(&topic, &name, force).await?;
-                Ok(Done::Unsubscribed {
-                    topic,
-                    subscription: name,
-                    forced: force,
-                    removed,
-                })
+                self.unsubscribe(topic, name, force).await
             }
-            Action::DeleteSaga { partition, id } => {
-                let existed = management.delete_saga(&partition, &id).await?;
-                Ok(Done::SagaDeleted {
-                    partition,
-                    id,
-                    existed,
-                })
-            }
+            Action::DeleteSaga { partition, id } => self.delete_saga(partition, id).await,
             Action::Edit {
                 queue,
                 id,
@@ -165,6 +145,44 @@ impl Fleet {
             });
         }
         parse_source(at.name())
+    }
+
+    /// A plain JSON message, which only the bus's own queues take.
+    async fn send_one(
+        &self,
+        queue: String,
+        message_type: Option<String>,
+        body: String,
+        headers: bus_core::Headers,
+    ) -> Result<Done> {
+        let source = self.native(&queue, "send")?;
+        let id = self
+            .management()
+            .send(&source, message_type.as_deref(), &body, headers)
+            .await?;
+        Ok(Done::Sent { queue, id })
+    }
+
+    async fn unsubscribe(&self, topic: String, name: String, force: bool) -> Result<Done> {
+        let removed = self
+            .management()
+            .remove_subscription(&topic, &name, force)
+            .await?;
+        Ok(Done::Unsubscribed {
+            topic,
+            subscription: name,
+            forced: force,
+            removed,
+        })
+    }
+
+    async fn delete_saga(&self, partition: String, id: String) -> Result<Done> {
+        let existed = self.management().delete_saga(&partition, &id).await?;
+        Ok(Done::SagaDeleted {
+            partition,
+            id,
+            existed,
+        })
     }
 
     async fn requeue_dead(

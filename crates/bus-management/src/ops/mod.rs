@@ -10,7 +10,7 @@
 //! | [`Actor`] | who asks, and through what (the audit entry's `who` and `via`) | here |
 //! | [`Fleet::apply`](crate::Fleet::apply) | resolve the address, check the capability, run, audit once | `apply` |
 //! | [`Outcome`], [`Done`], [`Audited`] | what was done, and whether its audit entry was written | `outcome` |
-//! | [`Outcome::json`], [`Outcome::lines`], [`Outcome::notes`], [`Outcome::missed`], [`Outcome::shortfall`] | the one rendering of an outcome | `render` |
+//! | [`Outcome::json`], [`Outcome::answer`], [`Outcome::lines`], [`Outcome::notes`], [`Outcome::missed`], [`Outcome::shortfall`] | the one rendering of an outcome | `render` |
 //!
 //! A new operator action is one [`Action`] variant, its arm in `apply.rs` (address,
 //! capability, the call), its [`Done`] variant with its audit record (`outcome.rs`) and

@@ -197,16 +197,7 @@ impl Done {
 
     fn record(&self) -> Option<Record> {
         Some(match self {
-            Done::Requeued { queue, all, report } => {
-                let action = if report.target == *queue {
-                    "requeue"
-                } else {
-                    "move"
-                };
-                let all = if *all { ", all" } else { "" };
-                let count = report.requeued.len() as u64;
-                record(action, queue, count, format!("to {}{all}", report.target))
-            }
+            Done::Requeued { queue, all, report } => requeue_record(queue, *all, report),
             Done::Deleted { deleted, .. } if deleted.is_empty() => return None,
             Done::Deleted { queue, deleted, .. } => {
                 let detail = format!("dead letters {}", deleted.join(" "));
@@ -256,16 +247,7 @@ impl Done {
                 }
                 record("delete-saga", &format!("{partition}/{id}"), 1, "")
             }
-            Done::Edited { queue, id, edited } => {
-                let Edited::Requeued { message_id } = edited else {
-                    return None;
-                };
-                let detail = format!(
-                    "dead letter {id} ({message_id}) edited and requeued; the original is in \
-                     the edit history"
-                );
-                record("edit", queue, 1, detail)
-            }
+            Done::Edited { queue, id, edited } => return edit_record(queue, id, edited),
             Done::ActedOnPage {
                 queue,
                 act,
@@ -284,6 +266,30 @@ impl Done {
             }
         })
     }
+}
+
+/// A requeue is a `move` when the dead letters went to another queue.
+fn requeue_record(queue: &str, all: bool, report: &Requeued) -> Record {
+    let action = if report.target == queue {
+        "requeue"
+    } else {
+        "move"
+    };
+    let all = if all { ", all" } else { "" };
+    let count = report.requeued.len() as u64;
+    record(action, queue, count, format!("to {}{all}", report.target))
+}
+
+/// An edit that found no dead letter under the id changed nothing.
+fn edit_record(queue: &str, id: &str, edited: &Edited) -> Option<Record> {
+    let Edited::Requeued { message_id } = edited else {
+        return None;
+    };
+    let detail = format!(
+        "dead letter {id} ({message_id}) edited and requeued; the original is in the edit \
+         history"
+    );
+    Some(record("edit", queue, 1, detail))
 }
 
 /// `1 ready, 0 delayed` (and `, 2 keyed` when an ordered queue had some).

@@ -1,8 +1,9 @@
 //! How an [`Outcome`] shows: [`Outcome::json`] (what `bus --json` prints; its fields are
 //! listed in docs/operations.md, "What `--json` prints", and checked by
-//! `crates/bus-cli/tests/json_fields.rs`), [`Outcome::lines`] and [`Outcome::notes`] (a
-//! terminal's stdout and stderr), and what was asked for but not there
-//! ([`Outcome::missed`], [`Outcome::shortfall`]), which the `bus` tool exits 1 on.
+//! `crates/bus-cli/tests/json_fields.rs`), [`Outcome::answer`] (what the dashboard
+//! answers), [`Outcome::lines`] and [`Outcome::notes`] (a terminal's stdout and stderr),
+//! and what was asked for but not there ([`Outcome::missed`], [`Outcome::shortfall`]),
+//! which the `bus` tool exits 1 on.
 
 use bus_babelqueue::Outcome as Redrive;
 use serde::Serialize;
@@ -69,6 +70,21 @@ impl Outcome {
                     "outcome": redrive_outcome(i.outcome),
                 })).collect::<Vec<_>>(),
             }),
+        }
+    }
+
+    /// The outcome as JSON for a face that answers a miss rather than failing on it (the
+    /// dashboard's pages): [`Outcome::json`], except that a delete lists the ids deleted
+    /// and those not found, a cancel says whether anything waited under the id
+    /// (`cancelled`: `true` or `false`) and a saga delete whether the saga `existed`.
+    pub fn answer(&self) -> Value {
+        match &self.done {
+            Done::Deleted {
+                deleted, not_found, ..
+            } => json!({ "deleted": deleted, "not_found": not_found }),
+            Done::Cancelled { cancelled, .. } => json!({ "cancelled": cancelled }),
+            Done::SagaDeleted { existed, .. } => json!({ "existed": existed }),
+            _ => self.json(),
         }
     }
 
@@ -260,5 +276,83 @@ fn redrive_outcome(outcome: Redrive) -> &'static str {
         Redrive::NoTarget => "no_target",
         Redrive::Vanished => "vanished",
         _ => "other",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::Audited;
+
+    fn outcome(done: Done) -> Outcome {
+        Outcome {
+            done,
+            audited: Audited::Nothing,
+        }
+    }
+
+    fn deleted(deleted: &[&str], not_found: &[&str]) -> Outcome {
+        let ids = |ids: &[&str]| ids.iter().map(|id| id.to_string()).collect();
+        outcome(Done::Deleted {
+            queue: "work".into(),
+            deleted: ids(deleted),
+            not_found: ids(not_found),
+        })
+    }
+
+    #[test]
+    fn a_delete_names_one_id_and_lists_several_with_those_not_found() {
+        let one = deleted(&["~1"], &[]);
+        assert_eq!(one.json(), json!({ "queue": "work", "deleted": "~1" }));
+        assert_eq!(one.missed(), None);
+        let some = deleted(&["~1"], &["~2"]);
+        assert_eq!(
+            some.json(),
+            json!({ "queue": "work", "deleted": ["~1"], "not_found": ["~2"] })
+        );
+        assert_eq!(
+            some.shortfall().as_deref(),
+            Some("not dead letters of work: ~2")
+        );
+        let none = deleted(&[], &["~2"]);
+        assert_eq!(
+            none.missed().as_deref(),
+            Some("~2 is not a dead letter of work")
+        );
+    }
+
+    #[test]
+    fn the_dashboards_answer_says_what_each_id_became_and_whether_there_was_anything() {
+        assert_eq!(
+            deleted(&["~1"], &["~2"]).answer(),
+            json!({ "deleted": ["~1"], "not_found": ["~2"] })
+        );
+        let cancelled = |cancelled| {
+            outcome(Done::Cancelled {
+                queue: "work".into(),
+                id: "m-1".into(),
+                cancelled,
+            })
+        };
+        assert_eq!(cancelled(false).answer(), json!({ "cancelled": false }));
+        assert_eq!(
+            cancelled(true).json(),
+            json!({ "queue": "work", "cancelled": "m-1" })
+        );
+        let saga = outcome(Done::SagaDeleted {
+            partition: "order".into(),
+            id: "o-1".into(),
+            existed: true,
+        });
+        assert_eq!(saga.answer(), json!({ "existed": true }));
+        assert_eq!(
+            saga.json(),
+            json!({ "partition": "order", "deleted": "o-1" })
+        );
+        let paused = outcome(Done::Paused {
+            queue: "work".into(),
+            paused: true,
+        });
+        assert_eq!(paused.answer(), paused.json());
     }
 }
