@@ -81,7 +81,7 @@ impl Call {
 
     fn args(self, i: u64) -> Vec<Value> {
         match self {
-            Call::Reserve => vec![100.into(), 60_000.into(), "bench".into()],
+            Call::Reserve => vec![100.into(), 60_000.into(), "bench".into(), 100.into()],
             Call::Renew => vec![60_000.into(), "bench".into(), 4_000.into(), 0.into()],
             // Due in an hour, so that nothing is promoted while the phase runs.
             Call::SendAt => vec![

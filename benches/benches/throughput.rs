@@ -196,6 +196,7 @@ async fn layout_consume(env: &Env, keys: &QueueKeys, count: u64) {
                     Value::from(BATCH as i64),
                     Value::from(60_000),
                     Value::from("raw"),
+                    Value::from(BATCH as i64),
                 ];
                 let reply = reserve
                     .run(&client, reserve_keys.clone(), args)

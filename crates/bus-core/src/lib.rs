@@ -30,8 +30,6 @@
 //! [`metrics::serve_prometheus`](crate::metrics) (docs/operations.md, "Host metrics").
 
 mod bus;
-#[cfg(feature = "conformance")]
-pub mod conformance;
 mod context;
 mod deadline;
 mod dedup;
@@ -87,10 +85,6 @@ pub use operator::Capability;
 pub use processor::{CommandProcessor, Disposition, EventProcessor, ProcessError};
 pub use recurring::{Missed, Recurring, SCHEDULE_HEADER, TICK_HEADER};
 pub use request::{ReplyInbox, CORRELATION_ID_HEADER, REPLY_KEEP, REPLY_TO_HEADER, REPLY_TYPE};
-/// The saga store conformance suite (feature `conformance`), for store implementations'
-/// tests.
-#[cfg(feature = "conformance")]
-pub use saga::conformance as saga_conformance;
 pub use saga::{
     ContinueSaga, MemorySagaStore, Saga, SagaData, SagaStore, Stamp, StartSaga, SAGA_TIMEOUT_HEADER,
 };

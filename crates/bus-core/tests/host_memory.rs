@@ -1,5 +1,5 @@
 //! Host behaviour on the in-memory transport that the transport conformance suite
-//! (`bus_core::conformance`, run by `conformance_memory.rs` here and by bus-redis) does not
+//! (`bus_conformance`, run by `conformance_memory.rs` here and by bus-redis) does not
 //! cover: foreign and malformed input, and a handler watching its token.
 
 use bus_core::transport::Placement;

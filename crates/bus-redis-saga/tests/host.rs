@@ -209,7 +209,7 @@ async fn saga_timeouts_fire_only_for_the_state_that_asked() {
         .prefix(redis.namespace());
     let transport = bus_redis::RedisTransport::connect(&config).await.unwrap();
     let store = bus_redis_saga::RedisSagaStore::for_transport(&transport);
-    bus_core::conformance::saga_timeouts_fire_only_for_the_state_that_asked(
+    bus_conformance::saga_timeouts_fire_only_for_the_state_that_asked(
         Arc::new(transport),
         Arc::new(store),
     )

@@ -5,7 +5,7 @@ mod common;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use bus_core::conformance::{self, Probe, SeenDeadLetter};
+use bus_conformance::{self as conformance, Probe, SeenDeadLetter};
 use bus_core::transport::Source;
 use bus_redis::admin::Admin;
 use bus_redis::RedisTransport;

@@ -1,4 +1,4 @@
-//! Checks of per-key ordering (crate::flow::PerKey) on every transport that offers it,
+//! Checks of per-key ordering (bus_core::flow::PerKey) on every transport that offers it,
 //! from the handlers' own start and end records.
 
 use std::collections::BTreeMap;
@@ -9,10 +9,10 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
-use super::{start_command, wait_until, Probe};
-use crate::flow::{FlowControl, PerKey};
-use crate::transport::Source;
-use crate::{
+use crate::{start_command, wait_until, Probe};
+use bus_core::flow::{FlowControl, PerKey};
+use bus_core::transport::Source;
+use bus_core::{
     Backoff, Bus, BusConfig, CommandProcessor, Context, Message, MessageKind, ProcessError,
     ProcessingSettings, SendOptions, Transport,
 };
@@ -526,7 +526,7 @@ pub async fn a_per_key_rate_limit_holds(transport: Arc<dyn Transport>, flow: &dy
     // Between a reservation and its handler's start.
     const JITTER: Duration = Duration::from_millis(50);
     let source = source();
-    let rate = crate::flow::RateLimit::new(STARTS as u32, PER).expect("valid");
+    let rate = bus_core::flow::RateLimit::new(STARTS as u32, PER).expect("valid");
     let order = PerKey::new(4).expect("valid").rate(Some(rate));
     flow.order_per_key(&source, Some(order))
         .await

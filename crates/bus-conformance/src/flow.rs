@@ -1,4 +1,4 @@
-//! Checks of flow control (crate::flow) on every transport that offers it.
+//! Checks of flow control (bus_core::flow) on every transport that offers it.
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -7,10 +7,10 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
-use super::{start_command, wait_until, Probe};
-use crate::flow::{FlowControl, RateLimit};
-use crate::transport::Source;
-use crate::{
+use crate::{start_command, wait_until, Probe};
+use bus_core::flow::{FlowControl, RateLimit};
+use bus_core::transport::Source;
+use bus_core::{
     CommandProcessor, Context, Message, MessageKind, ProcessError, ProcessingSettings, Transport,
 };
 
@@ -89,7 +89,7 @@ fn source() -> Source {
     Source::queue(Throttled::NAME).expect("valid name")
 }
 
-async fn send(running: &crate::RunningHost, from: u32, to: u32) {
+async fn send(running: &bus_core::RunningHost, from: u32, to: u32) {
     let batch: Vec<Throttled> = (from..to).map(|n| Throttled { n }).collect();
     running.bus().send_batch(&batch).await.expect("sent");
 }

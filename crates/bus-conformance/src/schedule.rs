@@ -7,9 +7,9 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
-use super::{not_checked, start_command, wait_until, Probe};
-use crate::transport::Source;
-use crate::{CommandProcessor, Context, Message, MessageKind, ProcessError, Transport};
+use crate::{not_checked, start_command, wait_until, Probe};
+use bus_core::transport::Source;
+use bus_core::{CommandProcessor, Context, Message, MessageKind, ProcessError, Transport};
 
 #[derive(Debug, PartialEq, Serialize, Deserialize)]
 struct Later {
@@ -88,7 +88,7 @@ pub async fn delayed_commands_can_be_read_cancelled_and_rescheduled(
         .await
         .expect("read")
         .is_none());
-    let unknown = crate::MessageId::from("no-such-message".to_owned());
+    let unknown = bus_core::MessageId::from("no-such-message".to_owned());
     assert!(!bus
         .reschedule::<Later>(&unknown, hour)
         .await
@@ -146,7 +146,7 @@ impl Message for Announced {
     const NAME: &'static str = "conformance-announced";
     const KIND: MessageKind = MessageKind::Event;
 }
-impl crate::Event for Announced {}
+impl bus_core::Event for Announced {}
 
 /// When each subscription handled each event.
 #[derive(Default)]
@@ -155,12 +155,12 @@ struct Heard(Mutex<Vec<(&'static str, u32, Instant)>>);
 macro_rules! heard_by {
     ($ty:ident, $name:literal) => {
         struct $ty;
-        impl crate::Subscription for $ty {
+        impl bus_core::Subscription for $ty {
             type Event = Announced;
             const NAME: &'static str = $name;
         }
         #[async_trait]
-        impl crate::EventProcessor<$ty> for Arc<Heard> {
+        impl bus_core::EventProcessor<$ty> for Arc<Heard> {
             async fn process(&self, event: Announced, _: &Context) -> Result<(), ProcessError> {
                 self.0
                     .lock()
@@ -189,7 +189,7 @@ pub async fn a_delayed_publish_reaches_each_subscription_at_its_time(
         return;
     }
     let heard = Arc::new(Heard::default());
-    let running = crate::Host::builder()
+    let running = bus_core::Host::builder()
         .transport(transport)
         .event::<Mail, _>(Arc::clone(&heard))
         .event::<Ledger, _>(Arc::clone(&heard))
@@ -201,7 +201,7 @@ pub async fn a_delayed_publish_reaches_each_subscription_at_its_time(
     let bus = running.bus();
     let delay = Duration::from_millis(300);
     let published = Instant::now();
-    let options = crate::SendOptions::new().delay(delay);
+    let options = bus_core::SendOptions::new().delay(delay);
     let sent = bus
         .publish_with(&Announced { n: 9 }, &options)
         .await

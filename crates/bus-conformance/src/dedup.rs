@@ -7,9 +7,9 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
-use super::{not_checked, start_command, wait_until, Probe};
-use crate::transport::Source;
-use crate::{
+use crate::{not_checked, start_command, wait_until, Probe};
+use bus_core::transport::Source;
+use bus_core::{
     CommandProcessor, Context, Message, MessageKind, ProcessError, SendOptions, Transport,
 };
 
@@ -168,11 +168,17 @@ pub async fn a_batch_with_dedup_keys_stores_each_key_once(
     let wrong = bus
         .send_batch_deduplicated(&unique(100, 102), &["x"], &plain)
         .await;
-    assert!(matches!(wrong, Err(crate::Error::Config(_))), "{wrong:?}");
+    assert!(
+        matches!(wrong, Err(bus_core::Error::Config(_))),
+        "{wrong:?}"
+    );
     let wrong = bus
         .send_batch_deduplicated(&unique(100, 101), &["x"], &plain.clone().dedup_key("x"))
         .await;
-    assert!(matches!(wrong, Err(crate::Error::Config(_))), "{wrong:?}");
+    assert!(
+        matches!(wrong, Err(bus_core::Error::Config(_))),
+        "{wrong:?}"
+    );
 
     let single = bus
         .send_with(&Unique { n: 1 }, &SendOptions::new().dedup_key("x"))

@@ -8,9 +8,9 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
-use super::{not_checked, start_command, wait_until, Probe};
-use crate::transport::Source;
-use crate::{
+use crate::{not_checked, start_command, wait_until, Probe};
+use bus_core::transport::Source;
+use bus_core::{
     CommandProcessor, Context, EventProcessor, Host, Message, MessageKind, ProcessError,
     ProcessingSettings, Transport,
 };
@@ -82,7 +82,7 @@ impl Message for Happened {
     const NAME: &'static str = "conformance-happened";
     const KIND: MessageKind = MessageKind::Event;
 }
-impl crate::Event for Happened {}
+impl bus_core::Event for Happened {}
 
 /// Every (subscription, event) pair handled.
 #[derive(Default)]
@@ -91,7 +91,7 @@ struct Received(Mutex<Vec<(&'static str, u32)>>);
 macro_rules! subscription {
     ($ty:ident, $name:literal) => {
         struct $ty;
-        impl crate::Subscription for $ty {
+        impl bus_core::Subscription for $ty {
             type Event = Happened;
             const NAME: &'static str = $name;
         }

@@ -1,4 +1,4 @@
-//! Checks of the fleet-wide circuit breaker ([`FleetBreaker`](crate::transport::FleetBreaker))
+//! Checks of the fleet-wide circuit breaker ([`FleetBreaker`](bus_core::transport::FleetBreaker))
 //! on the consumer side of every transport that offers it, called directly: a trip holds
 //! every consumer back, exactly one message goes through as the probe once the cool-down
 //! is over, its slot is held for the prober's lock timeout, the probe's settle judges it
@@ -14,12 +14,12 @@ use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::{start_command, wait_until};
-use crate::flow::FlowControl;
-use crate::transport::{
+use crate::{start_command, wait_until};
+use bus_core::flow::FlowControl;
+use bus_core::transport::{
     now_ms, Consumer, ConsumerOptions, Delivery, Hold, Outgoing, Placement, Received, Source, Want,
 };
-use crate::{
+use bus_core::{
     BreakerScope, CircuitBreaker, CommandProcessor, Context, Envelope, Format, Message, MessageId,
     MessageKind, ProcessError, ProcessingSettings, Transport,
 };
@@ -85,7 +85,7 @@ async fn breaker_until(flow: &dyn FlowControl, source: &Source) -> Option<u64> {
     flow.flow(source).await.expect("flow").breaker_until_ms
 }
 
-fn receipts(deliveries: &[Delivery]) -> Vec<crate::transport::Receipt> {
+fn receipts(deliveries: &[Delivery]) -> Vec<bus_core::transport::Receipt> {
     deliveries.iter().map(|d| d.receipt.clone()).collect()
 }
 
@@ -154,7 +154,7 @@ pub async fn a_fleet_breaker_holds_every_consumer_and_lets_one_probe_through(
     let tripped = Instant::now();
     trip(&*a, cool_down).await;
     let until = breaker_until(flow, &source).await;
-    let now = crate::transport::now_ms();
+    let now = bus_core::transport::now_ms();
     assert!(
         until.is_some_and(|u| u + 50 >= now + 2_900 && u <= now + 3_100),
         "breaker_until_ms {until:?}, now {now}"
@@ -186,13 +186,13 @@ pub async fn a_fleet_breaker_holds_every_consumer_and_lets_one_probe_through(
     a.retry(
         &probe.deliveries[0].receipt,
         Duration::ZERO,
-        &crate::records::ErrorRecord::now("probe failed"),
+        &bus_core::records::ErrorRecord::now("probe failed"),
     )
     .await
     .expect("retried");
     let retripped = Instant::now();
     let until = breaker_until(flow, &source).await;
-    let now = crate::transport::now_ms();
+    let now = bus_core::transport::now_ms();
     assert!(
         until.is_some_and(|u| u + 50 >= now + 2_900 && u <= now + 3_100),
         "after a failed probe, breaker_until_ms {until:?}, now {now}"

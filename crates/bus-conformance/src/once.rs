@@ -7,8 +7,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use super::{start_command, wait_until};
-use crate::{
+use crate::{start_command, wait_until};
+use bus_core::{
     Backoff, CommandProcessor, Context, Message, MessageKind, ProcessError, ProcessingSettings,
     Transport,
 };

@@ -1,6 +1,8 @@
-//! The transport conformance suite (feature `conformance`): the same host-level checks
-//! run against every transport (the in-memory one in bus-core's tests, Redis in
-//! bus-redis's), so "the same semantics" is tested, not promised.
+//! The conformance suites: the same host-level checks run against every transport (the
+//! in-memory one in bus-core's tests, Redis in bus-redis's, BabelQueue's), and the saga
+//! store rules against every store ([`saga_store`]), so "the same semantics" is tested,
+//! not promised. A crate of its own so that what an application links (bus-core) does not
+//! carry them.
 //!
 //! Each check builds its own host on a fresh queue name, so checks may share a transport.
 //!
@@ -16,13 +18,13 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
-use crate::{
+use bus_core::{
     Backoff, CommandProcessor, Context, Host, Message, MessageKind, ProcessError,
     ProcessingSettings, Transport,
 };
 
-use crate::records::DeadLetter;
-use crate::transport::{DeadLetterReason, Source};
+use bus_core::records::DeadLetter;
+use bus_core::transport::{DeadLetterReason, Source};
 
 /// How a check reads what a transport stored (transports have no such API of their own).
 #[async_trait]
@@ -32,7 +34,7 @@ pub trait Probe: Send + Sync {
     /// How many messages of a queue are ready (recovered ones included), in flight,
     /// delayed and dead.
     async fn counts(&self, source: &Source) -> [usize; 4];
-    /// How many reply inboxes hold replies ([`Bus::request`](crate::Bus::request));
+    /// How many reply inboxes hold replies ([`Bus::request`](bus_core::Bus::request));
     /// `None` (the default): this probe cannot tell, and checks say so.
     async fn reply_inboxes(&self) -> Option<usize> {
         None
@@ -74,7 +76,7 @@ macro_rules! command {
             const NAME: &'static str = $queue;
             const KIND: MessageKind = MessageKind::Command;
         }
-        impl crate::Command for $ty {}
+        impl bus_core::Command for $ty {}
     };
 }
 
@@ -118,6 +120,7 @@ pub use recurring::{
 };
 mod saga_timeouts;
 pub use saga_timeouts::saga_timeouts_fire_only_for_the_state_that_asked;
+pub mod saga_store;
 mod schedule;
 pub use processing::{
     an_event_reaches_each_subscription_once, concurrency_stays_within_max_concurrent_calls,
@@ -162,10 +165,10 @@ impl CommandProcessor<Timed> for Arc<Recorder> {
 }
 
 /// Builds and starts a host with one command processor.
-async fn start_command<C: crate::Command, P: CommandProcessor<C>>(
+async fn start_command<C: bus_core::Command, P: CommandProcessor<C>>(
     transport: Arc<dyn Transport>,
     processor: P,
-) -> crate::RunningHost {
+) -> bus_core::RunningHost {
     Host::builder()
         .transport(transport)
         .command::<C, _>(processor)
@@ -513,9 +516,9 @@ pub async fn oversized_messages_are_refused_at_send(
 ) {
     // Room for a foreign envelope's overhead (BabelQueue's `meta` and trace id) around
     // the small message, none for the big one.
-    let bus = crate::Bus::new(
+    let bus = bus_core::Bus::new(
         transport,
-        crate::BusConfig::default().max_message_size(1000),
+        bus_core::BusConfig::default().max_message_size(1000),
     );
     #[derive(Serialize, Deserialize)]
     struct Big {
@@ -529,7 +532,7 @@ pub async fn oversized_messages_are_refused_at_send(
         .await
         .expect_err("refused");
     assert!(
-        matches!(refused, crate::Error::MessageTooLarge { max: 1000, .. }),
+        matches!(refused, bus_core::Error::MessageTooLarge { max: 1000, .. }),
         "{refused}"
     );
     assert!(refused

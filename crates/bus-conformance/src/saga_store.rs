@@ -1,5 +1,5 @@
 //! The saga store conformance suite (SPEC §5.2, §5.4), written once and run against
-//! every [`SagaStore`]: bus-core's tests run it on [`MemorySagaStore`](crate::MemorySagaStore),
+//! every [`SagaStore`]: bus-core's tests run it on [`MemorySagaStore`](bus_core::MemorySagaStore),
 //! bus-redis-saga's on a real redis-server.
 //!
 //! Each case uses fresh ids in the partition [`PARTITION`] and returns `Err` with a
@@ -21,8 +21,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::time::Instant;
 
-use super::{SagaStore, Stamp};
-use crate::Error;
+use bus_core::Error;
+use bus_core::{SagaStore, Stamp};
 
 /// What a case returns: `Err` describes the first broken rule.
 pub type Outcome<T = ()> = std::result::Result<T, String>;
@@ -68,7 +68,7 @@ fn saga_error(error: &Error) -> Option<(&'static str, &str)> {
 /// Checks that `result` failed with the saga error `kind` naming `id`.
 pub fn expect_saga_error<T: std::fmt::Debug>(
     what: &str,
-    result: crate::Result<T>,
+    result: bus_core::Result<T>,
     kind: &str,
     id: &str,
 ) -> Outcome {

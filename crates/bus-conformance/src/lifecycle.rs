@@ -7,9 +7,9 @@ use std::time::{Duration, SystemTime};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use super::{dead_letters_within, not_checked, start_command, wait_until, Probe};
-use crate::transport::{DeadLetterReason, Source};
-use crate::{
+use crate::{dead_letters_within, not_checked, start_command, wait_until, Probe};
+use bus_core::transport::{DeadLetterReason, Source};
+use bus_core::{
     Backoff, BoxError, CommandProcessor, Context, DeadLettering, Message, MessageKind, OnExpiry,
     ProcessError, ProcessingSettings, SendOptions, Transport,
 };

@@ -7,9 +7,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use super::{wait_until, Probe};
-use crate::transport::{Outgoing, Source, Tick};
-use crate::{
+use crate::{wait_until, Probe};
+use bus_core::transport::{Outgoing, Source, Tick};
+use bus_core::{
     CommandProcessor, Context, Host, Message, MessageId, MessageKind, Missed, ProcessError,
     Recurring, RunningHost, Transport, TICK_HEADER,
 };
@@ -55,7 +55,8 @@ fn now_ms() -> u64 {
 
 fn beat() -> Outgoing {
     let id = MessageId::generate();
-    let mut envelope = crate::Envelope::new(Beat::TYPE, crate::Format::Json, b"null".to_vec());
+    let mut envelope =
+        bus_core::Envelope::new(Beat::TYPE, bus_core::Format::Json, b"null".to_vec());
     envelope.id = id.clone();
     Outgoing {
         id,
@@ -225,7 +226,7 @@ pub async fn missed_ticks_are_skipped_or_caught_up_once(transport: Arc<dyn Trans
 }
 
 /// The recurring ticks of a transport under test, which must have them.
-fn stored_ticks(transport: &dyn Transport) -> &dyn crate::transport::Ticks {
+fn stored_ticks(transport: &dyn Transport) -> &dyn bus_core::transport::Ticks {
     transport
         .extras()
         .ticks

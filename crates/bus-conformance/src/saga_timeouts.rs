@@ -8,8 +8,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use super::wait_until;
-use crate::{
+use crate::wait_until;
+use bus_core::{
     Context, ContinueSaga, Host, Message, MessageKind, Middleware, Next, ProcessError, Saga,
     SagaData, SagaStore, StartSaga, Transport,
 };
@@ -116,11 +116,11 @@ impl ContinueSaga<Expire> for Orders {
 }
 
 /// Counts the deliveries of timeouts that completed (handled or dropped).
-#[derive(Default)]
-struct Arrivals(AtomicU32);
+#[derive(Clone, Default)]
+struct Arrivals(Arc<AtomicU32>);
 
 #[async_trait]
-impl Middleware for Arc<Arrivals> {
+impl Middleware for Arrivals {
     async fn handle(&self, ctx: &Context, next: Next<'_>) -> Result<(), ProcessError> {
         let timeout = ctx.message_type() == Expire::TYPE;
         let outcome = next.run(ctx).await;
@@ -140,11 +140,11 @@ pub async fn saga_timeouts_fire_only_for_the_state_that_asked(
     store: Arc<dyn SagaStore>,
 ) {
     let orders = Arc::new(Orders::default());
-    let arrivals = Arc::new(Arrivals::default());
+    let arrivals = Arrivals::default();
     let running = Host::builder()
         .transport(transport)
         .saga_store(Arc::clone(&store))
-        .middleware(Arc::clone(&arrivals))
+        .middleware(arrivals.clone())
         .saga_start::<Open, _>(Arc::clone(&orders))
         .saga_continue::<Pay, _>(Arc::clone(&orders))
         .saga_continue::<Expire, _>(Arc::clone(&orders))

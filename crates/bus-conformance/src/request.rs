@@ -8,8 +8,8 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
-use super::{not_checked, start_command, Probe};
-use crate::{
+use crate::{not_checked, start_command, Probe};
+use bus_core::{
     Bus, BusConfig, CommandProcessor, Context, Error, Message, MessageKind, ProcessError, Transport,
 };
 
