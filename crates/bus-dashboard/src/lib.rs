@@ -10,7 +10,8 @@
 //!
 //! The metrics, the dashboard's pages and its safety rules are described in
 //! `docs/operations.md` ("Metrics and dashboard"). Every change the dashboard makes is a
-//! [`bus_management::Management`] call; what it reads beyond management (expired locks,
+//! [`bus_management::Action`] applied by [`bus_management::Fleet::apply`], as the `bus`
+//! tool's are (audited there, once); what it reads beyond management (expired locks,
 //! messages in flight, a saga's state) it reads with single read-only commands.
 
 #![warn(missing_docs)]

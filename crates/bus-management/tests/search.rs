@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant, SystemTime};
 
 use bus_core::transport::{ConsumerOptions, DeadLetterReason, Source, Transport};
-use bus_management::{Action, Edited, Error, Place, SearchQuery};
+use bus_management::{Edited, Error, Place, SearchAction as Action, SearchQuery};
 use common::{setup, work, Setup, Staging, Work};
 use tokio_util::sync::CancellationToken;
 
