@@ -3,7 +3,7 @@
 //! hosts (`bus hosts`, the dashboard) and see one that stopped reporting as lost.
 //!
 //! bus-core knows no storage: a transport offers a reporter
-//! ([`Transport::host_reporter`](crate::Transport::host_reporter), none by default) and
+//! ([`TransportExtras::host_reporter`](crate::transport::TransportExtras::host_reporter), none by default) and
 //! the host calls it on an interval ([`HostBuilder::heartbeat_interval`](crate::HostBuilder::heartbeat_interval)).
 //! With no reporter the host does nothing more per message; with one, a middleware counts
 //! the handlers running (two atomic operations per message).

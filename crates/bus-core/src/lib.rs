@@ -27,7 +27,7 @@
 //! Features: `derive` (default) re-exports the derives; `opentelemetry` carries W3C trace
 //! context between OpenTelemetry spans and message headers; `metrics` records host and
 //! client metrics through the `metrics` facade, and `prometheus` adds
-//! [`metrics::serve_prometheus`](crate::metrics) (docs/operations.md, "Host metrics").
+//! `metrics::serve_prometheus` (docs/operations.md, "Host metrics").
 
 #![warn(missing_docs)]
 mod bus;

@@ -290,7 +290,7 @@ impl MemoryTransport {
         )
     }
 
-    /// How many reply inboxes hold replies that nobody took ([`Bus::request`]
+    /// How many reply inboxes hold replies that nobody took ([`Bus::request`](crate::Bus::request)
     /// (crate::Bus::request)): zero once every requesting bus is dropped.
     pub fn reply_inboxes(&self) -> usize {
         self.inboxes.held()

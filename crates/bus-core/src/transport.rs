@@ -289,7 +289,7 @@ impl WireFormat for NativeFormat {
 pub struct Capabilities {
     /// Topics and subscriptions: [`Transport::publish`] and subscription consumers.
     pub topics: bool,
-    /// [`Transport::send_at`]: `None` when there are no delayed sends, else the step of
+    /// [`Transport::send`] with a due time ([`Placement::due`]): `None` when there are no delayed sends, else the step of
     /// due times (a due time is rounded to it: `Duration::ZERO` is exact).
     pub delayed_sends: Option<Duration>,
     /// [`Consumer::retry`]'s delay: `None` when it is not honoured (the message is ready
@@ -347,7 +347,7 @@ pub enum Destination<'a> {
 }
 
 /// A send with a deduplication key, as a transport is asked to store it
-/// ([`Transport::send_deduplicated`]).
+/// ([`Deduplicated::send_deduplicated`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Deduplication<'a> {
@@ -366,7 +366,7 @@ pub struct Deduplication<'a> {
 impl<'a> Deduplication<'a> {
     /// Deduplication by `key` for `window`, ready now, with no partition key: for
     /// callers outside this crate that hand encoded messages to
-    /// [`Transport::send_deduplicated`] (an outbox relay).
+    /// [`Deduplicated::send_deduplicated`] (an outbox relay).
     pub fn new(key: &'a str, window: Duration) -> Self {
         Deduplication {
             key,

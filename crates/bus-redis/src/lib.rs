@@ -57,7 +57,7 @@ pub use scripts::LuaScript;
 pub use timing::{RedisTimingReporter, DEFAULT_TIMING_RETENTION};
 
 /// The Redis client this crate is built on, whose types appear in its API
-/// ([`RedisTransport::client`], [`Error::fred`]): use it through this path, so the
+/// ([`RedisTransport::client`], [`RedisError::fred`]): use it through this path, so the
 /// versions always agree.
 pub use fred;
 pub use transport::RedisTransport;

@@ -234,7 +234,7 @@ impl FlowControl for Admin {
 }
 
 /// The transport controls its own queues' flow (what a host's operator actions reach
-/// through [`bus_core::TransportExtras::flow`]), through an [`Admin`] over itself.
+/// through [`bus_core::transport::TransportExtras::flow`]), through an [`Admin`] over itself.
 #[async_trait]
 impl FlowControl for RedisTransport {
     async fn flow(&self, source: &Source) -> bus_core::Result<Flow> {
