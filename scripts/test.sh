@@ -79,3 +79,11 @@ if cargo tree -p bus-core -e normal | grep -q fred; then
   echo "bus-core depends on fred" >&2
   exit 1
 fi
+
+# Every crate that is published (no `publish = false`) documents cleanly and packages, in
+# dependency order (`cargo package` resolves the workspace's own crates among those it
+# packages). The sources packaged are the ones built above, so packaging is not verified
+# by building them again.
+PUBLISHED=$(cargo metadata --no-deps --format-version 1 | python3 -c 'import json, sys; print(" ".join("-p " + p["name"] for p in json.load(sys.stdin)["packages"] if p.get("publish") != []))')
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps $PUBLISHED
+cargo package --no-verify --allow-dirty $PUBLISHED

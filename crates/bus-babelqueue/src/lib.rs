@@ -3,6 +3,43 @@
 //! Python package `babelqueue` 1.24.0), and a [`bus_core::Transport`] over it so a bus
 //! host can join a BabelQueue or Laravel fleet. The guide: `docs/babelqueue.md`.
 //!
+//! A Rust worker in a BabelQueue fleet, taking the SDKs' canonical envelope from the
+//! legacy layout:
+//!
+//! ```no_run
+//! use async_trait::async_trait;
+//! use bus_babelqueue::{BabelTransport, Options};
+//! use bus_core::{CommandProcessor, Context, Host, ProcessError, RedisCommand};
+//! use bus_redis::RedisConfig;
+//! use serde::{Deserialize, Serialize};
+//!
+//! #[derive(Serialize, Deserialize, RedisCommand)]
+//! #[bus(queue = "orders", urn = "urn:babel:orders:created")]
+//! struct OrderCreated {
+//!     order_id: u64,
+//! }
+//!
+//! struct Orders;
+//!
+//! #[async_trait]
+//! impl CommandProcessor<OrderCreated> for Orders {
+//!     async fn process(&self, order: OrderCreated, _: &Context) -> Result<(), ProcessError> {
+//!         println!("order {}", order.order_id);
+//!         Ok(())
+//!     }
+//! }
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let config = RedisConfig::from_url("redis://127.0.0.1:6379")?;
+//! let host = Host::builder()
+//!     .transport(BabelTransport::connect(&config, Options::legacy()).await?)
+//!     .command::<OrderCreated, _>(Orders)
+//!     .build()?;
+//! host.run_until_signal().await?;
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! | Item | What it is |
 //! |---|---|
 //! | [`Envelope`], [`Meta`], [`Poison`] | the canonical envelope and why a body is poison |

@@ -1,6 +1,46 @@
 //! The bus's programming model: message contracts, processors, settings, middleware,
 //! the host and its client, serializers, and an in-memory transport.
 //!
+//! A command, its handler and a host, on the in-memory transport (the same code runs on
+//! Redis with `bus_redis::RedisTransport`):
+//!
+//! ```
+//! use std::sync::Arc;
+//! use async_trait::async_trait;
+//! use bus_core::{CommandProcessor, Context, Host, MemoryTransport, ProcessError, RedisCommand};
+//! use serde::{Deserialize, Serialize};
+//! use tokio::sync::Notify;
+//!
+//! #[derive(Serialize, Deserialize, RedisCommand)]
+//! #[bus(queue = "thumbnail-requested")]
+//! struct ThumbnailRequested {
+//!     image_id: String,
+//! }
+//!
+//! struct Thumbnails(Arc<Notify>);
+//!
+//! #[async_trait]
+//! impl CommandProcessor<ThumbnailRequested> for Thumbnails {
+//!     async fn process(&self, cmd: ThumbnailRequested, _: &Context) -> Result<(), ProcessError> {
+//!         assert_eq!(cmd.image_id, "42");
+//!         self.0.notify_one();
+//!         Ok(()) // acknowledged; an error retries
+//!     }
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let done = Arc::new(Notify::new());
+//! let host = Host::builder()
+//!     .transport(MemoryTransport::new())
+//!     .command::<ThumbnailRequested, _>(Thumbnails(Arc::clone(&done)))
+//!     .build()?;
+//! host.bus().send(&ThumbnailRequested { image_id: "42".into() }).await?;
+//! host.run(async move { done.notified().await }).await?; // then shuts down gracefully
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! Transports live in other crates (`bus-redis`); this crate knows nothing of Redis.
 //!
 //! | Module | What it holds |

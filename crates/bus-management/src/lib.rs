@@ -1,6 +1,21 @@
 //! Management of the bus on Redis (SPEC §6): the API under the `bus` command-line tool
 //! and the dashboard.
 //!
+//! Every queue's counts, as `bus stats` prints them:
+//!
+//! ```no_run
+//! use bus_management::Management;
+//! use bus_redis::RedisConfig;
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let management = Management::connect(&RedisConfig::from_url("redis://127.0.0.1:6379")?).await?;
+//! for stats in management.stats_all().await? {
+//!     println!("{stats:?}");
+//! }
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! Operators list queues, topics and subscriptions; read each queue's counts, its next
 //! messages, its scheduled messages and its dead letters with their reasons and errors;
 //! requeue dead letters (all, some, or to another queue); delete a dead letter; purge a
