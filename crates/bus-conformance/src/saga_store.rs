@@ -8,7 +8,8 @@
 //! ```no_run
 //! # async fn demo() {
 //! use std::sync::Arc;
-//! use bus_core::{saga_conformance as conformance, MemorySagaStore};
+//! use bus_conformance::saga_store as conformance;
+//! use bus_core::MemorySagaStore;
 //! let store = MemorySagaStore::new();
 //! conformance::create_and_get(&store).await.unwrap();
 //! conformance::concurrent_increments(Arc::new(store), 16, 20).await.unwrap();
