@@ -1,4 +1,4 @@
-//! Flow control's cost (issue 17, docs/performance.md "Per-key ordering"): per-key
+//! Flow control's cost (docs/performance.md "Per-key ordering"): per-key
 //! ordering over 10,000 keys and a rate-limited queue, against an unordered queue in the
 //! same run. A plain `main` that prints a table:
 //!

@@ -1,4 +1,4 @@
-//! The message lifecycle's cost (issue 18, docs/performance.md "Message lifecycle"): what
+//! The message lifecycle's cost (docs/performance.md "Message lifecycle"): what
 //! a send or a handle costs with each feature used, against the same without it, in the
 //! same run. A plain `main` that prints a table:
 //!

@@ -1,4 +1,4 @@
-//! Host heartbeats (issue 21): a running [`Host`](crate::Host) reports what it is and does
+//! Host heartbeats: a running [`Host`](crate::Host) reports what it is and does
 //! every few seconds through its transport's [`HostReporter`], so operators can list the
 //! hosts (`bus hosts`, the dashboard) and see one that stopped reporting as lost.
 //!

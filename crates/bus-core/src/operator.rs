@@ -45,11 +45,11 @@ pub enum Capability {
     DeleteDeadLetter,
     /// [`Operator::purge`].
     Purge,
-    /// [`Operator::pause`] (flow control, issue 17).
+    /// [`Operator::pause`] (flow control).
     Pause,
-    /// [`Operator::resume`] (flow control, issue 17).
+    /// [`Operator::resume`] (flow control).
     Resume,
-    /// [`Operator::close_breaker`] (flow control, issue 17).
+    /// [`Operator::close_breaker`] (flow control).
     CloseBreaker,
     /// A transport's deduplicated sends ([`crate::transport::Deduplicated`]).
     Deduplication,
@@ -231,13 +231,13 @@ pub trait Operator: Send + Sync + fmt::Debug {
     /// Deletes the waiting (ready, delayed and keyed) messages of `queue`.
     async fn purge(&self, queue: &str) -> Result<Purged>;
 
-    /// Stops consumers from taking messages of `queue` (flow control, issue 17).
+    /// Stops consumers from taking messages of `queue` (flow control).
     async fn pause(&self, queue: &str) -> Result<()> {
         let _ = queue;
         Err(unsupported(self.kind(), Capability::Pause))
     }
 
-    /// Lets consumers take messages of `queue` again (flow control, issue 17).
+    /// Lets consumers take messages of `queue` again (flow control).
     async fn resume(&self, queue: &str) -> Result<()> {
         let _ = queue;
         Err(unsupported(self.kind(), Capability::Resume))

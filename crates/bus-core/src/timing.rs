@@ -1,4 +1,4 @@
-//! Per-type timing (issue 21): how many messages of each type a host handled and failed
+//! Per-type timing: how many messages of each type a host handled and failed
 //! per minute, and how long its handlers took (a histogram of fixed buckets), reported
 //! through the transport's [`TimingReporter`] so that operators see the slowest and
 //! busiest types (the dashboard's Timing page, `bus metrics`).

@@ -1,4 +1,4 @@
-//! Processors that register themselves (issue 19, point 2): `#[processor]` and
+//! Processors that register themselves: `#[processor]` and
 //! `HostBuilder::register_processors`, its errors at `build()` (two processors of one
 //! command; an event processor on a transport without topics) and how it mixes with
 //! explicit registration. Finding processors of another crate is in

@@ -1,4 +1,4 @@
-//! The wire-format seam (issue 8): a transport that stores a foreign envelope on one
+//! The wire-format seam: a transport that stores a foreign envelope on one
 //! queue; the host decodes it with the transport's codec, routes two message types of
 //! that queue to their processors, and keeps the unknown-type rule (dead letter, or the
 //! hook). The foreign transport here is the in-memory one with another envelope.

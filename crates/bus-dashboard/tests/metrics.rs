@@ -177,7 +177,7 @@ async fn a_scrape_fails_with_503_when_redis_is_gone() {
     assert!(failed, "a scrape without Redis did not fail");
 }
 
-/// Issue 21 point 2: `bus metrics` exports each type's last complete minute (all hosts
+/// `bus metrics` exports each type's last complete minute (all hosts
 /// added) from the hosts' per-type timing; the current minute is not exported yet.
 #[tokio::test]
 async fn a_scrape_shows_each_types_last_complete_minute() {

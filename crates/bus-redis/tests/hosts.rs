@@ -1,8 +1,8 @@
-//! Host heartbeats (issue 21 point 1; docs/redis-layout.md, "Host heartbeats"): a running
+//! Host heartbeats (docs/redis-layout.md, "Host heartbeats"): a running
 //! host's record in Redis with default settings, its handlers in flight counted, removed
 //! at a graceful stop; a host that stops reporting shown lost, then dropped.
 //!
-//! Per-type timing (issue 21 point 2; docs/redis-layout.md, "Per-type timing"): a real
+//! Per-type timing (docs/redis-layout.md, "Per-type timing"): a real
 //! host's counts and histograms of two types as stored, with default settings; a report
 //! retried counted once; the memory a type costs per minute.
 

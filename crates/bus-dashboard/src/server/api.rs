@@ -376,7 +376,7 @@ pub(crate) async fn saga(
     Ok(Json(view))
 }
 
-/// The keys of an ordered queue with the most messages waiting for them (issue 21's
+/// The keys of an ordered queue with the most messages waiting for them (the
 /// "per-key backlogs"), bounded (`Admin::key_backlogs`); empty for another kind's queue or
 /// a queue that is not ordered.
 pub(crate) async fn key_backlogs(
