@@ -11,7 +11,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde::Serialize;
 
-use crate::transport::Source;
+use crate::address::Source;
 use crate::{Error, Result};
 
 /// At most `starts` messages of a queue start per `per`, over every consumer: a sliding

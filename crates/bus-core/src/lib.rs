@@ -70,6 +70,7 @@
 //! `metrics::serve_prometheus` (docs/operations.md, "Host metrics").
 
 #![warn(missing_docs)]
+mod address;
 mod bus;
 mod context;
 mod deadline;

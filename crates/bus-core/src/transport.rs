@@ -10,57 +10,16 @@ use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
+pub use crate::address::Source;
 pub use crate::depth::{too_deep, MAX_NESTING};
 pub use crate::envelope::{now_ms, ENVELOPE_VERSION};
 pub use crate::message::{validate_name, MAX_NAME_LEN};
 use crate::records::ErrorRecord;
-pub use crate::records::ERROR_HISTORY;
+pub use crate::records::{DeadLetterReason, ERROR_HISTORY};
 pub use crate::singleton::SingletonLease;
 use crate::{Envelope, MessageId, Result};
-
-/// Where a consumer reads: a command queue, or one subscription of a topic.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Source {
-    /// A command queue.
-    Queue(String),
-    /// One named subscription of a topic.
-    Subscription {
-        /// The event's topic.
-        topic: String,
-        /// The subscription's name.
-        name: String,
-    },
-}
-
-impl Source {
-    /// A command queue, with its name checked.
-    pub fn queue(name: impl Into<String>) -> Result<Self> {
-        let name = name.into();
-        validate_name("queue", &name)?;
-        Ok(Source::Queue(name))
-    }
-    /// A topic's subscription, with both names checked.
-    pub fn subscription(topic: impl Into<String>, name: impl Into<String>) -> Result<Self> {
-        let (topic, name) = (topic.into(), name.into());
-        validate_name("topic", &topic)?;
-        validate_name("subscription", &name)?;
-        Ok(Source::Subscription { topic, name })
-    }
-}
-
-impl fmt::Display for Source {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Source::Queue(q) => write!(f, "queue {q}"),
-            Source::Subscription { topic, name } => {
-                write!(f, "subscription {name} of topic {topic}")
-            }
-        }
-    }
-}
 
 /// An encoded envelope ready to be stored.
 #[derive(Debug, Clone)]
@@ -148,24 +107,6 @@ pub struct Delivery {
     pub decoded: Option<Box<Envelope>>,
 }
 
-/// Why a message was dead-lettered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum DeadLetterReason {
-    /// Its delivery count reached the limit.
-    DeliveryLimit,
-    /// Its handler said "do not retry".
-    Rejected,
-    /// The element or its body could not be decoded.
-    Undecodable,
-    /// No processor of this queue knows its type.
-    UnknownType,
-    /// Its deadline ([`EXPIRES_AT_HEADER`](crate::EXPIRES_AT_HEADER)) passed before a
-    /// handler started it.
-    Expired,
-}
-
 /// What a source does with a message of a type that no processor of it handles, when the
 /// host has no `on_unknown_type` hook ([`UnknownTypes`]). The host settles the message so,
 /// and reports and counts that outcome (a retry as a retry).
@@ -180,39 +121,6 @@ pub enum OnUnknownType {
     Retry(Duration),
     /// Acknowledge it unhandled (it is dropped), with a warning in the log.
     Acknowledge,
-}
-
-impl DeadLetterReason {
-    /// The reason as stored and shown: `delivery_limit`, `rejected`, `undecodable`,
-    /// `unknown_type`, `expired`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DeadLetterReason::DeliveryLimit => "delivery_limit",
-            DeadLetterReason::Rejected => "rejected",
-            DeadLetterReason::Undecodable => "undecodable",
-            DeadLetterReason::UnknownType => "unknown_type",
-            DeadLetterReason::Expired => "expired",
-        }
-    }
-
-    /// Reads a reason as stored ([`DeadLetterReason::as_str`]); `None` for any other text.
-    pub fn parse(text: &str) -> Option<Self> {
-        [
-            DeadLetterReason::DeliveryLimit,
-            DeadLetterReason::Rejected,
-            DeadLetterReason::Undecodable,
-            DeadLetterReason::UnknownType,
-            DeadLetterReason::Expired,
-        ]
-        .into_iter()
-        .find(|reason| reason.as_str() == text)
-    }
-}
-
-impl fmt::Display for DeadLetterReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
 }
 
 /// What a consumer is asked to honour.
@@ -564,10 +472,7 @@ impl<'a> TransportExtras<'a> {
 
 /// The refusal of a transport that lacks `capability`.
 pub fn unsupported(capability: crate::Capability) -> crate::Error {
-    crate::Error::Unsupported {
-        kind: "this transport's",
-        capability,
-    }
+    crate::operator::unsupported("this transport's", capability)
 }
 
 /// Deduplicated sends: a message stored unless one with the same key was stored within

@@ -10,35 +10,15 @@ use futures::FutureExt;
 use tokio_util::sync::CancellationToken;
 use tracing::Span;
 
+use super::dispatch::Dispatch;
 use super::lifecycle::{expiry, Dying, Expiry};
 use super::outcome::{error_chain, panic_message, Outcome};
-use super::routes::{FailedMessage, Routes, UnknownMessage};
+use super::routes::{FailedMessage, UnknownMessage};
 use crate::envelope::Incoming;
 use crate::middleware::Next;
 use crate::records::ErrorRecord;
-use crate::transport::{Consumer, DeadLetterReason, Delivery, OnUnknownType, Source, WireFormat};
-use crate::{Bus, Context, Disposition, Envelope, Middleware, ProcessingSettings};
-
-/// What one message's path needs, and nothing of the worker's loop: the source, its
-/// settings, its processors by type, the middleware, the bus handlers send with, and the
-/// wire format.
-pub(super) struct Dispatch {
-    pub(super) source: Source,
-    pub(super) settings: ProcessingSettings,
-    /// Every processor of the source, by message type, and the hooks.
-    pub(super) routes: Routes,
-    pub(super) middleware: Arc<[Arc<dyn Middleware>]>,
-    pub(super) bus: Bus,
-    /// The source's wire format; `None` is the native envelope, decoded inline.
-    pub(super) wire: Option<Arc<dyn WireFormat>>,
-    /// What handlers asked to run after their message's ack ([`Context::after_ack`]).
-    pub(super) after_ack: Arc<super::after_ack::AfterAcks>,
-    /// The source's consumer, for what a dead-letter hook asks of it (the error history)
-    /// and its policy for unknown types.
-    pub(super) consumer: Arc<dyn Consumer>,
-    /// `source`, shared with every message's context (the scope of its step marks).
-    pub(super) scope: Arc<Source>,
-}
+use crate::transport::{DeadLetterReason, Delivery, OnUnknownType, Source};
+use crate::{Context, Disposition, Envelope};
 
 /// The span of one delivery; the message's id and type are filled in once decoded.
 pub(super) fn delivery_span(source: &Source, delivery: &Delivery) -> Span {

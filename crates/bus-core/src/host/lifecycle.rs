@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use futures::FutureExt;
 
-use super::handle::Dispatch;
+use super::dispatch::Dispatch;
 use super::outcome::{error_chain, panic_message, Outcome};
 use super::Registration;
 use crate::records::{ErrorRecord, ERROR_HISTORY};
