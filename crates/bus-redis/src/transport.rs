@@ -6,8 +6,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use bus_core::transport::{
-    Consumer, ConsumerOptions, Deduplicated, Deduplication, Leases, Outgoing, Placement, Replies,
-    Scheduling, Source, StepMarks, Ticks, TransportExtras,
+    Consumer, ConsumerOptions, Leases, Outgoing, Placement, Replies, Source, StepMarks,
+    TransportExtras,
 };
 use bus_core::{MessageId, Transport};
 use fred::prelude::{Client, ClientLike, SetsInterface};
@@ -593,73 +593,6 @@ impl RedisTransport {
             Written::Done(_) => Ok(()),
             Written::NotReplicated(_, error) => Err(error),
         }
-    }
-}
-
-#[async_trait]
-impl Deduplicated for RedisTransport {
-    async fn send_deduplicated(
-        &self,
-        queue: &str,
-        message: Outgoing,
-        dedup: Deduplication<'_>,
-    ) -> bus_core::Result<Option<MessageId>> {
-        crate::dedup::send(self, queue, message, dedup).await
-    }
-
-    async fn send_deduplicated_batch(
-        &self,
-        queue: &str,
-        messages: Vec<(Outgoing, Deduplication<'_>)>,
-    ) -> bus_core::Result<Vec<Option<MessageId>>> {
-        crate::dedup::send_batch(self, queue, messages).await
-    }
-}
-
-#[async_trait]
-impl Scheduling for RedisTransport {
-    async fn scheduled(
-        &self,
-        queue: &str,
-        id: &MessageId,
-    ) -> bus_core::Result<Option<(SystemTime, Bytes)>> {
-        crate::schedule::read(self, queue, id).await
-    }
-
-    async fn cancel(&self, queue: &str, id: &MessageId) -> bus_core::Result<bool> {
-        crate::schedule::cancel(self, queue, id).await
-    }
-
-    async fn reschedule(
-        &self,
-        queue: &str,
-        id: &MessageId,
-        due: SystemTime,
-    ) -> bus_core::Result<bool> {
-        crate::schedule::reschedule(self, queue, id, due).await
-    }
-}
-
-#[async_trait]
-impl Ticks for RedisTransport {
-    async fn send_tick(
-        &self,
-        queue: &str,
-        tick: bus_core::transport::Tick<'_>,
-        message: Outgoing,
-    ) -> bus_core::Result<bool> {
-        crate::recurring::send_tick(self, queue, tick, message).await
-    }
-
-    async fn last_tick(&self, queue: &str, schedule: &str) -> bus_core::Result<Option<u64>> {
-        crate::recurring::last_tick(self, queue, schedule).await
-    }
-
-    async fn record_schedule(
-        &self,
-        schedule: &bus_core::transport::ScheduleRecord,
-    ) -> bus_core::Result<()> {
-        crate::recurring::record(self, schedule).await
     }
 }
 
