@@ -224,18 +224,34 @@ pub async fn a_fleet_breaker_holds_every_consumer_and_lets_one_probe_through(
         .extend(first_delivery(&*b, Duration::from_secs(5)).await.deliveries);
     a.ack(&receipts(&rest.deliveries)).await.expect("acked");
 
-    // A probe whose host never settles it (it died): the slot frees after its lock timeout.
     let c = consumer(&*transport, Duration::from_secs(1)).await;
+    let next = an_orphaned_probe_frees_its_slot(&*transport, &*a, &*c).await;
+    a.ack(&receipts(&next.deliveries)).await.expect("acked");
+    let long = a_renewed_probe_keeps_its_slot(&*a, &*c).await;
+    flow.close_breaker(&source).await.expect("closed");
+    // Renewing when no slot is held changes nothing.
+    c.renew(&receipts(&long.deliveries)).await.expect("renewed");
+    assert!(breaker_until(flow, &source).await.is_none());
+}
+
+/// A probe whose host never settles it (it died): the slot frees after its lock timeout
+/// (`c`'s, 1 s), and the next receive is a new probe (returned).
+async fn an_orphaned_probe_frees_its_slot(
+    transport: &dyn Transport,
+    a: &dyn Consumer,
+    c: &dyn Consumer,
+) -> Received {
+    // A probe whose host never settles it (it died): the slot frees after its lock timeout.
     transport
         .send(QUEUE, Placement::now(), (20..25).map(message).collect())
         .await
         .expect("sent");
-    trip(&*a, Duration::from_millis(100)).await;
-    let orphan = first_delivery(&*c, Duration::from_secs(5)).await;
+    trip(a, Duration::from_millis(100)).await;
+    let orphan = first_delivery(c, Duration::from_secs(5)).await;
     assert_eq!(orphan.deliveries.len(), 1);
     assert_eq!(orphan.hold, Hold::Probe);
     let orphaned = Instant::now();
-    let next = first_delivery(&*a, Duration::from_secs(10)).await;
+    let next = first_delivery(a, Duration::from_secs(10)).await;
     assert_eq!(
         next.deliveries.len(),
         1,
@@ -247,11 +263,14 @@ pub async fn a_fleet_breaker_holds_every_consumer_and_lets_one_probe_through(
         "a new probe {:?} after the orphan",
         orphaned.elapsed()
     );
+    next
+}
 
-    // A probe that runs long keeps its slot while its lock is renewed.
-    a.ack(&receipts(&next.deliveries)).await.expect("acked");
-    trip(&*a, Duration::from_millis(100)).await;
-    let long = first_delivery(&*c, Duration::from_secs(5)).await;
+/// A probe that runs long keeps its slot while its lock is renewed, and loses it within
+/// one lock timeout (`c`'s) once it is no longer renewed; the long probe (returned).
+async fn a_renewed_probe_keeps_its_slot(a: &dyn Consumer, c: &dyn Consumer) -> Received {
+    trip(a, Duration::from_millis(100)).await;
+    let long = first_delivery(c, Duration::from_secs(5)).await;
     assert_eq!(long.deliveries.len(), 1);
     let taken = Instant::now();
     // Its host renews it every third of its lock timeout.
@@ -263,7 +282,7 @@ pub async fn a_fleet_breaker_holds_every_consumer_and_lets_one_probe_through(
     };
     let checking = async {
         while taken.elapsed() < Duration::from_millis(2_500) {
-            let held = receive(&*a).await;
+            let held = receive(a).await;
             assert!(
                 held.deliveries.is_empty(),
                 "a second probe {:?} after a probe whose slot was held",
@@ -278,17 +297,14 @@ pub async fn a_fleet_breaker_holds_every_consumer_and_lets_one_probe_through(
     }
     // Once it is no longer renewed, its slot expires within one lock timeout.
     let last = Instant::now();
-    let after = first_delivery(&*a, Duration::from_secs(10)).await;
+    let after = first_delivery(a, Duration::from_secs(10)).await;
     assert_eq!(after.deliveries.len(), 1);
     assert!(
         last.elapsed() + Duration::from_millis(50) >= Duration::from_millis(666),
         "the slot expired {:?} after the last renewal",
         last.elapsed()
     );
-    flow.close_breaker(&source).await.expect("closed");
-    // Renewing when no slot is held changes nothing.
-    c.renew(&receipts(&long.deliveries)).await.expect("renewed");
-    assert!(breaker_until(flow, &source).await.is_none());
+    long
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -429,7 +445,14 @@ pub async fn a_fleet_breaker_stops_every_host_until_one_probe_closes_it(
         host.shutdown().await.expect("shutdown");
     }
 
-    let runs = outage.runs();
+    probes_ran_alone_until_one_closed_it(&outage.runs(), tripped);
+    assert!(breaker_until(flow, &source).await.is_none());
+}
+
+/// From the runs of both hosts: nothing ran between the trip and the end of its cool-down
+/// but runs reserved before it; then each probe ran alone, a cool-down after the failed
+/// one before it; the first that succeeded closed the breaker, and both hosts ran again.
+fn probes_ran_alone_until_one_closed_it(runs: &[Run], tripped: u64) {
     for host in [0, 1] {
         assert!(
             runs.iter().any(|r| r.host == host && r.start <= tripped),
@@ -482,5 +505,4 @@ pub async fn a_fleet_breaker_stops_every_host_until_one_probe_closes_it(
             "host {host} never ran after the close"
         );
     }
-    assert!(breaker_until(flow, &source).await.is_none());
 }

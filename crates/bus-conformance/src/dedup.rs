@@ -148,6 +148,45 @@ pub async fn a_dedup_key_stores_one_message_per_window(
     );
 }
 
+/// Keys that do not match the commands, or a batch-wide key: refused before anything is
+/// stored.
+async fn refuses_batches_of_the_wrong_shape(bus: &bus_core::Bus) {
+    let plain = SendOptions::new();
+    let unique = |from: u32, to: u32| (from..to).map(|n| Unique { n }).collect::<Vec<_>>();
+    let wrong = bus
+        .send_batch_deduplicated(&unique(100, 102), &["x"], &plain)
+        .await;
+    assert!(
+        matches!(wrong, Err(bus_core::Error::Config(_))),
+        "{wrong:?}"
+    );
+    let wrong = bus
+        .send_batch_deduplicated(&unique(100, 101), &["x"], &plain.clone().dedup_key("x"))
+        .await;
+    assert!(
+        matches!(wrong, Err(bus_core::Error::Config(_))),
+        "{wrong:?}"
+    );
+}
+
+/// A large batch, over several script calls: keys repeat across them, and each repeat
+/// names its key's first (commands 1000..2200 stored).
+async fn a_large_batch_stores_each_key_once(bus: &bus_core::Bus) {
+    let plain = SendOptions::new();
+    let commands: Vec<Unique> = (1000..3500).map(|n| Unique { n }).collect();
+    let keys: Vec<String> = (0..2500).map(|i| format!("many-{}", i % 1200)).collect();
+    let sent = bus
+        .send_batch_deduplicated(&commands, &keys, &plain)
+        .await
+        .expect("sent");
+    for (i, s) in sent.iter().enumerate() {
+        assert_eq!(s.duplicate, i >= 1200, "#{i}: {s:?}");
+        if i >= 1200 {
+            assert_eq!(s.id, sent[i % 1200].id, "#{i} names its key's first");
+        }
+    }
+}
+
 /// A batch with one deduplication key per command stores each key once: a command whose
 /// key is held (by an earlier send, or by an earlier command of the same batch, also in
 /// another chunk of a large batch) stores nothing and names the first message; delayed
@@ -163,23 +202,7 @@ pub async fn a_batch_with_dedup_keys_stores_each_key_once(
     let plain = SendOptions::new();
     let unique = |from: u32, to: u32| (from..to).map(|n| Unique { n }).collect::<Vec<_>>();
 
-    // Refused before anything is stored: keys that do not match the commands, or a
-    // batch-wide key.
-    let wrong = bus
-        .send_batch_deduplicated(&unique(100, 102), &["x"], &plain)
-        .await;
-    assert!(
-        matches!(wrong, Err(bus_core::Error::Config(_))),
-        "{wrong:?}"
-    );
-    let wrong = bus
-        .send_batch_deduplicated(&unique(100, 101), &["x"], &plain.clone().dedup_key("x"))
-        .await;
-    assert!(
-        matches!(wrong, Err(bus_core::Error::Config(_))),
-        "{wrong:?}"
-    );
-
+    refuses_batches_of_the_wrong_shape(&bus).await;
     let single = bus
         .send_with(&Unique { n: 1 }, &SendOptions::new().dedup_key("x"))
         .await
@@ -207,19 +230,7 @@ pub async fn a_batch_with_dedup_keys_stores_each_key_once(
         .expect("sent");
     assert!(again.duplicate && again.id == sent[4].id, "{again:?}");
 
-    // A large batch, over several script calls: keys repeat across them.
-    let commands = unique(1000, 3500);
-    let keys: Vec<String> = (0..2500).map(|i| format!("many-{}", i % 1200)).collect();
-    let sent = bus
-        .send_batch_deduplicated(&commands, &keys, &plain)
-        .await
-        .expect("sent");
-    for (i, s) in sent.iter().enumerate() {
-        assert_eq!(s.duplicate, i >= 1200, "#{i}: {s:?}");
-        if i >= 1200 {
-            assert_eq!(s.id, sent[i % 1200].id, "#{i} names its key's first");
-        }
-    }
+    a_large_batch_stores_each_key_once(&bus).await;
     expected.extend(1000..2200);
 
     if delays {
