@@ -6,12 +6,15 @@ cd "$(dirname "$0")/.."
 # What the tests run besides cargo: redis-server (tests start their own on free loopback
 # ports; none needs to be running), python3 (the interop test drives the wire protocol
 # from Python's standard library), openssl (the TLS test makes its certificates) and
-# Chromium with its WebDriver (the dashboard's browser test drives a headless Chromium).
+# Chromium with its WebDriver (the dashboard's browser test drives a headless Chromium)
+# and PostgreSQL (the outbox and inbox tests start their own cluster with initdb on a
+# free loopback port; Debian puts the server's programs in /usr/lib/postgresql/*/bin).
 missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server redis-tools)
 command -v python3 >/dev/null 2>&1 || missing+=(python3)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 command -v chromedriver >/dev/null 2>&1 || missing+=(chromium chromium-driver)
+compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || command -v initdb >/dev/null 2>&1 || missing+=(postgresql)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing Debian packages: ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
@@ -44,30 +47,10 @@ if [ -z "${BUS_TEST_AZURITE_BLOB:-}" ] && ! grep -qs '"version": "3.35.0"' "$AZU
   npm install --prefix "$AZURITE_PREFIX" --no-audit --no-fund --silent azurite@3.35.0
 fi
 
-# One build of everything, not one per feature set. Cargo compiles a crate again for
-# every distinct set of features of it and of its dependencies, and `-p CRATE --features
-# X` resolves features for that crate alone, so each opt-in feature tested on its own
-# rebuilt bus-core, bus-redis, the harness and parts of tokio, fred and serde once more.
-# The opt-in features are additive (they add spans, metrics and TLS; nothing is switched
-# off), so the tests and doc-tests run once, on the union of them, and clippy runs twice:
-# on the default build, because a feature can hide an unused import or a dead branch of
-# the default one, and on the union. Every `#[cfg(feature = ...)]` test (tls,
-# opentelemetry, metrics) runs in the one test build. Measured in issue 20 (cargo's unit
-# graph, and a warm target after a change to bus-core): 1,370 compilation units on a
-# fresh clone before (759 built, 107 test executables linked, tokio compiled 13 times),
-# 1,282 after (659 built, 103 linked, tokio 5 times), counted by .ci/compile-units.py;
-# after a change to bus-core the per-feature runs took 69-116 s (82-93 s of CPU), the
-# union's clippy that replaces them 35-39 s (47-56 s of CPU), on a shared 2-core
-# machine. An opt-in feature of a crate goes into FEATURES, not into a run of its own
-# (docs/getting-started.md, "Running the tests").
-# Build scripts and proc-macros get the same debug setting as the code they are shared
-# with. Cargo builds a host-only dependency (syn for a derive, say) with the build-override
-# profile (no debug info) but one that the tests also link with the dev profile; `cargo test
-# --doc` links no test, so without this every proc-macro, and all that depends on one
-# (serde, tokio, fred, the bus crates), was compiled a second time for the doc-tests:
-# ~130 units, a whole build, found by comparing the two commands' `--unit-graph`.
-export CARGO_PROFILE_DEV_BUILD_OVERRIDE_DEBUG="${CARGO_PROFILE_DEV_DEBUG:-true}"
-FEATURES=bus-core/opentelemetry,bus-core/prometheus,bus-redis/tls,bus-attachments/object-store
+# One build of everything: the opt-in features are additive, so the tests run once on
+# their union (a crate is compiled again for every distinct feature set), and clippy runs
+# on the default build too, where a feature could hide an unused import.
+FEATURES=bus-core/opentelemetry,bus-core/prometheus,bus-redis/tls,bus-attachments/object-store,bus-outbox/metrics
 
 cargo fmt --all -- --check
 # What an application that adds no feature builds (bus-management and bus-cli turn on
@@ -76,12 +59,8 @@ cargo clippy --workspace --all-targets -- -D warnings
 cargo clippy --workspace --all-targets --features "$FEATURES" -- -D warnings
 # The metrics facade without the Prometheus endpoint that FEATURES brings with it.
 cargo clippy -p bus-core --features metrics --lib -- -D warnings
-# The tests run under cargo-nextest (installed with the Rust toolchain on this kind of
-# machine; `cargo install --locked cargo-nextest` where it is not), many at once, each in a
-# process of its own: most of them wait on Redis, child processes and lock expiry rather
-# than compute, and one binary after another (`cargo test`) those waits added up to most of
-# CI's time (.config/nextest.toml says how many run at once, and which start first).
-# `--workspace` keeps one feature resolution, so the three commands share one build.
+# cargo-nextest runs each test in a process of its own, many at once: most wait on Redis,
+# child processes and lock expiry rather than compute (.config/nextest.toml).
 if ! cargo nextest --version >/dev/null 2>&1; then
   cargo install --locked cargo-nextest
 fi
@@ -100,3 +79,11 @@ if cargo tree -p bus-core -e normal | grep -q fred; then
   echo "bus-core depends on fred" >&2
   exit 1
 fi
+
+# Every crate that is published (no `publish = false`) documents cleanly and packages, in
+# dependency order (`cargo package` resolves the workspace's own crates among those it
+# packages). The sources packaged are the ones built above, so packaging is not verified
+# by building them again.
+PUBLISHED=$(cargo metadata --no-deps --format-version 1 | python3 -c 'import json, sys; print(" ".join("-p " + p["name"] for p in json.load(sys.stdin)["packages"] if p.get("publish") != []))')
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps $PUBLISHED
+cargo package --no-verify --allow-dirty $PUBLISHED

@@ -1,8 +1,8 @@
-//! A bus host on BabelQueue queues beside the real Python SDK's worker (issue 11): each
+//! A bus host on BabelQueue queues beside the real Python SDK's worker: each
 //! drains N messages that the Python SDK published on the same queue of the same Redis,
 //! with a no-op handler, in the same run, on both layouts; and the bus host on its own
 //! (native) queues in the same run, N messages of the same shape pre-filled by the bus,
-//! as the yardstick of issue 20 (the BabelQueue host at >= 60% of the native one).
+//! as the yardstick of the BabelQueue host (at >= 60% of the native one).
 //!
 //! `cargo bench -p benches --bench babelqueue` (needs the venv of the tests,
 //! `target/bq-venv`, which scripts/test.sh creates, or `BQ_PYTHON`). `ROUNDS=n` repeats

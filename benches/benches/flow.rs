@@ -1,4 +1,4 @@
-//! Flow control's cost (issue 17, docs/performance.md "Per-key ordering"): per-key
+//! Flow control's cost (docs/performance.md "Per-key ordering"): per-key
 //! ordering over 10,000 keys and a rate-limited queue, against an unordered queue in the
 //! same run. A plain `main` that prints a table:
 //!
@@ -6,8 +6,8 @@
 //! changes the messages per phase, 100,000 by default; `RATE=n` the rate limit's starts
 //! per second, 20,000 by default).
 //!
-//! Every phase pre-fills its queue, then one host (default settings, a no-op handler)
-//! processes it; reported are msg/s and the CPU the redis-server and this process spent
+//! Every phase pre-fills its queue, then one host (a no-op handler, 1,000 running and
+//! 1,000 prefetched, every other setting at its default) processes it; reported are msg/s and the CPU the redis-server and this process spent
 //! per message over the timed phase (`/proc/<pid>/stat`, 10 ms resolution), and Redis's own
 //! account of its command time (`INFO commandstats`).
 
@@ -107,7 +107,7 @@ fn main() {
         let env = Env::start().await;
         for round in 1..=rounds {
             println!(
-                "\n== round {round}/{rounds}: {count} messages, one host with default settings, no-op handler =="
+                "\n== round {round}/{rounds}: {count} messages, one host, no-op handler, 1,000 running + 1,000 prefetched =="
             );
             let plain = phase(&env, Setup::Plain, count).await;
             plain.print("unordered queue, pre-filled (baseline)");

@@ -1,4 +1,4 @@
-//! The message lifecycle's cost (issue 18, docs/performance.md "Message lifecycle"): what
+//! The message lifecycle's cost (docs/performance.md "Message lifecycle"): what
 //! a send or a handle costs with each feature used, against the same without it, in the
 //! same run. A plain `main` that prints a table:
 //!
@@ -9,8 +9,8 @@
 //! deadline (`expires_in`) and with a deduplication key (`send_once_batch.lua`, concurrent
 //! sends sharing calls), and batches of 100, plain (`send_batch`) and each command with its own
 //! deduplication key (`send_batch_deduplicated`, one `send_once_batch.lua` per batch), 10
-//! in flight. Handles: a pre-filled queue processed by one host (default settings, 1,000
-//! handlers), with a no-op handler and with one whose work is one `ctx.once` step.
+//! in flight. Handles: a pre-filled queue processed by one host (1,000 handlers running
+//! and 1,000 prefetched, every other setting at its default), with a no-op handler and with one whose work is one `ctx.once` step.
 //! Requests: `Bus::request` round trips, 100 in flight, answered by a host's `ctx.reply`.
 //! Reported: msg/s, and per message the CPU of the redis-server and of this process over
 //! the timed phase (`/proc/<pid>/stat`, 10 ms resolution) and Redis's command time.

@@ -1,4 +1,4 @@
-//! The dashboard overview's responsiveness (issue 21): `GET /api/overview` timed against a
+//! The dashboard overview's responsiveness: `GET /api/overview` timed against a
 //! real Redis holding 200 queues and 1,000,000 messages (5,000 ready per queue, 10 dead),
 //! beside the honest baseline of the same run: the Redis reads the overview makes,
 //! `QueueSnapshot::read_all` called directly (no HTTP, no JSON, no history, no plots).

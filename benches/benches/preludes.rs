@@ -46,15 +46,22 @@ impl Call {
 
     /// The script as a foreign client loads it (`pruned == false`) or as the bus does.
     fn script(self, pruned: bool) -> LuaScript {
-        let (name, shebang, preludes, body): (_, _, &[&'static str], _) = match self {
-            Call::Reserve => ("reserve", ALLOW_OOM, &[COMMON, FLOW], RESERVE),
-            Call::Renew => ("renew", ALLOW_OOM, &[COMMON], RENEW),
-            Call::SendAt => ("send_at", "", &[COMMON], SEND_AT),
+        let (name, shebang, preludes, body): (_, _, &[(&'static str, &'static str)], _) = match self
+        {
+            Call::Reserve => (
+                "reserve",
+                ALLOW_OOM,
+                &[("common", COMMON), ("flow", FLOW)],
+                RESERVE,
+            ),
+            Call::Renew => ("renew", ALLOW_OOM, &[("common", COMMON)], RENEW),
+            Call::SendAt => ("send_at", "", &[("common", COMMON)], SEND_AT),
         };
         if pruned {
             LuaScript::assemble(name, shebang, preludes, None, body)
         } else {
-            let text = [&[shebang][..], preludes, &[body]].concat().concat();
+            let texts: Vec<&str> = preludes.iter().map(|(_, text)| *text).collect();
+            let text = [&[shebang][..], &texts, &[body]].concat().concat();
             LuaScript::new(name, Box::leak(text.into_boxed_str()))
         }
     }
@@ -74,7 +81,7 @@ impl Call {
 
     fn args(self, i: u64) -> Vec<Value> {
         match self {
-            Call::Reserve => vec![100.into(), 60_000.into(), "bench".into()],
+            Call::Reserve => vec![100.into(), 60_000.into(), "bench".into(), 100.into()],
             Call::Renew => vec![60_000.into(), "bench".into(), 4_000.into(), 0.into()],
             // Due in an hour, so that nothing is promoted while the phase runs.
             Call::SendAt => vec![

@@ -1,5 +1,5 @@
-//! Throughput against honest baselines, measured in the same run (issue 9,
-//! docs/performance.md). A plain `main` that prints a table:
+//! Throughput against honest baselines, measured in the same run (docs/performance.md).
+//! A plain `main` that prints a table:
 //!
 //! `cargo bench -p benches --bench throughput` (`ROUNDS=n` repeats the whole set; `ONLY=<parts of
 //! phases' function names, comma-separated>` runs only those phases;
@@ -196,6 +196,7 @@ async fn layout_consume(env: &Env, keys: &QueueKeys, count: u64) {
                     Value::from(BATCH as i64),
                     Value::from(60_000),
                     Value::from("raw"),
+                    Value::from(BATCH as i64),
                 ];
                 let reply = reserve
                     .run(&client, reserve_keys.clone(), args)
@@ -461,7 +462,7 @@ fn main() {
     // MESSAGES=n changes the phases' size (a longer phase for `perf record`).
     let messages = std::env::var("MESSAGES").ok().and_then(|n| n.parse().ok());
     let _ = COUNT_SET.set(messages.unwrap_or(if smoke { 2_000 } else { 100_000 }));
-    // BACKLOG=10000000 for issue 9's backlog scaling (about 2 GB of Redis memory).
+    // BACKLOG=10000000 for the backlog scaling figures (about 2 GB of Redis memory).
     let backlog_size: u64 = std::env::var("BACKLOG")
         .ok()
         .and_then(|r| r.parse().ok())
@@ -486,7 +487,7 @@ fn main() {
             );
             let circ_pre = if wanted("circular_prefilled") { let f = circular_prefilled(&env).await; row("circular list, pre-filled", f); f } else { Figure::NONE };
             let layout_pre = if wanted("layout_prefilled") { let f = layout_prefilled(&env, 0).await; row("raw layout (reserve.lua+ack.lua), pre-filled", f); f } else { Figure::NONE };
-            // Per-type timing's cost (issue 21): the same phase with it off, run before and
+            // Per-type timing's cost: the same phase with it off, run before and
             // after it (the first phase of a process runs on a colder client).
             let untimed_before = if wanted("bus_prefilled") { let f = bus_prefilled_untimed(&env).await; row("bus, pre-filled, no per-type timing", f); f } else { Figure::NONE };
             let bus_pre = if wanted("bus_prefilled") { let f = bus_prefilled(&env).await; row("bus, pre-filled", f); f } else { Figure::NONE };
@@ -515,7 +516,7 @@ fn main() {
             };
             if only.is_some() { continue; }
             let pct = |a: f64, b: f64| a / b * 100.0;
-            println!("-- ratios of this round (targets of issue 20):");
+            println!("-- ratios of this round (the targets in docs/performance.md):");
             println!(
                 "   pre-filled: bus / circular {:>6.1}% (>= 200%), raw layout / circular {:>6.1}%, bus / raw layout {:>6.1}%",
                 pct(bus_pre.rate, circ_pre.rate),

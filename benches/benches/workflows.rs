@@ -1,4 +1,4 @@
-//! What workflows cost (issue 31, docs/performance.md "Workflows"). A plain `main` that
+//! What workflows cost (docs/performance.md, "Workflows"). A plain `main` that
 //! prints a table:
 //!
 //! `cargo bench -p benches --bench workflows` (`MESSAGES=n`: messages per throughput

@@ -1,4 +1,4 @@
-//! `HostBuilder::register_processors()` (issue 19, point 2) finds the processors of the
+//! `HostBuilder::register_processors()` finds the processors of the
 //! binary and of the crates linked into it (the sample contracts' `CacheAuditLog`), with
 //! no builder call naming them; on BabelQueue, which has no topics, the contracts' event
 //! processor is a clear error at `build()`.

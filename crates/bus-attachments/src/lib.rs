@@ -58,6 +58,7 @@
 //! # Ok(()) }
 //! ```
 
+#![warn(missing_docs)]
 mod error;
 mod keys;
 mod memory;

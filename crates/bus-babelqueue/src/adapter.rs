@@ -16,7 +16,8 @@ use async_trait::async_trait;
 use bus_core::records::ErrorRecord;
 use bus_core::transport::{
     Capabilities, Consumer, ConsumerExtras, ConsumerOptions, DeadLetterReason, Delivery,
-    Destination, Held, Outgoing, Receipt, Received, Source, Want, WireFormat,
+    Destination, Held, OnUnknownType, Outgoing, Placement, Receipt, Received, Source,
+    TransportExtras, UnknownTypes, Want, WireFormat,
 };
 use bus_core::Transport;
 use bus_redis::RedisConfig;
@@ -26,7 +27,7 @@ use crate::consumer::{delivery_count, Content, Handle, QueueConsumer, Reserved};
 use crate::dead_letter::{DeadLetterBlock, Reason};
 use crate::format::BabelFormat;
 use crate::keys::Layout;
-use crate::{BabelQueue, Envelope, Error, Options, Poison, Result, UnknownUrn};
+use crate::{BabelQueue, Envelope, Error, Options, OverLimit, Poison, Result, UnknownUrn};
 
 /// What a lease adds to the host's lock timeout: the whole second a deadline's score can
 /// lose to `floor(now)`.
@@ -75,21 +76,19 @@ impl BabelTransport {
 #[async_trait]
 impl Transport for BabelTransport {
     /// Stores the elements as [`BabelFormat`] wrote them (see
-    /// [`Transport::outgoing_wire_format`]).
-    async fn send(&self, queue: &str, messages: Vec<Outgoing>) -> bus_core::Result<()> {
-        let elements = messages.into_iter().map(|m| m.payload).collect();
-        Ok(self.bq.push(queue, elements).await?)
-    }
-
-    async fn send_at(
+    /// [`Transport::outgoing_wire_format`]). BabelQueue has no keys: a key changes
+    /// nothing, and a due time is rounded up to whole seconds (never before it).
+    async fn send(
         &self,
         queue: &str,
+        placement: Placement<'_>,
         messages: Vec<Outgoing>,
-        due: SystemTime,
     ) -> bus_core::Result<()> {
         let elements = messages.into_iter().map(|m| m.payload).collect();
+        let Some(due) = placement.due else {
+            return Ok(self.bq.push(queue, elements).await?);
+        };
         let due = due.duration_since(UNIX_EPOCH).unwrap_or_default();
-        // Whole seconds, rounded up: never before the due time.
         let secs = due.as_secs() + u64::from(due.subsec_nanos() > 0);
         Ok(self
             .bq
@@ -97,7 +96,12 @@ impl Transport for BabelTransport {
             .await?)
     }
 
-    async fn publish(&self, _topic: &str, _messages: Vec<Outgoing>) -> bus_core::Result<usize> {
+    async fn publish(
+        &self,
+        _topic: &str,
+        _due: Option<SystemTime>,
+        _messages: Vec<Outgoing>,
+    ) -> bus_core::Result<usize> {
         Err(Error::Unsupported {
             layout: self.bq.options().layout.name(),
             what: "events (BabelQueue has queues only)",
@@ -131,6 +135,7 @@ impl Transport for BabelTransport {
             format: self.format(queue),
             laravel: matches!(bq.options().layout, Layout::Laravel { .. }),
             unknown_urn: bq.options().unknown_urn,
+            over_limit: bq.options().over_limit,
             inner,
             options,
             pause_ms: AtomicU64::new(POLL_MIN_MS),
@@ -165,6 +170,22 @@ impl Transport for BabelTransport {
             .retry_delays(seconds)
             .error_history(false)
     }
+
+    /// None: BabelQueue has queues and delays only.
+    fn extras(&self) -> TransportExtras<'_> {
+        TransportExtras::default()
+    }
+}
+
+/// Whether a reserved delivery reaches the host.
+enum Admit {
+    /// It runs, with this delivery count.
+    Run(u32),
+    /// Laravel, [`OverLimit::RunOnce`]: its last run, with this delivery count, once it is
+    /// recorded; unless it is a recorded last run that came back (it is then refused).
+    Last(u32),
+    /// It is dead-lettered without running.
+    Refuse,
 }
 
 /// The bus consumer of one BabelQueue queue.
@@ -175,6 +196,7 @@ struct BabelConsumer {
     options: ConsumerOptions,
     laravel: bool,
     unknown_urn: UnknownUrn,
+    over_limit: OverLimit,
     pause_ms: AtomicU64,
 }
 
@@ -190,32 +212,104 @@ fn handles(receipts: &[Receipt]) -> Result<Vec<Handle>> {
 }
 
 impl BabelConsumer {
-    /// A reserved element as the host gets it: read once, the reading handed over with
-    /// it. Poison, and a delivery past the limit, are dead-lettered here instead (both
-    /// rare: the element is then read again, the owned way, to write the record).
-    async fn deliver(&self, handle: Handle) -> Result<Option<Delivery>> {
-        let element = handle.stored();
-        if let Ok(read) = self.format.read(&element) {
-            let attempts = read.attempts.saturating_add(i64::from(handle.recoveries()));
-            let count = delivery_count(attempts);
-            if !handle.uncountable() && count <= self.options.delivery_limit {
-                return Ok(Some(Delivery {
-                    receipt: Receipt::stored(handle.to_bytes(), count),
-                    delivery_count: count,
-                    payload: element,
-                    decoded: Some(Box::new(read.envelope)),
-                }));
-            }
+    /// A batch of reserved elements as the host gets them: each read once, the reading
+    /// handed over with it. Poison, and a delivery past the limit, are dead-lettered here
+    /// instead (both rare: the element is then read again, the owned way, to write the
+    /// record). The Laravel last runs of the batch are recorded in one script call.
+    async fn deliver(&self, batch: Vec<Handle>) -> Result<Vec<Delivery>> {
+        let mut admitted = Vec::with_capacity(batch.len());
+        let mut last = Vec::new();
+        for handle in batch {
+            let admit = match self.format.read(&handle.stored()) {
+                Ok(read) if !handle.uncountable() => {
+                    let admit = self.admit(&handle, read.attempts);
+                    if let Admit::Last(_) = admit {
+                        last.push(handle.clone());
+                    }
+                    Some((read, admit))
+                }
+                _ => None,
+            };
+            admitted.push((handle, admit));
         }
+        let mut ran = self.inner.over_limit_runs(&last).await?.into_iter();
+        let mut out = Vec::with_capacity(admitted.len());
+        for (handle, admit) in admitted {
+            let (read, count, came_back) = match admit {
+                Some((read, Admit::Run(count))) => (read, count, false),
+                Some((read, Admit::Last(count))) => (read, count, !ran.next().unwrap_or(false)),
+                Some((_, Admit::Refuse)) | None => {
+                    self.bury(handle, false).await?;
+                    continue;
+                }
+            };
+            if came_back {
+                self.bury(handle, true).await?;
+                continue;
+            }
+            out.push(Delivery {
+                receipt: Receipt::stored(handle.to_bytes(), count),
+                delivery_count: count,
+                payload: handle.stored(),
+                decoded: Some(Box::new(read.envelope)),
+            });
+        }
+        Ok(out)
+    }
+
+    /// Dead-letters a reserved element that does not run: poison, or past the limit.
+    async fn bury(&self, handle: Handle, came_back: bool) -> Result<()> {
         let reserved = Reserved::from_handle(handle);
         match reserved.content() {
-            Content::Poison(poison) => self.bury_poison(&reserved, poison).await?,
+            Content::Poison(poison) => self.bury_poison(&reserved, poison).await,
             Content::Envelope(env) => {
-                self.refuse(&reserved, env, reserved.delivery_count())
-                    .await?;
+                self.refuse(&reserved, env, reserved.delivery_count(), came_back)
+                    .await
             }
         }
-        Ok(None)
+    }
+
+    /// After a settle: forgets the records of the Laravel last runs among `receipts`
+    /// (recorded when they were reserved, see [`Admit::Last`]). A failure is only logged:
+    /// the record expires by itself.
+    async fn forget_last_runs(&self, receipts: &[Receipt]) {
+        if !self.laravel || self.over_limit != OverLimit::RunOnce {
+            return;
+        }
+        let limit = self.options.delivery_limit;
+        let last: Vec<Handle> = receipts
+            .iter()
+            .filter(|r| matches!(r.held, Held::Stored { delivery, .. } if delivery == limit))
+            .filter_map(|r| handle_of(r).ok())
+            .collect();
+        if let Err(e) = self.inner.forget_last_runs(&last).await {
+            tracing::warn!(queue = %self.inner.keys().queue, error = %e, "could not forget settled last runs; their records expire by themselves");
+        }
+    }
+
+    /// Whether a delivery runs, and the delivery count the host gets: the element's
+    /// `attempts` plus (legacy) its recoveries, plus one. Under [`OverLimit::RunOnce`]
+    /// stored attempts at or past the limit count as `limit - 1`, so the message runs
+    /// once more as BabelQueue's SDK workers run it, and a failure dead-letters it; the
+    /// adapter's own recoveries still count. On Laravel a recovery counts in `attempts`
+    /// itself, so every last run (count = limit) is recorded before it runs
+    /// ([`Admit::Last`]), and a job that is a recorded member came back from a run that
+    /// stopped mid-message: refused.
+    fn admit(&self, handle: &Handle, stored: i64) -> Admit {
+        let limit = self.options.delivery_limit;
+        let recoveries = i64::from(handle.recoveries());
+        let stored = match self.over_limit {
+            OverLimit::RunOnce => stored.min(i64::from(limit) - 1),
+            _ => stored,
+        };
+        let count = delivery_count(stored.saturating_add(recoveries));
+        if count > limit {
+            Admit::Refuse
+        } else if count == limit && self.laravel && self.over_limit == OverLimit::RunOnce {
+            Admit::Last(count)
+        } else {
+            Admit::Run(count)
+        }
     }
 
     /// The bare queue name a dead letter names: `meta.queue`, else this queue.
@@ -229,11 +323,22 @@ impl BabelConsumer {
 
     /// Dead-letters a message whose delivery count is past the limit without running
     /// it (native queues do this when they recover it), saying where the count came from:
-    /// the `attempts` it arrived with, and on legacy its crash recoveries.
-    async fn refuse(&self, reserved: &Reserved, env: &Envelope, count: u32) -> Result<()> {
+    /// the `attempts` it arrived with, on legacy its crash recoveries, on Laravel a last
+    /// run that came back (`came_back`).
+    async fn refuse(
+        &self,
+        reserved: &Reserved,
+        env: &Envelope,
+        count: u32,
+        came_back: bool,
+    ) -> Result<()> {
         let limit = self.options.delivery_limit;
         let (attempts, recoveries) = (env.attempts(), reserved.recoveries());
         let how = match recoveries {
+            _ if came_back => format!(
+                "it arrived with attempts {attempts}, recovered after its last run stopped \
+                 mid-message (a crash?)"
+            ),
             0 => format!("it arrived with attempts {attempts}"),
             n => format!(
                 "it arrived with attempts {attempts} and was recovered {n} times after its \
@@ -311,12 +416,7 @@ impl Consumer for BabelConsumer {
         loop {
             let (batch, due) = self.inner.reserve_handles(want.max).await?;
             let had_any = !batch.is_empty();
-            let mut out = Vec::with_capacity(batch.len());
-            for handle in batch {
-                if let Some(delivery) = self.deliver(handle).await? {
-                    out.push(delivery);
-                }
-            }
+            let out = self.deliver(batch).await?;
             if had_any {
                 self.pause_ms.store(POLL_MIN_MS, Ordering::Relaxed);
             }
@@ -343,6 +443,7 @@ impl Consumer for BabelConsumer {
         if acked < receipts.len() {
             tracing::warn!(queue = %self.inner.keys().queue, lapsed = receipts.len() - acked, "acked after the reservation lapsed; those messages will be delivered again");
         }
+        self.forget_last_runs(receipts).await;
         Ok(())
     }
 
@@ -406,11 +507,13 @@ impl Consumer for BabelConsumer {
         if !self.inner.dead_letter(&reserved, &block).await? {
             tracing::warn!(queue = %self.inner.keys().queue, "the reservation lapsed before the dead letter; nothing written");
         }
+        self.forget_last_runs(std::slice::from_ref(receipt)).await;
         Ok(())
     }
 
     async fn release(&self, receipts: &[Receipt]) -> bus_core::Result<()> {
         self.inner.release(&handles(receipts)?).await?;
+        self.forget_last_runs(receipts).await;
         Ok(())
     }
 
@@ -427,6 +530,21 @@ impl Consumer for BabelConsumer {
 
     fn extras(&self) -> ConsumerExtras<'_> {
         // No error history (BabelQueue's envelope keeps none), no fleet breaker.
-        ConsumerExtras::default()
+        ConsumerExtras::default().unknown_types(self)
+    }
+}
+
+impl UnknownTypes for BabelConsumer {
+    /// The unknown-URN policy, as the host's outcome: under [`UnknownUrn::Retry`] every
+    /// delivery before the limit is a retry (`attempts + 1`, back to the queue at once),
+    /// the one at the limit a dead letter.
+    fn on_unknown_type(&self, delivery_count: u32) -> OnUnknownType {
+        match self.unknown_urn {
+            UnknownUrn::Retry if delivery_count < self.options.delivery_limit => {
+                OnUnknownType::Retry(Duration::ZERO)
+            }
+            UnknownUrn::Acknowledge => OnUnknownType::Acknowledge,
+            _ => OnUnknownType::DeadLetter,
+        }
     }
 }

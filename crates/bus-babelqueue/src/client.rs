@@ -36,8 +36,28 @@ pub enum UnknownUrn {
     Acknowledge,
 }
 
+/// What the bus adapter does with a message whose stored `attempts` already reach the
+/// processor's delivery limit when it is reserved (another fleet with a higher
+/// `max_attempts` retried it, or it was edited): the limit counts failures, and this one
+/// failed elsewhere. Crash recoveries counted by this adapter are not covered: a message
+/// recovered after its consumer stopped mid-message is refused once past the limit either
+/// way (docs/babelqueue.md, "Over the limit on arrival").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum OverLimit {
+    /// Run it once more (the default; what BabelQueue's SDK workers do: they check
+    /// `attempts` only after a failure). The handler sees a delivery count equal to the
+    /// limit, so a failure dead-letters it (`failed`, attempts + 1) instead of retrying.
+    #[default]
+    RunOnce,
+    /// Dead-letter it when it is reserved, without running it (`failed`, exception
+    /// `DeliveryLimit`): what the bus does on its own queues, and what Laravel's PHP worker
+    /// does with a job past its `tries`.
+    DeadLetter,
+}
+
 /// How a BabelQueue queue is worked: the layout, the reservation window, the sweep bound,
-/// the unknown-URN policy. Built with the by-value setters; the layout and the policy are
+/// the unknown-URN policy, the policy for messages that arrive past the limit. Built with the by-value setters; the layout and the policy are
 /// read from their fields.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
@@ -48,6 +68,8 @@ pub struct Options {
     sweep_batch: u32,
     /// See [`Options::on_unknown_urn`].
     pub unknown_urn: UnknownUrn,
+    /// See [`Options::on_over_limit`].
+    pub over_limit: OverLimit,
 }
 
 impl Default for Options {
@@ -57,6 +79,7 @@ impl Default for Options {
             retry_after: Some(DEFAULT_RETRY_AFTER),
             sweep_batch: 100,
             unknown_urn: UnknownUrn::DeadLetter,
+            over_limit: OverLimit::RunOnce,
         }
     }
 }
@@ -98,6 +121,13 @@ impl Options {
     /// acknowledges the message, and this setting is not asked.
     pub fn on_unknown_urn(mut self, policy: UnknownUrn) -> Self {
         self.unknown_urn = policy;
+        self
+    }
+
+    /// What the bus adapter does with a message whose stored `attempts` already reach the
+    /// processor's delivery limit ([`OverLimit::RunOnce`], as BabelQueue's SDK workers do).
+    pub fn on_over_limit(mut self, policy: OverLimit) -> Self {
+        self.over_limit = policy;
         self
     }
 

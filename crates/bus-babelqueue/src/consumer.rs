@@ -404,6 +404,39 @@ impl QueueConsumer {
         scripts::run_flags(&scripts::RENEW, &self.client, vec![set.clone()], args).await
     }
 
+    /// Laravel: records that these reservations are last runs
+    /// ([`OverLimit::RunOnce`](crate::OverLimit::RunOnce)), in one call; per handle
+    /// `false` when its job is the member of a recorded last run that came back (the run
+    /// stopped mid-message, so it must not run again). Only Laravel handles are given.
+    pub(crate) async fn over_limit_runs(&self, handles: &[Handle]) -> Result<Vec<bool>> {
+        if handles.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut args = Vec::with_capacity(1 + handles.len() * 2);
+        args.push(Value::from("mark"));
+        for handle in handles {
+            let (_, member, job) = handle.parts();
+            args.push(Value::Bytes(job));
+            args.push(Value::Bytes(member));
+        }
+        let keys = vec![self.keys.over_limit.clone()];
+        scripts::run_flags(&scripts::LARAVEL_OVER_LIMIT, &self.client, keys, args).await
+    }
+
+    /// Laravel: forgets the records of last runs that were settled (their members never
+    /// come back), so the hash holds only the runs in flight.
+    pub(crate) async fn forget_last_runs(&self, handles: &[Handle]) -> Result<()> {
+        if handles.is_empty() {
+            return Ok(());
+        }
+        let mut args = Vec::with_capacity(1 + handles.len());
+        args.push(Value::from("forget"));
+        args.extend(handles.iter().map(|h| Value::Bytes(h.member())));
+        let keys = vec![self.keys.over_limit.clone()];
+        scripts::run_int(&scripts::LARAVEL_OVER_LIMIT, &self.client, keys, args).await?;
+        Ok(())
+    }
+
     /// The legacy reserve and recover scripts' KEYS.
     fn legacy_keys(&self) -> Vec<String> {
         let k = &self.keys;

@@ -8,7 +8,7 @@
 //! | `message_type` | the URN, `job` (or an inbound `urn`) |
 //! | `body` (JSON) | `data` (`{}` when absent or null), a slice of the element where it can be |
 //! | `sent_at_ms` | `meta.created_at` (0 when absent) |
-//! | `headers` | the legacy frame's headers, plus [`TRACE_ID_HEADER`] = `trace_id` |
+//! | `headers` | the legacy frame's headers, plus [`TRACE_ID_HEADER`] = `trace_id` and [`ATTEMPTS_HEADER`] = `attempts` (read only) |
 
 use bus_core::transport::WireFormat;
 use bus_core::{Format, MessageId};
@@ -23,6 +23,13 @@ use crate::{Envelope, Error, Poison};
 /// The bus header that carries BabelQueue's `trace_id` (kept across hops: a message sent
 /// with it keeps that `trace_id`).
 pub const TRACE_ID_HEADER: &str = "bq-trace-id";
+
+/// The bus header that shows a handler the envelope's `attempts` as stored when the
+/// delivery was reserved, in decimal (read it with
+/// [`ContextExt::stored_attempts`](crate::ContextExt::stored_attempts)). Set on every
+/// decode, over any header of that name a frame carried, and never written: a send
+/// writes `attempts` 0.
+pub const ATTEMPTS_HEADER: &str = "bq-attempts";
 
 /// The elements of one BabelQueue queue, in one layout: what
 /// [`BabelTransport`](crate::BabelTransport) gives the host for its queues.
@@ -79,11 +86,10 @@ impl BabelFormat {
         if let Some(trace_id) = scan.trace_id() {
             headers.insert(TRACE_ID_HEADER.to_owned(), trace_id);
         }
+        let attempts = scan.attempts();
+        headers.insert(ATTEMPTS_HEADER.to_owned(), attempts.to_string());
         envelope.headers = headers;
-        Ok(Read {
-            envelope,
-            attempts: scan.attempts(),
-        })
+        Ok(Read { envelope, attempts })
     }
 }
 
@@ -123,26 +129,33 @@ impl WireFormat for BabelFormat {
             .map_err(|_| fail(Error::Envelope("the body is not UTF-8".into())))?;
         let data: &RawValue = serde_json::from_str(text)
             .map_err(|e| fail(Error::Envelope(format!("the body is not JSON: {e}"))))?;
+        // The one BabelQueue's OpenTelemetry consumers map to the sender's trace.
+        let trace_id = envelope
+            .headers
+            .get(TRACE_ID_HEADER)
+            .filter(|id| !id.trim().is_empty())
+            .cloned()
+            .unwrap_or_else(|| bus_core::new_trace_id(&envelope.headers));
         let element = Envelope::build(
             &envelope.message_type,
             data,
             &self.queue,
             Some(envelope.id.to_string()),
-            envelope.headers.get(TRACE_ID_HEADER).cloned(),
+            Some(trace_id),
             i64::try_from(envelope.sent_at_ms).ok(),
         )
         .map_err(fail)?
         .encode();
         let framed = self.legacy
-            && envelope
-                .headers
-                .iter()
-                .any(|(k, v)| k != TRACE_ID_HEADER && !k.is_empty() && !v.is_empty());
+            && envelope.headers.iter().any(|(k, v)| {
+                k != TRACE_ID_HEADER && k != ATTEMPTS_HEADER && !k.is_empty() && !v.is_empty()
+            });
         if !framed {
             return Ok(element);
         }
         let mut headers = envelope.headers.clone();
         headers.remove(TRACE_ID_HEADER);
+        headers.remove(ATTEMPTS_HEADER);
         Ok(frame(&element, &headers))
     }
 }
@@ -172,6 +185,51 @@ mod tests {
         );
         assert_eq!(&env.body[..], br#"{"x":[1, 2]}"#);
         assert!(element.as_ptr_range().contains(&env.body.as_ptr()));
+        assert_eq!(
+            env.headers.get(ATTEMPTS_HEADER).map(String::as_str),
+            Some("3")
+        );
+    }
+
+    #[test]
+    fn a_message_without_a_trace_id_gets_its_traceparents_as_a_uuid() {
+        let mut env = bus_core::Envelope::new("urn:a", Format::Json, &b"{}"[..]);
+        env.headers.insert(
+            "traceparent".into(),
+            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".into(),
+        );
+        let sent = Bytes::from(legacy().encode(&env).unwrap());
+        let back = legacy().decode(&sent).unwrap();
+        assert_eq!(
+            back.headers[TRACE_ID_HEADER],
+            "0af76519-16cd-43dd-8448-eb211c80319c"
+        );
+        // Without one, a random UUID, as the SDKs mint.
+        let bare = bus_core::Envelope::new("urn:a", Format::Json, &b"{}"[..]);
+        let sent = Bytes::from(legacy().encode(&bare).unwrap());
+        let id = legacy().decode(&sent).unwrap().headers[TRACE_ID_HEADER].clone();
+        assert_eq!(uuid::Uuid::parse_str(&id).unwrap().get_version_num(), 4);
+    }
+
+    #[test]
+    fn the_attempts_header_is_read_not_written() {
+        // A frame's own header of that name does not win over the envelope's count.
+        let element = Bytes::from(frame(
+            br#"{"job":"urn:a","data":{},"attempts":2}"#,
+            &[(ATTEMPTS_HEADER.to_owned(), "9".to_owned())].into(),
+        ));
+        let env = legacy().decode(&element).unwrap();
+        assert_eq!(env.headers[ATTEMPTS_HEADER], "2");
+        // Sent on, it is neither framed nor counted: a new element starts at 0.
+        let sent = Bytes::from(legacy().encode(&env).unwrap());
+        assert!(
+            !sent.starts_with(b"{\"__bq_frame\""),
+            "framed for its own header"
+        );
+        assert_eq!(
+            legacy().decode(&sent).unwrap().headers[ATTEMPTS_HEADER],
+            "0"
+        );
     }
 
     #[test]

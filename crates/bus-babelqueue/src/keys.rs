@@ -55,6 +55,12 @@ pub struct QueueKeys {
     /// that kills every consumer still reaches the delivery limit. Empty for Laravel,
     /// whose recovery counts in `attempts`.
     pub recoveries: String,
+    /// Laravel: ours, not BabelQueue's: a hash of the reserved members that were run with
+    /// their stored `attempts` already at the limit (field: SHA-1 of the member), so that
+    /// one such run that crashes is not run again after its recovery
+    /// ([`OverLimit::RunOnce`](crate::OverLimit::RunOnce)). Empty for legacy, whose
+    /// recoveries are counted in `recoveries`.
+    pub over_limit: String,
 }
 
 impl QueueKeys {
@@ -70,6 +76,7 @@ impl QueueKeys {
                 dlq: format!("{queue}.dlq"),
                 dlq_notify: String::new(),
                 recoveries: format!("{queue}:processing:recoveries"),
+                over_limit: String::new(),
             },
             Layout::Laravel { prefix } => {
                 let ready = format!("{prefix}{queue}");
@@ -81,6 +88,7 @@ impl QueueKeys {
                     dlq: format!("{ready}.dlq"),
                     dlq_notify: format!("{ready}.dlq:notify"),
                     recoveries: String::new(),
+                    over_limit: format!("{ready}:reserved:over-limit"),
                     ready,
                 }
             }

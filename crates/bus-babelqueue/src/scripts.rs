@@ -83,6 +83,13 @@ pub(crate) static LARAVEL_DEAD_LETTER: LazyLock<LuaScript> = LazyLock::new(|| {
         argv = ["member", "record"],
     )
 });
+pub(crate) static LARAVEL_OVER_LIMIT: LazyLock<LuaScript> = LazyLock::new(|| {
+    lua!(
+        "laravel_over_limit",
+        keys = ["over-limit"],
+        argv = ["mode", "items..."],
+    )
+});
 pub(crate) static REDRIVE: LazyLock<LuaScript> = LazyLock::new(|| {
     lua!(
         "redrive",
@@ -120,6 +127,7 @@ pub fn catalog() -> Vec<&'static LuaScript> {
         &LARAVEL_RELEASE,
         &LARAVEL_RETURN,
         &LARAVEL_DEAD_LETTER,
+        &LARAVEL_OVER_LIMIT,
         &REDRIVE,
         &ADMIN_DELETE_DEAD,
         &ADMIN_PURGE,

@@ -1,4 +1,4 @@
-//! The transport conformance suite (`bus_core::conformance`) on `BabelTransport`, on both
+//! The transport conformance suite (`bus_conformance`) on `BabelTransport`, on both
 //! layouts. What BabelQueue cannot do is skipped or scaled by the capabilities the
 //! transport declares (`Transport::capabilities`: no topics, delays in whole seconds on
 //! Laravel and none on legacy, no error history), and each skip names its capability.
@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use bus_babelqueue::{unframe, BabelQueue, BabelTransport, Layout, Options};
-use bus_core::conformance::{self, Probe, SeenDeadLetter};
+use bus_conformance::{self as conformance, Probe, SeenDeadLetter};
 use bus_core::transport::{Capabilities, Source};
 use bus_core::Transport;
 use bus_redis::RedisConfig;

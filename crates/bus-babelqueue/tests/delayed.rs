@@ -3,6 +3,7 @@
 
 mod common;
 
+use bus_core::transport::Placement;
 use std::time::{Duration, Instant};
 
 use bus_babelqueue::{BabelQueue, Envelope, Options};
@@ -75,7 +76,7 @@ async fn a_rust_retry_with_a_delay_lands_in_delayed() {
             .into(),
     };
     transport
-        .send("orders", vec![outgoing])
+        .send("orders", Placement::now(), vec![outgoing])
         .await
         .expect("send");
     let consumer = consumer(&transport, "orders", Duration::from_secs(30), 3).await;

@@ -3,10 +3,11 @@
 
 mod common;
 
+use bus_core::transport::Placement;
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
-use bus_babelqueue::TRACE_ID_HEADER;
+use bus_babelqueue::{ATTEMPTS_HEADER, TRACE_ID_HEADER};
 use bus_core::transport::{Outgoing, WireFormat};
 use bus_core::{Format, Headers, MessageId, Transport};
 use bus_test_redis::TestRedis;
@@ -60,6 +61,7 @@ async fn python_to_rust(layout: &str, headers: bool) {
                 TRACE_ID_HEADER.to_owned(),
                 want["trace_id"].as_str().expect("trace").to_owned(),
             );
+            expected_headers.insert(ATTEMPTS_HEADER.to_owned(), "0".to_owned());
             assert_eq!(native.headers, expected_headers);
             *seen.entry(native.id.to_string()).or_default() += 1;
         }
@@ -111,7 +113,7 @@ async fn rust_to_python(layout: &str) {
         });
         if batch.len() == 100 {
             transport
-                .send(queue, std::mem::take(&mut batch))
+                .send(queue, Placement::now(), std::mem::take(&mut batch))
                 .await
                 .expect("send");
         }

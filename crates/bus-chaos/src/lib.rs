@@ -1,6 +1,9 @@
 //! Reliability tests (see `tests/`) and the consumer process they kill
 //! (`chaos-consumer`). Shared here: the message and the keys both sides use.
 
+#![warn(missing_docs)]
+pub mod outbox;
+
 use bus_core::RedisCommand;
 use serde::{Deserialize, Serialize};
 

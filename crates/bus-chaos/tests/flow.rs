@@ -1,4 +1,4 @@
-//! Flow control across consumer processes (issue 17), measured from the handlers' own
+//! Flow control across consumer processes, measured from the handlers' own
 //! start and end records (`CHAOS_TIMELINE=1`): pause, a global concurrency limit, a
 //! rate limit and per-key ordering hold over several hosts, with their default settings.
 

@@ -1,4 +1,4 @@
-//! Faults done for real against the consumer process (issue 10, points 21-24): a handler
+//! Faults done for real against the consumer process: a handler
 //! that aborts the process beside healthy batch-mates, SIGTERM, shutdown while Redis is
 //! down, and connections black-holed by a proxy.
 

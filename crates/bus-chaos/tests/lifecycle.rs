@@ -4,6 +4,7 @@
 //! after a `Context::once` step and before its ack does not make the redelivery run the
 //! step again.
 
+use bus_core::transport::Replies;
 use std::process::{Child, Command};
 use std::time::Duration;
 
@@ -13,7 +14,7 @@ use bus_chaos::{
     asked_key, charge_done_key, charged_key, charges_key, lifecycle_up_key, Ask, Charge,
 };
 use bus_core::transport::Source;
-use bus_core::{Error, Message, Transport, ONCE_KEEP, REPLY_KEEP};
+use bus_core::{Error, Message, ONCE_KEEP, REPLY_KEEP};
 use bus_redis::{keys, RedisConfig, RedisTransport};
 use bus_test_redis::{eventually, Proxy, RedisServer, SyncClient, TestRedis};
 use common::{bus, kill};

@@ -1,4 +1,4 @@
-//! Workflows with their hosts SIGKILLed (SPEC §9, issue 31): three `workflow-host`
+//! Workflows with their hosts SIGKILLed (SPEC §9): three `workflow-host`
 //! processes, every setting at its default, one killed and restarted after every few
 //! hundred handler runs, while they work through
 //!
@@ -18,10 +18,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::process::{Child, Command};
 use std::time::Duration;
 
+use bus_conformance::workflows::{Done, Item, Nest, Parent};
 use bus_core::{Bus, BusConfig};
 use bus_redis::RedisTransport;
 use bus_test_redis::{eventually_async, SyncClient, TestRedis};
-use bus_workflows::conformance::{Done, Item, Nest, Parent};
 use bus_workflows::store::MemberResult;
 use bus_workflows::{BatchId, BatchState, ChildPolicy, RedisWorkflowStore, Workflows};
 use common::kill;

@@ -6,9 +6,9 @@
 
 use std::time::Duration;
 
-use bus_babelqueue::{Admin, Area, Content, Layout, Outcome, Peeked, RedriveOptions};
+use bus_babelqueue::{Admin, Area, Content, Layout, Peeked};
 use bus_babelqueue::{LARAVEL_KIND, LEGACY_KIND};
-use bus_management::Fleet;
+use bus_management::{Action, Fleet};
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::{json, Value};
 
@@ -129,10 +129,6 @@ pub async fn run(
 ) -> Result<(), Failure> {
     let client = fleet.management().admin().transport().client().clone();
     let admin = Admin::new(client).laravel_prefix(laravel_prefix);
-    let kind = match args.layout {
-        LayoutArg::Legacy => LEGACY_KIND,
-        LayoutArg::Laravel => LARAVEL_KIND,
-    };
     let layout = match args.layout {
         LayoutArg::Legacy => Layout::Legacy,
         LayoutArg::Laravel => Layout::Laravel {
@@ -182,55 +178,19 @@ pub async fn run(
             max,
             dry_run,
         } => {
-            let mut options = RedriveOptions::new().dry_run(dry_run);
-            if let Some(to) = to {
-                options = options.to(to);
-            }
-            if let Some(reason) = reason {
-                options = options.reason(reason);
-            }
-            if let Some(max) = max {
-                options = options.max(max);
-            }
-            let report = admin.redrive(&layout, &queue, &options).await?;
-            if !dry_run {
-                let target = format!("{kind}:{queue}");
-                let count = report.redriven as u64;
-                crate::audit(fleet.management(), "redrive", &target, count, String::new()).await;
-            }
-            let value = json!({
-                "dry_run": dry_run, "redriven": report.redriven, "poison": report.poison,
-                "skipped": report.skipped, "vanished": report.vanished,
-                "items": report.items.iter().map(|i| json!({
-                    "message_id": i.message_id, "urn": i.urn, "reason": i.reason,
-                    "to": i.to, "outcome": outcome(i.outcome),
-                })).collect::<Vec<_>>(),
-            });
-            if !json {
-                let verb = if dry_run { "would redrive" } else { "redrove" };
-                out!(
-                    "{verb} {} of {queue}'s dead letters; {} poison and {} others left, {} taken by another reader",
-                    report.redriven, report.poison, report.skipped, report.vanished
-                )?;
-                return Ok(());
-            }
-            value
+            let action = Action::Redrive {
+                layout,
+                queue,
+                to,
+                reason,
+                max,
+                dry_run,
+            };
+            return crate::act::apply(fleet, action, json).await;
         }
     };
     out!("{}", serde_json::to_string_pretty(&out)?)?;
     Ok(())
-}
-
-fn outcome(outcome: Outcome) -> &'static str {
-    match outcome {
-        Outcome::Redriven => "redriven",
-        Outcome::WouldRedrive => "would_redrive",
-        Outcome::Poison => "poison",
-        Outcome::NotSelected => "not_selected",
-        Outcome::NoTarget => "no_target",
-        Outcome::Vanished => "vanished",
-        _ => "other",
-    }
 }
 
 fn peeked_json(p: &Peeked) -> Value {

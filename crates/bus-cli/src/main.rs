@@ -1,11 +1,13 @@
 //! `bus`: the command-line tool over [`bus_management`] (SPEC §6).
 
+mod act;
 mod babel;
 mod batches;
 mod cli;
 mod failure;
 mod ops;
 mod output;
+mod read;
 mod search;
 mod serve;
 mod watch;
@@ -15,15 +17,13 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use bus_babelqueue::Layout;
-use bus_management::{parse_source, Fleet, Management, Selection};
+use bus_management::{Action, Fleet, Management};
 use bus_redis::{RedisConfig, RedisTransport};
 use clap::Parser;
-use serde_json::json;
 
-use bus_management::AuditEntry;
-use cli::{Cli, Command, SagasCommand};
+use act::Asked;
+use cli::{Cli, Command};
 use failure::{fail, redact, Failure};
-use output::out;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -120,372 +120,21 @@ fn fleet(management: &Management, transport: &RedisTransport, laravel_prefix: &s
         })))
 }
 
+/// Runs a command of the table: a change is parsed into an action and applied
+/// (`act`); a read prints its records (`read`).
 async fn execute(fleet: &Fleet, command: Command, json: bool) -> Result<(), Failure> {
-    let management = fleet.management();
     match command {
-        Command::Queues => {
-            let queues = fleet.queues().await?;
-            if json {
-                output::json(&queues)?;
-            } else if queues.is_empty() {
-                out!("{}", nothing_under(management, "queues").await?)?;
-            } else {
-                output::queues(&queues)?;
-            }
+        // A dry run and a confirmation first; its action is applied there.
+        Command::Search(args) => search::run(fleet, args, json).await,
+        Command::Purge { queue, yes: false } => {
+            existing(fleet, &queue).await?;
+            confirm_purge(fleet, &queue).await?;
+            act::apply(fleet, Action::Purge { queue }, json).await
         }
-        Command::Topics => {
-            let topics = management.topics().await?;
-            if json {
-                output::json(&topics)?;
-            } else if topics.is_empty() {
-                out!("{}", nothing_under(management, "topics").await?)?;
-            } else {
-                output::topics(&topics)?;
-            }
-        }
-        Command::Stats(args) => {
-            let stats = match args.queue {
-                Some(queue) => vec![fleet.stats(&existing(fleet, &queue).await?).await?],
-                None => fleet.stats_all().await?,
-            };
-            // A partitioned queue is one row, with its shards' rows under it.
-            let mut rows = Vec::with_capacity(stats.len());
-            for total in stats {
-                let shards = match fleet.native_source(&total.queue)? {
-                    Some(source) => management.shard_stats(&source).await?,
-                    None => Vec::new(),
-                };
-                rows.push(output::StatsRow { total, shards });
-            }
-            if json {
-                output::json(&rows)?;
-            } else if rows.is_empty() {
-                out!(
-                    "{}",
-                    nothing_under(management, "queues or subscriptions").await?
-                )?;
-            } else {
-                output::stats(&rows)?;
-            }
-        }
-        Command::Peek { queue, count } => {
-            let messages = fleet.peek(&existing(fleet, &queue).await?, count).await?;
-            if json {
-                output::json(&messages)?;
-            } else {
-                output::peek(&queue, &messages)?;
-            }
-        }
-        Command::Dead { queue, count, wide } => {
-            let letters = fleet
-                .dead_letters(&existing(fleet, &queue).await?, count)
-                .await?;
-            if json {
-                output::json(&letters)?;
-            } else if wide {
-                output::dead_letters_wide(&queue, &letters)?;
-            } else {
-                output::dead_letters(&queue, &letters)?;
-            }
-        }
-        Command::Scheduled { queue, count } => {
-            let source = existing_native(fleet, &queue, "scheduled").await?;
-            let messages = management.scheduled(&source, count).await?;
-            if json {
-                output::json(&messages)?;
-            } else {
-                output::scheduled(&queue, &messages)?;
-            }
-        }
-        Command::Cancel { queue, id } => {
-            let source = existing_native(fleet, &queue, "cancel").await?;
-            if !management.admin().cancel(&source, &id).await? {
-                return Err(Failure::Refused(format!(
-                    "no delayed message {id} waits in {queue}"
-                )));
-            }
-            audit(management, "cancel", &queue, 1, id.clone()).await;
-            if json {
-                output::json(&json!({ "queue": queue, "cancelled": id }))?;
-            } else {
-                out!("cancelled {id} of {queue}")?;
-            }
-        }
-        Command::Requeue(args) => {
-            let queue = existing(fleet, &args.queue).await?;
-            if let Some(to) = &args.to {
-                // A name of the bus's own must be valid; a new one is fine (a send
-                // creates a queue).
-                fleet.native_source(to)?;
-            }
-            let selection = if args.all {
-                Selection::All
-            } else {
-                Selection::Ids(args.ids)
-            };
-            let report = fleet
-                .requeue(&queue, &selection, args.to.as_deref())
-                .await?;
-            let action = if report.target == queue {
-                "requeue"
-            } else {
-                "move"
-            };
-            let detail = format!(
-                "to {}{}",
-                report.target,
-                if args.all { ", all" } else { "" }
-            );
-            audit(
-                management,
-                action,
-                &queue,
-                report.requeued.len() as u64,
-                detail,
-            )
-            .await;
-            if json {
-                output::json(&report)?;
-            } else {
-                out!(
-                    "requeued {} dead letter(s) of {} to {}",
-                    report.requeued.len(),
-                    args.queue,
-                    report.target
-                )?;
-                if !report.skipped.is_empty() {
-                    eprintln!(
-                        "left dead (no stored envelope): {}",
-                        report.skipped.join(" ")
-                    );
-                }
-                if !report.duplicated.is_empty() {
-                    eprintln!(
-                        "copied, but already gone from the dead letters (may be delivered twice): {}",
-                        report.duplicated.join(" ")
-                    );
-                }
-            }
-            if !report.not_found.is_empty() {
-                return Err(Failure::Refused(format!(
-                    "not dead letters of {}: {}",
-                    args.queue,
-                    report.not_found.join(" ")
-                )));
-            }
-        }
-        Command::Search(args) => search::run(fleet, args, json).await?,
-        Command::DeleteDead { queue, id } => {
-            let address = existing(fleet, &queue).await?;
-            if !fleet.delete_dead_letter(&address, &id).await? {
-                return Err(Failure::Refused(format!(
-                    "{id} is not a dead letter of {queue}"
-                )));
-            }
-            audit(
-                management,
-                "delete",
-                &queue,
-                1,
-                format!("dead letters {id}"),
-            )
-            .await;
-            if json {
-                output::json(&json!({ "queue": queue, "deleted": id }))?;
-            } else {
-                out!("deleted dead letter {id} of {queue}")?;
-            }
-        }
-        Command::Purge { queue, yes } => {
-            let address = existing(fleet, &queue).await?;
-            if !yes {
-                confirm_purge(fleet, &address).await?;
-            }
-            let purged = fleet.purge(&address).await?;
-            let mut detail = format!("{} ready, {} delayed", purged.ready, purged.delayed);
-            if purged.keyed > 0 {
-                detail = format!("{detail}, {} keyed", purged.keyed);
-            }
-            let count = purged.ready + purged.delayed + purged.keyed;
-            audit(management, "purge", &queue, count, detail.clone()).await;
-            if json {
-                output::json(&json!({
-                    "queue": queue,
-                    "ready": purged.ready,
-                    "delayed": purged.delayed,
-                    "keyed": purged.keyed,
-                }))?;
-            } else {
-                out!("purged {detail} message(s) of {queue}")?;
-            }
-        }
-        Command::Pause { queue } => {
-            pause_or_resume(fleet, &queue, true, json).await?;
-            audit(management, "pause", &queue, 1, String::new()).await;
-        }
-        Command::Resume { queue } => {
-            pause_or_resume(fleet, &queue, false, json).await?;
-            audit(management, "resume", &queue, 1, String::new()).await;
-        }
-        Command::CloseBreaker { queue } => {
-            let address = existing(fleet, &queue).await?;
-            fleet.close_breaker(&address).await?;
-            audit(management, "close-breaker", &queue, 1, String::new()).await;
-            if json {
-                output::json(&json!({ "queue": queue, "breaker": "closed" }))?;
-            } else {
-                out!("closed the circuit breaker of {queue}")?;
-            }
-        }
-        Command::Send(args) => {
-            let source = parse_source(&args.queue)?;
-            let id = management
-                .send(
-                    &source,
-                    args.message_type.as_deref(),
-                    &args.body,
-                    args.headers.into_iter().collect(),
-                )
-                .await?;
-            if json {
-                output::json(&json!({ "queue": args.queue, "id": id.as_str() }))?;
-            } else {
-                out!("{id}")?;
-            }
-        }
-        Command::Unsubscribe { topic, name, force } => {
-            let removed = match management.remove_subscription(&topic, &name, force).await {
-                Ok(removed) => removed,
-                Err(bus_management::Error::NotEmpty {
-                    ready,
-                    in_flight,
-                    delayed,
-                    dead,
-                    ..
-                }) => {
-                    return Err(Failure::Refused(format!(
-                        "subscription {name} of topic {topic} still holds messages ({ready} \
-                         ready, {in_flight} in flight, {delayed} delayed, {dead} dead \
-                         letters); nothing was changed (pass --force to remove it and delete \
-                         them)"
-                    )))
-                }
-                Err(e) => return Err(e.into()),
-            };
-            if !removed.was_registered && removed.deleted_keys == 0 {
-                return Err(Failure::Refused(format!(
-                    "topic {topic} has no subscription {name}"
-                )));
-            }
-            let detail = format!(
-                "{} key(s) deleted{}",
-                removed.deleted_keys,
-                if force { ", forced" } else { "" }
-            );
-            audit(
-                management,
-                "unsubscribe",
-                &format!("{topic}/{name}"),
-                1,
-                detail,
-            )
-            .await;
-            if json {
-                output::json(&json!({
-                    "topic": topic,
-                    "subscription": name,
-                    "was_registered": removed.was_registered,
-                    "deleted_keys": removed.deleted_keys,
-                }))?;
-            } else {
-                out!(
-                    "removed subscription {name} of topic {topic} ({} key(s) deleted)",
-                    removed.deleted_keys
-                )?;
-            }
-        }
-        Command::Sagas(args) => match args.command {
-            SagasCommand::List { partition } => {
-                let sagas = management.sagas(partition.as_deref()).await?;
-                if json {
-                    output::json(&sagas)?;
-                } else {
-                    output::sagas(&sagas)?;
-                }
-            }
-            SagasCommand::Show { partition, id } => {
-                let Some(saga) = management.saga(&partition, &id).await? else {
-                    return Err(Failure::Refused(format!(
-                        "no saga {id} in partition {partition}"
-                    )));
-                };
-                if json {
-                    output::json(&saga)?;
-                } else {
-                    output::saga(&saga)?;
-                }
-            }
-            SagasCommand::Delete { partition, id } => {
-                if !management.delete_saga(&partition, &id).await? {
-                    return Err(Failure::Refused(format!(
-                        "no saga {id} in partition {partition}"
-                    )));
-                }
-                let target = format!("{partition}/{id}");
-                audit(management, "delete-saga", &target, 1, String::new()).await;
-                if json {
-                    output::json(&json!({ "partition": partition, "deleted": id }))?;
-                } else {
-                    out!("deleted saga {id} of partition {partition}")?;
-                }
-            }
+        command => match act::asked(command) {
+            Asked::Change(action) => act::apply(fleet, action, json).await,
+            Asked::Read(command) => read::show(fleet, command, json).await,
         },
-        Command::Audit { count } => {
-            let entries = management.audit_log(count).await?;
-            if json {
-                output::json(&entries)?;
-            } else {
-                ops::audit_table(&entries)?;
-            }
-        }
-        Command::Hosts => {
-            let hosts = management.hosts().await?;
-            if json {
-                output::json(&hosts)?;
-            } else {
-                ops::hosts_table(&hosts)?;
-            }
-        }
-        Command::Schedules => {
-            let schedules = management.schedules().await?;
-            if json {
-                output::json(&schedules)?;
-            } else {
-                ops::schedules_table(&schedules)?;
-            }
-        }
-        Command::Dashboard(_)
-        | Command::Metrics { .. }
-        | Command::Babel(_)
-        | Command::Doctor
-        | Command::Batches(_)
-        | Command::Batch(_) => {
-            unreachable!("served by `run` before `execute`")
-        }
-    }
-    Ok(())
-}
-
-/// Appends a change this tool made to the audit log, by the OS user, through `bus`. The
-/// change is done: a failed append is a warning on stderr, not the command's failure.
-async fn audit(management: &Management, action: &str, target: &str, count: u64, detail: String) {
-    let entry =
-        AuditEntry::new(bus_management::os_user(), "bus", action, target, count).detail(detail);
-    if let Err(error) = management.audit(&entry).await {
-        eprintln!(
-            "bus: warning: the change was made, but its audit entry could not be written: {}",
-            bus_core::ErrorChain(&error)
-        );
     }
 }
 
@@ -527,44 +176,7 @@ async fn existing_native(
     Ok(source)
 }
 
-/// "no queues under prefix P", and where the bus's keys are if it has some elsewhere (the
-/// prefix is probably wrong).
-async fn nothing_under(management: &Management, what: &str) -> Result<String, Failure> {
-    let mut text = format!("no {what} under prefix {}", management.key_prefix());
-    let others = management.other_prefixes().await?;
-    if !others.is_empty() {
-        text.push_str(&format!(
-            "; the bus has keys under prefix: {} (see --prefix)",
-            others.join(", ")
-        ));
-    }
-    Ok(text)
-}
-
 /// Asks the operator to type the queue's name; refuses without a terminal to ask on.
-/// `bus pause` and `bus resume`.
-async fn pause_or_resume(
-    fleet: &Fleet,
-    queue: &str,
-    pause: bool,
-    json: bool,
-) -> Result<(), Failure> {
-    let address = existing(fleet, queue).await?;
-    if pause {
-        fleet.pause(&address).await?;
-    } else {
-        fleet.resume(&address).await?;
-    }
-    if json {
-        output::json(&json!({ "queue": queue, "paused": pause }))?;
-    } else if pause {
-        out!("paused {queue}")?;
-    } else {
-        out!("resumed {queue}")?;
-    }
-    Ok(())
-}
-
 async fn confirm_purge(fleet: &Fleet, name: &str) -> Result<(), Failure> {
     let stdin = std::io::stdin();
     if !stdin.is_terminal() {

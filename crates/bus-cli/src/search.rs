@@ -4,22 +4,25 @@
 
 use std::io::{BufRead, IsTerminal, Write};
 
-use bus_management::{Acted, Action, Fleet, Found, Place, SearchQuery};
+use bus_management::{Action, Fleet, Found, OnMatches, Pages, Place, SearchQuery};
 use serde_json::json;
 
 use crate::cli::SearchArgs;
+use crate::existing_native;
 use crate::failure::Failure;
 use crate::output::{self, out};
-use crate::{audit, existing_native};
 
 pub async fn run(fleet: &Fleet, args: SearchArgs, json: bool) -> Result<(), Failure> {
     let management = fleet.management();
     let source = existing_native(fleet, &args.queue, "search").await?;
     let query = query_of(&args)?;
-    let action = match (&args.move_to, args.requeue, args.delete) {
-        (Some(to), _, _) => Some(Action::Move(existing_native(fleet, to, "search").await?)),
-        (None, true, _) => Some(Action::Requeue),
-        (None, false, true) => Some(Action::Delete),
+    let act = match (&args.move_to, args.requeue, args.delete) {
+        (Some(to), _, _) => {
+            existing_native(fleet, to, "search").await?;
+            Some(OnMatches::MoveTo(to.clone()))
+        }
+        (None, true, _) => Some(OnMatches::Requeue),
+        (None, false, true) => Some(OnMatches::Delete),
         _ => None,
     };
     // The dry run: every page, counted.
@@ -48,7 +51,7 @@ pub async fn run(fleet: &Fleet, args: SearchArgs, json: bool) -> Result<(), Fail
     if progress {
         eprintln!();
     }
-    let Some(action) = action else {
+    let Some(act) = act else {
         if json {
             output::json(&json!({ "matched": matched, "found": shown }))?;
         } else {
@@ -57,48 +60,30 @@ pub async fn run(fleet: &Fleet, args: SearchArgs, json: bool) -> Result<(), Fail
         }
         return Ok(());
     };
+    let verb = act.name();
     if matched == 0 {
-        out!("no match in {}: nothing to {}", args.queue, action.name())?;
+        out!("no match in {}: nothing to {verb}", args.queue)?;
         return Ok(());
     }
     if !args.yes {
-        confirm(&args.queue, action.name(), matched)?;
+        confirm(&args.queue, verb, matched)?;
     }
-    let acted = management
-        .act_all(&source, &query, args.page, &action, |page| {
-            if progress {
-                eprint!(
-                    "\r{} {} of {}",
-                    action.name(),
-                    page.page.position,
-                    page.page.total
-                );
+    let action = Action::ActOnMatches {
+        queue: args.queue.clone(),
+        query,
+        criteria: describe(&args),
+        act,
+        pages: Pages::All { limit: args.page },
+    };
+    crate::act::apply_watched(fleet, action, json, |page| {
+        if progress {
+            eprint!("\r{verb} {} of {}", page.page.position, page.page.total);
+            if page.page.next.is_none() {
+                eprintln!();
             }
-        })
-        .await?;
-    if progress {
-        eprintln!();
-    }
-    let to = args
-        .move_to
-        .as_deref()
-        .map(|t| format!(" to {t}"))
-        .unwrap_or_default();
-    let detail = format!("search matches ({}){to}", describe(&args));
-    audit(
-        management,
-        action.name(),
-        &args.queue,
-        acted.changed,
-        detail,
-    )
-    .await;
-    if json {
-        output::json(&acted)?;
-    } else {
-        report(&args.queue, action.name(), &acted)?;
-    }
-    Ok(())
+        }
+    })
+    .await
 }
 
 fn query_of(args: &SearchArgs) -> Result<SearchQuery, Failure> {
@@ -186,30 +171,6 @@ fn table(found: &[Found]) -> Result<(), Failure> {
             .unwrap_or("");
         let error: String = error.chars().take(60).collect();
         out!("{:<8} {:<28} {:<20} {}", f.place.name(), id, kind, error)?;
-    }
-    Ok(())
-}
-
-fn report(queue: &str, action: &str, acted: &Acted) -> Result<(), Failure> {
-    out!(
-        "{action}: {} of {} match(es) of {queue}",
-        acted.changed,
-        acted.matched
-    )?;
-    if acted.gone > 0 {
-        eprintln!(
-            "{} were no longer where the search found them (taken meanwhile): left alone",
-            acted.gone
-        );
-    }
-    if acted.unchanged > 0 {
-        eprintln!("{} left as they were (ready messages are not requeued; dead letters without an envelope)", acted.unchanged);
-    }
-    if acted.duplicated > 0 {
-        eprintln!(
-            "{} copied to the target but already gone here (may be delivered twice)",
-            acted.duplicated
-        );
     }
     Ok(())
 }

@@ -1,13 +1,13 @@
-//! `bus batches` and `bus batch ID` (issue 31 point 4), run as the binary: a batch before
+//! `bus batches` and `bus batch ID`, run as the binary: a batch before
 //! and after its members ran, its dead member and callbacks, and a run parked on a signal.
 
 use std::process::{Command, Output, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
+use bus_conformance::workflows::{self, Done, Durable, Item, Log};
 use bus_redis::RedisTransport;
 use bus_test_redis::{eventually_async, TestRedis};
-use bus_workflows::conformance::{self, Done, Durable, Item, Log};
 use bus_workflows::{BatchState, RedisWorkflowStore, Workflows};
 use serde_json::Value;
 
@@ -72,7 +72,7 @@ async fn bus_batches_shows_progress_dead_members_callbacks_and_parked_runs() {
     );
 
     let log = Log::default();
-    let host = conformance::start(Arc::new(transport.clone()), &workflows, &log).await;
+    let host = workflows::start(Arc::new(transport.clone()), &workflows, &log).await;
     let finished = || async {
         let status = workflows.status(batch.id()).await.unwrap().unwrap();
         status.state == BatchState::Done

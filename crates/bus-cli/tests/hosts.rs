@@ -1,4 +1,4 @@
-//! `bus hosts` (issue 21 point 1), run as the binary: a host running in this process (its
+//! `bus hosts`, run as the binary: a host running in this process (its
 //! heartbeat with default settings) and one that stopped reporting, shown LOST.
 
 #[path = "../../bus-management/tests/common/mod.rs"]
@@ -61,7 +61,7 @@ async fn bus_hosts_lists_a_running_host_and_a_lost_one() {
         "started_at_ms": 1, "interval_ms": 100,
     }))
     .unwrap();
-    let reporter = s.transport.host_reporter().unwrap();
+    let reporter = s.transport.extras().host_reporter.unwrap();
     reporter.report(&silent).await.unwrap();
 
     let pid = std::process::id();
@@ -97,7 +97,7 @@ async fn bus_hosts_lists_a_running_host_and_a_lost_one() {
     running.stop().await;
 }
 
-/// `bus schedules` (issue 18 point 5): a host's recurring schedule, listed with its cron,
+/// `bus schedules`: a host's recurring schedule, listed with its cron,
 /// zone, queue, policy, last tick and next run once it has ticked.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bus_schedules_lists_a_running_schedule_with_its_last_tick_and_next_run() {

@@ -10,7 +10,7 @@ use crate::envelope::{encode_json_message, now_ms};
 use crate::host::metrics::sent;
 use crate::names::QueueNames;
 use crate::send::{OutgoingMessage, SendMiddleware, SendOptions, Sent, TRACE_ID_HEADER};
-use crate::transport::{Destination, Outgoing, WireFormat};
+use crate::transport::{Destination, Outgoing, Placement, WireFormat};
 use crate::{
     Command, Envelope, Error, Event, Format, Headers, IntoShared, Message, MessageId, Result,
     Transport,
@@ -170,7 +170,7 @@ impl Bus {
         let one = std::slice::from_ref(command);
         let produced = self
             .produce("send", one, None, |name, batch| {
-                self.shared.transport.send(name, batch)
+                self.shared.transport.send(name, Placement::now(), batch)
             })
             .await?;
         Ok(produced.first_id())
@@ -183,41 +183,61 @@ impl Bus {
             return self.send_deduplicated(command, options, key).await;
         }
         let one = std::slice::from_ref(command);
-        let transport = &self.shared.transport;
-        let produced = match (options.key.as_deref(), options.due) {
-            (Some(key), Some(due)) => {
-                self.produce("send", one, Some(options), |name, batch| {
-                    transport.send_keyed_at(name, key, batch, due)
-                })
-                .await?
-            }
-            (Some(key), None) => {
-                self.produce("send", one, Some(options), |name, batch| {
-                    transport.send_keyed(name, key, batch)
-                })
-                .await?
-            }
-            (None, Some(due)) => {
-                self.produce("send", one, Some(options), |name, batch| {
-                    transport.send_at(name, batch, due)
-                })
-                .await?
-            }
-            (None, None) => {
-                self.produce("send", one, Some(options), |name, batch| {
-                    transport.send(name, batch)
-                })
-                .await?
-            }
-        };
+        let placement = Placement::now()
+            .key(options.key.as_deref())
+            .due(options.due);
+        let produced = self
+            .produce("send", one, Some(options), |name, batch| {
+                self.shared.transport.send(name, placement, batch)
+            })
+            .await?;
         Ok(produced.sent())
+    }
+
+    /// Encodes `message` as [`Bus::send_with`] or [`Bus::publish_with`] would store it,
+    /// without storing it: the run-time destination name, this handle's headers, the
+    /// options' headers and deadline, the send middleware, the destination's wire format
+    /// and the size check, with a fresh id. For a store that hands the message to the
+    /// transport later, such as a transactional outbox; the options that are not part of
+    /// the envelope (due time, partition key, deduplication key) are the caller's to
+    /// honour when it sends. Records no send metric: nothing was sent.
+    pub async fn prepare<M: Message>(
+        &self,
+        message: &M,
+        options: &SendOptions,
+    ) -> Result<crate::send::Prepared> {
+        let name = self.destination_name::<M>()?;
+        let destination = match M::KIND {
+            crate::MessageKind::Event => Destination::Topic(name),
+            _ => Destination::Queue(name),
+        };
+        let wire = self.shared.transport.outgoing_wire_format(destination);
+        let ids = monotonic_ids(1);
+        let own = self
+            .own_headers::<M>(&ids, destination, Some(options), wire.is_some())
+            .await?;
+        let trace_id = own.first().and_then(|h| h.get(TRACE_ID_HEADER).cloned());
+        let mut batch = self.encode(
+            std::slice::from_ref(message),
+            ids,
+            Some(&own),
+            wire.as_deref(),
+        )?;
+        let message = batch
+            .pop()
+            .ok_or_else(|| Error::Config(format!("encoding {}: no message", M::NAME)))?;
+        Ok(crate::send::Prepared {
+            destination,
+            message,
+            trace_id,
+        })
     }
 
     /// Sends many commands in one atomic round trip.
     pub async fn send_batch<C: Command>(&self, commands: &[C]) -> Result<Vec<MessageId>> {
         let produced = self
             .produce("send", commands, None, |name, batch| {
-                self.shared.transport.send(name, batch)
+                self.shared.transport.send(name, Placement::now(), batch)
             })
             .await?;
         Ok(produced.ids)
@@ -243,7 +263,8 @@ impl Bus {
     ) -> Result<Vec<MessageId>> {
         let produced = self
             .produce("send", commands, None, |name, batch| {
-                self.shared.transport.send_keyed(name, key, batch)
+                let placement = Placement::now().key(Some(key));
+                self.shared.transport.send(name, placement, batch)
             })
             .await?;
         Ok(produced.ids)
@@ -263,7 +284,8 @@ impl Bus {
         let one = std::slice::from_ref(command);
         let produced = self
             .produce("send", one, None, |name, batch| {
-                self.shared.transport.send_at(name, batch, at)
+                let placement = Placement::now().due(Some(at));
+                self.shared.transport.send(name, placement, batch)
             })
             .await?;
         Ok(produced.first_id())
@@ -287,13 +309,9 @@ impl Bus {
             )));
         }
         let one = std::slice::from_ref(event);
-        let transport = &self.shared.transport;
         let produced = self
-            .produce("publish", one, Some(options), |name, batch| async move {
-                match options.due {
-                    Some(due) => transport.publish_at(name, batch, due).await,
-                    None => transport.publish(name, batch).await,
-                }
+            .produce("publish", one, Some(options), |name, batch| {
+                self.shared.transport.publish(name, options.due, batch)
             })
             .await?;
         self.count_unrouted::<E>(&produced);
@@ -307,7 +325,7 @@ impl Bus {
     pub async fn publish_batch<E: Event>(&self, events: &[E]) -> Result<Vec<MessageId>> {
         let produced = self
             .produce("publish", events, None, |name, batch| {
-                self.shared.transport.publish(name, batch)
+                self.shared.transport.publish(name, None, batch)
             })
             .await?;
         self.count_unrouted::<E>(&produced);
@@ -422,7 +440,8 @@ impl Bus {
                 );
             }
             if foreign && !headers.contains_key(TRACE_ID_HEADER) {
-                headers.insert(TRACE_ID_HEADER.to_owned(), ulid::Ulid::new().to_string());
+                let trace_id = crate::new_trace_id(&headers);
+                headers.insert(TRACE_ID_HEADER.to_owned(), trace_id);
             }
             let id = MessageId::from(id.clone());
             for layer in &self.shared.config.send_middleware {

@@ -49,6 +49,12 @@ impl Context {
     pub fn enqueued_at(&self) -> SystemTime {
         UNIX_EPOCH + Duration::from_millis(self.sent_at_ms)
     }
+    /// The queue or subscription the message came from: with the message id, what
+    /// identifies this delivery's handling (an event's copies share one id, one per
+    /// subscription).
+    pub fn source(&self) -> &Source {
+        &self.source
+    }
     /// Fires when the host starts shutting down or the message's lock was lost: a long
     /// handler should stop when it fires (returning an error retries the message). A
     /// handler still running when the shutdown grace period ends is abandoned.

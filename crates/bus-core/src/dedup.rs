@@ -3,8 +3,12 @@
 //! ([`Bus::send_batch_deduplicated`]): one call for many messages, each with its key.
 
 use crate::send::DEFAULT_DEDUP_WINDOW;
-use crate::transport::Deduplication;
-use crate::{Bus, Command, Error, MessageId, Result, SendOptions, Sent};
+use crate::transport::{unsupported, Deduplication};
+use crate::{Bus, Capability, Command, Error, MessageId, Result, SendOptions, Sent};
+
+fn no_dedup() -> Error {
+    unsupported(Capability::Deduplication)
+}
 
 impl Bus {
     /// [`Bus::send_with`] for a send with a deduplication key.
@@ -27,7 +31,8 @@ impl Bus {
                 let Some(message) = batch.into_iter().next() else {
                     return Ok(None);
                 };
-                transport.send_deduplicated(name, message, dedup).await
+                let dedup_sends = transport.extras().dedup.ok_or_else(no_dedup)?;
+                dedup_sends.send_deduplicated(name, message, dedup).await
             })
             .await?;
         match produced.out.clone().flatten() {
@@ -95,7 +100,8 @@ impl Bus {
                         (message, dedup)
                     })
                     .collect();
-                transport.send_deduplicated_batch(name, messages).await
+                let dedup_sends = transport.extras().dedup.ok_or_else(no_dedup)?;
+                dedup_sends.send_deduplicated_batch(name, messages).await
             })
             .await?;
         let firsts = produced.out.unwrap_or_default();

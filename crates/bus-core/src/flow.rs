@@ -1,4 +1,4 @@
-//! Flow control of a queue across every host (issue 17; docs/concepts.md, "Flow control"):
+//! Flow control of a queue across every host (docs/concepts.md, "Flow control"):
 //! pause and resume, a global concurrency limit and a rate limit. The settings live in the
 //! transport (in Redis, one hash per queue), so every consumer obeys them, foreign ones
 //! included, and they survive restarts. A transport offers them through [`FlowControl`];
@@ -11,7 +11,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde::Serialize;
 
-use crate::transport::Source;
+use crate::address::Source;
 use crate::{Error, Result};
 
 /// At most `starts` messages of a queue start per `per`, over every consumer: a sliding
@@ -55,7 +55,7 @@ impl fmt::Display for RateLimit {
     }
 }
 
-/// Per-key ordering of a command queue (issue 17): a message sent with a key
+/// Per-key ordering of a command queue: a message sent with a key
 /// ([`Bus::send_keyed`](crate::Bus::send_keyed)) starts only while fewer than `limit`
 /// messages of its key are in flight, over every consumer (`limit` 1: one at a time, in
 /// the order sent). A message holds its key's slot from its first delivery until it is

@@ -1,26 +1,21 @@
-//! Host heartbeats (issue 21): a running [`Host`](crate::Host) reports what it is and does
+//! Host heartbeats: a running [`Host`](crate::Host) reports what it is and does
 //! every few seconds through its transport's [`HostReporter`], so operators can list the
 //! hosts (`bus hosts`, the dashboard) and see one that stopped reporting as lost.
 //!
 //! bus-core knows no storage: a transport offers a reporter
-//! ([`Transport::host_reporter`](crate::Transport::host_reporter), none by default) and
+//! ([`TransportExtras::host_reporter`](crate::transport::TransportExtras::host_reporter), none by default) and
 //! the host calls it on an interval ([`HostBuilder::heartbeat_interval`](crate::HostBuilder::heartbeat_interval)).
 //! With no reporter the host does nothing more per message; with one, a middleware counts
 //! the handlers running (two atomic operations per message).
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
-use tokio_util::sync::CancellationToken;
 
-use crate::host::breaker::Breaker;
-use crate::processor::ProcessError;
 use crate::BreakerState;
-use crate::{Context, Middleware, Next, Result};
+use crate::Result;
 
 /// How often a host reports by default; it shows as lost after two missed reports.
 pub const DEFAULT_HEARTBEAT_INTERVAL: Duration = Duration::from_secs(5);
@@ -67,32 +62,6 @@ pub trait HostReporter: Send + Sync + std::fmt::Debug + 'static {
     }
 }
 
-/// Counts the handlers running: the in-flight figure of the heartbeat.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct InFlight(Arc<AtomicUsize>);
-
-impl InFlight {
-    fn get(&self) -> usize {
-        self.0.load(Ordering::Relaxed)
-    }
-}
-
-#[async_trait]
-impl Middleware for InFlight {
-    async fn handle(&self, ctx: &Context, next: Next<'_>) -> std::result::Result<(), ProcessError> {
-        // Decremented on drop too: a handler abandoned at shutdown still leaves.
-        struct Running<'a>(&'a AtomicUsize);
-        impl Drop for Running<'_> {
-            fn drop(&mut self) {
-                self.0.fetch_sub(1, Ordering::Relaxed);
-            }
-        }
-        self.0.fetch_add(1, Ordering::Relaxed);
-        let _running = Running(&self.0);
-        next.run(ctx).await
-    }
-}
-
 /// The machine's host name, without a dependency: `$HOSTNAME`, then `/etc/hostname`.
 pub(crate) fn hostname() -> String {
     std::env::var("HOSTNAME")
@@ -101,91 +70,4 @@ pub(crate) fn hostname() -> String {
         .map(|name| name.trim().to_owned())
         .filter(|name| !name.is_empty())
         .unwrap_or_else(|| "unknown".to_owned())
-}
-
-/// The heartbeat of one running host: its fixed description and its in-flight counter.
-#[derive(Debug)]
-pub(crate) struct Heartbeat {
-    reporter: Arc<dyn HostReporter>,
-    info: HostInfo,
-    in_flight: InFlight,
-    interval: Duration,
-    /// The circuit breakers of the host's workers, by queue.
-    breakers: Vec<(String, Arc<Breaker>)>,
-}
-
-impl Heartbeat {
-    pub(crate) fn new(
-        reporter: Arc<dyn HostReporter>,
-        queues: Vec<String>,
-        concurrency: usize,
-        interval: Duration,
-    ) -> Self {
-        let hostname = hostname();
-        let pid = std::process::id();
-        let started_at_ms = crate::envelope::now_ms();
-        Heartbeat {
-            reporter,
-            info: HostInfo {
-                id: format!("{hostname}:{pid}:{started_at_ms}"),
-                hostname,
-                pid,
-                version: env!("CARGO_PKG_VERSION").to_owned(),
-                queues,
-                concurrency,
-                in_flight: 0,
-                started_at_ms,
-                interval_ms: u64::try_from(interval.as_millis()).unwrap_or(u64::MAX),
-                breakers: BTreeMap::new(),
-            },
-            in_flight: InFlight::default(),
-            interval,
-            breakers: Vec::new(),
-        }
-    }
-
-    /// Reports the state of these circuit breakers (queue, breaker) too.
-    pub(crate) fn breakers(&mut self, breakers: Vec<(String, Arc<Breaker>)>) {
-        self.breakers = breakers;
-    }
-
-    /// The middleware that counts running handlers, to put first in the pipeline.
-    pub(crate) fn counter(&self) -> Arc<dyn Middleware> {
-        Arc::new(self.in_flight.clone())
-    }
-
-    /// Reports now and every interval until `stop`, then leaves. A failed report is
-    /// logged and retried at the next tick: heartbeats never stop the host.
-    pub(crate) async fn run(mut self, stop: CancellationToken) {
-        let mut ticks = tokio::time::interval(self.interval);
-        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                () = stop.cancelled() => break,
-                _ = ticks.tick() => {}
-            }
-            self.info.in_flight = self.in_flight.get();
-            for (queue, breaker) in &self.breakers {
-                self.info.breakers.insert(queue.clone(), breaker.state());
-            }
-            if let Err(e) = self.reporter.report(&self.info).await {
-                tracing::warn!(error = %e, "host heartbeat failed; retrying at the next one");
-            }
-        }
-        // Bounded like the rest of shutdown's settling: the record expires on its own.
-        match tokio::time::timeout(
-            crate::host::SETTLE_BOUND,
-            self.reporter.leave(&self.info.id),
-        )
-        .await
-        {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => {
-                tracing::warn!(error = %e, "could not remove the host's heartbeat record")
-            }
-            Err(_) => tracing::warn!(
-                "could not remove the host's heartbeat record in time; it expires on its own"
-            ),
-        }
-    }
 }

@@ -1,6 +1,46 @@
 //! The bus's programming model: message contracts, processors, settings, middleware,
 //! the host and its client, serializers, and an in-memory transport.
 //!
+//! A command, its handler and a host, on the in-memory transport (the same code runs on
+//! Redis with `bus_redis::RedisTransport`):
+//!
+//! ```
+//! use std::sync::Arc;
+//! use async_trait::async_trait;
+//! use bus_core::{CommandProcessor, Context, Host, MemoryTransport, ProcessError, RedisCommand};
+//! use serde::{Deserialize, Serialize};
+//! use tokio::sync::Notify;
+//!
+//! #[derive(Serialize, Deserialize, RedisCommand)]
+//! #[bus(queue = "thumbnail-requested")]
+//! struct ThumbnailRequested {
+//!     image_id: String,
+//! }
+//!
+//! struct Thumbnails(Arc<Notify>);
+//!
+//! #[async_trait]
+//! impl CommandProcessor<ThumbnailRequested> for Thumbnails {
+//!     async fn process(&self, cmd: ThumbnailRequested, _: &Context) -> Result<(), ProcessError> {
+//!         assert_eq!(cmd.image_id, "42");
+//!         self.0.notify_one();
+//!         Ok(()) // acknowledged; an error retries
+//!     }
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let done = Arc::new(Notify::new());
+//! let host = Host::builder()
+//!     .transport(MemoryTransport::new())
+//!     .command::<ThumbnailRequested, _>(Thumbnails(Arc::clone(&done)))
+//!     .build()?;
+//! host.bus().send(&ThumbnailRequested { image_id: "42".into() }).await?;
+//! host.run(async move { done.notified().await }).await?; // then shuts down gracefully
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! Transports live in other crates (`bus-redis`); this crate knows nothing of Redis.
 //!
 //! | Module | What it holds |
@@ -11,7 +51,7 @@
 //! | [`Scheduled`] | a delayed command read back ([`Bus::scheduled`], [`Bus::cancel`], [`Bus::reschedule`]) |
 //! | [`ProcessingSettings`], [`Backoff`], [`DEFAULT_SINGLETON_TTL`] | per-processor consumption settings |
 //! | [`Middleware`], [`Next`] | the pipeline around handlers |
-//! | [`SendOptions`], [`Sent`], [`SendMiddleware`] | one send with options, what it stored, the layers on every send |
+//! | [`SendOptions`], [`Sent`], [`SendMiddleware`], [`Prepared`], [`TRACE_ID_HEADER`], [`new_trace_id`] | one send with options, what it stored, the layers on every send, a message encoded for a later send ([`Bus::prepare`]), the trace id carried across fleets |
 //! | [`Host`], [`HostBuilder`], [`RunningHost`], [`Bus`] | registration, running, sending |
 //! | [`Envelope`], [`Format`] | the wire format and serializers |
 //! | [`Transport`] | what a host and a bus are given (`bus-redis`, [`MemoryTransport`], ...) |
@@ -27,12 +67,13 @@
 //! Features: `derive` (default) re-exports the derives; `opentelemetry` carries W3C trace
 //! context between OpenTelemetry spans and message headers; `metrics` records host and
 //! client metrics through the `metrics` facade, and `prometheus` adds
-//! [`metrics::serve_prometheus`](crate::metrics) (docs/operations.md, "Host metrics").
+//! `metrics::serve_prometheus` (docs/operations.md, "Host metrics").
 
+#![warn(missing_docs)]
+mod address;
 mod bus;
-#[cfg(feature = "conformance")]
-pub mod conformance;
 mod context;
+mod deadline;
 mod dedup;
 mod depth;
 mod envelope;
@@ -82,19 +123,17 @@ pub use message::{Command, Event, Message, MessageDescriptor, MessageKind, Subsc
 pub use middleware::{Middleware, Next};
 pub use names::QueueNames;
 pub use once::ONCE_KEEP;
+pub use operator::Capability;
 pub use processor::{CommandProcessor, Disposition, EventProcessor, ProcessError};
 pub use recurring::{Missed, Recurring, SCHEDULE_HEADER, TICK_HEADER};
 pub use request::{ReplyInbox, CORRELATION_ID_HEADER, REPLY_KEEP, REPLY_TO_HEADER, REPLY_TYPE};
-/// The saga store conformance suite (feature `conformance`), for store implementations'
-/// tests.
-#[cfg(feature = "conformance")]
-pub use saga::conformance as saga_conformance;
 pub use saga::{
     ContinueSaga, MemorySagaStore, Saga, SagaData, SagaStore, Stamp, StartSaga, SAGA_TIMEOUT_HEADER,
 };
 pub use schedule::Scheduled;
 pub use send::{
-    OutgoingMessage, SendMiddleware, SendOptions, Sent, DEFAULT_DEDUP_WINDOW, TRACE_ID_HEADER,
+    new_trace_id, OutgoingMessage, Prepared, SendMiddleware, SendOptions, Sent,
+    DEFAULT_DEDUP_WINDOW, TRACE_ID_HEADER,
 };
 pub use settings::{Backoff, ProcessingSettings, DEFAULT_SINGLETON_TTL};
 pub use shared::IntoShared;

@@ -17,8 +17,9 @@ use crate::fast_hash::{FastMap, FastSet};
 use crate::flow::Flow;
 use crate::records::{DeadLetter, ErrorRecord, QueueStats};
 use crate::transport::{
-    Consumer, ConsumerExtras, ConsumerOptions, Delivery, ErrorHistory, FleetBreaker, Held, Hold,
-    Outgoing, Receipt, Received, Want, ERROR_HISTORY,
+    Consumer, ConsumerExtras, ConsumerOptions, Deduplicated, Delivery, ErrorHistory, FleetBreaker,
+    Held, Hold, Leases, Outgoing, Placement, Receipt, Received, Replies, Scheduling, StepMarks,
+    Ticks, TransportExtras, Want, ERROR_HISTORY,
 };
 use crate::transport::{DeadLetterReason, Deduplication, Source};
 use crate::{MessageId, Result, Transport};
@@ -289,7 +290,7 @@ impl MemoryTransport {
         )
     }
 
-    /// How many reply inboxes hold replies that nobody took ([`Bus::request`]
+    /// How many reply inboxes hold replies that nobody took ([`Bus::request`](crate::Bus::request)
     /// (crate::Bus::request)): zero once every requesting bus is dropped.
     pub fn reply_inboxes(&self) -> usize {
         self.inboxes.held()
@@ -335,6 +336,94 @@ impl MemoryTransport {
 
 #[async_trait]
 impl Transport for MemoryTransport {
+    async fn send(
+        &self,
+        queue: &str,
+        placement: Placement<'_>,
+        messages: Vec<Outgoing>,
+    ) -> Result<()> {
+        if let Some(key) = placement.key {
+            crate::transport::refuse_empty_key(queue, key)?;
+        }
+        let mut state = self.state();
+        let q = state.queue(&Source::queue(queue)?);
+        match (placement.key, placement.due.map(to_instant)) {
+            (Some(key), Some(due)) => q.send_keyed_at(key, messages, due),
+            (Some(key), None) => q.send_keyed(key, messages),
+            (None, Some(due)) => {
+                for entry in entries(messages) {
+                    q.delay(entry, due);
+                }
+            }
+            (None, None) => q.ready.extend(entries(messages)),
+        }
+        // Waiters take the messages, or recompute how long to sleep.
+        q.notify.notify_waiters();
+        Ok(())
+    }
+
+    async fn publish(
+        &self,
+        topic: &str,
+        due: Option<SystemTime>,
+        messages: Vec<Outgoing>,
+    ) -> Result<usize> {
+        let due = due.map(to_instant);
+        let mut state = self.state();
+        let names: Vec<String> = state
+            .subscriptions
+            .get(topic)
+            .map(|s| s.iter().cloned().collect())
+            .unwrap_or_default();
+        for name in &names {
+            let q = state.queue(&Source::subscription(topic, name.as_str())?);
+            match due {
+                Some(due) => {
+                    for entry in entries(messages.clone()) {
+                        q.delay(entry, due);
+                    }
+                }
+                None => q.ready.extend(entries(messages.clone())),
+            }
+            q.notify.notify_waiters();
+        }
+        Ok(names.len())
+    }
+
+    async fn consumer(
+        &self,
+        source: &Source,
+        options: ConsumerOptions,
+    ) -> Result<Box<dyn Consumer>> {
+        let mut state = self.state();
+        if let Source::Subscription { topic, name } = source {
+            state
+                .subscriptions
+                .entry(topic.clone())
+                .or_default()
+                .insert(name.clone());
+        }
+        state.queue(source);
+        Ok(Box::new(MemoryConsumer {
+            transport: self.clone(),
+            source: source.clone(),
+            options,
+        }))
+    }
+
+    fn extras(&self) -> TransportExtras<'_> {
+        TransportExtras::default()
+            .dedup(self)
+            .scheduling(self)
+            .ticks(self)
+            .replies(self)
+            .marks(self)
+            .leases(self)
+            .flow(self)
+    }
+}
+
+impl Leases for MemoryTransport {
     fn singleton_lease(
         &self,
         queue: &str,
@@ -343,67 +432,21 @@ impl Transport for MemoryTransport {
     ) -> Result<Arc<dyn crate::transport::SingletonLease>> {
         Ok(self.leases.lease(queue, holder, ttl))
     }
-    async fn send(&self, queue: &str, messages: Vec<Outgoing>) -> Result<()> {
-        let mut state = self.state();
-        let q = state.queue(&Source::queue(queue)?);
-        q.ready.extend(entries(messages));
-        q.notify.notify_waiters();
-        Ok(())
-    }
+}
 
-    async fn send_keyed(&self, queue: &str, key: &str, messages: Vec<Outgoing>) -> Result<()> {
-        crate::transport::refuse_empty_key(queue, key)?;
-        let mut state = self.state();
-        let q = state.queue(&Source::queue(queue)?);
-        q.send_keyed(key, messages);
-        q.notify.notify_waiters();
-        Ok(())
-    }
-
-    async fn send_at(&self, queue: &str, messages: Vec<Outgoing>, due: SystemTime) -> Result<()> {
-        let due = to_instant(due);
-        let mut state = self.state();
-        let q = state.queue(&Source::queue(queue)?);
-        for entry in entries(messages) {
-            q.delay(entry, due);
-        }
-        // Waiters recompute how long to sleep.
-        q.notify.notify_waiters();
-        Ok(())
-    }
-
-    async fn send_keyed_at(
-        &self,
-        queue: &str,
-        key: &str,
-        messages: Vec<Outgoing>,
-        due: SystemTime,
-    ) -> Result<()> {
-        crate::transport::refuse_empty_key(queue, key)?;
-        let due = to_instant(due);
-        let mut state = self.state();
-        let q = state.queue(&Source::queue(queue)?);
-        q.send_keyed_at(key, messages, due);
-        q.notify.notify_waiters();
-        Ok(())
-    }
-
+#[async_trait]
+impl Deduplicated for MemoryTransport {
     async fn send_deduplicated(
         &self,
         queue: &str,
         message: Outgoing,
         dedup: Deduplication<'_>,
     ) -> Result<Option<MessageId>> {
-        if let Some(key) = dedup.partition {
-            crate::transport::refuse_empty_key(queue, key)?;
-        }
-        let mut state = self.state();
-        let q = state.queue(&Source::queue(queue)?);
-        let first = q.store_once(message, &dedup, Instant::now());
-        if first.is_none() {
-            q.notify.notify_waiters();
-        }
-        Ok(first)
+        Ok(self
+            .send_deduplicated_batch(queue, vec![(message, dedup)])
+            .await?
+            .pop()
+            .flatten())
     }
 
     async fn send_deduplicated_batch(
@@ -426,7 +469,10 @@ impl Transport for MemoryTransport {
         }
         Ok(firsts)
     }
+}
 
+#[async_trait]
+impl Ticks for MemoryTransport {
     async fn send_tick(
         &self,
         queue: &str,
@@ -456,29 +502,14 @@ impl Transport for MemoryTransport {
             .copied())
     }
 
-    async fn publish_at(
-        &self,
-        topic: &str,
-        messages: Vec<Outgoing>,
-        due: SystemTime,
-    ) -> Result<usize> {
-        let due = to_instant(due);
-        let mut state = self.state();
-        let names: Vec<String> = state
-            .subscriptions
-            .get(topic)
-            .map(|s| s.iter().cloned().collect())
-            .unwrap_or_default();
-        for name in &names {
-            let q = state.queue(&Source::subscription(topic, name.as_str())?);
-            for entry in entries(messages.clone()) {
-                q.delay(entry, due);
-            }
-            q.notify.notify_waiters();
-        }
-        Ok(names.len())
+    async fn record_schedule(&self, _: &crate::transport::ScheduleRecord) -> Result<()> {
+        // Nobody lists this transport's schedules but the host that runs them.
+        Ok(())
     }
+}
 
+#[async_trait]
+impl Scheduling for MemoryTransport {
     async fn scheduled(&self, queue: &str, id: &MessageId) -> Result<Option<(SystemTime, Bytes)>> {
         let mut state = self.state();
         let q = state.queue(&Source::queue(queue)?);
@@ -507,43 +538,10 @@ impl Transport for MemoryTransport {
         q.notify.notify_waiters();
         Ok(true)
     }
+}
 
-    async fn publish(&self, topic: &str, messages: Vec<Outgoing>) -> Result<usize> {
-        let mut state = self.state();
-        let names: Vec<String> = state
-            .subscriptions
-            .get(topic)
-            .map(|s| s.iter().cloned().collect())
-            .unwrap_or_default();
-        for name in &names {
-            let q = state.queue(&Source::subscription(topic, name.as_str())?);
-            q.ready.extend(entries(messages.clone()));
-            q.notify.notify_waiters();
-        }
-        Ok(names.len())
-    }
-
-    async fn consumer(
-        &self,
-        source: &Source,
-        options: ConsumerOptions,
-    ) -> Result<Box<dyn Consumer>> {
-        let mut state = self.state();
-        if let Source::Subscription { topic, name } = source {
-            state
-                .subscriptions
-                .entry(topic.clone())
-                .or_default()
-                .insert(name.clone());
-        }
-        state.queue(source);
-        Ok(Box::new(MemoryConsumer {
-            transport: self.clone(),
-            source: source.clone(),
-            options,
-        }))
-    }
-
+#[async_trait]
+impl Replies for MemoryTransport {
     async fn reply_inbox(&self, name: &str) -> Result<Box<dyn crate::ReplyInbox>> {
         Ok(self.inboxes.open(name))
     }
@@ -552,7 +550,10 @@ impl Transport for MemoryTransport {
         self.inboxes.push(inbox, element, keep);
         Ok(())
     }
+}
 
+#[async_trait]
+impl StepMarks for MemoryTransport {
     async fn step_mark(
         &self,
         source: &Source,

@@ -38,9 +38,14 @@ impl Context {
         E: Into<ProcessError>,
     {
         crate::transport::validate_name("step", name).map_err(ProcessError::dead_letter)?;
-        let transport = self.bus.transport();
+        let marks = self
+            .bus
+            .transport()
+            .extras()
+            .marks
+            .ok_or_else(|| crate::transport::unsupported(crate::Capability::StepMarks))?;
         let (source, id) = (&*self.source, &self.message_id);
-        if let Some(done) = transport.step_mark(source, id, name).await? {
+        if let Some(done) = marks.step_mark(source, id, name).await? {
             tracing::debug!(
                 step = name,
                 "step already done in an earlier delivery: skipped"
@@ -52,7 +57,7 @@ impl Context {
             message_type: format!("the result of step `{name}`"),
             source: e.into(),
         })?;
-        match transport
+        match marks
             .mark_step(source, id, name, Bytes::from(encoded), ONCE_KEEP)
             .await?
         {

@@ -23,7 +23,8 @@ use serde::Serialize;
 use crate::records::{DeadLetter, MessageSummary, QueueStats};
 use crate::{Error, Result};
 
-/// One thing an operator may ask of a kind of queue.
+/// One thing an operator may ask of a kind of queue, or a host or a bus of a transport:
+/// what [`Error::Unsupported`] names when it is lacking.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
@@ -44,12 +45,29 @@ pub enum Capability {
     DeleteDeadLetter,
     /// [`Operator::purge`].
     Purge,
-    /// [`Operator::pause`] (flow control, issue 17).
+    /// [`Operator::pause`] (flow control).
     Pause,
-    /// [`Operator::resume`] (flow control, issue 17).
+    /// [`Operator::resume`] (flow control).
     Resume,
-    /// [`Operator::close_breaker`] (flow control, issue 17).
+    /// [`Operator::close_breaker`] (flow control).
     CloseBreaker,
+    /// A transport's deduplicated sends ([`crate::transport::Deduplicated`]).
+    Deduplication,
+    /// A transport's delayed messages read back, cancelled or rescheduled
+    /// ([`crate::transport::Scheduling`]).
+    Scheduling,
+    /// A transport's recurring ticks ([`crate::transport::Ticks`]).
+    RecurringTicks,
+    /// A transport's request/reply ([`crate::transport::Replies`]).
+    RequestReply,
+    /// A transport's step marks ([`crate::transport::StepMarks`]).
+    StepMarks,
+    /// A transport's singleton leases ([`crate::transport::Leases`]).
+    SingletonLeases,
+    /// A transport's flow control ([`crate::flow::FlowControl`]).
+    FlowControl,
+    /// A consumer's fleet-wide circuit breaker ([`crate::transport::FleetBreaker`]).
+    FleetBreaker,
 }
 
 impl Capability {
@@ -67,6 +85,14 @@ impl Capability {
             Capability::Pause => "be paused",
             Capability::Resume => "be resumed",
             Capability::CloseBreaker => "have a circuit breaker closed",
+            Capability::Deduplication => "deduplicate sends",
+            Capability::Scheduling => "read, cancel or reschedule delayed messages",
+            Capability::RecurringTicks => "record the ticks of recurring messages",
+            Capability::RequestReply => "carry requests and replies",
+            Capability::StepMarks => "mark steps as done (Context::once)",
+            Capability::SingletonLeases => "lease singleton processors",
+            Capability::FlowControl => "take flow control",
+            Capability::FleetBreaker => "hold a fleet-wide circuit breaker",
         }
     }
 }
@@ -205,13 +231,13 @@ pub trait Operator: Send + Sync + fmt::Debug {
     /// Deletes the waiting (ready, delayed and keyed) messages of `queue`.
     async fn purge(&self, queue: &str) -> Result<Purged>;
 
-    /// Stops consumers from taking messages of `queue` (flow control, issue 17).
+    /// Stops consumers from taking messages of `queue` (flow control).
     async fn pause(&self, queue: &str) -> Result<()> {
         let _ = queue;
         Err(unsupported(self.kind(), Capability::Pause))
     }
 
-    /// Lets consumers take messages of `queue` again (flow control, issue 17).
+    /// Lets consumers take messages of `queue` again (flow control).
     async fn resume(&self, queue: &str) -> Result<()> {
         let _ = queue;
         Err(unsupported(self.kind(), Capability::Resume))

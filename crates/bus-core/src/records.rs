@@ -3,11 +3,13 @@
 //! an envelope decoded for reading. Defined once here, so each reader shows the same
 //! thing whichever transport wrote it.
 
+use std::fmt;
+
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use crate::transport::{DeadLetterReason, Source};
+use crate::address::Source;
 use crate::{Envelope, Format, Headers};
 
 /// How many error records a message keeps (the most recent ones).
@@ -265,6 +267,57 @@ fn msgpack_body(envelope: &Envelope) -> Box<RawValue> {
 fn describe(text: &str) -> Box<RawValue> {
     // A string always serializes.
     serde_json::value::to_raw_value(text).unwrap_or_default()
+}
+
+/// Why a message was dead-lettered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum DeadLetterReason {
+    /// Its delivery count reached the limit.
+    DeliveryLimit,
+    /// Its handler said "do not retry".
+    Rejected,
+    /// The element or its body could not be decoded.
+    Undecodable,
+    /// No processor of this queue knows its type.
+    UnknownType,
+    /// Its deadline ([`EXPIRES_AT_HEADER`](crate::EXPIRES_AT_HEADER)) passed before a
+    /// handler started it.
+    Expired,
+}
+
+impl DeadLetterReason {
+    /// The reason as stored and shown: `delivery_limit`, `rejected`, `undecodable`,
+    /// `unknown_type`, `expired`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeadLetterReason::DeliveryLimit => "delivery_limit",
+            DeadLetterReason::Rejected => "rejected",
+            DeadLetterReason::Undecodable => "undecodable",
+            DeadLetterReason::UnknownType => "unknown_type",
+            DeadLetterReason::Expired => "expired",
+        }
+    }
+
+    /// Reads a reason as stored ([`DeadLetterReason::as_str`]); `None` for any other text.
+    pub fn parse(text: &str) -> Option<Self> {
+        [
+            DeadLetterReason::DeliveryLimit,
+            DeadLetterReason::Rejected,
+            DeadLetterReason::Undecodable,
+            DeadLetterReason::UnknownType,
+            DeadLetterReason::Expired,
+        ]
+        .into_iter()
+        .find(|reason| reason.as_str() == text)
+    }
+}
+
+impl fmt::Display for DeadLetterReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 #[cfg(test)]

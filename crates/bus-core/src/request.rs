@@ -1,8 +1,8 @@
 //! Request/reply (docs/concepts.md, "Request and reply"): [`Bus::request`] sends a
 //! command that says where to answer, and waits on this bus's reply inbox;
-//! [`Context::reply`] answers. A transport gives the inbox ([`Transport::reply_inbox`])
-//! and the push ([`Transport::reply`]); the routing of replies to requests is here, the
-//! same for every transport.
+//! [`Context::reply`] answers. A transport gives the inbox and the push
+//! ([`Replies`](crate::transport::Replies)); the routing of replies to requests is here,
+//! the same for every transport.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -122,7 +122,7 @@ impl Requests {
     async fn waiting(&self, transport: &Arc<dyn Transport>) -> Result<&Arc<Waiting>> {
         self.waiting
             .get_or_try_init(|| async {
-                let inbox = transport
+                let inbox = replies(&**transport)?
                     .reply_inbox(&ulid::Ulid::new().to_string())
                     .await?;
                 let waiting = Arc::new(Waiting {
@@ -224,10 +224,17 @@ impl Context {
             }
         }
         let element = Bytes::from(envelope.encode()?);
-        self.bus
-            .transport()
+        replies(&**self.bus.transport())?
             .reply(inbox, element, REPLY_KEEP)
             .await?;
         Ok(true)
     }
+}
+
+/// The transport's request/reply, or the refusal of one without it.
+fn replies(transport: &dyn crate::Transport) -> Result<&dyn crate::transport::Replies> {
+    transport
+        .extras()
+        .replies
+        .ok_or_else(|| crate::transport::unsupported(crate::Capability::RequestReply))
 }

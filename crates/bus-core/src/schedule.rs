@@ -26,7 +26,7 @@ impl Bus {
     /// if there never was one).
     pub async fn scheduled<C: Command>(&self, id: &MessageId) -> Result<Option<Scheduled<C>>> {
         let queue = self.destination_name::<C>()?;
-        let Some((due, element)) = self.transport().scheduled(queue, id).await? else {
+        let Some((due, element)) = self.scheduling()?.scheduled(queue, id).await? else {
             return Ok(None);
         };
         let envelope = self.decode_element(queue, &element)?;
@@ -43,14 +43,22 @@ impl Bus {
     /// ready, or was cancelled already): then it is delivered as usual.
     pub async fn cancel<C: Command>(&self, id: &MessageId) -> Result<bool> {
         let queue = self.destination_name::<C>()?;
-        self.transport().cancel(queue, id).await
+        self.scheduling()?.cancel(queue, id).await
     }
 
     /// Moves the due time of the delayed command `id` to `due` (earlier or later); `false`
     /// when it was not waiting any more.
     pub async fn reschedule<C: Command>(&self, id: &MessageId, due: SystemTime) -> Result<bool> {
         let queue = self.destination_name::<C>()?;
-        self.transport().reschedule(queue, id, due).await
+        self.scheduling()?.reschedule(queue, id, due).await
+    }
+
+    /// The transport's delayed messages by id, or the refusal of one without them.
+    fn scheduling(&self) -> Result<&dyn crate::transport::Scheduling> {
+        self.transport()
+            .extras()
+            .scheduling
+            .ok_or_else(|| crate::transport::unsupported(crate::Capability::Scheduling))
     }
 
     /// A stored element of `queue`, read with the wire format its messages are sent in.

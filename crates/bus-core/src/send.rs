@@ -25,6 +25,53 @@ use crate::{Headers, MessageId, Result};
 /// envelope.
 pub const TRACE_ID_HEADER: &str = "bq-trace-id";
 
+/// A trace id for a message sent without one ([`TRACE_ID_HEADER`]), in the form
+/// BabelQueue's SDKs mint: a UUID. When `headers` carry a valid W3C `traceparent`
+/// (version `00`), it is that trace's 128-bit id written as a UUID, as the SDK's
+/// OpenTelemetry producer stamps it (its consumer maps a UUID `trace_id` back to the same
+/// trace id, and hashes any other string); otherwise a random (version 4) UUID.
+///
+/// ```
+/// # use bus_core::{new_trace_id, Headers};
+/// let mut headers = Headers::new();
+/// headers.insert(
+///     "traceparent".into(),
+///     "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".into(),
+/// );
+/// assert_eq!(new_trace_id(&headers), "4bf92f35-77b3-4da6-a3ce-929d0e0e4736");
+/// assert_eq!(new_trace_id(&Headers::new()).len(), 36);
+/// ```
+pub fn new_trace_id(headers: &Headers) -> String {
+    let id = headers
+        .get("traceparent")
+        .and_then(|t| w3c_trace_id(t))
+        .unwrap_or_else(|| uuid::Uuid::new_v4().into_bytes());
+    uuid::Uuid::from_bytes(id).hyphenated().to_string()
+}
+
+/// The trace id of a version-00 `traceparent`: lowercase hex fields of 2, 32, 16 and 2
+/// digits, the trace id not all zeros.
+fn w3c_trace_id(traceparent: &str) -> Option<[u8; 16]> {
+    let fields: Vec<&str> = traceparent.split('-').collect();
+    let lower_hex = |f: &str| {
+        f.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    };
+    let [version, trace, span, flags] = fields[..] else {
+        return None;
+    };
+    let shape = [(version, 2), (trace, 32), (span, 16), (flags, 2)];
+    if version != "00"
+        || shape
+            .iter()
+            .any(|(f, len)| f.len() != *len || !lower_hex(f))
+    {
+        return None;
+    }
+    let id = u128::from_str_radix(trace, 16).ok().filter(|id| *id != 0)?;
+    Some(id.to_be_bytes())
+}
+
 /// The options of one send or publish. The short methods (`send`, `send_keyed`,
 /// `send_delayed`, ...) are this with one option set.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -129,6 +176,18 @@ pub struct Sent {
     pub copies: Option<usize>,
 }
 
+/// A message encoded for its destination but not stored ([`Bus::prepare`](crate::Bus::prepare)).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Prepared {
+    /// Where it goes: the queue or topic under its run-time name.
+    pub destination: Destination<'static>,
+    /// Its id and the encoded element, as a transport stores it.
+    pub message: crate::transport::Outgoing,
+    /// Its trace id ([`TRACE_ID_HEADER`]), when it has one.
+    pub trace_id: Option<String>,
+}
+
 /// One message about to be sent or published, as a [`SendMiddleware`] sees it.
 #[derive(Debug)]
 #[non_exhaustive]
@@ -172,5 +231,42 @@ pub trait SendMiddleware: Send + Sync + 'static {
 impl fmt::Debug for dyn SendMiddleware {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("SendMiddleware")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_traceparent(value: &str) -> Headers {
+        [("traceparent".to_owned(), value.to_owned())].into()
+    }
+
+    #[test]
+    fn a_trace_id_is_the_traceparents_trace_as_a_uuid() {
+        let headers = with_traceparent("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01");
+        assert_eq!(
+            new_trace_id(&headers),
+            "0af76519-16cd-43dd-8448-eb211c80319c"
+        );
+    }
+
+    #[test]
+    fn without_a_valid_traceparent_it_is_a_random_v4_uuid() {
+        for bad in [
+            "",
+            "01-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+            "00-00000000000000000000000000000000-b7ad6b7169203331-01",
+            "00-0AF7651916CD43DD8448EB211C80319C-b7ad6b7169203331-01",
+            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331",
+            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-x",
+            "00-+af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+        ] {
+            let id = new_trace_id(&with_traceparent(bad));
+            let parsed = uuid::Uuid::parse_str(&id).expect("a UUID");
+            assert_eq!(parsed.get_version_num(), 4, "{bad:?} gave {id}");
+            assert_eq!(id, parsed.hyphenated().to_string(), "not canonical");
+        }
+        assert_ne!(new_trace_id(&Headers::new()), new_trace_id(&Headers::new()));
     }
 }

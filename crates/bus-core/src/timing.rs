@@ -1,10 +1,10 @@
-//! Per-type timing (issue 21): how many messages of each type a host handled and failed
+//! Per-type timing: how many messages of each type a host handled and failed
 //! per minute, and how long its handlers took (a histogram of fixed buckets), reported
 //! through the transport's [`TimingReporter`] so that operators see the slowest and
 //! busiest types (the dashboard's Timing page, `bus metrics`).
 //!
 //! bus-core knows no storage: a transport offers a reporter
-//! ([`Transport::timing_reporter`](crate::Transport::timing_reporter), none by default)
+//! ([`TransportExtras::timing_reporter`](crate::transport::TransportExtras::timing_reporter), none by default)
 //! and the host flushes what it aggregated every
 //! [`HostBuilder::timing_interval`](crate::HostBuilder::timing_interval) (10 s). Per
 //! message the host does only atomic additions on counters made at start-up, one set per

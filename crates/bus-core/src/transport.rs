@@ -10,57 +10,16 @@ use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
+pub use crate::address::Source;
 pub use crate::depth::{too_deep, MAX_NESTING};
 pub use crate::envelope::{now_ms, ENVELOPE_VERSION};
 pub use crate::message::{validate_name, MAX_NAME_LEN};
 use crate::records::ErrorRecord;
-pub use crate::records::ERROR_HISTORY;
+pub use crate::records::{DeadLetterReason, ERROR_HISTORY};
 pub use crate::singleton::SingletonLease;
 use crate::{Envelope, MessageId, Result};
-
-/// Where a consumer reads: a command queue, or one subscription of a topic.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Source {
-    /// A command queue.
-    Queue(String),
-    /// One named subscription of a topic.
-    Subscription {
-        /// The event's topic.
-        topic: String,
-        /// The subscription's name.
-        name: String,
-    },
-}
-
-impl Source {
-    /// A command queue, with its name checked.
-    pub fn queue(name: impl Into<String>) -> Result<Self> {
-        let name = name.into();
-        validate_name("queue", &name)?;
-        Ok(Source::Queue(name))
-    }
-    /// A topic's subscription, with both names checked.
-    pub fn subscription(topic: impl Into<String>, name: impl Into<String>) -> Result<Self> {
-        let (topic, name) = (topic.into(), name.into());
-        validate_name("topic", &topic)?;
-        validate_name("subscription", &name)?;
-        Ok(Source::Subscription { topic, name })
-    }
-}
-
-impl fmt::Display for Source {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Source::Queue(q) => write!(f, "queue {q}"),
-            Source::Subscription { topic, name } => {
-                write!(f, "subscription {name} of topic {topic}")
-            }
-        }
-    }
-}
 
 /// An encoded envelope ready to be stored.
 #[derive(Debug, Clone)]
@@ -148,55 +107,20 @@ pub struct Delivery {
     pub decoded: Option<Box<Envelope>>,
 }
 
-/// Why a message was dead-lettered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+/// What a source does with a message of a type that no processor of it handles, when the
+/// host has no `on_unknown_type` hook ([`UnknownTypes`]). The host settles the message so,
+/// and reports and counts that outcome (a retry as a retry).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
-pub enum DeadLetterReason {
-    /// Its delivery count reached the limit.
-    DeliveryLimit,
-    /// Its handler said "do not retry".
-    Rejected,
-    /// The element or its body could not be decoded.
-    Undecodable,
-    /// No processor of this queue knows its type.
-    UnknownType,
-    /// Its deadline ([`EXPIRES_AT_HEADER`](crate::EXPIRES_AT_HEADER)) passed before a
-    /// handler started it.
-    Expired,
-}
-
-impl DeadLetterReason {
-    /// The reason as stored and shown: `delivery_limit`, `rejected`, `undecodable`,
-    /// `unknown_type`, `expired`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DeadLetterReason::DeliveryLimit => "delivery_limit",
-            DeadLetterReason::Rejected => "rejected",
-            DeadLetterReason::Undecodable => "undecodable",
-            DeadLetterReason::UnknownType => "unknown_type",
-            DeadLetterReason::Expired => "expired",
-        }
-    }
-
-    /// Reads a reason as stored ([`DeadLetterReason::as_str`]); `None` for any other text.
-    pub fn parse(text: &str) -> Option<Self> {
-        [
-            DeadLetterReason::DeliveryLimit,
-            DeadLetterReason::Rejected,
-            DeadLetterReason::Undecodable,
-            DeadLetterReason::UnknownType,
-            DeadLetterReason::Expired,
-        ]
-        .into_iter()
-        .find(|reason| reason.as_str() == text)
-    }
-}
-
-impl fmt::Display for DeadLetterReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
+pub enum OnUnknownType {
+    /// Dead-letter it with reason `unknown_type` (the default).
+    #[default]
+    DeadLetter,
+    /// Retry it after the delay, a failed delivery: a consumer that knows the type may
+    /// take it meanwhile (a rolling deploy).
+    Retry(Duration),
+    /// Acknowledge it unhandled (it is dropped), with a warning in the log.
+    Acknowledge,
 }
 
 /// What a consumer is asked to honour.
@@ -273,7 +197,7 @@ impl WireFormat for NativeFormat {
 pub struct Capabilities {
     /// Topics and subscriptions: [`Transport::publish`] and subscription consumers.
     pub topics: bool,
-    /// [`Transport::send_at`]: `None` when there are no delayed sends, else the step of
+    /// [`Transport::send`] with a due time ([`Placement::due`]): `None` when there are no delayed sends, else the step of
     /// due times (a due time is rounded to it: `Duration::ZERO` is exact).
     pub delayed_sends: Option<Duration>,
     /// [`Consumer::retry`]'s delay: `None` when it is not honoured (the message is ready
@@ -331,7 +255,7 @@ pub enum Destination<'a> {
 }
 
 /// A send with a deduplication key, as a transport is asked to store it
-/// ([`Transport::send_deduplicated`]).
+/// ([`Deduplicated::send_deduplicated`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Deduplication<'a> {
@@ -348,9 +272,9 @@ pub struct Deduplication<'a> {
 }
 
 impl<'a> Deduplication<'a> {
-    /// `key` held for `window`, the message ready at once, no partition key: what a
-    /// caller outside this crate builds (the struct is non-exhaustive) to store an already
-    /// encoded message once (bus-workflows' relay of callbacks and resumed runs).
+    /// Deduplication by `key` for `window`, ready now, with no partition key: for
+    /// callers outside this crate that hand encoded messages to
+    /// [`Deduplicated::send_deduplicated`] (an outbox relay).
     pub fn new(key: &'a str, window: Duration) -> Self {
         Deduplication {
             key,
@@ -359,108 +283,74 @@ impl<'a> Deduplication<'a> {
             partition: None,
         }
     }
+    /// Ready at `due` (`None`: at once).
+    pub fn due(mut self, due: Option<SystemTime>) -> Self {
+        self.due = due;
+        self
+    }
+    /// With the partition key `partition` (`None`: none).
+    pub fn partition(mut self, partition: Option<&'a str>) -> Self {
+        self.partition = partition;
+        self
+    }
 }
 
-fn no_scheduling(queue: &str) -> crate::Error {
-    crate::Error::Config(format!(
-        "{queue}: this transport cannot read, cancel or reschedule delayed messages"
-    ))
+/// Where and when a send's messages go: ready now or at a due time, with a key or none.
+/// With a key, a transport that spreads a queue over partitions puts every message of the
+/// key on the same one (so they keep their order), and a queue ordered per key
+/// ([`crate::flow::PerKey`]) runs them in their key's order; elsewhere the key changes
+/// nothing. A due time makes the messages ready then (delayed sends:
+/// [`Capabilities::delayed_sends`]); a keyed one joins its key's order at that time.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Placement<'a> {
+    /// The partition and ordering key, if any.
+    pub key: Option<&'a str>,
+    /// When the messages become ready (`None`: at once).
+    pub due: Option<SystemTime>,
+}
+
+impl<'a> Placement<'a> {
+    /// Ready at once, with no key.
+    pub fn now() -> Self {
+        Placement::default()
+    }
+
+    /// With the key `key` (`None`: none).
+    pub fn key(mut self, key: Option<&'a str>) -> Self {
+        self.key = key;
+        self
+    }
+
+    /// Ready at `due` (`None`: at once).
+    pub fn due(mut self, due: Option<SystemTime>) -> Self {
+        self.due = due;
+        self
+    }
 }
 
 /// The producer side of a transport, and a factory of consumers.
+///
+/// The core of the contract; what only some transports can do is reached through
+/// [`Transport::extras`], `None` when absent, so that a transport wrapping another forwards
+/// these methods and cannot miss one.
 #[async_trait]
 pub trait Transport: Send + Sync + fmt::Debug + 'static {
-    /// Appends messages to a queue's ready list, all or none.
-    async fn send(&self, queue: &str, messages: Vec<Outgoing>) -> Result<()>;
-    /// Like [`Transport::send`], with a partition key: a transport that spreads a queue
-    /// over several partitions puts every message with the same key on the same one (so
-    /// they keep their order). Without partitions the key changes nothing: the default.
-    async fn send_keyed(&self, queue: &str, key: &str, messages: Vec<Outgoing>) -> Result<()> {
-        let _ = key;
-        self.send(queue, messages).await
-    }
-    /// Stores messages to become ready at `due`, all or none.
-    async fn send_at(&self, queue: &str, messages: Vec<Outgoing>, due: SystemTime) -> Result<()>;
-    /// Like [`Transport::send_at`], with a partition key: at `due` the messages join
-    /// their key's order on a queue ordered per key, as a [`Transport::send_keyed`] then
-    /// would. Without partitions nor ordering the key changes nothing: the default.
-    async fn send_keyed_at(
+    /// Stores messages for `queue`, all or none, placed as `placement` says.
+    async fn send(
         &self,
         queue: &str,
-        key: &str,
+        placement: Placement<'_>,
         messages: Vec<Outgoing>,
-        due: SystemTime,
-    ) -> Result<()> {
-        let _ = key;
-        self.send_at(queue, messages, due).await
-    }
-    /// Stores `message` (ready now, or at `dedup.due`) unless a message with the
-    /// deduplication key `dedup.key` was stored in `queue` within its window: then
-    /// stores nothing and returns that first message's id. The check, the key and the
-    /// store are one atomic step. The default refuses: a transport without it.
-    async fn send_deduplicated(
-        &self,
-        queue: &str,
-        message: Outgoing,
-        dedup: Deduplication<'_>,
-    ) -> Result<Option<MessageId>> {
-        let _ = (message, dedup);
-        Err(crate::Error::Config(format!(
-            "sending to {queue} with a deduplication key: this transport has no deduplicated sends"
-        )))
-    }
-    /// Many [`Transport::send_deduplicated`] calls in one: for each message, in order, its
-    /// answer (`Some`: the first message's id, nothing stored). Each message is atomic with
-    /// its key, and a key taken by an earlier message of the batch holds for the later
-    /// ones; the batch as a whole is not (the Redis transport makes one call per
-    /// partition). The default sends them one by one.
-    async fn send_deduplicated_batch(
-        &self,
-        queue: &str,
-        messages: Vec<(Outgoing, Deduplication<'_>)>,
-    ) -> Result<Vec<Option<MessageId>>> {
-        let mut firsts = Vec::with_capacity(messages.len());
-        for (message, dedup) in messages {
-            firsts.push(self.send_deduplicated(queue, message, dedup).await?);
-        }
-        Ok(firsts)
-    }
-    /// Like [`Transport::publish`], each subscription's copy becoming ready at `due`, all
-    /// or none. The default refuses: a transport without delayed publishes.
-    async fn publish_at(
+    ) -> Result<()>;
+    /// Writes a copy of each message to every subscription of `topic`, all or none, ready
+    /// now or at `due`. Returns the number of subscriptions reached.
+    async fn publish(
         &self,
         topic: &str,
+        due: Option<SystemTime>,
         messages: Vec<Outgoing>,
-        due: SystemTime,
-    ) -> Result<usize> {
-        let _ = (messages, due);
-        Err(crate::Error::Config(format!(
-            "publishing to {topic} with a due time: this transport has no delayed publishes"
-        )))
-    }
-    /// The delayed message `id` of `queue` (a delayed send's message id, or the storage
-    /// id a retry waits under): its due time and stored element, or `None` when no
-    /// message waits under that id (it became ready, or never was). The default refuses:
-    /// a transport without it.
-    async fn scheduled(&self, queue: &str, id: &MessageId) -> Result<Option<(SystemTime, Bytes)>> {
-        let _ = id;
-        Err(no_scheduling(queue))
-    }
-    /// Removes the delayed message `id` of `queue` before it becomes ready, in one step;
-    /// `false` when no message waits under that id (too late: it became ready).
-    async fn cancel(&self, queue: &str, id: &MessageId) -> Result<bool> {
-        let _ = id;
-        Err(no_scheduling(queue))
-    }
-    /// Moves the due time of the delayed message `id` of `queue` to `due`, in one step;
-    /// `false` when no message waits under that id.
-    async fn reschedule(&self, queue: &str, id: &MessageId, due: SystemTime) -> Result<bool> {
-        let _ = (id, due);
-        Err(no_scheduling(queue))
-    }
-    /// Writes a copy of each message to every subscription of `topic`, all or none.
-    /// Returns the number of subscriptions reached.
-    async fn publish(&self, topic: &str, messages: Vec<Outgoing>) -> Result<usize>;
+    ) -> Result<usize>;
     /// Opens a consumer; for a subscription this registers it, so that it receives
     /// events published from now on.
     async fn consumer(
@@ -481,86 +371,194 @@ pub trait Transport: Send + Sync + fmt::Debug + 'static {
         let _ = destination;
         None
     }
-    /// What this transport can do: everything ([`Capabilities::ALL`]) by default.
+    /// How faithfully it keeps the core's promises: everything ([`Capabilities::ALL`])
+    /// by default.
     fn capabilities(&self) -> Capabilities {
         Capabilities::ALL
     }
-    /// The lease of a singleton processor's `queue`, held under the token `holder` for
-    /// `ttl` per acquisition or renewal ([`SingletonLease`]). Asked when the host is
-    /// built, so it must do no I/O. The default refuses: a transport without leases,
-    /// on which a singleton processor cannot be registered.
-    fn singleton_lease(
+    /// What this transport can do beyond the core.
+    fn extras(&self) -> TransportExtras<'_>;
+}
+
+/// What a transport can do beyond the core contract, each `None` when it cannot. A caller
+/// that needs one it lacks fails with [`crate::Error::Unsupported`] naming the
+/// [`Capability`](crate::Capability).
+#[derive(Clone, Default)]
+#[non_exhaustive]
+pub struct TransportExtras<'a> {
+    /// Deduplicated sends.
+    pub dedup: Option<&'a dyn Deduplicated>,
+    /// Delayed messages read back, cancelled, rescheduled.
+    pub scheduling: Option<&'a dyn Scheduling>,
+    /// The ticks of recurring schedules.
+    pub ticks: Option<&'a dyn Ticks>,
+    /// Request/reply inboxes.
+    pub replies: Option<&'a dyn Replies>,
+    /// Step marks ([`Context::once`](crate::Context::once)).
+    pub marks: Option<&'a dyn StepMarks>,
+    /// Singleton processors' leases.
+    pub leases: Option<&'a dyn Leases>,
+    /// Flow control of its queues ([`crate::flow`]).
+    pub flow: Option<&'a dyn crate::flow::FlowControl>,
+    /// Where hosts send their heartbeats ([`crate::heartbeat`]).
+    pub host_reporter: Option<Arc<dyn crate::heartbeat::HostReporter>>,
+    /// Where hosts send their per-type timing ([`crate::timing`]).
+    pub timing_reporter: Option<Arc<dyn crate::timing::TimingReporter>>,
+}
+
+impl fmt::Debug for TransportExtras<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TransportExtras")
+            .field("dedup", &self.dedup.is_some())
+            .field("scheduling", &self.scheduling.is_some())
+            .field("ticks", &self.ticks.is_some())
+            .field("replies", &self.replies.is_some())
+            .field("marks", &self.marks.is_some())
+            .field("leases", &self.leases.is_some())
+            .field("flow", &self.flow.is_some())
+            .field("host_reporter", &self.host_reporter.is_some())
+            .field("timing_reporter", &self.timing_reporter.is_some())
+            .finish()
+    }
+}
+
+impl<'a> TransportExtras<'a> {
+    /// With deduplicated sends.
+    pub fn dedup(mut self, dedup: &'a dyn Deduplicated) -> Self {
+        self.dedup = Some(dedup);
+        self
+    }
+    /// With delayed messages read back, cancelled, rescheduled.
+    pub fn scheduling(mut self, scheduling: &'a dyn Scheduling) -> Self {
+        self.scheduling = Some(scheduling);
+        self
+    }
+    /// With recurring ticks.
+    pub fn ticks(mut self, ticks: &'a dyn Ticks) -> Self {
+        self.ticks = Some(ticks);
+        self
+    }
+    /// With request/reply.
+    pub fn replies(mut self, replies: &'a dyn Replies) -> Self {
+        self.replies = Some(replies);
+        self
+    }
+    /// With step marks.
+    pub fn marks(mut self, marks: &'a dyn StepMarks) -> Self {
+        self.marks = Some(marks);
+        self
+    }
+    /// With singleton leases.
+    pub fn leases(mut self, leases: &'a dyn Leases) -> Self {
+        self.leases = Some(leases);
+        self
+    }
+    /// With flow control.
+    pub fn flow(mut self, flow: &'a dyn crate::flow::FlowControl) -> Self {
+        self.flow = Some(flow);
+        self
+    }
+    /// With host heartbeats.
+    pub fn host_reporter(mut self, reporter: Arc<dyn crate::heartbeat::HostReporter>) -> Self {
+        self.host_reporter = Some(reporter);
+        self
+    }
+    /// With per-type timing.
+    pub fn timing_reporter(mut self, reporter: Arc<dyn crate::timing::TimingReporter>) -> Self {
+        self.timing_reporter = Some(reporter);
+        self
+    }
+}
+
+/// The refusal of a transport that lacks `capability`.
+pub fn unsupported(capability: crate::Capability) -> crate::Error {
+    crate::operator::unsupported("this transport's", capability)
+}
+
+/// Deduplicated sends: a message stored unless one with the same key was stored within
+/// the window, the check, the key and the store one atomic step.
+#[async_trait]
+pub trait Deduplicated: Send + Sync + fmt::Debug {
+    /// Stores `message` (ready now, or at `dedup.due`) unless a message with the
+    /// deduplication key `dedup.key` was stored in `queue` within its window: then
+    /// stores nothing and returns that first message's id.
+    async fn send_deduplicated(
         &self,
         queue: &str,
-        holder: &str,
-        ttl: Duration,
-    ) -> Result<Arc<dyn SingletonLease>> {
-        let _ = (holder, ttl);
-        Err(crate::Error::Config(format!(
-            "{queue}: a singleton processor needs a transport with leases; this one has none"
-        )))
+        message: Outgoing,
+        dedup: Deduplication<'_>,
+    ) -> Result<Option<MessageId>>;
+    /// Many [`Deduplicated::send_deduplicated`] calls in one: for each message, in order,
+    /// its answer. Each message is atomic with its key, and a key taken by an earlier
+    /// message of the batch holds for the later ones; the batch as a whole is not. The
+    /// default sends them one by one.
+    async fn send_deduplicated_batch(
+        &self,
+        queue: &str,
+        messages: Vec<(Outgoing, Deduplication<'_>)>,
+    ) -> Result<Vec<Option<MessageId>>> {
+        let mut firsts = Vec::with_capacity(messages.len());
+        for (message, dedup) in messages {
+            firsts.push(self.send_deduplicated(queue, message, dedup).await?);
+        }
+        Ok(firsts)
     }
+}
 
-    /// Where hosts on this transport send their heartbeats
-    /// ([`heartbeat`](crate::heartbeat)); `None` (the default): no heartbeats.
-    fn host_reporter(&self) -> Option<Arc<dyn crate::heartbeat::HostReporter>> {
-        None
-    }
+/// Delayed messages read back, cancelled and rescheduled by id.
+#[async_trait]
+pub trait Scheduling: Send + Sync + fmt::Debug {
+    /// The delayed message `id` of `queue` (a delayed send's message id, or the storage
+    /// id a retry waits under): its due time and stored element, or `None` when no
+    /// message waits under that id (it became ready, or never was).
+    async fn scheduled(&self, queue: &str, id: &MessageId) -> Result<Option<(SystemTime, Bytes)>>;
+    /// Removes the delayed message `id` of `queue` before it becomes ready, in one step;
+    /// `false` when no message waits under that id (too late: it became ready).
+    async fn cancel(&self, queue: &str, id: &MessageId) -> Result<bool>;
+    /// Moves the due time of the delayed message `id` of `queue` to `due`, in one step;
+    /// `false` when no message waits under that id.
+    async fn reschedule(&self, queue: &str, id: &MessageId, due: SystemTime) -> Result<bool>;
+}
 
+/// The ticks of recurring schedules, stored once per tick across hosts.
+#[async_trait]
+pub trait Ticks: Send + Sync + fmt::Debug {
     /// Stores `message` (ready now) for `tick` of a recurring schedule sending to
     /// `queue`, only if this tick is newer than the last one stored for the schedule
     /// (and, for a catch-up, only if one was stored before): then records it as the
     /// last. The check, the record and the store are one atomic step, so hosts racing
     /// with the same tick store it once (docs/concepts.md, "Recurring messages").
-    /// `true` when stored. The default refuses: a transport without schedules.
-    async fn send_tick(&self, queue: &str, tick: Tick<'_>, message: Outgoing) -> Result<bool> {
-        let _ = (tick, message);
-        Err(crate::Error::Config(format!(
-            "{queue}: recurring messages need a transport that records ticks; this one does not"
-        )))
-    }
+    /// `true` when stored.
+    async fn send_tick(&self, queue: &str, tick: Tick<'_>, message: Outgoing) -> Result<bool>;
     /// The last tick stored for `schedule` on `queue` (ms since the Unix epoch), `None`
-    /// before the first. The default refuses: a transport without schedules.
-    async fn last_tick(&self, queue: &str, schedule: &str) -> Result<Option<u64>> {
-        let _ = schedule;
-        Err(crate::Error::Config(format!(
-            "{queue}: this transport records no ticks of recurring messages"
-        )))
-    }
+    /// before the first.
+    async fn last_tick(&self, queue: &str, schedule: &str) -> Result<Option<u64>>;
     /// Records a host's recurring schedule for operators' listings (`bus schedules`);
-    /// asked when the host starts. The default records nothing.
-    async fn record_schedule(&self, schedule: &ScheduleRecord) -> Result<()> {
-        let _ = schedule;
-        Ok(())
-    }
-    /// Opens the reply inbox `name` ([`Bus::request`](crate::Bus::request); a fresh, valid
-    /// name), with what it needs to wait on its own. The default refuses: a transport
-    /// without request/reply.
-    async fn reply_inbox(&self, name: &str) -> Result<Box<dyn crate::ReplyInbox>> {
-        let _ = name;
-        Err(no_requests())
-    }
+    /// asked when the host starts.
+    async fn record_schedule(&self, schedule: &ScheduleRecord) -> Result<()>;
+}
+
+/// Request/reply ([`Bus::request`](crate::Bus::request)).
+#[async_trait]
+pub trait Replies: Send + Sync + fmt::Debug {
+    /// Opens the reply inbox `name` (a fresh, valid name), with what it needs to wait on
+    /// its own.
+    async fn reply_inbox(&self, name: &str) -> Result<Box<dyn crate::ReplyInbox>>;
     /// Pushes the encoded reply `element` onto the inbox named `inbox`, which then expires
-    /// `keep` after this push unless read; one atomic step. The default refuses.
-    async fn reply(&self, inbox: &str, element: Bytes, keep: Duration) -> Result<()> {
-        let _ = (inbox, element, keep);
-        Err(no_requests())
-    }
-    /// The mark of step `step` of message `id` from `source` ([`Context::once`]
-    /// (crate::Context::once)): the result the step stored, or `None` when no delivery
-    /// completed it. The default refuses: a transport without step marks.
-    async fn step_mark(
-        &self,
-        source: &Source,
-        id: &MessageId,
-        step: &str,
-    ) -> Result<Option<Bytes>> {
-        let _ = (id, step);
-        Err(no_step_marks(source))
-    }
+    /// `keep` after this push unless read; one atomic step.
+    async fn reply(&self, inbox: &str, element: Bytes, keep: Duration) -> Result<()>;
+}
+
+/// Step marks ([`Context::once`](crate::Context::once)).
+#[async_trait]
+pub trait StepMarks: Send + Sync + fmt::Debug {
+    /// The mark of step `step` of message `id` from `source`: the result the step stored,
+    /// or `None` when no delivery completed it.
+    async fn step_mark(&self, source: &Source, id: &MessageId, step: &str)
+        -> Result<Option<Bytes>>;
     /// Marks step `step` of message `id` from `source` as done with `result`, kept for
     /// `keep`, unless it is marked already: then changes nothing and returns the stored
-    /// result. One atomic step, stored before it returns. The default refuses.
+    /// result. One atomic step, stored before it returns.
     async fn mark_step(
         &self,
         source: &Source,
@@ -568,25 +566,20 @@ pub trait Transport: Send + Sync + fmt::Debug + 'static {
         step: &str,
         result: Bytes,
         keep: Duration,
-    ) -> Result<Option<Bytes>> {
-        let _ = (id, step, result, keep);
-        Err(no_step_marks(source))
-    }
-    /// Where hosts on this transport send their per-type timing
-    /// ([`timing`](crate::timing)); `None` (the default): none is kept.
-    fn timing_reporter(&self) -> Option<Arc<dyn crate::timing::TimingReporter>> {
-        None
-    }
+    ) -> Result<Option<Bytes>>;
 }
 
-fn no_requests() -> crate::Error {
-    crate::Error::Config("this transport has no request/reply".into())
-}
-
-fn no_step_marks(source: &Source) -> crate::Error {
-    crate::Error::Config(format!(
-        "{source}: this transport cannot mark steps as done (Context::once)"
-    ))
+/// Singleton processors' leases.
+pub trait Leases: Send + Sync + fmt::Debug {
+    /// The lease of a singleton processor's `queue`, held under the token `holder` for
+    /// `ttl` per acquisition or renewal ([`SingletonLease`]). Asked when the host is
+    /// built, so it must do no I/O.
+    fn singleton_lease(
+        &self,
+        queue: &str,
+        holder: &str,
+        ttl: Duration,
+    ) -> Result<Arc<dyn SingletonLease>>;
 }
 
 pub use crate::recurring::{ScheduleRecord, Tick};
@@ -750,6 +743,8 @@ pub struct ConsumerExtras<'a> {
     pub fleet_breaker: Option<&'a dyn FleetBreaker>,
     /// The error history of a held message.
     pub error_history: Option<&'a dyn ErrorHistory>,
+    /// The source's policy for unknown types (none: they are dead-lettered).
+    pub unknown_types: Option<&'a dyn UnknownTypes>,
 }
 
 impl<'a> ConsumerExtras<'a> {
@@ -764,6 +759,29 @@ impl<'a> ConsumerExtras<'a> {
         self.error_history = Some(history);
         self
     }
+
+    /// With a policy for unknown types.
+    pub fn unknown_types(mut self, policy: &'a dyn UnknownTypes) -> Self {
+        self.unknown_types = Some(policy);
+        self
+    }
+
+    /// What to do with the `delivery_count`-th delivery of a message of an unknown type:
+    /// the source's policy, else a dead letter.
+    pub fn on_unknown_type(&self, delivery_count: u32) -> OnUnknownType {
+        self.unknown_types.map_or(OnUnknownType::DeadLetter, |u| {
+            u.on_unknown_type(delivery_count)
+        })
+    }
+}
+
+/// A source's policy for messages of a type that no processor of it handles (asked only
+/// when the host has no `on_unknown_type` hook), so that the host's error hook and metrics
+/// report what was done: a transport whose fleet has another policy than a dead letter
+/// (BabelQueue's unknown-URN strategies) says so here.
+pub trait UnknownTypes: Send + Sync + fmt::Debug {
+    /// What to do with the `delivery_count`-th delivery of such a message.
+    fn on_unknown_type(&self, delivery_count: u32) -> OnUnknownType;
 }
 
 /// A source's fleet-wide circuit breaker, stored in the transport so that every consumer

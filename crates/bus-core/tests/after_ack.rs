@@ -3,6 +3,7 @@
 //! reach the transport (the message is then delivered again). On the in-memory
 //! transport, with a consumer whose acks can be made to fail.
 
+use bus_core::transport::{Placement, TransportExtras};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -33,19 +34,21 @@ struct Flaky {
 
 #[async_trait]
 impl Transport for Flaky {
-    async fn send(&self, queue: &str, messages: Vec<Outgoing>) -> bus_core::Result<()> {
-        self.inner.send(queue, messages).await
-    }
-    async fn send_at(
+    async fn send(
         &self,
         queue: &str,
+        placement: Placement<'_>,
         messages: Vec<Outgoing>,
-        due: std::time::SystemTime,
     ) -> bus_core::Result<()> {
-        self.inner.send_at(queue, messages, due).await
+        self.inner.send(queue, placement, messages).await
     }
-    async fn publish(&self, topic: &str, messages: Vec<Outgoing>) -> bus_core::Result<usize> {
-        self.inner.publish(topic, messages).await
+    async fn publish(
+        &self,
+        topic: &str,
+        due: Option<std::time::SystemTime>,
+        messages: Vec<Outgoing>,
+    ) -> bus_core::Result<usize> {
+        self.inner.publish(topic, due, messages).await
     }
     async fn consumer(
         &self,
@@ -56,6 +59,9 @@ impl Transport for Flaky {
             inner: self.inner.consumer(source, options).await?,
             fail_acks: Arc::clone(&self.fail_acks),
         }))
+    }
+    fn extras(&self) -> TransportExtras<'_> {
+        self.inner.extras()
     }
 }
 

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use bus_core::conformance::{self, Probe, SeenDeadLetter};
+use bus_conformance::{self as conformance, Probe, SeenDeadLetter};
 use bus_core::transport::Source;
 use bus_core::MemoryTransport;
 
@@ -188,6 +188,32 @@ async fn an_operator_closes_a_fleet_breaker_by_hand() {
 async fn a_fleet_breaker_stops_every_host_until_one_probe_closes_it() {
     let transport = MemoryTransport::new();
     conformance::a_fleet_breaker_stops_every_host_until_one_probe_closes_it(
+        Arc::new(transport.clone()),
+        &transport,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_singleton_with_a_fleet_breaker_trips_and_closes() {
+    let transport = MemoryTransport::new();
+    conformance::a_singleton_with_a_fleet_breaker_trips_and_closes(
+        Arc::new(transport.clone()),
+        &transport,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_singleton_starts_nothing() {
+    let transport = MemoryTransport::new();
+    conformance::a_paused_singleton_starts_nothing(Arc::new(transport.clone()), &transport).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ordered_queue_behind_a_fleet_breaker_keeps_each_keys_order() {
+    let transport = MemoryTransport::new();
+    conformance::an_ordered_queue_behind_a_fleet_breaker_keeps_each_keys_order(
         Arc::new(transport.clone()),
         &transport,
     )

@@ -3,6 +3,7 @@
 //! that envelope and decodes nothing again. The transport here is the in-memory one with
 //! a counting codec, whose consumer decodes each delivery itself.
 
+use bus_core::transport::{Placement, TransportExtras};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
@@ -94,14 +95,21 @@ impl Consumer for ReadingConsumer {
 
 #[async_trait]
 impl Transport for Reading {
-    async fn send(&self, queue: &str, messages: Vec<Outgoing>) -> Result<()> {
-        self.inner.send(queue, messages).await
+    async fn send(
+        &self,
+        queue: &str,
+        placement: Placement<'_>,
+        messages: Vec<Outgoing>,
+    ) -> Result<()> {
+        self.inner.send(queue, placement, messages).await
     }
-    async fn send_at(&self, queue: &str, messages: Vec<Outgoing>, due: SystemTime) -> Result<()> {
-        self.inner.send_at(queue, messages, due).await
-    }
-    async fn publish(&self, topic: &str, messages: Vec<Outgoing>) -> Result<usize> {
-        self.inner.publish(topic, messages).await
+    async fn publish(
+        &self,
+        topic: &str,
+        due: Option<SystemTime>,
+        messages: Vec<Outgoing>,
+    ) -> Result<usize> {
+        self.inner.publish(topic, due, messages).await
     }
     async fn consumer(
         &self,
@@ -113,6 +121,9 @@ impl Transport for Reading {
     }
     fn wire_format(&self, _: &Source) -> Option<Arc<dyn WireFormat>> {
         Some(Arc::clone(&self.format) as _)
+    }
+    fn extras(&self) -> TransportExtras<'_> {
+        self.inner.extras()
     }
 }
 
@@ -163,6 +174,7 @@ async fn the_host_runs_what_the_transport_decoded_and_decodes_nothing_again() {
     transport
         .send(
             "orders",
+            Placement::now(),
             vec![Outgoing {
                 id: bus_core::MessageId::generate(),
                 payload: Bytes::from_static(b"not an envelope"),

@@ -1,7 +1,8 @@
 //! Host behaviour on the in-memory transport that the transport conformance suite
-//! (`bus_core::conformance`, run by `conformance_memory.rs` here and by bus-redis) does not
+//! (`bus_conformance`, run by `conformance_memory.rs` here and by bus-redis) does not
 //! cover: foreign and malformed input, and a handler watching its token.
 
+use bus_core::transport::Placement;
 use bus_test_redis::eventually;
 use std::time::{Duration, Instant};
 
@@ -58,7 +59,7 @@ async fn rejected_undecodable_and_unknown_messages_are_dead_lettered_with_reason
             id: bus_core::MessageId::from(id.to_owned()),
             payload: payload.into(),
         };
-        bus_core::Transport::send(&transport, "work", vec![message])
+        bus_core::Transport::send(&transport, "work", Placement::now(), vec![message])
     };
     store("garbage-1", b"definitely not an envelope".to_vec())
         .await
@@ -261,4 +262,60 @@ async fn a_circuit_breaker_stops_reserving_then_probes_one_message_and_closes_on
     assert!(logs.matching("circuit breaker opened")[0].contains("queue work"));
     stop.cancel();
     handle.await.unwrap().unwrap();
+}
+
+struct Counts(std::sync::Arc<std::sync::atomic::AtomicU32>);
+
+#[async_trait]
+impl CommandProcessor<Work> for Counts {
+    async fn process(&self, _: Work, _: &Context) -> Result<(), ProcessError> {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+/// `bus-expires-at` is `0|[1-9][0-9]*` (docs/wire-format.md, "Expiry"): a value a reader
+/// of only that grammar refuses is dead-lettered `undecodable` here too, never run, so a
+/// mixed fleet treats one message one way whoever reserves it.
+#[tokio::test]
+async fn a_deadline_outside_its_grammar_is_undecodable_and_never_runs() {
+    let transport = MemoryTransport::new();
+    let queue = Source::queue("work").unwrap();
+    let runs = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let host = Host::builder()
+        .transport(transport.clone())
+        .command::<Work, _>(Counts(runs.clone()))
+        .build()
+        .unwrap();
+    let (bus, stop, handle) = start(host);
+    let far = "99999999999999";
+    let malformed = [
+        format!(" {far}"),
+        format!("{far} "),
+        format!("+{far}"),
+        format!("0{far}"),
+        String::new(),
+        "18446744073709551616".to_owned(),
+    ];
+    for value in malformed.iter().map(String::as_str).chain([far]) {
+        let options = bus_core::SendOptions::new().header(bus_core::EXPIRES_AT_HEADER, value);
+        bus.send_with(&Work { n: 1 }, &options).await.unwrap();
+    }
+    let done = eventually(Duration::from_secs(10), || {
+        transport.stats(&queue).dead_letters == malformed.len() as u64
+            && runs.load(std::sync::atomic::Ordering::SeqCst) == 1
+    })
+    .await;
+    stop.cancel();
+    handle.await.unwrap().unwrap();
+    assert!(done, "{:?}", transport.stats(&queue));
+    for dead in transport.dead_letters(&queue) {
+        assert_eq!(dead.known_reason(), Some(DeadLetterReason::Undecodable));
+        assert!(
+            dead.errors[0].message.contains("bus-expires-at"),
+            "{}",
+            dead.errors[0].message
+        );
+    }
+    assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 1);
 }

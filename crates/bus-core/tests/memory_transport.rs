@@ -2,6 +2,7 @@
 //! message of its own, as in Redis (an `RPUSH` per send), even while the first is held.
 
 use bus_core::transport::ConsumerExt;
+use bus_core::transport::Placement;
 use bus_core::transport::{ConsumerOptions, Outgoing, Source};
 use bus_core::{MemoryTransport, MessageId, Transport};
 use bytes::Bytes;
@@ -22,10 +23,16 @@ async fn a_repeated_id_is_delivered_twice_with_receipts_of_its_own() {
     let options = ConsumerOptions::new(Duration::from_secs(30), 5);
     let consumer = transport.consumer(&queue, options).await.unwrap();
     let stop = CancellationToken::new();
-    transport.send("q", vec![element("same", 1)]).await.unwrap();
+    transport
+        .send("q", Placement::now(), vec![element("same", 1)])
+        .await
+        .unwrap();
     let first = consumer.take(10, &stop).await.unwrap();
     // Sent again while the first copy is held.
-    transport.send("q", vec![element("same", 2)]).await.unwrap();
+    transport
+        .send("q", Placement::now(), vec![element("same", 2)])
+        .await
+        .unwrap();
     let second = consumer.take(10, &stop).await.unwrap();
     assert_eq!((first.len(), second.len()), (1, 1));
     assert_eq!(&first[0].payload[..], b"{1}");

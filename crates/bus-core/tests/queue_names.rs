@@ -1,4 +1,4 @@
-//! Queue names at run time (issue 19, point 3): a message type mapped to another queue
+//! Queue names at run time: a message type mapped to another queue
 //! or topic at start-up, per type or by a naming convention, the same on send and on
 //! consume, with errors naming the real queue.
 

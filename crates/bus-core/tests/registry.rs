@@ -1,4 +1,4 @@
-//! Processors that register themselves (issue 19, point 2): `#[processor]` and
+//! Processors that register themselves: `#[processor]` and
 //! `HostBuilder::register_processors`, its errors at `build()` (two processors of one
 //! command; an event processor on a transport without topics) and how it mixes with
 //! explicit registration. Finding processors of another crate is in
@@ -8,7 +8,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
-use bus_core::transport::{Capabilities, Consumer, ConsumerOptions, Outgoing, Source};
+use bus_core::transport::{
+    Capabilities, Consumer, ConsumerOptions, Outgoing, Placement, Source, TransportExtras,
+};
 use bus_core::{
     processor, CommandProcessor, Context, EventProcessor, EventSubscription, Host, MemoryTransport,
     ProcessError, ProcessingSettings, ProcessorEntry, RedisCommand, RedisEvent, Transport,
@@ -257,19 +259,21 @@ struct NoTopics(MemoryTransport);
 
 #[async_trait]
 impl Transport for NoTopics {
-    async fn send(&self, queue: &str, messages: Vec<Outgoing>) -> bus_core::Result<()> {
-        self.0.send(queue, messages).await
-    }
-    async fn send_at(
+    async fn send(
         &self,
         queue: &str,
+        placement: Placement<'_>,
         messages: Vec<Outgoing>,
-        due: SystemTime,
     ) -> bus_core::Result<()> {
-        self.0.send_at(queue, messages, due).await
+        self.0.send(queue, placement, messages).await
     }
-    async fn publish(&self, topic: &str, messages: Vec<Outgoing>) -> bus_core::Result<usize> {
-        self.0.publish(topic, messages).await
+    async fn publish(
+        &self,
+        topic: &str,
+        due: Option<SystemTime>,
+        messages: Vec<Outgoing>,
+    ) -> bus_core::Result<usize> {
+        self.0.publish(topic, due, messages).await
     }
     async fn consumer(
         &self,
@@ -280,6 +284,9 @@ impl Transport for NoTopics {
     }
     fn capabilities(&self) -> Capabilities {
         Capabilities::ALL.topics(false)
+    }
+    fn extras(&self) -> TransportExtras<'_> {
+        self.0.extras()
     }
 }
 

@@ -1,4 +1,4 @@
-//! Several message types on one queue, routed by type (SPEC §10, issue 11), with the
+//! Several message types on one queue, routed by type (SPEC §10), with the
 //! unknown-type hook and the error observer, on the in-memory transport.
 
 use std::sync::atomic::{AtomicU32, Ordering};

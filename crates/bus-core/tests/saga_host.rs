@@ -602,10 +602,10 @@ fn sagas_without_a_store_or_with_a_bad_partition_key_are_refused() {
     assert!(error.to_string().contains("two processors"), "{error}");
 }
 
-/// Saga timeouts (issue 18 point 6) on the in-memory transport and store.
+/// Saga timeouts on the in-memory transport and store.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn saga_timeouts_fire_only_for_the_state_that_asked() {
-    bus_core::conformance::saga_timeouts_fire_only_for_the_state_that_asked(
+    bus_conformance::saga_timeouts_fire_only_for_the_state_that_asked(
         Arc::new(MemoryTransport::new()),
         Arc::new(MemorySagaStore::new()),
     )

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bus_core::saga_conformance as conformance;
+use bus_conformance::saga_store as conformance;
 use bus_core::{MemorySagaStore, SagaStore};
 use bytes::Bytes;
 

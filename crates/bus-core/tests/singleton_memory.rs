@@ -3,11 +3,14 @@
 //! died is taken over after its ttl, and a singleton that cannot be honoured is refused
 //! when the host is built.
 
+use bus_core::transport::Leases;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use bus_core::transport::{Consumer, ConsumerOptions, Outgoing, Source};
+use bus_core::transport::{
+    Consumer, ConsumerOptions, Outgoing, Placement, Source, TransportExtras,
+};
 use bus_core::{
     CommandProcessor, Context, EventProcessor, EventSubscription, Host, MemoryTransport,
     ProcessError, ProcessingSettings, RedisCommand, RedisEvent, Transport,
@@ -170,19 +173,21 @@ struct NoLeases(MemoryTransport);
 
 #[async_trait]
 impl Transport for NoLeases {
-    async fn send(&self, queue: &str, messages: Vec<Outgoing>) -> bus_core::Result<()> {
-        self.0.send(queue, messages).await
-    }
-    async fn send_at(
+    async fn send(
         &self,
         queue: &str,
+        placement: Placement<'_>,
         messages: Vec<Outgoing>,
-        due: std::time::SystemTime,
     ) -> bus_core::Result<()> {
-        self.0.send_at(queue, messages, due).await
+        self.0.send(queue, placement, messages).await
     }
-    async fn publish(&self, topic: &str, messages: Vec<Outgoing>) -> bus_core::Result<usize> {
-        self.0.publish(topic, messages).await
+    async fn publish(
+        &self,
+        topic: &str,
+        due: Option<std::time::SystemTime>,
+        messages: Vec<Outgoing>,
+    ) -> bus_core::Result<usize> {
+        self.0.publish(topic, due, messages).await
     }
     async fn consumer(
         &self,
@@ -190,6 +195,11 @@ impl Transport for NoLeases {
         options: ConsumerOptions,
     ) -> bus_core::Result<Box<dyn Consumer>> {
         self.0.consumer(source, options).await
+    }
+    fn extras(&self) -> TransportExtras<'_> {
+        let mut extras = self.0.extras();
+        extras.leases = None;
+        extras
     }
 }
 

@@ -1,9 +1,10 @@
-//! The wire-format seam (issue 8): a transport that stores a foreign envelope on one
+//! The wire-format seam: a transport that stores a foreign envelope on one
 //! queue; the host decodes it with the transport's codec, routes two message types of
 //! that queue to their processors, and keeps the unknown-type rule (dead letter, or the
 //! hook). The foreign transport here is the in-memory one with another envelope.
 
 use bus_core::transport::ConsumerExt;
+use bus_core::transport::{Placement, TransportExtras};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
@@ -87,14 +88,21 @@ struct Foreign {
 
 #[async_trait]
 impl Transport for Foreign {
-    async fn send(&self, queue: &str, messages: Vec<Outgoing>) -> Result<()> {
-        self.inner.send(queue, messages).await
+    async fn send(
+        &self,
+        queue: &str,
+        placement: Placement<'_>,
+        messages: Vec<Outgoing>,
+    ) -> Result<()> {
+        self.inner.send(queue, placement, messages).await
     }
-    async fn send_at(&self, queue: &str, messages: Vec<Outgoing>, due: SystemTime) -> Result<()> {
-        self.inner.send_at(queue, messages, due).await
-    }
-    async fn publish(&self, topic: &str, messages: Vec<Outgoing>) -> Result<usize> {
-        self.inner.publish(topic, messages).await
+    async fn publish(
+        &self,
+        topic: &str,
+        due: Option<SystemTime>,
+        messages: Vec<Outgoing>,
+    ) -> Result<usize> {
+        self.inner.publish(topic, due, messages).await
     }
     async fn consumer(
         &self,
@@ -108,6 +116,9 @@ impl Transport for Foreign {
     }
     fn outgoing_wire_format(&self, destination: Destination<'_>) -> Option<Arc<dyn WireFormat>> {
         (destination == Destination::Queue("orders")).then(|| Arc::new(UrnFormat) as _)
+    }
+    fn extras(&self) -> TransportExtras<'_> {
+        self.inner.extras()
     }
 }
 
@@ -188,6 +199,7 @@ async fn a_foreign_envelope_routes_two_types_of_one_queue_and_dead_letters_the_u
     transport
         .send(
             "orders",
+            Placement::now(),
             vec![foreign_element(
                 "urn:shop:orders:created",
                 "ext-7",
@@ -199,6 +211,7 @@ async fn a_foreign_envelope_routes_two_types_of_one_queue_and_dead_letters_the_u
     transport
         .send(
             "orders",
+            Placement::now(),
             vec![Outgoing {
                 id: MessageId::from("junk".to_owned()),
                 payload: Bytes::from_static(b"{\"v\":1}"),
@@ -270,6 +283,7 @@ async fn the_unknown_type_hook_sees_the_foreign_message_and_it_is_acknowledged()
     transport
         .send(
             "orders",
+            Placement::now(),
             vec![
                 foreign_element("urn:shop:orders:refunded", "ext-1", "{}"),
                 foreign_element("urn:shop:orders:created", "ext-2", r#"{"order":2}"#),

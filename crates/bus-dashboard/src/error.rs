@@ -28,6 +28,26 @@ pub enum Error {
     #[error("Redis did not answer within {0:?}")]
     Timeout(std::time::Duration),
     /// Listening or serving failed.
-    #[error("the HTTP server failed")]
+    #[error("the HTTP server failed: {0}")]
     Io(#[from] std::io::Error),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_server_says_why_once() {
+        let cause = std::io::Error::new(std::io::ErrorKind::AddrInUse, "address in use");
+        let error = Error::from(cause);
+        for (how, text) in [
+            ("{}", error.to_string()),
+            ("ErrorChain", bus_core::ErrorChain(&error).to_string()),
+        ] {
+            assert_eq!(
+                text, "the HTTP server failed: address in use",
+                "{how} hides or repeats the cause"
+            );
+        }
+    }
 }

@@ -398,7 +398,7 @@ async fn a_large_body_is_shown_clipped_and_left_whole_in_redis() {
     assert!(stored.contains(&blob), "{stored:.80}");
 }
 
-/// Issue 21, point 8: with the DEFAULT sample interval (10 s), the overview says how long
+/// With the DEFAULT sample interval (10 s), the overview says how long
 /// the server has sampled (not the plot's minimum width), and a queue's plot has a line
 /// (two points, the last one now) before the second sample is due.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -439,14 +439,14 @@ async fn a_fresh_overview_has_a_line_and_says_how_long_it_sampled() {
     );
 }
 
-/// Issue 21 point 2: the Timing page's data, from reports as hosts write them (two hosts,
+/// The Timing page's data, from reports as hosts write them (two hosts,
 /// two types): each type summed over the window, busiest first, with its durations; one
 /// type's history and histogram; a request without a type refused.
 #[tokio::test]
 async fn the_timing_endpoints_sum_each_type_over_the_window() {
     use bus_core::timing::{TimingReport, TypeTiming};
     let s = setup().await;
-    let reporter = s.transport.timing_reporter().unwrap();
+    let reporter = s.transport.extras().timing_reporter.unwrap();
     let admin = bus_redis::admin::Admin::new(s.transport.clone());
     let now = admin.redis_minute().await.unwrap();
     let timing = |handled: u64, failed: u64, us: u64| {
@@ -559,7 +559,7 @@ async fn the_timing_endpoints_sum_each_type_over_the_window() {
     assert_eq!(missing.status, 400, "{}", missing.body);
 }
 
-/// Issue 21 point 7 (lifecycle): a scheduled message cancelled from the dashboard, with
+/// A scheduled message cancelled from the dashboard, with
 /// the page's CSRF token, audited; a second cancel finds nothing; a read-only dashboard
 /// refuses it.
 #[tokio::test]

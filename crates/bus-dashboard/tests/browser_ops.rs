@@ -1,4 +1,4 @@
-//! The operations pages in a real headless Chromium (issue 21): a fresh dashboard on a
+//! The operations pages in a real headless Chromium: a fresh dashboard on a
 //! Redis started with `--maxmemory-policy allkeys-lru` warns about it and plots at once;
 //! a read-only dashboard refuses a requeue; every change made from the dashboard is in
 //! the audit log. Screenshots go to `target/dashboard-screenshots/`.
@@ -18,7 +18,7 @@ use common::browser::{click, js, screenshot, Driver};
 use common::{csrf_of, eventually, http, setup, start_dashboard, Payment, WAIT};
 use serde_json::json;
 
-/// Issue 21 points 5 and 8, with DEFAULT dashboard options (10 s samples): the overview
+/// With DEFAULT dashboard options (10 s samples): the overview
 /// of a Redis that evicts shows a health warning saying what to change; it says how long
 /// it has sampled, and its plots have lines before the second sample.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -120,7 +120,7 @@ async fn an_evicting_redis_is_warned_about_and_a_fresh_overview_plots_at_once() 
     browser.close().await.unwrap();
 }
 
-/// Issue 21 point 6: a read-only dashboard shows no requeue or delete and its API refuses
+/// A read-only dashboard shows no requeue or delete and its API refuses
 /// them (403, nothing changed); a normal one's requeue, move and delete are each in the
 /// audit log (who, what, how many), shown on the Audit page.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -315,7 +315,7 @@ async fn host_process() {
     std::future::pending::<()>().await;
 }
 
-/// Issue 21 point 1, with DEFAULT settings (a heartbeat every 5 s): the Hosts page lists
+/// With DEFAULT settings (a heartbeat every 5 s): the Hosts page lists
 /// a host in this process and one in another process, with its pid, queues and
 /// concurrency; the other is SIGKILLed and shown lost, this one stays running.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -393,7 +393,7 @@ async fn hosts_are_listed_and_a_killed_one_is_shown_lost() {
     here.shutdown().await.unwrap();
 }
 
-/// Issue 18 point 5: the Hosts page's Schedules section lists a running host's recurring
+/// The Hosts page's Schedules section lists a running host's recurring
 /// schedule with its cron, zone, queue and policy, and its last tick once it ticked.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_running_schedule_is_shown_with_its_last_tick() {
@@ -476,7 +476,7 @@ impl bus_core::CommandProcessor<Shipment> for CarrierDown {
     }
 }
 
-/// Issue 21 point 7 (flow control) and issue 17 point 4: a queue is paused from its page
+/// A queue is paused from its page
 /// (its consumers stop, the badge shows, sends still enqueue), then resumed (the messages
 /// run); both are in the audit log; a read-only dashboard refuses a pause, and an unknown
 /// queue is a 400 that creates nothing. A host's open circuit breaker shows on its
@@ -752,7 +752,7 @@ impl bus_core::CommandProcessor<Refund> for SlowRefunds {
     }
 }
 
-/// Issue 21 points 2 and 7, with DEFAULT settings (timing flushed every 10 s): a host
+/// With DEFAULT settings (timing flushed every 10 s): a host
 /// handles two types and the Timing page lists both with their counts, then one type's
 /// history and histogram; a scheduled message is cancelled from its queue's page (and
 /// audited); a message that expired before it was handled is counted under reason

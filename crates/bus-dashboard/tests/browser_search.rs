@@ -1,4 +1,4 @@
-//! The Search and Edit pages in a real headless Chromium (issue 21 points 3 and 4): a
+//! The Search and Edit pages in a real headless Chromium: a
 //! search that finds one message among 10,000, a bulk requeue of an error's matches after
 //! a dry run, edit-and-retry ending in a message a real host handles, and the audit entry
 //! of each. Screenshots go to `target/dashboard-screenshots/`.

@@ -5,8 +5,8 @@ mod common;
 
 use std::sync::Arc;
 
+use bus_conformance::workflows::{self, Done, Durable, Item, Log};
 use bus_dashboard::DashboardOptions;
-use bus_workflows::conformance::{self, Done, Durable, Item, Log};
 use bus_workflows::{RedisWorkflowStore, Workflows};
 use common::browser::{click, js, screenshot, Driver};
 use common::{eventually, setup, start_dashboard, WAIT};
@@ -61,7 +61,7 @@ async fn batches_their_dead_members_callbacks_and_parked_runs_are_shown() {
 
     // Hosts process it: the batch is done, with one dead member and its complete callback.
     let log = Log::default();
-    let host = conformance::start(Arc::new(s.transport.clone()), &workflows, &log).await;
+    let host = workflows::start(Arc::new(s.transport.clone()), &workflows, &log).await;
     s.bus
         .send(&Durable {
             name: "w".into(),

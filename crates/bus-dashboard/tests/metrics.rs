@@ -177,14 +177,14 @@ async fn a_scrape_fails_with_503_when_redis_is_gone() {
     assert!(failed, "a scrape without Redis did not fail");
 }
 
-/// Issue 21 point 2: `bus metrics` exports each type's last complete minute (all hosts
+/// `bus metrics` exports each type's last complete minute (all hosts
 /// added) from the hosts' per-type timing; the current minute is not exported yet.
 #[tokio::test]
 async fn a_scrape_shows_each_types_last_complete_minute() {
     use bus_core::timing::{TimingReport, TypeTiming};
     let s = setup().await;
     let admin = bus_redis::admin::Admin::new(s.transport.clone());
-    let reporter = s.transport.timing_reporter().unwrap();
+    let reporter = s.transport.extras().timing_reporter.unwrap();
     let mut timing = TypeTiming::default();
     timing.handled = 12;
     timing.failed = 3;

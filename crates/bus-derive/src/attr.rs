@@ -161,23 +161,7 @@ fn parse_key(
         .copied()
         .find(|key| meta.path.is_ident(key))
     else {
-        let written = quote::ToTokens::to_token_stream(&meta.path)
-            .to_string()
-            .replace(' ', "");
-        let hint = match written.as_str() {
-            "queue" => " (`queue` is for #[derive(RedisCommand)])",
-            "topic" => " (`topic` is for #[derive(RedisEvent)])",
-            "event" | "name" => " (subscriptions are declared with #[derive(EventSubscription)])",
-            "format" => " (a format is set on the event type itself)",
-            _ => "",
-        };
-        cx.error_spanned_by(
-            &meta.path,
-            format!(
-                "unknown bus attribute `{written}`; expected one of: {}{hint}",
-                derive.keys().join(", ")
-            ),
-        );
+        unknown_key(cx, derive, &meta);
         return skip_value(meta.input);
     };
     if raw.seen.contains(&key) {
@@ -195,16 +179,7 @@ fn parse_key(
         }
         "urn" => {
             if let Some(lit) = string_value(cx, &meta, key)? {
-                let urn = lit.value();
-                if urn.is_empty()
-                    || urn.len() > MAX_NAME_LEN
-                    || urn.chars().any(char::is_whitespace)
-                {
-                    cx.error_spanned_by(
-                        &lit,
-                        format!("invalid urn {urn:?}: 1-{MAX_NAME_LEN} bytes without spaces, such as \"urn:babel:orders:created\""),
-                    );
-                }
+                check_urn(cx, &lit);
                 raw.urn = Some(lit);
             }
         }
@@ -225,18 +200,7 @@ fn parse_key(
         }
         "crate" => {
             if let Some(lit) = string_value(cx, &meta, key)? {
-                // `parse` gives the path's tokens the literal's span, so a path that does
-                // not resolve is reported at the attribute, not at the derive.
-                match lit.parse::<Path>() {
-                    Ok(path) => raw.krate = Some(path),
-                    Err(_) => cx.error_spanned_by(
-                        &lit,
-                        format!(
-                            "invalid crate path {:?}; expected a path such as \"my_bus::core\"",
-                            lit.value()
-                        ),
-                    ),
-                }
+                raw.krate = crate_path(cx, &lit);
             }
         }
         "event" => {
@@ -254,6 +218,56 @@ fn parse_key(
         _ => unreachable!("every key in Derive::keys is handled"),
     }
     Ok(())
+}
+
+/// Reports a key this derive does not take, with a hint when another derive takes it.
+fn unknown_key(cx: &mut Ctxt, derive: Derive, meta: &ParseNestedMeta<'_>) {
+    let written = quote::ToTokens::to_token_stream(&meta.path)
+        .to_string()
+        .replace(' ', "");
+    let hint = match written.as_str() {
+        "queue" => " (`queue` is for #[derive(RedisCommand)])",
+        "topic" => " (`topic` is for #[derive(RedisEvent)])",
+        "event" | "name" => " (subscriptions are declared with #[derive(EventSubscription)])",
+        "format" => " (a format is set on the event type itself)",
+        _ => "",
+    };
+    cx.error_spanned_by(
+        &meta.path,
+        format!(
+            "unknown bus attribute `{written}`; expected one of: {}{hint}",
+            derive.keys().join(", ")
+        ),
+    );
+}
+
+/// A URN is 1 to `MAX_NAME_LEN` bytes without whitespace.
+fn check_urn(cx: &mut Ctxt, lit: &LitStr) {
+    let urn = lit.value();
+    if urn.is_empty() || urn.len() > MAX_NAME_LEN || urn.chars().any(char::is_whitespace) {
+        cx.error_spanned_by(
+            lit,
+            format!("invalid urn {urn:?}: 1-{MAX_NAME_LEN} bytes without spaces, such as \"urn:babel:orders:created\""),
+        );
+    }
+}
+
+/// The `crate` attribute's path. `parse` gives the path's tokens the literal's span, so
+/// a path that does not resolve is reported at the attribute, not at the derive.
+fn crate_path(cx: &mut Ctxt, lit: &LitStr) -> Option<Path> {
+    match lit.parse::<Path>() {
+        Ok(path) => Some(path),
+        Err(_) => {
+            cx.error_spanned_by(
+                lit,
+                format!(
+                    "invalid crate path {:?}; expected a path such as \"my_bus::core\"",
+                    lit.value()
+                ),
+            );
+            None
+        }
+    }
 }
 
 /// Reads `= "..."`. A value of another kind is recorded as an error at the value and

@@ -1,5 +1,20 @@
 //! Derive macros for bus message contracts.
 //!
+//! Used through bus-core (its default `derive` feature re-exports them):
+//!
+//! ```
+//! use bus_core::{Message, RedisCommand};
+//! use serde::{Deserialize, Serialize};
+//!
+//! #[derive(Serialize, Deserialize, RedisCommand)]
+//! #[bus(queue = "thumbnail-requested")]
+//! struct ThumbnailRequested {
+//!     image_id: String,
+//! }
+//!
+//! assert_eq!(ThumbnailRequested::NAME, "thumbnail-requested");
+//! ```
+//!
 //! Use them through `bus_core` (its `derive` feature, on by default), which re-exports
 //! them beside the traits they implement:
 //!
@@ -23,6 +38,7 @@
 //! letters, digits, `.`, `_` and `-`, since they become parts of Redis keys. Every mistake
 //! in a `#[bus(...)]` attribute is a compile error at the offending token.
 
+#![warn(missing_docs)]
 mod attr;
 mod ctxt;
 mod expand;

@@ -25,7 +25,7 @@ pub enum Error {
         reason: &'static str,
     },
     /// A message body to send is not JSON.
-    #[error("the message body is not valid JSON")]
+    #[error("the message body is not valid JSON: {0}")]
     InvalidBody(#[source] serde_json::Error),
     /// A subscription to remove still holds messages; nothing was changed.
     #[error(
@@ -76,6 +76,21 @@ pub enum Error {
         /// Its kind.
         kind: &'static str,
     },
+    /// A change only the bus's own layout has (a cancel, a send, a search's action, an
+    /// edit), asked of another kind's queue; nothing was changed. What a kind declares it
+    /// lacks is [`bus_core::Error::Unsupported`] instead (as [`Error::Bus`]).
+    #[error("`{action}` works on the bus's own queues; {address} is a {kind} queue")]
+    NativeOnly {
+        /// The action, as the tools name it.
+        action: &'static str,
+        /// The queue's address.
+        address: String,
+        /// Its kind.
+        kind: &'static str,
+    },
+    /// BabelQueue's own operation failed (a redrive): Redis, or an invalid queue name.
+    #[error(transparent)]
+    Babel(#[from] bus_babelqueue::Error),
     /// A requeue from a queue of one kind to a queue of another: the wire formats
     /// differ, so it is refused and nothing moves.
     #[error("cannot requeue from {from} to {to}: they are queues of different kinds")]

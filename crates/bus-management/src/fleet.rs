@@ -73,7 +73,8 @@ impl std::fmt::Display for Address {
 ///
 /// Every operation goes to the kind's [`Operator`]; the records it returns name the
 /// queue by its address (`babel:orders`). A capability a kind lacks is
-/// [`bus_core::Error::Unsupported`] (as [`Error::Bus`]).
+/// [`bus_core::Error::Unsupported`] (as [`Error::Bus`]). Reads are methods; every change
+/// is an [`Action`](crate::Action) given to [`Fleet::apply`], which audits it.
 ///
 /// ```no_run
 /// use std::sync::Arc;
@@ -226,7 +227,7 @@ impl Fleet {
 
     /// Requeues dead letters to their own queue, or to another queue of the same kind
     /// (across kinds is [`Error::AcrossKinds`]: the wire formats differ).
-    pub async fn requeue(
+    pub(crate) async fn requeue(
         &self,
         address: &str,
         selection: &Selection,
@@ -257,13 +258,13 @@ impl Fleet {
     }
 
     /// Deletes one dead letter; whether it was one.
-    pub async fn delete_dead_letter(&self, address: &str, id: &str) -> Result<bool> {
+    pub(crate) async fn delete_dead_letter(&self, address: &str, id: &str) -> Result<bool> {
         let (operator, at) = self.resolve(address)?;
         Ok(operator.delete_dead_letter(at.name(), id).await?)
     }
 
     /// Deletes the waiting (ready and delayed) messages of a queue.
-    pub async fn purge(&self, address: &str) -> Result<Purged> {
+    pub(crate) async fn purge(&self, address: &str) -> Result<Purged> {
         let (operator, at) = self.resolve(address)?;
         Ok(operator.purge(at.name()).await?)
     }
@@ -271,19 +272,19 @@ impl Fleet {
     /// Pauses a queue: no consumer takes its messages until [`Fleet::resume`]; sends
     /// still enqueue and running handlers finish (flow control; a kind that has none
     /// refuses with [`bus_core::Error::Unsupported`]).
-    pub async fn pause(&self, address: &str) -> Result<()> {
+    pub(crate) async fn pause(&self, address: &str) -> Result<()> {
         let (operator, at) = self.resolve(address)?;
         Ok(operator.pause(at.name()).await?)
     }
 
     /// Resumes a paused queue.
-    pub async fn resume(&self, address: &str) -> Result<()> {
+    pub(crate) async fn resume(&self, address: &str) -> Result<()> {
         let (operator, at) = self.resolve(address)?;
         Ok(operator.resume(at.name()).await?)
     }
 
     /// Closes a queue's tripped fleet circuit breaker by hand.
-    pub async fn close_breaker(&self, address: &str) -> Result<()> {
+    pub(crate) async fn close_breaker(&self, address: &str) -> Result<()> {
         let (operator, at) = self.resolve(address)?;
         Ok(operator.close_breaker(at.name()).await?)
     }

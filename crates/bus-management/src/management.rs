@@ -194,6 +194,12 @@ impl Management {
         Ok(self.admin.purge(source).await?)
     }
 
+    /// Cancels a delayed message (a delayed send, or a retry waiting) before it becomes
+    /// ready, in one script; whether it waited under `id`.
+    pub async fn cancel(&self, source: &Source, id: &str) -> Result<bool> {
+        Ok(self.admin.cancel(source, id).await?)
+    }
+
     /// Sends one message with a JSON body, as a foreign producer would: a plain envelope
     /// (type `message_type`, or the queue's wire name when `None`) appended to the ready
     /// list in one `RPUSH`. Returns its message id.

@@ -1,7 +1,7 @@
 //! [`Management::search`] and [`act`](Management::act): find ready, delayed and dead
 //! messages in bounded pages and act on every match; [`edit_and_requeue`](Management::edit_and_requeue):
 //! edit a dead letter and retry it ([`bus_redis::admin`]'s `search`, `act` and `edit`).
-//! The callers (the `bus` tool, the dashboard) append the audit entry.
+//! An operator acts on matches through `Action::ActOnMatches` (`ops`), which audits it.
 
 use bus_core::transport::Source;
 use bus_core::Headers;

@@ -653,3 +653,27 @@ async fn sagas_are_listed_with_scan_and_deleted() {
     );
     assert!(management.sagas(Some("bad name")).await.is_err());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_that_is_not_json_says_why_and_stores_nothing() {
+    let s = setup().await;
+    let error = s
+        .management
+        .send(&work(), None, r#"{"n": 1,}"#, BTreeMap::new())
+        .await
+        .expect_err("not JSON");
+    assert!(matches!(error, Error::InvalidBody(_)), "{error:?}");
+    // serde_json's own words, with the place, once, however it is printed.
+    let cause = "key must be a string at line 1 column 9";
+    for (how, text) in [
+        ("{}", error.to_string()),
+        ("ErrorChain", bus_core::ErrorChain(&error).to_string()),
+    ] {
+        assert_eq!(
+            text,
+            format!("the message body is not valid JSON: {cause}"),
+            "{how}"
+        );
+    }
+    assert_eq!(s.redis.len(&s.keys(&work()).ready), 0);
+}

@@ -1,4 +1,4 @@
-//! Find and act on all that matches, and edit and retry (issue 21 points 3 and 4), against
+//! Find and act on all that matches, and edit and retry, against
 //! a real redis-server: bounded pages with progress, each criterion, each action, a
 //! consumer racing a bulk action (nothing lost, nothing twice), an edited dead letter
 //! requeued with its original kept.
@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant, SystemTime};
 
 use bus_core::transport::{ConsumerOptions, DeadLetterReason, Source, Transport};
-use bus_management::{Action, Edited, Error, Place, SearchQuery};
+use bus_management::{Edited, Error, Place, SearchAction as Action, SearchQuery};
 use common::{setup, work, Setup, Staging, Work};
 use tokio_util::sync::CancellationToken;
 

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bus_core::saga_conformance as conformance;
+use bus_conformance::saga_store as conformance;
 use bus_core::SagaStore;
 use bus_redis_saga::RedisSagaStore;
 use bus_test_redis::RedisCluster;

@@ -6,7 +6,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bus_core::saga_conformance as conformance;
+use bus_conformance::saga_store as conformance;
 use bus_core::{Error, SagaStore, Stamp};
 use bus_test_redis::{eventually, Resp};
 use bytes::Bytes;

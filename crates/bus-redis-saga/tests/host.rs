@@ -199,7 +199,7 @@ async fn the_same_saga_over_the_redis_transport_leaves_only_bookkeeping() {
     );
 }
 
-/// Saga timeouts (issue 18 point 6) with the Redis store, over the Redis transport: a
+/// Saga timeouts with the Redis store, over the Redis transport: a
 /// timeout is handled only while the saga is as its step left it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn saga_timeouts_fire_only_for_the_state_that_asked() {
@@ -209,7 +209,7 @@ async fn saga_timeouts_fire_only_for_the_state_that_asked() {
         .prefix(redis.namespace());
     let transport = bus_redis::RedisTransport::connect(&config).await.unwrap();
     let store = bus_redis_saga::RedisSagaStore::for_transport(&transport);
-    bus_core::conformance::saga_timeouts_fire_only_for_the_state_that_asked(
+    bus_conformance::saga_timeouts_fire_only_for_the_state_that_asked(
         Arc::new(transport),
         Arc::new(store),
     )

@@ -16,6 +16,8 @@ use crate::durable::WriteError;
 use crate::keys::QueueKeys;
 use crate::scripts;
 use crate::transport::{epoch_ms, RedisTransport};
+use async_trait::async_trait;
+use bus_core::transport::Deduplicated;
 
 /// At most this many messages go in one `send_once_batch` call (its KEYS and ARGV grow
 /// with it, and the script runs alone on the server).
@@ -182,5 +184,25 @@ pub(crate) fn answer(
             Some(first) => Ok(Some(MessageId::from(first))),
             None => Err(script.unexpected(other).into()),
         },
+    }
+}
+
+#[async_trait]
+impl Deduplicated for RedisTransport {
+    async fn send_deduplicated(
+        &self,
+        queue: &str,
+        message: Outgoing,
+        dedup: Deduplication<'_>,
+    ) -> bus_core::Result<Option<MessageId>> {
+        send(self, queue, message, dedup).await
+    }
+
+    async fn send_deduplicated_batch(
+        &self,
+        queue: &str,
+        messages: Vec<(Outgoing, Deduplication<'_>)>,
+    ) -> bus_core::Result<Vec<Option<MessageId>>> {
+        send_batch(self, queue, messages).await
     }
 }

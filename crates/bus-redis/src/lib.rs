@@ -1,5 +1,42 @@
 //! The Redis transport of the bus.
 //!
+//! A host on Redis, sending one command and handling it (a `redis-server` on localhost):
+//!
+//! ```no_run
+//! use async_trait::async_trait;
+//! use bus_core::{CommandProcessor, Context, Host, ProcessError, RedisCommand};
+//! use bus_redis::{RedisConfig, RedisTransport};
+//! use serde::{Deserialize, Serialize};
+//!
+//! #[derive(Serialize, Deserialize, RedisCommand)]
+//! #[bus(queue = "thumbnail-requested")]
+//! struct ThumbnailRequested {
+//!     image_id: String,
+//! }
+//!
+//! struct Thumbnails;
+//!
+//! #[async_trait]
+//! impl CommandProcessor<ThumbnailRequested> for Thumbnails {
+//!     async fn process(&self, cmd: ThumbnailRequested, _: &Context) -> Result<(), ProcessError> {
+//!         println!("thumbnail for {}", cmd.image_id);
+//!         Ok(())
+//!     }
+//! }
+//!
+//! # #[tokio::main]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let config = RedisConfig::from_url("redis://127.0.0.1:6379/0")?;
+//! let host = Host::builder()
+//!     .transport(RedisTransport::connect(&config).await?)
+//!     .command::<ThumbnailRequested, _>(Thumbnails)
+//!     .build()?;
+//! host.bus().send(&ThumbnailRequested { image_id: "42".into() }).await?;
+//! host.run_until_signal().await?; // graceful shutdown on Ctrl-C
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! Commands wait on circular lists: a consumer moves a message into flight atomically
 //! instead of removing it, so a crash never loses it. Events are fanned out by the
 //! publisher into one queue per subscription. Every transition is one Lua script
@@ -20,6 +57,7 @@
 //! | [`Error`] | what can go wrong here |
 //! | [`fred`] | the Redis client underneath, re-exported for the types the API shows |
 
+#![warn(missing_docs)]
 pub mod admin;
 mod coalesce;
 mod config;
@@ -56,7 +94,7 @@ pub use scripts::LuaScript;
 pub use timing::{RedisTimingReporter, DEFAULT_TIMING_RETENTION};
 
 /// The Redis client this crate is built on, whose types appear in its API
-/// ([`RedisTransport::client`], [`Error::fred`]): use it through this path, so the
+/// ([`RedisTransport::client`], [`RedisError::fred`]): use it through this path, so the
 /// versions always agree.
 pub use fred;
 pub use transport::RedisTransport;

@@ -9,6 +9,8 @@ use fred::types::Value;
 use crate::error::Error;
 use crate::scripts;
 use crate::transport::{RedisTransport, Written};
+use async_trait::async_trait;
+use bus_core::transport::Ticks;
 
 /// The key of `schedule`'s last tick: in the queue's slot, or on a partitioned queue in
 /// the shard the schedule's name picks.
@@ -76,4 +78,27 @@ pub(crate) async fn record(
         .await
         .map_err(Error::from)?;
     Ok(())
+}
+
+#[async_trait]
+impl Ticks for RedisTransport {
+    async fn send_tick(
+        &self,
+        queue: &str,
+        tick: bus_core::transport::Tick<'_>,
+        message: Outgoing,
+    ) -> bus_core::Result<bool> {
+        send_tick(self, queue, tick, message).await
+    }
+
+    async fn last_tick(&self, queue: &str, schedule: &str) -> bus_core::Result<Option<u64>> {
+        last_tick(self, queue, schedule).await
+    }
+
+    async fn record_schedule(
+        &self,
+        schedule: &bus_core::transport::ScheduleRecord,
+    ) -> bus_core::Result<()> {
+        record(self, schedule).await
+    }
 }

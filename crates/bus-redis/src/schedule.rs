@@ -13,6 +13,8 @@ use tokio_util::bytes::Bytes;
 use crate::keys::QueueKeys;
 use crate::scripts;
 use crate::transport::{epoch_ms, RedisTransport, Written};
+use async_trait::async_trait;
+use bus_core::transport::Scheduling;
 
 /// The keys of `queue`, or of each of its shards.
 fn queue_keys(transport: &RedisTransport, queue: &str) -> bus_core::Result<Vec<QueueKeys>> {
@@ -96,5 +98,29 @@ fn written(written: Written) -> bus_core::Result<bool> {
         Written::Done(n) => Ok(n == 1),
         Written::NotReplicated(0, _) => Ok(false),
         Written::NotReplicated(_, error) => Err(error),
+    }
+}
+
+#[async_trait]
+impl Scheduling for RedisTransport {
+    async fn scheduled(
+        &self,
+        queue: &str,
+        id: &MessageId,
+    ) -> bus_core::Result<Option<(SystemTime, Bytes)>> {
+        read(self, queue, id).await
+    }
+
+    async fn cancel(&self, queue: &str, id: &MessageId) -> bus_core::Result<bool> {
+        cancel(self, queue, id).await
+    }
+
+    async fn reschedule(
+        &self,
+        queue: &str,
+        id: &MessageId,
+        due: SystemTime,
+    ) -> bus_core::Result<bool> {
+        reschedule(self, queue, id, due).await
     }
 }

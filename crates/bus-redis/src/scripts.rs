@@ -20,6 +20,10 @@ pub struct LuaScript {
     name: &'static str,
     script: Script,
     shape: Option<Shape>,
+    /// The prelude files it was built with, in order (`common`, `flow`, ...).
+    preludes: Vec<&'static str>,
+    /// The `#!lua` line it starts with, if any.
+    shebang: &'static str,
 }
 
 impl LuaScript {
@@ -29,6 +33,8 @@ impl LuaScript {
             name,
             script: Script::from_lua(source),
             shape: None,
+            preludes: Vec::new(),
+            shebang: "",
         }
     }
 
@@ -39,18 +45,29 @@ impl LuaScript {
     pub fn assemble(
         name: &'static str,
         shebang: &'static str,
-        preludes: &[&'static str],
+        preludes: &[(&'static str, &'static str)],
         shape: Option<Shape>,
         body: &'static str,
     ) -> Self {
-        let header = shape.map(|s| s.header(name)).unwrap_or_default();
-        let text =
-            shebang.to_owned() + &crate::prelude::assemble(&preludes.concat(), &(header + body));
+        let texts: String = preludes.iter().map(|(_, text)| *text).collect();
+        let text = shebang.to_owned() + &crate::prelude::assemble(&texts, body);
         LuaScript {
             name,
             script: Script::from_lua(text),
             shape,
+            preludes: preludes.iter().map(|(name, _)| *name).collect(),
+            shebang,
         }
+    }
+
+    /// The prelude files it was built with, in order.
+    pub fn preludes(&self) -> &[&'static str] {
+        &self.preludes
+    }
+
+    /// Whether it runs on a full Redis (`#!lua flags=allow-oom`).
+    pub fn allow_oom(&self) -> bool {
+        self.shebang.contains("allow-oom")
     }
 
     /// The script's name.
@@ -106,7 +123,7 @@ macro_rules! lua {
         $crate::LuaScript::assemble(
             $name,
             concat!($("#!lua flags=", $flags, "\n",)? ""),
-            &[$($(include_str!(concat!("../lua/", $prelude, ".lua")),)*)?],
+            &[$($(($prelude, include_str!(concat!("../lua/", $prelude, ".lua"))),)*)?],
             $crate::lua!(@shape $([$($key),*], [$($arg),*])?),
             include_str!(concat!("../lua/", $name, ".lua")),
         )
@@ -598,7 +615,6 @@ pub(crate) static REPLY: LazyLock<LuaScript> = LazyLock::new(|| {
 pub(crate) static HOST_BEAT: LazyLock<LuaScript> = LazyLock::new(|| {
     lua!(
         "host_beat",
-        ["common"],
         keys = ["hosts-info", "hosts-seen"],
         argv = ["host", "record", "keep_ms:int"],
     )
@@ -606,7 +622,6 @@ pub(crate) static HOST_BEAT: LazyLock<LuaScript> = LazyLock::new(|| {
 pub(crate) static HOST_LEAVE: LazyLock<LuaScript> = LazyLock::new(|| {
     lua!(
         "host_leave",
-        ["common"],
         keys = ["hosts-info", "hosts-seen"],
         argv = ["host"],
     )
@@ -616,7 +631,6 @@ pub(crate) static HOST_LEAVE: LazyLock<LuaScript> = LazyLock::new(|| {
 pub(crate) static TIMING_FLUSH: LazyLock<LuaScript> = LazyLock::new(|| {
     lua!(
         "timing_flush",
-        ["common"],
         keys = ["minute", "reported"],
         argv = [
             "sequence:int",
@@ -736,7 +750,9 @@ pub(crate) static ADMIN_UNSUBSCRIBE: LazyLock<LuaScript> = LazyLock::new(|| {
             "kwait",
             "holders",
             "seen",
-            "since"
+            "since",
+            "kq",
+            "kstarts"
         ],
         argv = ["name", "force"],
     )

@@ -5,7 +5,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
-use bus_core::transport::{Consumer, ConsumerOptions, Deduplication, Outgoing, Source};
+use bus_core::transport::{
+    Consumer, ConsumerOptions, Leases, Outgoing, Placement, Replies, Source, StepMarks,
+    TransportExtras,
+};
 use bus_core::{MessageId, Transport};
 use fred::prelude::{Client, ClientLike, SetsInterface};
 use fred::types::Value;
@@ -338,40 +341,15 @@ impl RedisTransport {
     /// One publish attempt with the subscriptions as read: -1 when they changed since.
     /// Every name is checked against the set, but only valid names receive copies: a
     /// foreign client may register a name that would break the key layout.
+    /// One publish attempt to the subscriptions `names`: `publish.lua` (ready now) or
+    /// `publish_at.lua` (stored and scheduled at `due`); -1 when the subscriptions
+    /// changed since they were read (nothing written).
     async fn try_publish(
         &self,
         topic: &str,
         names: &[String],
         messages: &[Outgoing],
-    ) -> bus_core::Result<i64> {
-        let mut keys = Vec::with_capacity(1 + names.len());
-        keys.push(keys::subscriptions(self.prefix(), topic));
-        let mut args = Vec::with_capacity(2 + names.len() + messages.len());
-        args.push(Value::from(names.len() as i64));
-        args.extend(names.iter().map(|name| Value::from(name.as_str())));
-        for name in names {
-            match Source::subscription(topic, name.as_str()) {
-                Ok(source) => keys.push(QueueKeys::ready_of(self.prefix(), &source)),
-                Err(e) => self.warn_invalid_subscription(topic, name, &e),
-            }
-        }
-        args.extend(messages.iter().map(|m| Value::Bytes(m.payload.clone())));
-        match self.write(&scripts::PUBLISH, keys, args).await? {
-            Written::Done(reached) => Ok(reached),
-            // Nothing was written: the subscriptions changed (no replica needed for that).
-            Written::NotReplicated(-1, _) => Ok(-1),
-            Written::NotReplicated(_, error) => Err(error),
-        }
-    }
-
-    /// Runs `publish_at.lua`: as [`Self::try_publish`], with each subscription's
-    /// delayed set, stored messages and ready list.
-    async fn try_publish_at(
-        &self,
-        topic: &str,
-        names: &[String],
-        messages: &[Outgoing],
-        due: SystemTime,
+        due: Option<SystemTime>,
     ) -> bus_core::Result<i64> {
         let mut keys = Vec::with_capacity(1 + 3 * names.len());
         keys.push(keys::subscriptions(self.prefix(), topic));
@@ -380,17 +358,28 @@ impl RedisTransport {
         args.extend(names.iter().map(|name| Value::from(name.as_str())));
         for name in names {
             match Source::subscription(topic, name.as_str()) {
-                Ok(source) => {
+                Ok(source) if due.is_some() => {
                     let k = self.keys(&source);
                     keys.extend([k.delayed, k.msgs, k.ready]);
                 }
+                Ok(source) => keys.push(QueueKeys::ready_of(self.prefix(), &source)),
                 Err(e) => self.warn_invalid_subscription(topic, name, &e),
             }
         }
-        args.push(Value::from(epoch_ms(due)));
-        args.extend(message_args(messages));
-        match self.write(&scripts::PUBLISH_AT, keys, args).await? {
+        let script = match due {
+            Some(due) => {
+                args.push(Value::from(epoch_ms(due)));
+                args.extend(message_args(messages));
+                &scripts::PUBLISH_AT
+            }
+            None => {
+                args.extend(messages.iter().map(|m| Value::Bytes(m.payload.clone())));
+                &scripts::PUBLISH
+            }
+        };
+        match self.write(script, keys, args).await? {
             Written::Done(reached) => Ok(reached),
+            // Nothing was written: the subscriptions changed (no replica needed for that).
             Written::NotReplicated(-1, _) => Ok(-1),
             Written::NotReplicated(_, error) => Err(error),
         }
@@ -442,189 +431,27 @@ pub(crate) fn epoch_ms(time: SystemTime) -> i64 {
 
 #[async_trait]
 impl Transport for RedisTransport {
-    async fn send(&self, queue: &str, messages: Vec<Outgoing>) -> bus_core::Result<()> {
-        let ready = self.ready_for(queue, None)?;
-        self.push(queue, ready, messages).await
-    }
-
-    async fn send_keyed(
+    async fn send(
         &self,
         queue: &str,
-        key: &str,
+        placement: Placement<'_>,
         messages: Vec<Outgoing>,
     ) -> bus_core::Result<()> {
-        // One script (protocol 4): on a queue ordered per key the envelopes wait in their
-        // key's list; on any other they go onto `ready`, as a plain send.
-        bus_core::transport::refuse_empty_key(queue, key)?;
-        if messages.is_empty() {
-            return Ok(());
-        }
-        let keys = self.keys_for_send(queue, Some(key)).await?;
-        let mut args = Vec::with_capacity(messages.len() + 1);
-        args.push(Value::from(key));
-        args.extend(messages.into_iter().map(|m| Value::Bytes(m.payload)));
-        let keys = vec![
-            keys.ready,
-            keys.flow,
-            keys.kready,
-            keys.kbusy,
-            keys.kq,
-            keys.delayed,
-            keys.msgs,
-            keys.kdue,
-        ];
-        match self.write(&scripts::SEND_KEYED, keys, args).await? {
-            Written::Done(_) => Ok(()),
-            Written::NotReplicated(_, error) => Err(error),
-        }
-    }
-
-    async fn send_keyed_at(
-        &self,
-        queue: &str,
-        key: &str,
-        messages: Vec<Outgoing>,
-        due: SystemTime,
-    ) -> bus_core::Result<()> {
-        // One script (protocol 4): stored and scheduled as a delayed send, and on an
-        // ordered queue recorded in `kdue`, so that promotion puts it in its key's list.
-        bus_core::transport::refuse_empty_key(queue, key)?;
-        if messages.is_empty() {
-            return Ok(());
-        }
-        let keys = self.keys_for_send(queue, Some(key)).await?;
-        let mut args = vec![Value::from(epoch_ms(due)), Value::from(key)];
-        args.extend(message_args(&messages));
-        let keys = vec![keys.delayed, keys.msgs, keys.ready, keys.flow, keys.kdue];
-        match self.write(&scripts::SEND_KEYED_AT, keys, args).await? {
-            Written::Done(_) => Ok(()),
-            Written::NotReplicated(_, error) => Err(error),
-        }
-    }
-
-    async fn send_at(
-        &self,
-        queue: &str,
-        messages: Vec<Outgoing>,
-        due: SystemTime,
-    ) -> bus_core::Result<()> {
-        let source = Source::queue(queue)?;
-        if let Some(shards) = self.inner.spread.first_send(queue) {
-            partition::record(&self.inner.client, self.prefix(), queue, shards).await;
-        }
-        let keys = match self.inner.spread.shard(queue, None) {
-            Some(shard) => QueueKeys::shard(self.prefix(), queue, shard),
-            None => self.keys(&source),
-        };
-        let mut args = vec![Value::from(epoch_ms(due))];
-        args.extend(message_args(&messages));
-        let keys = vec![keys.delayed, keys.msgs, keys.ready];
-        match self.write(&scripts::SEND_AT, keys, args).await? {
-            Written::Done(_) => Ok(()),
-            Written::NotReplicated(_, error) => Err(error),
-        }
-    }
-
-    async fn send_deduplicated(
-        &self,
-        queue: &str,
-        message: Outgoing,
-        dedup: Deduplication<'_>,
-    ) -> bus_core::Result<Option<MessageId>> {
-        crate::dedup::send(self, queue, message, dedup).await
-    }
-
-    async fn send_deduplicated_batch(
-        &self,
-        queue: &str,
-        messages: Vec<(Outgoing, Deduplication<'_>)>,
-    ) -> bus_core::Result<Vec<Option<MessageId>>> {
-        crate::dedup::send_batch(self, queue, messages).await
-    }
-
-    async fn scheduled(
-        &self,
-        queue: &str,
-        id: &MessageId,
-    ) -> bus_core::Result<Option<(SystemTime, Bytes)>> {
-        crate::schedule::read(self, queue, id).await
-    }
-
-    async fn cancel(&self, queue: &str, id: &MessageId) -> bus_core::Result<bool> {
-        crate::schedule::cancel(self, queue, id).await
-    }
-
-    async fn reschedule(
-        &self,
-        queue: &str,
-        id: &MessageId,
-        due: SystemTime,
-    ) -> bus_core::Result<bool> {
-        crate::schedule::reschedule(self, queue, id, due).await
-    }
-
-    async fn send_tick(
-        &self,
-        queue: &str,
-        tick: bus_core::transport::Tick<'_>,
-        message: Outgoing,
-    ) -> bus_core::Result<bool> {
-        crate::recurring::send_tick(self, queue, tick, message).await
-    }
-
-    async fn last_tick(&self, queue: &str, schedule: &str) -> bus_core::Result<Option<u64>> {
-        crate::recurring::last_tick(self, queue, schedule).await
-    }
-
-    async fn record_schedule(
-        &self,
-        schedule: &bus_core::transport::ScheduleRecord,
-    ) -> bus_core::Result<()> {
-        crate::recurring::record(self, schedule).await
-    }
-
-    fn singleton_lease(
-        &self,
-        queue: &str,
-        holder: &str,
-        ttl: Duration,
-    ) -> bus_core::Result<Arc<dyn bus_core::transport::SingletonLease>> {
-        crate::singleton::lease(self.client(), self.prefix(), queue, holder, ttl)
-    }
-
-    async fn publish(&self, topic: &str, messages: Vec<Outgoing>) -> bus_core::Result<usize> {
-        bus_core::transport::validate_name("topic", topic)?;
-        let cached = self
-            .inner
-            .subscriptions
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(topic)
-            .cloned();
-        let mut names = match cached {
-            Some(names) => names,
-            None => self.read_subscriptions(topic).await?,
-        };
-        for _ in 0..PUBLISH_ATTEMPTS {
-            let reached = self.try_publish(topic, &names, &messages).await?;
-            if reached >= 0 {
-                return Ok(usize::try_from(reached).unwrap_or(0));
+        match (placement.key, placement.due) {
+            (Some(key), due) => self.send_keyed(queue, key, messages, due).await,
+            (None, Some(due)) => self.send_at(queue, messages, due).await,
+            (None, None) => {
+                let ready = self.ready_for(queue, None)?;
+                self.push(queue, ready, messages).await
             }
-            // The subscriptions changed since they were read: read them again.
-            names = self.read_subscriptions(topic).await?;
         }
-        Err(Error::SubscriptionsKeptChanging {
-            topic: topic.to_owned(),
-            attempts: PUBLISH_ATTEMPTS,
-        }
-        .into())
     }
 
-    async fn publish_at(
+    async fn publish(
         &self,
         topic: &str,
+        due: Option<SystemTime>,
         messages: Vec<Outgoing>,
-        due: SystemTime,
     ) -> bus_core::Result<usize> {
         bus_core::transport::validate_name("topic", topic)?;
         let cached = self
@@ -639,7 +466,7 @@ impl Transport for RedisTransport {
             None => self.read_subscriptions(topic).await?,
         };
         for _ in 0..PUBLISH_ATTEMPTS {
-            let reached = self.try_publish_at(topic, &names, &messages, due).await?;
+            let reached = self.try_publish(topic, &names, &messages, due).await?;
             if reached >= 0 {
                 return Ok(usize::try_from(reached).unwrap_or(0));
             }
@@ -696,10 +523,92 @@ impl Transport for RedisTransport {
         )))
     }
 
-    fn host_reporter(&self) -> Option<Arc<dyn bus_core::heartbeat::HostReporter>> {
-        Some(Arc::new(crate::heartbeat::RedisReporter::new(self.clone())))
+    fn extras(&self) -> TransportExtras<'_> {
+        TransportExtras::default()
+            .dedup(self)
+            .scheduling(self)
+            .ticks(self)
+            .replies(self)
+            .marks(self)
+            .leases(self)
+            .flow(self)
+            .host_reporter(Arc::new(crate::heartbeat::RedisReporter::new(self.clone())))
+            .timing_reporter(Arc::new(crate::timing::RedisTimingReporter::new(
+                self.clone(),
+            )))
+    }
+}
+
+impl RedisTransport {
+    /// A keyed send, now or at `due`, in one script: on a queue ordered per key the
+    /// envelopes wait in their key's list (a delayed one joins it when due); on any other
+    /// they go onto `ready`, or are scheduled, as a plain send.
+    async fn send_keyed(
+        &self,
+        queue: &str,
+        key: &str,
+        messages: Vec<Outgoing>,
+        due: Option<SystemTime>,
+    ) -> bus_core::Result<()> {
+        bus_core::transport::refuse_empty_key(queue, key)?;
+        if messages.is_empty() {
+            return Ok(());
+        }
+        let k = self.keys_for_send(queue, Some(key)).await?;
+        let (script, keys, args) = match due {
+            None => {
+                let mut args = Vec::with_capacity(messages.len() + 1);
+                args.push(Value::from(key));
+                args.extend(messages.into_iter().map(|m| Value::Bytes(m.payload)));
+                let keys = vec![
+                    k.ready, k.flow, k.kready, k.kbusy, k.kq, k.delayed, k.msgs, k.kdue,
+                ];
+                (&scripts::SEND_KEYED, keys, args)
+            }
+            Some(due) => {
+                let mut args = vec![Value::from(epoch_ms(due)), Value::from(key)];
+                args.extend(message_args(&messages));
+                let keys = vec![k.delayed, k.msgs, k.ready, k.flow, k.kdue];
+                (&scripts::SEND_KEYED_AT, keys, args)
+            }
+        };
+        match self.write(script, keys, args).await? {
+            Written::Done(_) => Ok(()),
+            Written::NotReplicated(_, error) => Err(error),
+        }
     }
 
+    /// A delayed send: stored and scheduled at `due`, in one script.
+    async fn send_at(
+        &self,
+        queue: &str,
+        messages: Vec<Outgoing>,
+        due: SystemTime,
+    ) -> bus_core::Result<()> {
+        let keys = self.keys_for_send(queue, None).await?;
+        let mut args = vec![Value::from(epoch_ms(due))];
+        args.extend(message_args(&messages));
+        let keys = vec![keys.delayed, keys.msgs, keys.ready];
+        match self.write(&scripts::SEND_AT, keys, args).await? {
+            Written::Done(_) => Ok(()),
+            Written::NotReplicated(_, error) => Err(error),
+        }
+    }
+}
+
+impl Leases for RedisTransport {
+    fn singleton_lease(
+        &self,
+        queue: &str,
+        holder: &str,
+        ttl: Duration,
+    ) -> bus_core::Result<Arc<dyn bus_core::transport::SingletonLease>> {
+        crate::singleton::lease(self.client(), self.prefix(), queue, holder, ttl)
+    }
+}
+
+#[async_trait]
+impl Replies for RedisTransport {
     async fn reply_inbox(&self, name: &str) -> bus_core::Result<Box<dyn bus_core::ReplyInbox>> {
         crate::reply::open(self, name).await
     }
@@ -707,7 +616,10 @@ impl Transport for RedisTransport {
     async fn reply(&self, inbox: &str, element: Bytes, keep: Duration) -> bus_core::Result<()> {
         crate::reply::push(self, inbox, element, keep).await
     }
+}
 
+#[async_trait]
+impl StepMarks for RedisTransport {
     async fn step_mark(
         &self,
         source: &Source,
@@ -726,11 +638,5 @@ impl Transport for RedisTransport {
         keep: Duration,
     ) -> bus_core::Result<Option<Bytes>> {
         crate::once::set(self, source, id, step, result, keep).await
-    }
-
-    fn timing_reporter(&self) -> Option<Arc<dyn bus_core::timing::TimingReporter>> {
-        Some(Arc::new(crate::timing::RedisTimingReporter::new(
-            self.clone(),
-        )))
     }
 }

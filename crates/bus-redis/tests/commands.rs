@@ -546,7 +546,10 @@ async fn an_invalid_subscription_name_from_redis_receives_nothing() {
         id: "m-1".to_owned().into(),
         payload: r#"{"v":1,"id":"m-1","type":"thing","sent":1,"body":{}}"#.into(),
     };
-    let reached = transport.publish("thing", vec![outgoing]).await.unwrap();
+    let reached = transport
+        .publish("thing", None, vec![outgoing])
+        .await
+        .unwrap();
     assert_eq!(reached, 1, "only the valid subscription");
     let mut client = redis.client();
     let ready = client

@@ -5,7 +5,7 @@ mod common;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use bus_core::conformance::{self, Probe, SeenDeadLetter};
+use bus_conformance::{self as conformance, Probe, SeenDeadLetter};
 use bus_core::transport::Source;
 use bus_redis::admin::Admin;
 use bus_redis::RedisTransport;
@@ -249,6 +249,39 @@ async fn a_fleet_breaker_stops_every_host_until_one_probe_closes_it() {
     let redis = TestRedis::start().unwrap();
     let transport = common::transport(&redis).await;
     conformance::a_fleet_breaker_stops_every_host_until_one_probe_closes_it(
+        Arc::new(transport.clone()),
+        &Admin::new(transport),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_singleton_with_a_fleet_breaker_trips_and_closes() {
+    let redis = TestRedis::start().unwrap();
+    let transport = common::transport(&redis).await;
+    conformance::a_singleton_with_a_fleet_breaker_trips_and_closes(
+        Arc::new(transport.clone()),
+        &Admin::new(transport),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_singleton_starts_nothing() {
+    let redis = TestRedis::start().unwrap();
+    let transport = common::transport(&redis).await;
+    conformance::a_paused_singleton_starts_nothing(
+        Arc::new(transport.clone()),
+        &Admin::new(transport),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ordered_queue_behind_a_fleet_breaker_keeps_each_keys_order() {
+    let redis = TestRedis::start().unwrap();
+    let transport = common::transport(&redis).await;
+    conformance::an_ordered_queue_behind_a_fleet_breaker_keeps_each_keys_order(
         Arc::new(transport.clone()),
         &Admin::new(transport),
     )

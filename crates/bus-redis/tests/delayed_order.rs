@@ -10,6 +10,7 @@
 mod common;
 
 use bus_core::transport::ConsumerExt;
+use bus_core::transport::Placement;
 use bus_core::transport::{ConsumerOptions, Outgoing, Source};
 use bus_core::{Bus, BusConfig, Transport};
 use bus_redis::RedisTransport;
@@ -85,7 +86,10 @@ async fn a_foreign_batch_for_one_due_time_arrives_in_the_order_sent() {
             }
         })
         .collect();
-    transport.send_at("work", batch, due_soon()).await.unwrap();
+    transport
+        .send("work", Placement::now().due(Some(due_soon())), batch)
+        .await
+        .unwrap();
     let order = received_order(&transport).await;
     assert_eq!(order, (0..MESSAGES).collect::<Vec<_>>());
 }

@@ -1,4 +1,4 @@
-//! Durable sends (issue 16, point 6): a send that returns `Ok` only once a replica has
+//! Durable sends: a send that returns `Ok` only once a replica has
 //! it, and a typed error when none confirms in time. The replica replicates through a
 //! proxy, so a test can hold replication back while both servers stay up.
 

@@ -1,8 +1,8 @@
-//! Host heartbeats (issue 21 point 1; docs/redis-layout.md, "Host heartbeats"): a running
+//! Host heartbeats (docs/redis-layout.md, "Host heartbeats"): a running
 //! host's record in Redis with default settings, its handlers in flight counted, removed
 //! at a graceful stop; a host that stops reporting shown lost, then dropped.
 //!
-//! Per-type timing (issue 21 point 2; docs/redis-layout.md, "Per-type timing"): a real
+//! Per-type timing (docs/redis-layout.md, "Per-type timing"): a real
 //! host's counts and histograms of two types as stored, with default settings; a report
 //! retried counted once; the memory a type costs per minute.
 
@@ -100,7 +100,8 @@ async fn a_host_that_stops_reporting_is_lost_then_dropped() {
     let transport = transport(&redis).await;
     let admin = Admin::new(transport.clone());
     let reporter = transport
-        .host_reporter()
+        .extras()
+        .host_reporter
         .expect("the Redis transport reports");
     // A short interval (the knob): lost after 200 ms of silence, dropped after 6 s.
     let info: HostInfo = serde_json::from_value(json!({
@@ -236,7 +237,8 @@ async fn a_report_sent_twice_counts_once_and_a_type_costs_bounded_memory() {
     let transport = transport(&redis).await;
     let admin = Admin::new(transport.clone());
     let reporter = transport
-        .timing_reporter()
+        .extras()
+        .timing_reporter
         .expect("the Redis transport keeps timing");
     let minute = admin.redis_minute().await.unwrap();
     let mut one = TypeTiming::default();

@@ -5,6 +5,7 @@
 mod common;
 
 use bus_core::transport::ConsumerExt;
+use bus_core::transport::Placement;
 use bus_core::transport::{ConsumerOptions, Held, Outgoing, Receipt, Source};
 use bus_core::{Bus, BusConfig, MessageId, Transport};
 use bus_test_redis::TestRedis;
@@ -161,7 +162,11 @@ async fn send_at_refuses_ids_that_reserve_would_take_for_envelopes() {
             payload: envelope.clone().into(),
         };
         let sent = transport
-            .send_at("work", vec![message], SystemTime::now())
+            .send(
+                "work",
+                Placement::now().due(Some(SystemTime::now())),
+                vec![message],
+            )
             .await;
         assert!(sent.is_err(), "{id:?} was accepted");
     }

@@ -8,13 +8,13 @@ mod common;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use bus_core::conformance::{self, Probe, SeenDeadLetter};
+use bus_conformance::{self as conformance, Probe, SeenDeadLetter};
 use bus_core::transport::Source;
 use bus_redis::admin::Admin;
 use bus_redis::{RedisConfig, RedisTransport};
 use bus_test_redis::TestRedis;
 
-/// The queues of `bus_core::conformance`'s lifecycle checks.
+/// The queues of `bus_conformance`'s lifecycle checks.
 const QUEUE: &str = "conformance-hooked";
 const UNIQUE: &str = "conformance-unique";
 const LATER: &str = "conformance-later";

@@ -1,4 +1,4 @@
-//! What an operator reads in the logs (issue 10, points 3, 8 and 28), captured from a
+//! What an operator reads in the logs, captured from a
 //! host on a real redis-server. Current-thread runtimes, so the capture sees every task.
 
 mod common;

@@ -1,4 +1,4 @@
-//! Outages and a full Redis, done for real (issue 10, points 1 and 26).
+//! Outages and a full Redis, done for real.
 
 mod common;
 

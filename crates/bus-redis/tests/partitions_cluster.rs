@@ -178,7 +178,7 @@ async fn per_key_order_holds_on_a_partitioned_queue_of_a_cluster() {
         .unwrap()
         .partitions("conformance-ordered", 3);
     let transport = RedisTransport::connect(&config).await.unwrap();
-    bus_core::conformance::keyed_messages_run_in_order_per_key(
+    bus_conformance::keyed_messages_run_in_order_per_key(
         Arc::new(transport.clone()),
         &bus_redis::admin::Admin::new(transport),
     )

@@ -343,6 +343,7 @@ impl Queue {
                     .chain(counted)
                     .cloned()
                     .chain(rest)
+                    .chain([k.kq.clone(), k.kstarts.clone()])
                     .collect();
             }
             other => panic!("no script {other}"),
@@ -794,8 +795,8 @@ async fn connecting_records_the_protocol_version_once() {
     let transport = RedisTransport::connect(&config(&redis.url(), redis.namespace()))
         .await
         .unwrap();
-    assert_eq!(client.get(&key).unwrap().as_deref(), Some(&b"5"[..]));
-    assert_eq!(PROTOCOL, 5);
+    assert_eq!(client.get(&key).unwrap().as_deref(), Some(&b"6"[..]));
+    assert_eq!(PROTOCOL, 6);
     // A second client finds it and agrees.
     RedisTransport::connect(&config(&redis.url(), redis.namespace()))
         .await
@@ -808,20 +809,20 @@ async fn another_protocol_version_is_refused_at_connect_and_nothing_is_written()
     let redis = TestRedis::start().unwrap();
     let key = keys::protocol(redis.namespace());
     let mut client = redis.client();
-    for found in ["6", "1", "two"] {
+    for found in ["7", "1", "two"] {
         client.set(&key, found).unwrap();
         let before = redis.keys();
         let error = RedisTransport::connect(&config(&redis.url(), redis.namespace()))
             .await
             .expect_err("connected to a Redis of another protocol");
         assert!(
-            matches!(&error, Error::ProtocolMismatch { found: f, speaks: 5, .. } if f == found),
+            matches!(&error, Error::ProtocolMismatch { found: f, speaks: 6, .. } if f == found),
             "{error:?}"
         );
         let text = error.to_string();
         assert!(
             text.contains(&format!("bus protocol {found} under {key}"))
-                && text.contains("this build speaks protocol 5")
+                && text.contains("this build speaks protocol 6")
                 && text.contains("docs/operations.md \"Upgrades\""),
             "{text}"
         );
@@ -832,10 +833,10 @@ async fn another_protocol_version_is_refused_at_connect_and_nothing_is_written()
 
 #[tokio::test]
 async fn an_older_protocols_prefix_is_upgraded_and_its_clients_are_then_refused() {
-    // Protocols 3 to 5 only added keys and arguments to the same layout: the first client of
+    // Protocols 3 to 6 only added keys and arguments to the same layout: the first client of
     // this build records its version, so that older consumers are refused from then on by
     // their own check (docs/wire-format.md, "Versioning").
-    for old in ["2", "3", "4"] {
+    for old in ["2", "3", "4", "5"] {
         let redis = TestRedis::start().unwrap();
         let key = keys::protocol(redis.namespace());
         let mut client = redis.client();
@@ -845,7 +846,7 @@ async fn an_older_protocols_prefix_is_upgraded_and_its_clients_are_then_refused(
             .unwrap();
         assert_eq!(
             client.get(&key).unwrap().as_deref(),
-            Some(&b"5"[..]),
+            Some(&b"6"[..]),
             "{old}"
         );
     }
@@ -1332,4 +1333,53 @@ fn a_purged_keyed_retry_gives_its_key_back() {
     assert_eq!(q.cmd(&["HEXISTS", &k.kof, &id]), Resp::Integer(0));
     let (_, stored) = q.reserve(10, 60_000);
     assert_eq!(stored.len(), 1, "the key's next message runs");
+}
+
+/// An ordered queue's messages waiting for their key count as held: unsubscribing without
+/// force refuses; with force, every key of the queue goes, the per-key lists and rate
+/// windows of the keys still listed (not in `QueueKeys::all`) with the rest.
+#[test]
+fn unsubscribing_an_ordered_queue_counts_and_deletes_its_keys_lists() {
+    let redis = TestRedis::start().unwrap();
+    let mut q = Queue::new(&redis, "unsub-keyed");
+    let k = q.k.clone();
+    q.cmd(&["SADD", &q.subs.clone(), "unsub-keyed"]);
+    q.cmd(&[
+        "HSET",
+        &k.flow,
+        "per_key",
+        "1",
+        "key_rate",
+        "1",
+        "key_per_ms",
+        "60000",
+    ]);
+    q.call("send_keyed", &["a", &envelope(1), &envelope(2)]);
+    q.call("send_keyed", &["b", &envelope(3), &envelope(4)]);
+    q.call("send_keyed", &["c", &envelope(5)]);
+    let (_, stored) = q.reserve(10, 60_000);
+    assert_eq!(stored.len(), 3, "one message of each key");
+    for (id, count) in &stored {
+        q.call("ack", &["1", id, count]);
+    }
+    // Left: a and b wait for their rate windows (kwait), one message each.
+    let refused = q.call("admin_unsubscribe", &["unsub-keyed", "0"]);
+    let counts = refused.as_array().unwrap();
+    assert_eq!(counts[0], Resp::Integer(0), "refused: {refused:?}");
+    // (`ready` may also hold a wake-up element, counted with the waiting messages.)
+    assert!(counts[1].as_int().unwrap() >= 2, "{refused:?}");
+    assert_eq!(q.cmd(&["LLEN", &k.key_queue("a")]), Resp::Integer(1));
+    q.call("admin_unsubscribe", &["unsub-keyed", "1"]);
+    let prefix = k.ready.strip_suffix(":ready").unwrap().to_owned();
+    // Only the window of key c is left (its messages all ran, so no list names it): it
+    // expires by itself at the end of its window.
+    let left = q.cmd(&["KEYS", &format!("{prefix}:*")]);
+    let window = format!("{}:c", k.kstarts);
+    assert_eq!(
+        left,
+        Resp::Array(Some(vec![Resp::Bulk(Some(window.clone().into_bytes()))])),
+        "every other key of the queue is deleted"
+    );
+    let ttl = q.cmd(&["PTTL", &window]).as_int().unwrap();
+    assert!(ttl > 0 && ttl <= 2 * 60_000, "the window expires: {ttl}");
 }

@@ -1,4 +1,4 @@
-//! Failover through Redis Sentinel (issue 16, points 5 and 6), with real sentinels
+//! Failover through Redis Sentinel, with real sentinels
 //! (`redis-server --sentinel`, quorum 2, down-after 1 s) and the default `RedisConfig`
 //! on a `redis-sentinel://` URL: the master is SIGKILLed and its replica promoted.
 

@@ -45,6 +45,16 @@ pub enum HarnessError {
         log_tail: String,
     },
 
+    /// PostgreSQL (`initdb`, `postgres` or `psql`) failed or did not accept connections
+    /// before the deadline.
+    #[error("{message}\n--- tail of the PostgreSQL output ---\n{log_tail}")]
+    PostgresNotReady {
+        /// What went wrong, with the port and deadline.
+        message: String,
+        /// The last lines of the server's log, or the program's output.
+        log_tail: String,
+    },
+
     /// The local cluster could not be formed.
     #[error("redis cluster: {message}\n{detail}")]
     Cluster {

@@ -10,6 +10,7 @@
 //! | [`Logs`] | what the code under test logged (`tracing`), captured for assertions | `logs` |
 //! | [`TlsRedis`] | a redis-server speaking TLS with a private CA (made with `openssl`) and an ACL user | `tls` |
 //! | [`RedisSentinel`] | a master, a replica and three sentinels (quorum 2, down-after 1 s), for failover tests | `sentinel` |
+//! | [`PostgresServer`] | a private PostgreSQL cluster (`initdb`, then `postgres`) on a free 127.0.0.1 port, a fresh database per test | `postgres` |
 //! | [`Proxy`] | a TCP proxy whose connections can be black-holed (half-open) or stalled for a while | `proxy` |
 //! | [`HarnessError`] | why no Redis could be had (e.g. `NotInstalled`) | `error` |
 //! | [`eventually`], [`eventually_async`] | bounded waiting for a condition | `wait` |
@@ -61,6 +62,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+#![warn(missing_docs)]
 #[cfg(feature = "bus")]
 pub mod bus;
 mod client;
@@ -69,6 +71,7 @@ mod error;
 mod layouts;
 mod logs;
 mod object_servers;
+mod postgres;
 mod proxy;
 pub mod python;
 #[cfg(feature = "bus")]
@@ -86,6 +89,7 @@ pub use error::HarnessError;
 pub use layouts::LAYOUTS;
 pub use logs::Logs;
 pub use object_servers::{azurite_blob, moto_server, Azurite, MotoS3};
+pub use postgres::{PostgresServer, PG_BIN_ENV};
 pub use proxy::Proxy;
 pub use sentinel::{RedisSentinel, SentinelBuilder, DOWN_AFTER};
 pub use server::{RedisServer, ServerBuilder};

@@ -37,9 +37,9 @@
 //! | [`BatchId`], [`MemberRef`], [`CallbackKind`], [`ChildPolicy`], the headers | what goes on the wire | `ids` |
 //! | [`Error`], [`Result`] | what can go wrong | `error` |
 
+#![warn(missing_docs)]
+
 mod batch;
-#[cfg(feature = "conformance")]
-pub mod conformance;
 mod consumer;
 mod context;
 mod error;

@@ -14,8 +14,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bus_core::transport::{now_ms, Deduplication, Outgoing};
-use bus_core::Transport;
+use bus_core::transport::{now_ms, unsupported, Deduplicated, Deduplication, Outgoing};
+use bus_core::{Capability, Transport};
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use tokio_util::sync::CancellationToken;
@@ -112,11 +112,11 @@ impl Relay {
                     payload: run.envelope.clone(),
                 };
                 let dedup = Deduplication::new(&run.token, DEDUP_WINDOW);
-                match self
-                    .transport
-                    .send_deduplicated(&run.queue, message, dedup)
-                    .await
-                {
+                let sent = match self.dedup() {
+                    Ok(sends) => sends.send_deduplicated(&run.queue, message, dedup).await,
+                    Err(error) => Err(error),
+                };
+                match sent {
                     Ok(_) => relayed.push(run.token.clone()),
                     Err(error) => tracing::warn!(token = %run.token, queue = %run.queue, %error,
                         "could not send a resumed run; it is taken again after its claim"),
@@ -177,7 +177,7 @@ impl Relay {
             id: callback.id.clone(),
             payload: callback.envelope.clone(),
         };
-        self.transport
+        self.dedup()?
             .send_deduplicated(
                 &callback.queue,
                 message,
@@ -185,6 +185,15 @@ impl Relay {
             )
             .await?;
         Ok(())
+    }
+
+    /// The transport's deduplicated sends: a callback or a resumed run is stored once
+    /// however many relays send it.
+    fn dedup(&self) -> bus_core::Result<&dyn Deduplicated> {
+        self.transport
+            .extras()
+            .dedup
+            .ok_or_else(|| unsupported(Capability::Deduplication))
     }
 
     /// One sweep of the open batches that are due for one.

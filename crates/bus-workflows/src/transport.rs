@@ -2,21 +2,18 @@
 //! transport it wraps, wraps each consumer in the layer that settles batch members
 //! (`consumer.rs`), and runs the relay (`relay.rs`) while any of its consumers runs.
 //!
-//! It is a decorator of the whole [`Transport`] trait, so each of the trait's methods is
-//! forwarded here by name: a method added to the trait must be added here too.
+//! It forwards every method of [`Transport`] and the transport's extras unchanged; only
+//! `consumer` adds something.
 
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use async_trait::async_trait;
-use bus_core::heartbeat::HostReporter;
-use bus_core::timing::TimingReporter;
 use bus_core::transport::{
-    Capabilities, Consumer, ConsumerOptions, Deduplication, Destination, Outgoing, ScheduleRecord,
-    SingletonLease, Source, Tick, WireFormat,
+    Capabilities, Consumer, ConsumerOptions, Destination, Outgoing, Placement, Source,
+    TransportExtras, WireFormat,
 };
-use bus_core::{MessageId, ReplyInbox, Result, Transport};
-use bytes::Bytes;
+use bus_core::{Result, Transport};
 use tokio_util::sync::CancellationToken;
 
 use crate::consumer::WorkflowConsumer;
@@ -76,58 +73,21 @@ impl WorkflowTransport {
 
 #[async_trait]
 impl Transport for WorkflowTransport {
-    async fn send(&self, queue: &str, messages: Vec<Outgoing>) -> Result<()> {
-        self.inner.send(queue, messages).await
-    }
-    async fn send_keyed(&self, queue: &str, key: &str, messages: Vec<Outgoing>) -> Result<()> {
-        self.inner.send_keyed(queue, key, messages).await
-    }
-    async fn send_at(&self, queue: &str, messages: Vec<Outgoing>, due: SystemTime) -> Result<()> {
-        self.inner.send_at(queue, messages, due).await
-    }
-    async fn send_keyed_at(
+    async fn send(
         &self,
         queue: &str,
-        key: &str,
+        placement: Placement<'_>,
         messages: Vec<Outgoing>,
-        due: SystemTime,
     ) -> Result<()> {
-        self.inner.send_keyed_at(queue, key, messages, due).await
+        self.inner.send(queue, placement, messages).await
     }
-    async fn send_deduplicated(
-        &self,
-        queue: &str,
-        message: Outgoing,
-        dedup: Deduplication<'_>,
-    ) -> Result<Option<MessageId>> {
-        self.inner.send_deduplicated(queue, message, dedup).await
-    }
-    async fn send_deduplicated_batch(
-        &self,
-        queue: &str,
-        messages: Vec<(Outgoing, Deduplication<'_>)>,
-    ) -> Result<Vec<Option<MessageId>>> {
-        self.inner.send_deduplicated_batch(queue, messages).await
-    }
-    async fn publish_at(
+    async fn publish(
         &self,
         topic: &str,
+        due: Option<SystemTime>,
         messages: Vec<Outgoing>,
-        due: SystemTime,
     ) -> Result<usize> {
-        self.inner.publish_at(topic, messages, due).await
-    }
-    async fn scheduled(&self, queue: &str, id: &MessageId) -> Result<Option<(SystemTime, Bytes)>> {
-        self.inner.scheduled(queue, id).await
-    }
-    async fn cancel(&self, queue: &str, id: &MessageId) -> Result<bool> {
-        self.inner.cancel(queue, id).await
-    }
-    async fn reschedule(&self, queue: &str, id: &MessageId, due: SystemTime) -> Result<bool> {
-        self.inner.reschedule(queue, id, due).await
-    }
-    async fn publish(&self, topic: &str, messages: Vec<Outgoing>) -> Result<usize> {
-        self.inner.publish(topic, messages).await
+        self.inner.publish(topic, due, messages).await
     }
     async fn consumer(
         &self,
@@ -156,51 +116,7 @@ impl Transport for WorkflowTransport {
     fn capabilities(&self) -> Capabilities {
         self.inner.capabilities()
     }
-    fn singleton_lease(
-        &self,
-        queue: &str,
-        holder: &str,
-        ttl: Duration,
-    ) -> Result<Arc<dyn SingletonLease>> {
-        self.inner.singleton_lease(queue, holder, ttl)
-    }
-    fn host_reporter(&self) -> Option<Arc<dyn HostReporter>> {
-        self.inner.host_reporter()
-    }
-    async fn send_tick(&self, queue: &str, tick: Tick<'_>, message: Outgoing) -> Result<bool> {
-        self.inner.send_tick(queue, tick, message).await
-    }
-    async fn last_tick(&self, queue: &str, schedule: &str) -> Result<Option<u64>> {
-        self.inner.last_tick(queue, schedule).await
-    }
-    async fn record_schedule(&self, schedule: &ScheduleRecord) -> Result<()> {
-        self.inner.record_schedule(schedule).await
-    }
-    async fn reply_inbox(&self, name: &str) -> Result<Box<dyn ReplyInbox>> {
-        self.inner.reply_inbox(name).await
-    }
-    async fn reply(&self, inbox: &str, element: Bytes, keep: Duration) -> Result<()> {
-        self.inner.reply(inbox, element, keep).await
-    }
-    async fn step_mark(
-        &self,
-        source: &Source,
-        id: &MessageId,
-        step: &str,
-    ) -> Result<Option<Bytes>> {
-        self.inner.step_mark(source, id, step).await
-    }
-    async fn mark_step(
-        &self,
-        source: &Source,
-        id: &MessageId,
-        step: &str,
-        result: Bytes,
-        keep: Duration,
-    ) -> Result<Option<Bytes>> {
-        self.inner.mark_step(source, id, step, result, keep).await
-    }
-    fn timing_reporter(&self) -> Option<Arc<dyn TimingReporter>> {
-        self.inner.timing_reporter()
+    fn extras(&self) -> TransportExtras<'_> {
+        self.inner.extras()
     }
 }

@@ -2,13 +2,13 @@
 
 use std::sync::Arc;
 
+use bus_conformance::workflows;
 use bus_core::MemoryTransport;
-use bus_workflows::conformance;
 use bus_workflows::MemoryWorkflowStore;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batches_children_and_nesting() {
-    conformance::all(
+    workflows::all(
         Arc::new(MemoryTransport::new()),
         Arc::new(MemoryWorkflowStore::new()),
     )
@@ -17,7 +17,7 @@ async fn batches_children_and_nesting() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sleep_across_a_host_restart() {
-    conformance::sleep_across_a_restart(
+    workflows::sleep_across_a_restart(
         Arc::new(MemoryTransport::new()),
         Arc::new(MemoryWorkflowStore::new()),
     )

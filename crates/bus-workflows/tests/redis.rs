@@ -3,9 +3,9 @@
 
 use std::sync::Arc;
 
+use bus_conformance::workflows;
 use bus_redis::RedisTransport;
 use bus_test_redis::TestRedis;
-use bus_workflows::conformance;
 use bus_workflows::RedisWorkflowStore;
 
 async fn transport(redis: &TestRedis, partitioned: bool) -> RedisTransport {
@@ -23,7 +23,7 @@ async fn batches_children_and_nesting() {
     let redis = TestRedis::start().unwrap();
     let transport = transport(&redis, false).await;
     let store = RedisWorkflowStore::for_transport(&transport);
-    conformance::all(Arc::new(transport), Arc::new(store)).await;
+    workflows::all(Arc::new(transport), Arc::new(store)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -31,7 +31,7 @@ async fn batches_children_and_nesting_on_partitioned_queues() {
     let redis = TestRedis::start().unwrap();
     let transport = transport(&redis, true).await;
     let store = RedisWorkflowStore::for_transport(&transport);
-    conformance::all(Arc::new(transport), Arc::new(store)).await;
+    workflows::all(Arc::new(transport), Arc::new(store)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -39,5 +39,5 @@ async fn a_sleep_across_a_host_restart() {
     let redis = TestRedis::start().unwrap();
     let transport = transport(&redis, false).await;
     let store = RedisWorkflowStore::for_transport(&transport);
-    conformance::sleep_across_a_restart(Arc::new(transport), Arc::new(store)).await;
+    workflows::sleep_across_a_restart(Arc::new(transport), Arc::new(store)).await;
 }

@@ -6,11 +6,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use bus_conformance::workflows::{Done, Item};
 use bus_core::transport::{ConsumerExt, ConsumerOptions, Source, Transport};
 use bus_core::{Bus, BusConfig, Envelope};
 use bus_redis::RedisTransport;
 use bus_test_redis::{eventually_async, TestRedis};
-use bus_workflows::conformance::{Done, Item};
 use bus_workflows::store::{Mark, Outcome, Settle};
 use bus_workflows::{Batch, BatchState, RedisWorkflowStore, RelaySettings, Workflows};
 use tokio_util::sync::CancellationToken;
@@ -100,7 +100,10 @@ async fn an_ack_whose_confirmation_was_lost_is_confirmed_once() {
         swept.settles, 0,
         "the member is held: its ack may still come"
     );
-    consumer.ack(&[delivery.receipt.clone()]).await.unwrap();
+    consumer
+        .ack(std::slice::from_ref(&delivery.receipt))
+        .await
+        .unwrap();
     // The process "died" here: no confirmation. The sweep finds the member gone.
     assert_eq!(batch.status().await.unwrap().pending(), 1);
     let swept = relay.sweep().await.unwrap();
@@ -165,7 +168,10 @@ async fn a_mark_whose_ack_never_came_is_dropped_and_the_member_settles_again() {
         )
         .await
         .unwrap();
-    consumer.ack(&[again.receipt.clone()]).await.unwrap();
+    consumer
+        .ack(std::slice::from_ref(&again.receipt))
+        .await
+        .unwrap();
     let fired = store
         .settle(batch.id(), &[Settle::Confirm(0)])
         .await

@@ -13,8 +13,9 @@ use bus_attachments::{
     MemoryProvider, RedisProvider,
 };
 use bus_core::{
-    CommandProcessor, Context, ContinueSaga, EventProcessor, Host, MemorySagaStore, Middleware,
-    Next, ProcessError, RedisCommand, Saga, SagaData, SagaStore, SendOptions, StartSaga,
+    Bus, CommandProcessor, Context, ContinueSaga, EventProcessor, Host, MemorySagaStore,
+    Middleware, Next, ProcessError, RedisCommand, Saga, SagaData, SagaStore, SendOptions,
+    StartSaga,
 };
 use bus_redis_saga::RedisSagaStore;
 use futures::TryStreamExt;
@@ -186,6 +187,57 @@ impl Middleware for PerformanceLogger {
     }
 }
 
+/// Sends one of each: a command, a batch, an event, a saga's messages and a command with
+/// an attachment.
+async fn send_the_tour(
+    bus: &Bus,
+    attachments: &dyn AttachmentProvider,
+) -> Result<(), Box<dyn std::error::Error>> {
+    println!("1. a command");
+    bus.send(&ThumbnailRequested {
+        image_id: "cat.jpg".into(),
+    })
+    .await?;
+    println!("2. a batch of commands, in one round trip");
+    let batch: Vec<ThumbnailRequested> = (1..=3)
+        .map(|i| ThumbnailRequested {
+            image_id: format!("dog-{i}.jpg"),
+        })
+        .collect();
+    bus.send_batch(&batch).await?;
+    println!("3. an event with three subscriptions");
+    bus.publish(&CacheInvalidated {
+        key: "home-page".into(),
+    })
+    .await?;
+    println!("4. a saga: an order of three lines");
+    bus.send(&OrderPlaced {
+        order_id: "A-1".into(),
+        lines: 3,
+    })
+    .await?;
+    let lines: Vec<OrderLinePacked> = (0..3)
+        .map(|_| OrderLinePacked {
+            order_id: "A-1".into(),
+        })
+        .collect();
+    bus.send_batch(&lines).await?;
+    println!("5. a command with an attachment");
+    let pdf = bytes::Bytes::from_static(b"%PDF-1.7\n% an invoice, streamed in chunks\n%%EOF\n");
+    let meta = AttachmentMeta::new("invoice-42.pdf", "application/pdf").length(pdf.len() as u64);
+    let body = futures::stream::iter([Ok(pdf)]);
+    send_with_attachment(
+        bus,
+        attachments,
+        &ScanInvoice { invoice_id: 42 },
+        meta,
+        Box::pin(body),
+        &SendOptions::new(),
+    )
+    .await?;
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let backend = match samples::choose_backend("tour").await {
@@ -234,48 +286,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let running = host.start().await?;
     let bus = running.bus();
 
-    println!("1. a command");
-    bus.send(&ThumbnailRequested {
-        image_id: "cat.jpg".into(),
-    })
-    .await?;
-    println!("2. a batch of commands, in one round trip");
-    let batch: Vec<ThumbnailRequested> = (1..=3)
-        .map(|i| ThumbnailRequested {
-            image_id: format!("dog-{i}.jpg"),
-        })
-        .collect();
-    bus.send_batch(&batch).await?;
-    println!("3. an event with three subscriptions");
-    bus.publish(&CacheInvalidated {
-        key: "home-page".into(),
-    })
-    .await?;
-    println!("4. a saga: an order of three lines");
-    bus.send(&OrderPlaced {
-        order_id: "A-1".into(),
-        lines: 3,
-    })
-    .await?;
-    let lines: Vec<OrderLinePacked> = (0..3)
-        .map(|_| OrderLinePacked {
-            order_id: "A-1".into(),
-        })
-        .collect();
-    bus.send_batch(&lines).await?;
-    println!("5. a command with an attachment");
-    let pdf = bytes::Bytes::from_static(b"%PDF-1.7\n% an invoice, streamed in chunks\n%%EOF\n");
-    let meta = AttachmentMeta::new("invoice-42.pdf", "application/pdf").length(pdf.len() as u64);
-    let body = futures::stream::iter([Ok(pdf)]);
-    send_with_attachment(
-        &bus,
-        &*attachments,
-        &ScanInvoice { invoice_id: 42 },
-        meta,
-        Box::pin(body),
-        &SendOptions::new(),
-    )
-    .await?;
+    send_the_tour(&bus, &*attachments).await?;
 
     // 4 thumbnails + 3 cache copies + 1 completed order + 1 invoice.
     const STEPS: usize = 9;

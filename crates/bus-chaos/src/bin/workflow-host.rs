@@ -16,9 +16,9 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
+use bus_conformance::workflows::{Child, Done, Item, Nest, Parent};
 use bus_core::{CommandProcessor, Context, Host, ProcessError};
 use bus_redis::{RedisConfig, RedisTransport};
-use bus_workflows::conformance::{Child, Done, Item, Nest, Parent};
 use bus_workflows::{
     ChildResult, RedisWorkflowStore, WorkflowContext, Workflows, WorkflowsExt, CALLBACK_HEADER,
 };

@@ -1,4 +1,4 @@
-//! The circuit breaker of a processor (issue 17 point 5; docs/concepts.md, "Circuit
+//! The circuit breaker of a processor (docs/concepts.md, "Circuit
 //! breakers"): when too many of its handlers fail, the host stops reserving from its
 //! queue for a cool-down, then lets one message through as a probe and closes again if
 //! it succeeds.

@@ -10,34 +10,15 @@ use futures::FutureExt;
 use tokio_util::sync::CancellationToken;
 use tracing::Span;
 
+use super::dispatch::Dispatch;
 use super::lifecycle::{expiry, Dying, Expiry};
 use super::outcome::{error_chain, panic_message, Outcome};
-use super::routes::{FailedMessage, Routes, UnknownMessage};
+use super::routes::{FailedMessage, UnknownMessage};
 use crate::envelope::Incoming;
 use crate::middleware::Next;
 use crate::records::ErrorRecord;
-use crate::transport::{Consumer, DeadLetterReason, Delivery, Source, WireFormat};
-use crate::{Bus, Context, Disposition, Envelope, Middleware, ProcessingSettings};
-
-/// What one message's path needs, and nothing of the worker's loop: the source, its
-/// settings, its processors by type, the middleware, the bus handlers send with, and the
-/// wire format.
-pub(super) struct Dispatch {
-    pub(super) source: Source,
-    pub(super) settings: ProcessingSettings,
-    /// Every processor of the source, by message type, and the hooks.
-    pub(super) routes: Routes,
-    pub(super) middleware: Arc<[Arc<dyn Middleware>]>,
-    pub(super) bus: Bus,
-    /// The source's wire format; `None` is the native envelope, decoded inline.
-    pub(super) wire: Option<Arc<dyn WireFormat>>,
-    /// What handlers asked to run after their message's ack ([`Context::after_ack`]).
-    pub(super) after_ack: Arc<super::after_ack::AfterAcks>,
-    /// The source's consumer, for what a dead-letter hook asks of it (the error history).
-    pub(super) consumer: Arc<dyn Consumer>,
-    /// `source`, shared with every message's context (the scope of its step marks).
-    pub(super) scope: Arc<Source>,
-}
+use crate::transport::{DeadLetterReason, Delivery, OnUnknownType, Source};
+use crate::{Context, Disposition, Envelope};
 
 /// The span of one delivery; the message's id and type are filled in once decoded.
 pub(super) fn delivery_span(source: &Source, delivery: &Delivery) -> Span {
@@ -79,31 +60,9 @@ impl Dispatch {
             Ok(envelope) => envelope,
             Err(e) => return Outcome::undecodable(error_chain(&e)),
         };
-        let span = Span::current();
-        if !span.is_disabled() {
-            span.record("message_id", tracing::field::display(&envelope.id));
-            span.record("message_type", &*envelope.message_type);
-            if let Some(traceparent) = envelope.headers.get("traceparent") {
-                span.record("traceparent", traceparent.as_str());
-            }
-        }
-        #[cfg(feature = "opentelemetry")]
-        crate::otel::consumer_attributes(&span, &self.source, &envelope.id);
+        self.record_in_span(&envelope);
         let Some(route) = self.routes.find(&envelope.message_type) else {
-            if let Some(hook) = &self.routes.hooks.unknown_type {
-                hook(UnknownMessage {
-                    source: &self.source,
-                    message_type: &envelope.message_type,
-                    message_id: &envelope.id,
-                    payload: &delivery.payload,
-                });
-                return Outcome::Ack;
-            }
-            let error = format!(
-                "no processor for message type `{}` on {}",
-                envelope.message_type, self.source
-            );
-            return Outcome::DeadLetter(DeadLetterReason::UnknownType, ErrorRecord::now(error));
+            return self.unroutable(delivery, &envelope);
         };
         let Incoming {
             id,
@@ -183,18 +142,75 @@ impl Dispatch {
                 format!("handler panicked: {}", panic_message(&*panic)),
             ),
         };
-        let error = ErrorRecord::now(error);
+        self.failed(delivery, disposition, ErrorRecord::now(error), dying(kept))
+            .await
+    }
+
+    /// Records the message's id, type and trace parent on the delivery's span.
+    fn record_in_span(&self, envelope: &Incoming<'_>) {
+        let span = Span::current();
+        if !span.is_disabled() {
+            span.record("message_id", tracing::field::display(&envelope.id));
+            span.record("message_type", &*envelope.message_type);
+            if let Some(traceparent) = envelope.headers.get("traceparent") {
+                span.record("traceparent", traceparent.as_str());
+            }
+        }
+        #[cfg(feature = "opentelemetry")]
+        crate::otel::consumer_attributes(&span, &self.source, &envelope.id);
+    }
+
+    /// A message of a type no processor here handles: the host's hook acknowledges it,
+    /// else the source's policy decides (so that the error hook and metrics see what is
+    /// done).
+    fn unroutable(&self, delivery: &Delivery, envelope: &Incoming<'_>) -> Outcome {
+        if let Some(hook) = &self.routes.hooks.unknown_type {
+            hook(UnknownMessage {
+                source: &self.source,
+                message_type: &envelope.message_type,
+                message_id: &envelope.id,
+                payload: &delivery.payload,
+            });
+            return Outcome::Ack;
+        }
+        let error = ErrorRecord::now(format!(
+            "no processor for message type `{}` on {}",
+            envelope.message_type, self.source
+        ));
+        match self
+            .consumer
+            .extras()
+            .on_unknown_type(delivery.delivery_count)
+        {
+            OnUnknownType::Retry(delay) => Outcome::Retry(delay, error),
+            OnUnknownType::Acknowledge => {
+                tracing::warn!(error = %error.message, "acknowledging (dropping) a message of an unknown type");
+                Outcome::Ack
+            }
+            _ => Outcome::DeadLetter(DeadLetterReason::UnknownType, error),
+        }
+    }
+
+    /// A failed run: dead-lettered when rejected or at the delivery limit, else retried
+    /// after the handler's delay or the backoff's.
+    async fn failed(
+        &self,
+        delivery: &Delivery,
+        disposition: Disposition,
+        error: ErrorRecord,
+        dying: Dying<'_>,
+    ) -> Outcome {
         let delay = match disposition {
             Disposition::DeadLetter => {
                 return self
-                    .dead_letter(dying(kept), DeadLetterReason::Rejected, error)
+                    .dead_letter(dying, DeadLetterReason::Rejected, error)
                     .await
             }
             Disposition::RetryAfter(delay) => delay,
             _ => self.settings.retry.delay(delivery.delivery_count),
         };
-        if delivery.delivery_count >= limit {
-            self.dead_letter(dying(kept), DeadLetterReason::DeliveryLimit, error)
+        if delivery.delivery_count >= self.settings.dead_letter_delivery_limit {
+            self.dead_letter(dying, DeadLetterReason::DeliveryLimit, error)
                 .await
         } else {
             Outcome::Retry(delay, error)

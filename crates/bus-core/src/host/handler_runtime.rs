@@ -5,7 +5,7 @@
 //! connections live. A handler that blocks its thread (`std::thread::sleep`, synchronous
 //! I/O, a long computation) then delays other handlers, never the renewals that keep its
 //! lock: without this, a few blocking handlers on a two-thread runtime starved the
-//! renewals, the locks expired, and messages ran twice (issue 16, point 10).
+//! renewals, the locks expired, and messages ran twice.
 
 use tokio::runtime::{Builder, Handle, Runtime};
 

@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use futures::FutureExt;
 
-use super::handle::Dispatch;
+use super::dispatch::Dispatch;
 use super::outcome::{error_chain, panic_message, Outcome};
 use super::Registration;
 use crate::records::{ErrorRecord, ERROR_HISTORY};
@@ -81,16 +81,19 @@ impl DeadLettering<'_> {
     }
 }
 
-/// The deadline a message's headers carry, if any: `Err` when the header is not a
-/// number of milliseconds.
+/// The deadline a message's headers carry, if any: `Err` when the header breaks its
+/// grammar (`crate::deadline`).
 fn deadline(headers: &Headers) -> std::result::Result<Option<u64>, String> {
     if headers.is_empty() {
         return Ok(None);
     }
     match headers.get(EXPIRES_AT_HEADER) {
         None => Ok(None),
-        Some(text) => text.trim().parse::<u64>().map(Some).map_err(|_| {
-            format!("the `{EXPIRES_AT_HEADER}` header is not milliseconds since the Unix epoch: {text:?}")
+        Some(text) => crate::deadline::parse(text).map(Some).ok_or_else(|| {
+            format!(
+                "the `{EXPIRES_AT_HEADER}` header is not milliseconds since the Unix epoch \
+                 (`0|[1-9][0-9]*`, at most 18446744073709551615): {text:?}"
+            )
         }),
     }
 }

@@ -2,8 +2,10 @@
 
 pub(crate) mod after_ack;
 pub(crate) mod breaker;
+mod dispatch;
 mod handle;
 mod handler_runtime;
+mod heartbeat;
 mod held;
 mod lifecycle;
 pub mod metrics;
@@ -381,14 +383,14 @@ impl HostBuilder {
         let singletons = singleton::leases(&routes, &*transport)?;
         let heartbeat = self
             .heartbeat_interval
-            .and_then(|interval| Some((transport.host_reporter()?, interval)))
+            .and_then(|interval| Some((transport.extras().host_reporter?, interval)))
             .map(|(reporter, interval)| heartbeat_of(reporter, &routes, interval));
         if let Some(heartbeat) = &heartbeat {
             self.middleware.insert(0, heartbeat.counter());
         }
         let timing = self
             .timing_interval
-            .and_then(|interval| Some((transport.timing_reporter()?, interval)))
+            .and_then(|interval| Some((transport.extras().timing_reporter?, interval)))
             .map(|(reporter, interval)| {
                 let types = routes
                     .iter()
@@ -499,7 +501,7 @@ pub struct Host {
     shutdown_grace: Duration,
     recovery_interval: Duration,
     handler_threads: usize,
-    heartbeat: Option<crate::heartbeat::Heartbeat>,
+    heartbeat: Option<heartbeat::Heartbeat>,
     schedules: Vec<crate::recurring::Checked>,
     schedule_clock: crate::recurring::Clock,
     timing: Option<crate::timing::Timing>,
@@ -510,7 +512,7 @@ fn heartbeat_of(
     reporter: Arc<dyn crate::heartbeat::HostReporter>,
     routes: &[Routes],
     interval: Duration,
-) -> crate::heartbeat::Heartbeat {
+) -> heartbeat::Heartbeat {
     let queues = routes
         .iter()
         .map(|r| source_name(&r.registrations[0].source))
@@ -519,7 +521,7 @@ fn heartbeat_of(
         .iter()
         .map(|r| r.registrations[0].settings.max_concurrent_calls)
         .sum();
-    crate::heartbeat::Heartbeat::new(reporter, queues, concurrency, interval)
+    heartbeat::Heartbeat::new(reporter, queues, concurrency, interval)
 }
 
 impl Host {
@@ -594,7 +596,7 @@ impl Host {
             }
             let worker = worker::Worker {
                 metrics,
-                dispatch: handle::Dispatch {
+                dispatch: dispatch::Dispatch {
                     source: registration.source.clone(),
                     settings: registration.settings.clone(),
                     routes,

@@ -65,7 +65,12 @@ pub(super) fn leases(
                 )));
             };
             let ttl = first.settings.singleton_ttl;
-            let lease = transport.singleton_lease(queue, &holder, ttl)?;
+            let leases = transport.extras().leases.ok_or_else(|| {
+                Error::Config(format!(
+                    "{queue}: a singleton processor needs a transport with leases; this one has none"
+                ))
+            })?;
+            let lease = leases.singleton_lease(queue, &holder, ttl)?;
             Ok(Some(Singleton {
                 queue: queue.clone(),
                 lease,

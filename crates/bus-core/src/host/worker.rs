@@ -29,7 +29,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::instrument::WithSubscriber;
 use tracing::Instrument;
 
-use super::handle::{delivery_span, Dispatch};
+use super::dispatch::Dispatch;
+use super::handle::delivery_span;
 use super::held::Held;
 use super::metrics::{Op, WorkerMetrics};
 use super::outcome::{error_chain, panic_message, Outcome};

@@ -179,7 +179,13 @@ impl<C: Command, F: Fn() -> C + Send + Sync + 'static> Produce for Maker<C, F> {
                         let Some(message) = batch.pop() else {
                             return Ok(false);
                         };
-                        transport.send_tick(queue, tick, message).await
+                        let ticks = transport.extras().ticks.ok_or_else(|| {
+                            crate::operator::unsupported(
+                                "this transport's",
+                                crate::Capability::RecurringTicks,
+                            )
+                        })?;
+                        ticks.send_tick(queue, tick, message).await
                     },
                 )
                 .await?;
@@ -286,7 +292,7 @@ impl Recurring {
             Error::Config(text) => Error::Config(format!("schedule {}: {text}", self.name)),
             other => other,
         })?;
-        crate::transport::validate_name("schedule", &self.name)?;
+        crate::message::validate_name("schedule", &self.name)?;
         Ok(Checked {
             name: self.name,
             expression: self.expression,

@@ -20,7 +20,11 @@ pub(crate) async fn run(schedule: Checked, bus: Bus, clock: Clock, stop: Cancell
     let name = schedule.name.as_str();
     match schedule.record(&bus) {
         Ok(record) => {
-            if let Err(e) = bus.transport().record_schedule(&record).await {
+            let recorded = match bus.transport().extras().ticks {
+                Some(ticks) => ticks.record_schedule(&record).await,
+                None => Ok(()),
+            };
+            if let Err(e) = recorded {
                 tracing::warn!(schedule = name, error = %ErrorChain(&e), "schedule not recorded for operators");
             }
         }

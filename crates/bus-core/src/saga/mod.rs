@@ -15,13 +15,11 @@
 //! | (host glue) | the start / continue flows behind a registration | `flow` |
 //! | (host glue) | the state and stamp this host wrote last, to skip reads | `cache` |
 //! | [`Context::request_timeout`], [`SAGA_TIMEOUT_HEADER`] | timeouts, dropped once the saga moved on | `timeout` |
-//! | `conformance` | the store conformance suite, run against every store | `conformance` |
 //!
-//! The long guide is `docs/sagas.md`.
+//! The rules every store keeps are checked by `bus_conformance::saga_store`. The long
+//! guide is `docs/sagas.md`.
 
 mod cache;
-#[cfg(feature = "conformance")]
-pub mod conformance;
 mod flow;
 mod memory;
 mod store;

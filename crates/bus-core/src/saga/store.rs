@@ -16,7 +16,7 @@ use crate::Result;
 /// (another layout at the same key) fails with [`Error::NotASaga`](crate::Error::NotASaga)
 /// and is never overwritten or deleted. Implementations: [`MemorySagaStore`](crate::MemorySagaStore)
 /// here, `bus_redis_saga::RedisSagaStore` on Redis. The conformance suite
-/// (`bus_core::saga_conformance`) checks these rules against any store.
+/// (`bus_conformance::saga_store`) checks these rules against any store.
 #[async_trait]
 pub trait SagaStore: Send + Sync + fmt::Debug + 'static {
     /// Creates the saga with `data`; it expires after `ttl` (at least 1 ms) unless it is

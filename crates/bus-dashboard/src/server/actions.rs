@@ -1,19 +1,54 @@
 //! The state changes: `POST` only, each with the page's CSRF token (checked in `auth`),
-//! each one management call (atomic as management makes it).
+//! refused in read-only mode (by `ops::read_only`, before they get here). Each handler
+//! reads its request into a [`bus_management::Action`] and hands it to [`apply`], which
+//! applies it as the operator (audited by [`Fleet::apply`](bus_management::Fleet::apply))
+//! and answers with the outcome.
 
 use std::net::SocketAddr;
 
 use axum::extract::{ConnectInfo, State};
 use axum::Json;
-use bus_management::{Requeued, Selection};
-use serde::{Deserialize, Serialize};
+use bus_management::{Action, Actor, Selection};
+use serde::Deserialize;
+use serde_json::Value;
 
 use super::api::{ApiError, ApiResult};
-use super::ops::record;
 use super::AppState;
 
 /// More ids than this in one request is a mistake of the caller, not an operator's choice.
 const MAX_IDS: usize = 10_000;
+
+/// Applies `action` as the dashboard's operator, from `peer`, and answers with what it
+/// did. A failed audit append leaves the change made and is logged.
+pub(crate) async fn apply(shared: &AppState, peer: SocketAddr, action: Action) -> ApiResult<Value> {
+    let who = shared
+        .options
+        .operator
+        .clone()
+        .unwrap_or_else(bus_management::os_user);
+    let actor = Actor::new(who, format!("dashboard from {}", peer.ip()));
+    let outcome = shared.reader.fleet().apply(action, &actor).await?;
+    let said = outcome.lines().join("; ");
+    match outcome.missed() {
+        Some(missed) => tracing::info!(%missed, "dashboard: nothing to change"),
+        None => tracing::info!(outcome = %said, "dashboard: change made"),
+    }
+    if let Some(error) = outcome.audit_failure() {
+        tracing::warn!(%error, outcome = %said, "dashboard: the change was made, but its audit entry could not be written");
+    }
+    Ok(Json(outcome.answer()))
+}
+
+/// At most [`MAX_IDS`] ids, and at least one.
+fn checked(ids: &[String]) -> Result<(), ApiError> {
+    match ids.len() {
+        0 => Err(ApiError::bad_request("no dead letters selected")),
+        n if n > MAX_IDS => Err(ApiError::bad_request(format!(
+            "at most {MAX_IDS} ids per request"
+        ))),
+        _ => Ok(()),
+    }
+}
 
 #[derive(Deserialize)]
 pub(crate) struct RequeueRequest {
@@ -33,45 +68,21 @@ pub(crate) async fn requeue(
     State(shared): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     Json(request): Json<RequeueRequest>,
-) -> ApiResult<Requeued> {
-    let fleet = shared.reader.fleet();
-    // Checked before anything changes: a name of the bus's own must be valid.
-    fleet.native_source(&request.name)?;
-    let to = request.to.as_deref().filter(|t| !t.is_empty());
-    if let Some(to) = to {
-        fleet.native_source(to)?;
-    }
-    let selection = match (request.all, request.ids.len()) {
-        (true, 0) => Selection::All,
-        (true, _) => return Err(ApiError::bad_request("give ids or all, not both")),
-        (false, 0) => return Err(ApiError::bad_request("no dead letters selected")),
-        (false, n) if n > MAX_IDS => {
-            return Err(ApiError::bad_request(format!(
-                "at most {MAX_IDS} ids per request"
-            )))
+) -> ApiResult<Value> {
+    let selection = match (request.all, request.ids.is_empty()) {
+        (true, true) => Selection::All,
+        (true, false) => return Err(ApiError::bad_request("give ids or all, not both")),
+        (false, _) => {
+            checked(&request.ids)?;
+            Selection::Ids(request.ids)
         }
-        (false, _) => Selection::Ids(request.ids),
     };
-    let done = fleet.requeue(&request.name, &selection, to).await?;
-    tracing::info!(
-        queue = %request.name,
-        target = %done.target,
-        requeued = done.requeued.len(),
-        "dashboard: dead letters requeued"
-    );
-    let action = if done.target == request.name {
-        "requeue"
-    } else {
-        "move"
+    let action = Action::Requeue {
+        queue: request.name,
+        selection,
+        to: request.to.filter(|t| !t.is_empty()),
     };
-    let detail = format!(
-        "to {}{}",
-        done.target,
-        if request.all { ", all" } else { "" }
-    );
-    let count = done.requeued.len() as u64;
-    record(&shared, peer, action, &request.name, count, detail).await;
-    Ok(Json(done))
+    apply(&shared, peer, action).await
 }
 
 #[derive(Deserialize)]
@@ -80,44 +91,18 @@ pub(crate) struct DeleteRequest {
     ids: Vec<String>,
 }
 
-#[derive(Serialize)]
-pub(crate) struct Deleted {
-    deleted: Vec<String>,
-    not_found: Vec<String>,
-}
-
 /// Deletes dead letters (one, or a group), each by one atomic script.
 pub(crate) async fn delete_dead_letters(
     State(shared): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     Json(request): Json<DeleteRequest>,
-) -> ApiResult<Deleted> {
-    let fleet = shared.reader.fleet();
-    fleet.native_source(&request.name)?;
-    if request.ids.is_empty() {
-        return Err(ApiError::bad_request("no dead letters selected"));
-    }
-    if request.ids.len() > MAX_IDS {
-        return Err(ApiError::bad_request(format!(
-            "at most {MAX_IDS} ids per request"
-        )));
-    }
-    let mut report = Deleted {
-        deleted: Vec::new(),
-        not_found: Vec::new(),
+) -> ApiResult<Value> {
+    checked(&request.ids)?;
+    let action = Action::DeleteDead {
+        queue: request.name,
+        ids: request.ids,
     };
-    for id in request.ids {
-        if fleet.delete_dead_letter(&request.name, &id).await? {
-            report.deleted.push(id);
-        } else {
-            report.not_found.push(id);
-        }
-    }
-    tracing::info!(queue = %request.name, deleted = report.deleted.len(), "dashboard: dead letters deleted");
-    let count = report.deleted.len() as u64;
-    let detail = format!("dead letters {}", report.deleted.join(" "));
-    record(&shared, peer, "delete", &request.name, count, detail).await;
-    Ok(Json(report))
+    apply(&shared, peer, action).await
 }
 
 #[derive(Deserialize)]
@@ -126,38 +111,22 @@ pub(crate) struct SagaRequest {
     id: String,
 }
 
-#[derive(Serialize)]
-pub(crate) struct SagaDeleted {
-    existed: bool,
-}
-
 /// Deletes one saga, whatever its state.
 pub(crate) async fn delete_saga(
     State(shared): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     Json(request): Json<SagaRequest>,
-) -> ApiResult<SagaDeleted> {
-    let existed = shared
-        .reader
-        .management()
-        .delete_saga(&request.partition, &request.id)
-        .await?;
-    tracing::info!(partition = %request.partition, id = %request.id, existed, "dashboard: saga deleted");
-    if existed {
-        let target = format!("{}/{}", request.partition, request.id);
-        record(&shared, peer, "delete-saga", &target, 1, String::new()).await;
-    }
-    Ok(Json(SagaDeleted { existed }))
+) -> ApiResult<Value> {
+    let action = Action::DeleteSaga {
+        partition: request.partition,
+        id: request.id,
+    };
+    apply(&shared, peer, action).await
 }
 
 #[derive(Deserialize)]
 pub(crate) struct FlowRequest {
     name: String,
-}
-
-#[derive(Serialize)]
-pub(crate) struct FlowChanged {
-    paused: bool,
 }
 
 /// Pauses a queue (flow control): its consumers stop reserving within a second, running
@@ -166,14 +135,15 @@ pub(crate) async fn pause(
     State(shared): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     Json(request): Json<FlowRequest>,
-) -> ApiResult<FlowChanged> {
-    let fleet = shared.reader.fleet();
-    // A typo must not leave a `flow` hash behind for a queue nobody consumes.
-    fleet.ensure_exists(&request.name).await?;
-    fleet.pause(&request.name).await?;
-    tracing::info!(queue = %request.name, "dashboard: queue paused");
-    record(&shared, peer, "pause", &request.name, 1, String::new()).await;
-    Ok(Json(FlowChanged { paused: true }))
+) -> ApiResult<Value> {
+    apply(
+        &shared,
+        peer,
+        Action::Pause {
+            queue: request.name,
+        },
+    )
+    .await
 }
 
 /// Resumes a paused queue: its consumers reserve again within a second.
@@ -181,18 +151,15 @@ pub(crate) async fn resume(
     State(shared): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     Json(request): Json<FlowRequest>,
-) -> ApiResult<FlowChanged> {
-    let fleet = shared.reader.fleet();
-    fleet.ensure_exists(&request.name).await?;
-    fleet.resume(&request.name).await?;
-    tracing::info!(queue = %request.name, "dashboard: queue resumed");
-    record(&shared, peer, "resume", &request.name, 1, String::new()).await;
-    Ok(Json(FlowChanged { paused: false }))
-}
-
-#[derive(Serialize)]
-pub(crate) struct BreakerClosed {
-    breaker: &'static str,
+) -> ApiResult<Value> {
+    apply(
+        &shared,
+        peer,
+        Action::Resume {
+            queue: request.name,
+        },
+    )
+    .await
 }
 
 /// Closes a queue's tripped fleet circuit breaker by hand: consumers on every host take
@@ -201,19 +168,9 @@ pub(crate) async fn close_breaker(
     State(shared): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     Json(request): Json<FlowRequest>,
-) -> ApiResult<BreakerClosed> {
-    let fleet = shared.reader.fleet();
-    fleet.ensure_exists(&request.name).await?;
-    fleet.close_breaker(&request.name).await?;
-    tracing::info!(queue = %request.name, "dashboard: fleet circuit breaker closed");
-    record(
-        &shared,
-        peer,
-        "close-breaker",
-        &request.name,
-        1,
-        String::new(),
-    )
-    .await;
-    Ok(Json(BreakerClosed { breaker: "closed" }))
+) -> ApiResult<Value> {
+    let action = Action::CloseBreaker {
+        queue: request.name,
+    };
+    apply(&shared, peer, action).await
 }

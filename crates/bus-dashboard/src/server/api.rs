@@ -34,6 +34,7 @@ impl From<Error> for ApiError {
                 | bus_management::Error::UnknownSource { .. }
                 | bus_management::Error::UnknownQueue { .. }
                 | bus_management::Error::AcrossKinds { .. }
+                | bus_management::Error::NativeOnly { .. }
                 | bus_management::Error::Redis(bus_redis::Error::InvalidRequest(_)),
             ) => StatusCode::BAD_REQUEST,
             _ => StatusCode::SERVICE_UNAVAILABLE,
@@ -171,28 +172,7 @@ pub(crate) async fn queue(
     let n = shared.options.page_size;
     let now_ms = reader.redis_now_ms().await?;
     let Some(source) = reader.fleet().native_source(&query.name)? else {
-        let (snapshot, ready) = tokio::try_join!(reader.snapshot(&query.name, now_ms), async {
-            Ok(reader.fleet().peek(&query.name, n).await?)
-        })?;
-        let ready = ready
-            .into_iter()
-            .map(|mut message| {
-                views::clip_summary(&mut message.message);
-                ReadyView {
-                    message,
-                    errors: Vec::new(),
-                }
-            })
-            .collect();
-        return Ok(Json(QueuePage {
-            snapshot,
-            limit: n,
-            ready,
-            scheduled: Vec::new(),
-            in_flight: Vec::new(),
-            flow: None,
-            breakers: Vec::new(),
-        }));
+        return Ok(Json(other_queue(reader, &query.name, n, now_ms).await?));
     };
     let (snapshot, ready, scheduled, mut in_flight, (flow, hosts)) = tokio::try_join!(
         reader.snapshot(&query.name, now_ms),
@@ -251,6 +231,38 @@ pub(crate) async fn queue(
         flow: Some(flow),
         breakers: breakers_of(&hosts, &query.name),
     }))
+}
+
+/// Another kind's queue: its counts and its next messages, with no error history (its
+/// kind keeps none).
+async fn other_queue(
+    reader: &crate::snapshot::Reader,
+    name: &str,
+    n: u64,
+    now_ms: u64,
+) -> Result<QueuePage, Error> {
+    let (snapshot, ready) = tokio::try_join!(reader.snapshot(name, now_ms), async {
+        Ok(reader.fleet().peek(name, n).await?)
+    })?;
+    let ready = ready
+        .into_iter()
+        .map(|mut message| {
+            views::clip_summary(&mut message.message);
+            ReadyView {
+                message,
+                errors: Vec::new(),
+            }
+        })
+        .collect();
+    Ok(QueuePage {
+        snapshot,
+        limit: n,
+        ready,
+        scheduled: Vec::new(),
+        in_flight: Vec::new(),
+        flow: None,
+        breakers: Vec::new(),
+    })
 }
 
 #[derive(Serialize)]
@@ -364,7 +376,7 @@ pub(crate) async fn saga(
     Ok(Json(view))
 }
 
-/// The keys of an ordered queue with the most messages waiting for them (issue 21's
+/// The keys of an ordered queue with the most messages waiting for them (the
 /// "per-key backlogs"), bounded (`Admin::key_backlogs`); empty for another kind's queue or
 /// a queue that is not ordered.
 pub(crate) async fn key_backlogs(

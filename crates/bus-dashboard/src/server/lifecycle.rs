@@ -6,10 +6,12 @@ use std::net::SocketAddr;
 
 use axum::extract::{ConnectInfo, State};
 use axum::Json;
-use serde::{Deserialize, Serialize};
+use bus_management::Action;
+use serde::Deserialize;
+use serde_json::Value;
 
+use super::actions::apply;
 use super::api::{ApiError, ApiResult};
-use super::ops::record;
 use super::AppState;
 
 #[derive(Deserialize)]
@@ -20,36 +22,20 @@ pub(crate) struct CancelRequest {
     id: String,
 }
 
-#[derive(Serialize)]
-pub(crate) struct Cancelled {
-    /// `false`: nothing waited under that id (delivered, or cancelled already).
-    cancelled: bool,
-}
-
-/// Cancels one scheduled message: removed with its envelope, never delivered.
+/// Cancels one scheduled message: removed with its envelope, never delivered. Answers
+/// `{"cancelled": false}` when nothing waited under the id (delivered, or cancelled
+/// already).
 pub(crate) async fn cancel(
     State(shared): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     Json(request): Json<CancelRequest>,
-) -> ApiResult<Cancelled> {
-    let Some(source) = shared.reader.fleet().native_source(&request.name)? else {
-        return Err(ApiError::bad_request(
-            "only the bus's own queues have scheduled messages to cancel",
-        ));
-    };
+) -> ApiResult<Value> {
     if request.id.is_empty() {
         return Err(ApiError::bad_request("no scheduled message selected"));
     }
-    let cancelled = shared
-        .reader
-        .management()
-        .admin()
-        .cancel(&source, &request.id)
-        .await
-        .map_err(bus_management::Error::from)?;
-    tracing::info!(queue = %request.name, id = %request.id, cancelled, "dashboard: scheduled message cancelled");
-    if cancelled {
-        record(&shared, peer, "cancel", &request.name, 1, request.id).await;
-    }
-    Ok(Json(Cancelled { cancelled }))
+    let action = Action::Cancel {
+        queue: request.name,
+        id: request.id,
+    };
+    apply(&shared, peer, action).await
 }

@@ -1,7 +1,5 @@
-//! The operations pages' data (Redis's health, the hosts and their schedules, the audit log), read-only mode, and the
-//! audit entry every change of the dashboard appends.
-
-use std::net::SocketAddr;
+//! The operations pages' data (Redis's health, the hosts and their schedules, the audit
+//! log) and read-only mode.
 
 use axum::extract::{Query, Request, State};
 use axum::http::{Method, StatusCode};
@@ -63,32 +61,4 @@ pub(crate) async fn read_only(
             .into_response();
     }
     next.run(request).await
-}
-
-/// Appends the audit entry of a change the dashboard made. The change is done: a failed
-/// append is logged, not returned as the change's failure.
-pub(crate) async fn record(
-    shared: &AppState,
-    peer: SocketAddr,
-    action: &str,
-    target: &str,
-    count: u64,
-    detail: String,
-) {
-    let who = shared
-        .options
-        .operator
-        .clone()
-        .unwrap_or_else(bus_management::os_user);
-    let entry = AuditEntry::new(
-        who,
-        format!("dashboard from {}", peer.ip()),
-        action,
-        target,
-        count,
-    )
-    .detail(detail);
-    if let Err(error) = shared.reader.management().audit(&entry).await {
-        tracing::warn!(%error, action, target, "dashboard: the change was made, but its audit entry could not be written");
-    }
 }

@@ -1,6 +1,7 @@
 //! The Search page's data and actions (find ready, delayed and dead messages in bounded
 //! pages; act on every match, page by page, after a dry run) and edit-and-retry of a dead
-//! letter. Every change is audited; read-only mode refuses them before they get here.
+//! letter. Every change is an action applied (and audited) by `actions::apply`; read-only
+//! mode refuses them before they get here.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -8,11 +9,12 @@ use std::net::SocketAddr;
 use axum::extract::{ConnectInfo, Query, State};
 use axum::Json;
 use bus_core::transport::Source;
-use bus_management::{ActedPage, Action, EditRecord, Edited, Place, SearchPage, SearchQuery};
+use bus_management::{Action, EditRecord, OnMatches, Pages, Place, SearchPage, SearchQuery};
 use serde::Deserialize;
+use serde_json::Value;
 
+use super::actions::apply;
 use super::api::{ApiError, ApiResult};
-use super::ops::record;
 use super::AppState;
 
 /// Elements one request reads when the page does not say.
@@ -90,7 +92,8 @@ impl SearchParams {
     }
 }
 
-/// The bus's own queue or subscription `name`: search and edit read the bus's layout.
+/// The bus's own queue or subscription `name`: a search and the edit history read the
+/// bus's layout.
 fn native(shared: &AppState, name: &str) -> Result<Source, ApiError> {
     shared.reader.fleet().native_source(name)?.ok_or_else(|| {
         ApiError::bad_request(format!(
@@ -132,13 +135,11 @@ pub(crate) async fn act(
     State(shared): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     Json(request): Json<ActRequest>,
-) -> ApiResult<ActedPage> {
-    let source = native(&shared, &request.search.name)?;
-    let query = request.search.query()?;
-    let action = match (request.action.as_str(), request.to.as_deref()) {
-        ("requeue", _) => Action::Requeue,
-        ("delete", _) => Action::Delete,
-        ("move", Some(to)) if !to.is_empty() => Action::Move(native(&shared, to)?),
+) -> ApiResult<Value> {
+    let act = match (request.action.as_str(), request.to) {
+        ("requeue", _) => OnMatches::Requeue,
+        ("delete", _) => OnMatches::Delete,
+        ("move", Some(to)) if !to.is_empty() => OnMatches::MoveTo(to),
         ("move", _) => return Err(ApiError::bad_request("a move needs `to`")),
         (other, _) => {
             return Err(ApiError::bad_request(format!(
@@ -146,40 +147,18 @@ pub(crate) async fn act(
             )))
         }
     };
-    let limit = request.search.limit.unwrap_or(DEFAULT_PAGE);
-    let done = shared
-        .reader
-        .management()
-        .act(
-            &source,
-            &query,
-            request.search.cursor.as_deref(),
-            limit,
-            &action,
-        )
-        .await?;
-    if done.acted.changed + done.acted.duplicated > 0 {
-        let to = match &action {
-            Action::Move(_) => format!(" to {}", request.to.as_deref().unwrap_or_default()),
-            _ => String::new(),
-        };
-        let detail = format!(
-            "search matches ({}){to}: {}",
-            request.search.describe(),
-            done.acted.ids.join(" ")
-        );
-        let count = done.acted.changed;
-        record(
-            &shared,
-            peer,
-            action.name(),
-            &request.search.name,
-            count,
-            detail,
-        )
-        .await;
-    }
-    Ok(Json(done))
+    let search = request.search;
+    let action = Action::ActOnMatches {
+        query: search.query()?,
+        criteria: search.describe(),
+        act,
+        pages: Pages::One {
+            limit: search.limit.unwrap_or(DEFAULT_PAGE),
+            cursor: search.cursor,
+        },
+        queue: search.name,
+    };
+    apply(&shared, peer, action).await
 }
 
 #[derive(Deserialize)]
@@ -197,26 +176,14 @@ pub(crate) async fn edit(
     State(shared): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     Json(request): Json<EditRequest>,
-) -> ApiResult<Edited> {
-    let source = native(&shared, &request.name)?;
-    let who = shared
-        .options
-        .operator
-        .clone()
-        .unwrap_or_else(bus_management::os_user);
-    let edited = shared
-        .reader
-        .management()
-        .edit_and_requeue(&source, &request.id, request.headers, &request.body, &who)
-        .await?;
-    if let Edited::Requeued { message_id } = &edited {
-        let detail = format!(
-            "dead letter {} ({message_id}) edited and requeued; the original is in the edit history",
-            request.id
-        );
-        record(&shared, peer, "edit", &request.name, 1, detail).await;
-    }
-    Ok(Json(edited))
+) -> ApiResult<Value> {
+    let action = Action::Edit {
+        queue: request.name,
+        id: request.id,
+        headers: request.headers,
+        body: request.body,
+    };
+    apply(&shared, peer, action).await
 }
 
 #[derive(Deserialize)]

@@ -150,58 +150,14 @@ impl Admin {
         found: &[&Found],
         action: &Action,
     ) -> Result<Acted> {
+        if segment.place == Place::Dead {
+            return self.act_on_dead(source, segment, found, action).await;
+        }
         let mut acted = Acted {
             matched: found.len() as u64,
             ..Acted::default()
         };
         let keys = &segment.shard.keys;
-        let shown = |f: &Found| {
-            f.message
-                .as_ref()
-                .map(|m| m.id.clone())
-                .or_else(|| f.storage_id.clone())
-                .unwrap_or_default()
-        };
-        if segment.place == Place::Dead {
-            let ids: Vec<String> = found.iter().filter_map(|f| f.storage_id.clone()).collect();
-            let changed: Vec<String> = match action {
-                Action::Delete => {
-                    let own: Vec<String> = found
-                        .iter()
-                        .map(|f| String::from_utf8_lossy(&f.element).into_owned())
-                        .collect();
-                    // Gone for good: an attachment goes to the orphans list, as with `delete-dead`.
-                    let deleted = self.delete_dead(keys, own, Deleted::Gone).await?;
-                    found
-                        .iter()
-                        .filter(|f| deleted.iter().any(|d| f.element == d.as_bytes()))
-                        .filter_map(|f| f.storage_id.clone())
-                        .collect()
-                }
-                Action::Requeue | Action::Move(_) => {
-                    let to = match action {
-                        Action::Move(target) => Some(target),
-                        _ => None,
-                    };
-                    let done = self
-                        .requeue(source, &Selection::Ids(ids.clone()), to)
-                        .await?;
-                    acted.unchanged = done.skipped.len() as u64;
-                    acted.duplicated = done.duplicated.len() as u64;
-                    done.requeued
-                }
-            };
-            acted.changed = changed.len() as u64;
-            acted.gone = acted
-                .matched
-                .saturating_sub(acted.changed + acted.unchanged + acted.duplicated);
-            acted.ids = found
-                .iter()
-                .filter(|f| f.storage_id.as_ref().is_some_and(|id| changed.contains(id)))
-                .map(|f| shown(f))
-                .collect();
-            return Ok(acted);
-        }
         let place = segment.place.name();
         let elements: Vec<Value> = found
             .iter()
@@ -255,6 +211,59 @@ impl Admin {
         acted.gone = acted
             .matched
             .saturating_sub(acted.changed + acted.unchanged + acted.duplicated);
+        Ok(acted)
+    }
+
+    /// Acts on dead letters found: deleted for good, or requeued (moved) by storage id.
+    async fn act_on_dead(
+        &self,
+        source: &Source,
+        segment: &Segment<'_>,
+        found: &[&Found],
+        action: &Action,
+    ) -> Result<Acted> {
+        let mut acted = Acted {
+            matched: found.len() as u64,
+            ..Acted::default()
+        };
+        let keys = &segment.shard.keys;
+        let ids: Vec<String> = found.iter().filter_map(|f| f.storage_id.clone()).collect();
+        let changed: Vec<String> = match action {
+            Action::Delete => {
+                let own: Vec<String> = found
+                    .iter()
+                    .map(|f| String::from_utf8_lossy(&f.element).into_owned())
+                    .collect();
+                // Gone for good: an attachment goes to the orphans list, as with `delete-dead`.
+                let deleted = self.delete_dead(keys, own, Deleted::Gone).await?;
+                found
+                    .iter()
+                    .filter(|f| deleted.iter().any(|d| f.element == d.as_bytes()))
+                    .filter_map(|f| f.storage_id.clone())
+                    .collect()
+            }
+            Action::Requeue | Action::Move(_) => {
+                let to = match action {
+                    Action::Move(target) => Some(target),
+                    _ => None,
+                };
+                let done = self
+                    .requeue(source, &Selection::Ids(ids.clone()), to)
+                    .await?;
+                acted.unchanged = done.skipped.len() as u64;
+                acted.duplicated = done.duplicated.len() as u64;
+                done.requeued
+            }
+        };
+        acted.changed = changed.len() as u64;
+        acted.gone = acted
+            .matched
+            .saturating_sub(acted.changed + acted.unchanged + acted.duplicated);
+        acted.ids = found
+            .iter()
+            .filter(|f| f.storage_id.as_ref().is_some_and(|id| changed.contains(id)))
+            .map(|f| shown(f))
+            .collect();
         Ok(acted)
     }
 
@@ -314,4 +323,13 @@ impl Admin {
             }
         }
     }
+}
+
+/// What a found message is shown as: its message id, else its storage id.
+fn shown(f: &Found) -> String {
+    f.message
+        .as_ref()
+        .map(|m| m.id.clone())
+        .or_else(|| f.storage_id.clone())
+        .unwrap_or_default()
 }

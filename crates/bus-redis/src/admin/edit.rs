@@ -1,4 +1,4 @@
-//! Edit and retry a dead letter (issue 21 point 4): its headers and JSON body replaced,
+//! Edit and retry a dead letter: its headers and JSON body replaced,
 //! the edited envelope requeued and the dead letter removed in one script
 //! (`lua/admin_edit_requeue.lua`); the original, its errors and who edited it are kept in
 //! the queue's capped `edited` stream ([`QueueKeys::edited`]), read back by

@@ -12,7 +12,7 @@ use fred::prelude::{HashesInterface, KeysInterface};
 use fred::types::Value;
 
 use super::Admin;
-use crate::Result;
+use crate::{RedisTransport, Result};
 
 /// The `flow` hash's fields (docs/wire-format.md, "Flow control").
 const PAUSED: &str = "paused";
@@ -230,5 +230,38 @@ impl FlowControl for Admin {
 
     async fn order_per_key(&self, source: &Source, order: Option<PerKey>) -> bus_core::Result<()> {
         Ok(Admin::order_per_key(self, source, order).await?)
+    }
+}
+
+/// The transport controls its own queues' flow (what a host's operator actions reach
+/// through [`bus_core::transport::TransportExtras::flow`]), through an [`Admin`] over itself.
+#[async_trait]
+impl FlowControl for RedisTransport {
+    async fn flow(&self, source: &Source) -> bus_core::Result<Flow> {
+        FlowControl::flow(&Admin::new(self.clone()), source).await
+    }
+
+    async fn pause(&self, source: &Source) -> bus_core::Result<()> {
+        FlowControl::pause(&Admin::new(self.clone()), source).await
+    }
+
+    async fn resume(&self, source: &Source) -> bus_core::Result<()> {
+        FlowControl::resume(&Admin::new(self.clone()), source).await
+    }
+
+    async fn close_breaker(&self, source: &Source) -> bus_core::Result<()> {
+        FlowControl::close_breaker(&Admin::new(self.clone()), source).await
+    }
+
+    async fn limit_concurrency(&self, source: &Source, limit: Option<u32>) -> bus_core::Result<()> {
+        FlowControl::limit_concurrency(&Admin::new(self.clone()), source, limit).await
+    }
+
+    async fn limit_rate(&self, source: &Source, rate: Option<RateLimit>) -> bus_core::Result<()> {
+        FlowControl::limit_rate(&Admin::new(self.clone()), source, rate).await
+    }
+
+    async fn order_per_key(&self, source: &Source, order: Option<PerKey>) -> bus_core::Result<()> {
+        FlowControl::order_per_key(&Admin::new(self.clone()), source, order).await
     }
 }

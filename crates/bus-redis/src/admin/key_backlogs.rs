@@ -1,5 +1,5 @@
 //! Per-key ordering as an operator sees it: the keys of an ordered queue with the most
-//! messages waiting for them (issue 21 point 7, "per-key backlogs").
+//! messages waiting for them ("per-key backlogs").
 
 use bus_core::transport::Source;
 use fred::types::Value;

@@ -248,8 +248,8 @@ impl Admin {
     /// Removes a subscription of a topic: its name leaves the topic's subscriptions (so
     /// publishes stop writing to it) and its queue's keys are deleted, in one atomic
     /// script (`lua/admin_unsubscribe.lua`). A subscription whose queue still holds
-    /// messages (ready, in flight, delayed or dead) is [`Unsubscribe::Refused`] and left
-    /// untouched, unless `force`.
+    /// messages (ready, waiting for its key, in flight, delayed or dead) is
+    /// [`Unsubscribe::Refused`] and left untouched, unless `force`.
     ///
     /// Stop the subscription's consumers first: a consumer registers its subscription
     /// again when it starts.
@@ -280,6 +280,8 @@ impl Admin {
                 .filter(|key| !counted.iter().any(|c| c.as_str() == *key))
                 .map(str::to_owned),
         );
+        // The prefixes of the per-key lists and rate windows, deleted key by key.
+        script_keys.extend([queue.kq.clone(), queue.kstarts.clone()]);
         let script = &scripts::ADMIN_UNSUBSCRIBE;
         let reply = script
             .run_array(

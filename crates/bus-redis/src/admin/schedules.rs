@@ -23,6 +23,9 @@ pub struct ScheduleEntry {
     /// The next tick after now (Redis's clock), ms since the Unix epoch; `None` when the
     /// expression fires no more.
     pub next_run_ms: Option<u64>,
+    /// The key of its last tick, which is also its field in the registry hash: what an
+    /// operator `HDEL`s to forget a schedule no host declares any more.
+    pub key: String,
 }
 
 /// A registry record: the host's record and the key of its last tick.
@@ -52,6 +55,7 @@ impl Admin {
                 record: recorded.record,
                 last_tick_ms: last.and_then(|t| t.parse().ok()),
                 next_run_ms,
+                key: recorded.key,
             });
         }
         entries.sort_by(|a, b| {

@@ -1,4 +1,4 @@
-//! Find and act on all that matches (issue 21 point 3): a bounded scan of a queue's ready,
+//! Find and act on all that matches: a bounded scan of a queue's ready,
 //! delayed and dead messages in pages, each message matched by id, type, header, error
 //! text or body text; and the same pages acted on (requeue, delete, move), one script per
 //! page and place that re-checks each message is still where the scan found it.

@@ -1,5 +1,5 @@
 //! One batch's state and its transitions, for the memory store: the same rules as the
-//! Redis scripts (`lua/batch_*.lua`, `lua/fire.lua`), which `bus_workflows::conformance`
+//! Redis scripts (`lua/batch_*.lua`, `lua/fire.lua`), which `bus_conformance::workflows`
 //! runs against both.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};

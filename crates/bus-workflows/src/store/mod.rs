@@ -318,7 +318,7 @@ pub enum WaitOutcome {
 }
 
 /// The state of batches and parked runs. [`MemoryWorkflowStore`] and
-/// [`RedisWorkflowStore`] implement it; `bus_workflows::conformance` checks that they
+/// [`RedisWorkflowStore`] implement it; `bus_conformance::workflows` checks that they
 /// agree.
 #[async_trait]
 pub trait WorkflowStore: Send + Sync + fmt::Debug + 'static {
