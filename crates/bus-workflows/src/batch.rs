@@ -1,7 +1,7 @@
 //! Opening a batch, adding members, closing it: [`BatchBuilder`] and [`Batch`].
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use bus_core::{Bus, Command, Context, Envelope, Headers, SendOptions};
 use futures::{StreamExt, TryStreamExt};
@@ -200,10 +200,39 @@ impl BatchBuilder {
             }),
         };
         if self.ctx.is_some() && !self.keep_open {
-            crate::layer::close_at_end(&batch);
+            close_at_end(&batch);
         }
         Ok(batch)
     }
+}
+
+tokio::task_local! {
+    // The batches a handler's run opened, closed by the layer when the run succeeds.
+    static OPENED: Mutex<Vec<Batch>>;
+}
+
+/// Runs `run` (a handler's run, inside the workflow layer) and returns what it returned
+/// with the batches it opened, in order.
+pub(crate) async fn opened_in<T>(run: impl std::future::Future<Output = T>) -> (T, Vec<Batch>) {
+    OPENED
+        .scope(Mutex::new(Vec::new()), async {
+            let out = run.await;
+            let opened = OPENED.with(|opened| {
+                std::mem::take(&mut *opened.lock().unwrap_or_else(PoisonError::into_inner))
+            });
+            (out, opened)
+        })
+        .await
+}
+
+/// Registers a batch opened in this run, to close when the run succeeds.
+fn close_at_end(batch: &Batch) {
+    let _ = OPENED.try_with(|opened| {
+        let mut opened = opened.lock().unwrap_or_else(PoisonError::into_inner);
+        if !opened.iter().any(|b| b.id() == batch.id()) {
+            opened.push(batch.clone());
+        }
+    });
 }
 
 /// How a batch's adds are named: at random (a producer), or after the handler's message

@@ -25,7 +25,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::ids::{BatchId, MemberRef, BATCH_HEADER};
-use crate::relay::Relay;
+use crate::relay::{Relay, RelayRun};
 use crate::store::{Mark, Outcome, Settle};
 use crate::tracker::{HeldDelivery, HeldMember, Holding};
 use crate::Workflows;
@@ -45,7 +45,7 @@ pub(crate) struct WorkflowConsumer {
     lock_valid: Duration,
     delivery_limit: u32,
     /// The relay this consumer keeps running, stopped with the last consumer.
-    relay: Option<Arc<crate::transport::RelayRun>>,
+    relay: Option<Arc<RelayRun>>,
 }
 
 impl WorkflowConsumer {
@@ -70,7 +70,7 @@ impl WorkflowConsumer {
         }
     }
 
-    pub(crate) fn with_relay(mut self, relay: Arc<crate::transport::RelayRun>) -> Self {
+    pub(crate) fn with_relay(mut self, relay: Arc<RelayRun>) -> Self {
         self.relay = Some(relay);
         self
     }

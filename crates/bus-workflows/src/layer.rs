@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use bus_core::{Context, Middleware, Next, ProcessError};
 use bytes::Bytes;
 
-use crate::batch::Batch;
+use crate::batch;
 use crate::ids::{MemberRef, RESUME_HEADER};
 use crate::{Error, Workflows};
 
@@ -30,8 +30,6 @@ pub(crate) struct Run {
     pub(crate) resume: u32,
     /// Durable steps reached in this run, in order: the next one's ordinal is this + 1.
     steps: AtomicU32,
-    /// Batches opened in this run, closed when it succeeds.
-    opened: Mutex<Vec<Batch>>,
     result: Mutex<Option<Bytes>>,
 }
 
@@ -50,16 +48,6 @@ impl Run {
 /// The run of the handler that is running, if the layer is on.
 pub(crate) fn run() -> Result<Arc<Run>, Error> {
     RUN.try_with(Arc::clone).map_err(|_| Error::NoLayer)
-}
-
-/// Registers a batch opened in this run, to close when the run succeeds.
-pub(crate) fn close_at_end(batch: &Batch) {
-    let _ = RUN.try_with(|run| {
-        let mut opened = run.opened.lock().unwrap_or_else(PoisonError::into_inner);
-        if !opened.iter().any(|b| b.id() == batch.id()) {
-            opened.push(batch.clone());
-        }
-    });
 }
 
 /// What a durable step returns to stop its handler: the run is parked, and its message
@@ -101,10 +89,9 @@ impl Middleware for WorkflowLayer {
             member,
             resume,
             steps: AtomicU32::new(0),
-            opened: Mutex::new(Vec::new()),
             result: Mutex::new(None),
         });
-        let handled = RUN.scope(Arc::clone(&run), next.run(ctx)).await;
+        let (handled, opened) = batch::opened_in(RUN.scope(Arc::clone(&run), next.run(ctx))).await;
         let tracker = &self.workflows.inner.tracker;
         match handled {
             Err(e) if e.source().downcast_ref::<Suspended>().is_some() => {
@@ -115,8 +102,6 @@ impl Middleware for WorkflowLayer {
                 Ok(())
             }
             Ok(()) => {
-                let opened =
-                    std::mem::take(&mut *run.opened.lock().unwrap_or_else(PoisonError::into_inner));
                 for batch in opened {
                     batch.close().await.map_err(ProcessError::retry)?;
                 }

@@ -11,7 +11,7 @@
 //!
 //! Every step is safe to repeat, so any number of relays (one per host) run at once.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use bus_core::transport::{now_ms, unsupported, Deduplicated, Deduplication, Outgoing};
@@ -252,5 +252,33 @@ impl Relay {
         tracing::info!(%batch, settles = settles.len(), "resolved member settles left unconfirmed");
         self.settle(batch, &settles).await?;
         Ok(settles.len())
+    }
+}
+
+/// The relay's task, running while any consumer of this transport is open.
+#[derive(Debug, Default)]
+pub(crate) struct RelayRun {
+    state: Mutex<(usize, Option<CancellationToken>)>,
+}
+
+impl RelayRun {
+    pub(crate) fn start(&self, relay: Relay) {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        state.0 += 1;
+        if state.1.is_none() {
+            let stop = CancellationToken::new();
+            tokio::spawn(relay.run(stop.clone()));
+            state.1 = Some(stop);
+        }
+    }
+
+    pub(crate) fn stop(&self) {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        state.0 = state.0.saturating_sub(1);
+        if state.0 == 0 {
+            if let Some(stop) = state.1.take() {
+                stop.cancel();
+            }
+        }
     }
 }

@@ -5,7 +5,7 @@
 //! It forwards every method of [`Transport`] and the transport's extras unchanged; only
 //! `consumer` adds something.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use async_trait::async_trait;
@@ -14,10 +14,9 @@ use bus_core::transport::{
     TransportExtras, WireFormat,
 };
 use bus_core::{Result, Transport};
-use tokio_util::sync::CancellationToken;
 
 use crate::consumer::WorkflowConsumer;
-use crate::relay::Relay;
+use crate::relay::{Relay, RelayRun};
 use crate::Workflows;
 
 /// A transport with workflows ([`Workflows::transport`]): give it to the host.
@@ -26,34 +25,6 @@ pub struct WorkflowTransport {
     workflows: Workflows,
     inner: Arc<dyn Transport>,
     relay: Arc<RelayRun>,
-}
-
-/// The relay's task, running while any consumer of this transport is open.
-#[derive(Debug, Default)]
-pub(crate) struct RelayRun {
-    state: Mutex<(usize, Option<CancellationToken>)>,
-}
-
-impl RelayRun {
-    fn start(&self, relay: Relay) {
-        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        state.0 += 1;
-        if state.1.is_none() {
-            let stop = CancellationToken::new();
-            tokio::spawn(relay.run(stop.clone()));
-            state.1 = Some(stop);
-        }
-    }
-
-    pub(crate) fn stop(&self) {
-        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        state.0 = state.0.saturating_sub(1);
-        if state.0 == 0 {
-            if let Some(stop) = state.1.take() {
-                stop.cancel();
-            }
-        }
-    }
 }
 
 impl WorkflowTransport {
