@@ -3,18 +3,18 @@
 //! rate limit and per-key ordering hold over several hosts, with their default settings.
 
 use std::process::Child;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 mod common;
 
-use bus_chaos::{processed_key, timeline_key, Job};
+use bus_chaos::Job;
 use bus_core::flow::{PerKey, RateLimit};
 use bus_core::transport::Source;
 use bus_core::Message;
 use bus_redis::admin::Admin;
 use bus_redis::{RedisConfig, RedisTransport};
 use bus_test_redis::{eventually, SyncClient, TestRedis};
-use common::{backlog, bus, consumer_command, kill, send_jobs};
+use common::{backlog, bus, consumer_command, kill, now_ms, processed, send_jobs, timeline_fields};
 
 /// One handler run: job, start and end (ms since the epoch, the handler's clock).
 #[derive(Debug, Clone, Copy)]
@@ -26,33 +26,14 @@ struct Run {
     delivery: u64,
 }
 
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_millis() as u64
-}
-
 fn timeline(client: &mut SyncClient, prefix: &str) -> Vec<Run> {
-    let list = client
-        .cmd(&["LRANGE", &timeline_key(prefix), "0", "-1"])
-        .unwrap();
-    list.as_array()
-        .unwrap()
-        .iter()
-        .map(|line| {
-            let fields: Vec<u64> = line
-                .as_str()
-                .unwrap()
-                .split(' ')
-                .map(|f| f.parse().unwrap())
-                .collect();
-            Run {
-                n: fields[0],
-                start: fields[1],
-                end: fields[2],
-                delivery: fields[3],
-            }
+    timeline_fields(client, prefix)
+        .into_iter()
+        .map(|fields| Run {
+            n: fields[0],
+            start: fields[1],
+            end: fields[2],
+            delivery: fields[3],
         })
         .collect()
 }
@@ -92,10 +73,6 @@ async fn admin(redis: &TestRedis) -> Admin {
 
 fn jobs() -> Source {
     Source::queue(<Job as Message>::NAME).unwrap()
-}
-
-fn processed(client: &mut SyncClient, prefix: &str) -> i64 {
-    client.int(&["SCARD", &processed_key(prefix)]).unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -11,48 +11,25 @@
 
 use std::collections::BTreeMap;
 use std::process::Child;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 mod common;
 
-use bus_chaos::{processed_key, timeline_key, Job};
+use bus_chaos::Job;
 use bus_core::flow::{PerKey, RateLimit};
 use bus_core::transport::{ConsumerOptions, Source};
 use bus_core::{Message, ProcessingSettings, Transport};
 use bus_redis::admin::Admin;
 use bus_redis::{RedisConfig, RedisTransport};
 use bus_test_redis::{eventually, SyncClient, TestRedis};
-use common::{backlog, bus, consumer_command, kill};
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_millis() as u64
-}
+use common::{backlog, bus, consumer_command, kill, now_ms, processed, timeline_fields};
 
 /// Each handler run's job and start (ms since the epoch, the handler's clock).
 fn starts(client: &mut SyncClient, prefix: &str) -> Vec<(u64, u64)> {
-    let list = client
-        .cmd(&["LRANGE", &timeline_key(prefix), "0", "-1"])
-        .unwrap();
-    list.as_array()
-        .unwrap()
-        .iter()
-        .map(|line| {
-            let fields: Vec<u64> = line
-                .as_str()
-                .unwrap()
-                .split(' ')
-                .map(|f| f.parse().unwrap())
-                .collect();
-            (fields[0], fields[1])
-        })
+    timeline_fields(client, prefix)
+        .into_iter()
+        .map(|fields| (fields[0], fields[1]))
         .collect()
-}
-
-fn processed(client: &mut SyncClient, prefix: &str) -> i64 {
-    client.int(&["SCARD", &processed_key(prefix)]).unwrap()
 }
 
 fn jobs() -> Source {

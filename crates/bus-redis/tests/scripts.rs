@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use bus_test_redis::scripts::check_scripts;
+use bus_test_redis::scripts::{check_docs_table, check_scripts};
 use bus_test_redis::TestRedis;
 
 #[test]
@@ -22,25 +22,10 @@ fn every_script_has_its_shape_and_refuses_malformed_calls() {
 /// from the shapes (`BUS_BLESS=1` rewrites it).
 #[test]
 fn the_docs_table_of_keys_and_argv_is_the_shapes() {
-    const START: &str = "<!-- shapes: generated from the scripts' declarations; BUS_BLESS=1 cargo test -p bus-redis --test scripts rewrites it -->";
-    const END: &str = "<!-- end of shapes -->";
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/wire-format.md");
-    let doc = std::fs::read_to_string(&path).unwrap();
-    let mut table = String::from("| Script | KEYS (in order) | ARGV |\n|---|---|---|\n");
-    for script in bus_redis::raw::catalog() {
-        let shape = script.shape().expect("every script has its shape");
-        table.push_str(&shape.row(script.name()));
-        table.push('\n');
-    }
-    let (before, rest) = doc.split_once(START).expect("the table's start marker");
-    let (_, after) = rest.split_once(END).expect("the table's end marker");
-    let wanted = format!("{before}{START}\n{table}{END}{after}");
-    if std::env::var("BUS_BLESS").is_ok_and(|v| v == "1") {
-        std::fs::write(&path, wanted).unwrap();
-    } else {
-        assert!(
-            doc == wanted,
-            "docs/wire-format.md's table differs from the scripts' shapes: run with BUS_BLESS=1"
-        );
-    }
+    check_docs_table(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/wire-format.md"),
+        "<!-- shapes: generated from the scripts' declarations; BUS_BLESS=1 cargo test -p bus-redis --test scripts rewrites it -->",
+        "<!-- end of shapes -->",
+        &bus_redis::raw::catalog(),
+    );
 }

@@ -10,6 +10,34 @@ use bus_redis::LuaScript;
 
 use crate::{Resp, TestRedis};
 
+/// Checks that the table of `catalog`'s KEYS and ARGV between the markers `start` and
+/// `end` of the document `doc` is the one rendered from the shapes; with `BUS_BLESS=1` in
+/// the environment the document is rewritten to hold it instead.
+///
+/// # Panics
+/// When the table differs (or a marker or a shape is missing).
+pub fn check_docs_table(doc: &Path, start: &str, end: &str, catalog: &[&LuaScript]) {
+    let text = std::fs::read_to_string(doc).unwrap_or_else(|e| panic!("{}: {e}", doc.display()));
+    let mut table = String::from("| Script | KEYS (in order) | ARGV |\n|---|---|---|\n");
+    for script in catalog {
+        let shape = script.shape().expect("every script has its shape");
+        table.push_str(&shape.row(script.name()));
+        table.push('\n');
+    }
+    let (before, rest) = text.split_once(start).expect("the table's start marker");
+    let (_, after) = rest.split_once(end).expect("the table's end marker");
+    let wanted = format!("{before}{start}\n{table}{end}{after}");
+    if std::env::var("BUS_BLESS").is_ok_and(|v| v == "1") {
+        std::fs::write(doc, wanted).unwrap();
+    } else {
+        assert!(
+            text == wanted,
+            "{}'s table between {start} and {end} differs from the scripts' shapes: run with BUS_BLESS=1",
+            doc.display()
+        );
+    }
+}
+
 /// Checks the scripts of the crate whose `lua/` directory is `lua_dir`:
 ///
 /// - every file there is one of `preludes` or the file of a script of `catalog`, and every

@@ -4,7 +4,9 @@
 
 use std::process::{Child, Command};
 
-use bus_chaos::Job;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bus_chaos::{processed_key, timeline_key, Job};
 use bus_core::transport::Source;
 use bus_core::{Bus, BusConfig, Message};
 use bus_redis::keys::QueueKeys;
@@ -63,4 +65,36 @@ pub fn backlog(client: &mut SyncClient, prefix: &str) -> [i64; 4] {
 pub fn kill(child: &mut Child) {
     child.kill().unwrap(); // SIGKILL on Unix
     child.wait().unwrap();
+}
+
+/// Now, in ms since the epoch (the clock the consumers record their runs with).
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis() as u64
+}
+
+/// How many distinct jobs the consumers handled.
+pub fn processed(client: &mut SyncClient, prefix: &str) -> i64 {
+    client.int(&["SCARD", &processed_key(prefix)]).unwrap()
+}
+
+/// The consumers' timeline: one line of numbers per handler run, as the `record` mode
+/// writes it (job, start, ...).
+pub fn timeline_fields(client: &mut SyncClient, prefix: &str) -> Vec<Vec<u64>> {
+    let list = client
+        .cmd(&["LRANGE", &timeline_key(prefix), "0", "-1"])
+        .unwrap();
+    list.as_array()
+        .unwrap()
+        .iter()
+        .map(|line| {
+            line.as_str()
+                .unwrap()
+                .split(' ')
+                .map(|f| f.parse().unwrap())
+                .collect()
+        })
+        .collect()
 }
