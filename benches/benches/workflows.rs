@@ -335,8 +335,14 @@ fn main() {
                 "\n== round {round}/{}: {} messages sent one by one (256 in flight), then one host (1,000 handlers, no-op) ==",
                 run.rounds, run.messages
             );
-            let (plain_send, plain) = phase(&env, Mode::Plain, run.messages).await;
-            let (_, layer) = phase(&env, Mode::PlainWithLayer, run.messages).await;
+            // Alternated, so that neither host always runs on a warmer (or busier) machine.
+            let ((plain_send, plain), (_, layer)) = if round % 2 == 1 {
+                let plain = phase(&env, Mode::Plain, run.messages).await;
+                (plain, phase(&env, Mode::PlainWithLayer, run.messages).await)
+            } else {
+                let layer = phase(&env, Mode::PlainWithLayer, run.messages).await;
+                (phase(&env, Mode::Plain, run.messages).await, layer)
+            };
             let (member_send, members_fig) = phase(&env, Mode::Members, run.messages).await;
             plain_send.print("send: plain messages");
             member_send.print("send: batch members");

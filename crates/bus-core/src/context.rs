@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use bytes::Bytes;
 use tokio_util::sync::CancellationToken;
 
 use crate::host::after_ack::AfterAcks;
@@ -25,6 +26,8 @@ pub struct Context {
     /// The queue or subscription it came from: the scope of its step marks
     /// ([`Context::once`]).
     pub(crate) source: Arc<Source>,
+    /// The message as it was delivered (a reference count, not a copy).
+    pub(crate) element: Bytes,
 }
 
 impl Context {
@@ -54,6 +57,12 @@ impl Context {
     /// subscription).
     pub fn source(&self) -> &Source {
         &self.source
+    }
+    /// The message as its transport delivered it: its envelope, in its source's wire
+    /// format. What a handler sends again to run the same message later (a durable step
+    /// parks its run this way).
+    pub fn element(&self) -> &Bytes {
+        &self.element
     }
     /// Fires when the host starts shutting down or the message's lock was lost: a long
     /// handler should stop when it fires (returning an error retries the message). A

@@ -8,11 +8,12 @@
 //! came too late) is resolved by the relay's sweep, which asks the transport where the
 //! member is (docs/concepts.md, "Workflows: what holds").
 //!
-//! A delivery that is no member costs a byte search for the `bus-batch` header and an
-//! entry in the map of held elements (what a durable step sends again).
+//! A delivery that is no member costs a byte search for the `bus-batch` header, and its
+//! settle a look at an empty map.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -20,14 +21,13 @@ use bus_core::records::ErrorRecord;
 use bus_core::transport::{
     Consumer, ConsumerExtras, DeadLetterReason, Delivery, Receipt, Received, Want,
 };
-use bus_core::{Envelope, Transport};
+use bus_core::{Envelope, MessageId, Transport};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::ids::{BatchId, MemberRef, BATCH_HEADER};
 use crate::relay::{Relay, RelayRun};
 use crate::store::{Mark, Outcome, Settle};
-use crate::tracker::{HeldDelivery, HeldMember, Holding};
 use crate::Workflows;
 
 /// The error of a member that a crash ended at its delivery limit: recovery dead-letters
@@ -35,10 +35,25 @@ use crate::Workflows;
 const CRASHED_AT_LIMIT: &str =
     "its process ended while it ran alone at its delivery limit: dead-lettered by recovery";
 
+/// A held delivery that is a batch member.
+#[derive(Debug, Clone)]
+struct HeldMember {
+    member: MemberRef,
+    id: MessageId,
+    /// Until when its lock surely holds: from before the reserve or renewal that last
+    /// extended it, plus the lock timeout (less a margin). A settle that returned before
+    /// then was current, so its member can be confirmed at once.
+    valid_until: Instant,
+    /// A dead mark was written when it was received (alone, at its delivery limit).
+    premarked: bool,
+}
+
 #[derive(Debug)]
 pub(crate) struct WorkflowConsumer {
     inner: Box<dyn Consumer>,
-    holding: Arc<Holding>,
+    /// The members this consumer holds, by receipt.
+    held: Mutex<HashMap<Receipt, HeldMember>>,
+    source: bus_core::transport::Source,
     workflows: Workflows,
     transport: Arc<dyn Transport>,
     /// The lock timeout less a margin for clocks and the reply's way back.
@@ -56,12 +71,11 @@ impl WorkflowConsumer {
         options: &bus_core::transport::ConsumerOptions,
         source: bus_core::transport::Source,
     ) -> Self {
-        let holding = Arc::new(Holding::new(source));
-        workflows.inner.tracker.register(&holding);
         let margin = (options.lock_timeout / 10).min(Duration::from_secs(1));
         WorkflowConsumer {
             inner,
-            holding,
+            held: Mutex::new(HashMap::new()),
+            source,
             workflows,
             transport,
             lock_valid: options.lock_timeout.saturating_sub(margin),
@@ -75,10 +89,16 @@ impl WorkflowConsumer {
         self
     }
 
+    fn held(&self) -> MutexGuard<'_, HashMap<Receipt, HeldMember>> {
+        self.held.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// The member a delivery is, if any; its envelope, decoded to find out, is handed to
     /// the host so that it is not decoded twice.
     fn member_of(&self, delivery: &mut Delivery, sent: Instant, alone: bool) -> Option<HeldMember> {
-        let marked = memchr::memmem::find(&delivery.payload, BATCH_HEADER.as_bytes()).is_some();
+        static FINDER: LazyLock<memchr::memmem::Finder<'static>> =
+            LazyLock::new(|| memchr::memmem::Finder::new(BATCH_HEADER));
+        let marked = FINDER.find(&delivery.payload).is_some();
         if !marked && delivery.decoded.is_none() {
             return None;
         }
@@ -106,15 +126,21 @@ impl WorkflowConsumer {
 
     /// The members among `receipts`, as held.
     fn members(&self, receipts: &[Receipt]) -> Vec<(Receipt, HeldMember)> {
-        let held = self.holding.held();
+        let held = self.held();
+        if held.is_empty() {
+            return Vec::new();
+        }
         receipts
             .iter()
-            .filter_map(|r| Some((r.clone(), held.get(r)?.member.clone()?)))
+            .filter_map(|r| Some((r.clone(), held.get(r)?.clone())))
             .collect()
     }
 
     fn forget(&self, receipts: &[Receipt]) {
-        let mut held = self.holding.held();
+        let mut held = self.held();
+        if held.is_empty() {
+            return;
+        }
         for receipt in receipts {
             held.remove(receipt);
         }
@@ -125,7 +151,7 @@ impl WorkflowConsumer {
             index: member.member.index,
             outcome,
             message_id: member.id.clone(),
-            source: self.holding.source.clone(),
+            source: self.source.clone(),
             receipt: receipt.clone(),
         }
     }
@@ -198,16 +224,17 @@ impl Consumer for WorkflowConsumer {
             return Ok(received);
         }
         let mut premarked = Vec::new();
-        {
-            let mut held = self.holding.held();
-            for delivery in &mut received.deliveries {
-                let member = self.member_of(delivery, sent, want.alone);
-                if let Some(m) = member.as_ref().filter(|m| m.premarked) {
-                    premarked.push((delivery.receipt.clone(), m.clone()));
+        let mut members = Vec::new();
+        for delivery in &mut received.deliveries {
+            if let Some(member) = self.member_of(delivery, sent, want.alone) {
+                if member.premarked {
+                    premarked.push((delivery.receipt.clone(), member.clone()));
                 }
-                let payload = delivery.payload.clone();
-                held.insert(delivery.receipt.clone(), HeldDelivery { payload, member });
+                members.push((delivery.receipt.clone(), member));
             }
+        }
+        if !members.is_empty() {
+            self.held().extend(members);
         }
         if !premarked.is_empty() {
             self.premark(premarked).await;
@@ -263,9 +290,9 @@ impl Consumer for WorkflowConsumer {
     async fn renew(&self, receipts: &[Receipt]) -> bus_core::Result<Vec<bool>> {
         let sent = Instant::now();
         let kept = self.inner.renew(receipts).await?;
-        let mut held = self.holding.held();
+        let mut held = self.held();
         for (receipt, kept) in receipts.iter().zip(&kept) {
-            if let Some(member) = held.get_mut(receipt).and_then(|h| h.member.as_mut()) {
+            if let Some(member) = held.get_mut(receipt) {
                 member.valid_until = if *kept { sent + self.lock_valid } else { sent };
             }
         }
@@ -331,7 +358,7 @@ impl Consumer for WorkflowConsumer {
     }
 
     async fn close(&self) -> bus_core::Result<()> {
-        self.holding.held().clear();
+        self.held().clear();
         if let Some(relay) = &self.relay {
             relay.stop();
         }

@@ -21,7 +21,7 @@ use serde::Serialize;
 
 use crate::batch::{Batch, BatchBuilder};
 use crate::ids::{BatchId, CallbackKind, ChildPolicy, MemberRef, CALLBACK_HEADER, RESUME_HEADER};
-use crate::layer::{run, Run, Suspended};
+use crate::layer::{run, Suspended};
 use crate::store::{Callback, DeadMember, MemberResult, ParkedRun, WaitOutcome};
 use crate::{Error, Result};
 
@@ -130,27 +130,22 @@ pub trait WorkflowContext {
 
 /// The envelope this handler's message came in, with its resume header set to `step`,
 /// and the queue it goes back to.
-fn resumed(ctx: &Context, workflows: &crate::Workflows, step: u32) -> Result<(String, Bytes)> {
-    let (source, element) = workflows
-        .inner
-        .tracker
-        .element(ctx.message_id())
-        .ok_or(Error::NotHeld)?;
-    let Source::Queue(queue) = source else {
+fn resumed(ctx: &Context, step: u32) -> Result<(String, Bytes)> {
+    let Source::Queue(queue) = ctx.source() else {
         return Err(Error::invalid(
             "durable step",
             "only command handlers can park (an event's subscription cannot be sent to)",
         ));
     };
-    let mut envelope = Envelope::decode_shared(&element)?;
+    let mut envelope = Envelope::decode_shared(ctx.element())?;
     envelope
         .headers
         .insert(RESUME_HEADER.to_owned(), step.to_string());
-    Ok((queue, Bytes::from(envelope.encode()?)))
+    Ok((queue.clone(), Bytes::from(envelope.encode()?)))
 }
 
-fn parked_run(ctx: &Context, run: &Run, step: u32, due_ms: u64) -> Result<ParkedRun> {
-    let (queue, envelope) = resumed(ctx, &run.workflows, step)?;
+fn parked_run(ctx: &Context, step: u32, due_ms: u64) -> Result<ParkedRun> {
+    let (queue, envelope) = resumed(ctx, step)?;
     Ok(ParkedRun {
         token: format!("{}.{step}", ctx.message_id()),
         queue,
@@ -262,7 +257,7 @@ impl WorkflowContext for Context {
         }
         let name = format!("bus.wf.{step}");
         self.once(&name, || async {
-            let parked = parked_run(self, &run, step, now_ms() + duration.as_millis() as u64)?;
+            let parked = parked_run(self, step, now_ms() + duration.as_millis() as u64)?;
             run.workflows.inner.store.park(&parked).await?;
             Ok::<_, Error>(true)
         })
@@ -298,7 +293,7 @@ impl WorkflowContext for Context {
         }
         let mark = format!("bus.wf.{step}");
         self.once(&mark, || async {
-            let parked = parked_run(self, &run, step, now_ms() + timeout.as_millis() as u64)?;
+            let parked = parked_run(self, step, now_ms() + timeout.as_millis() as u64)?;
             run.workflows.inner.store.wait(&parked, name).await?;
             Ok::<_, Error>(true)
         })
@@ -327,7 +322,7 @@ impl WorkflowContext for Context {
         }
         let sent = format!("bus.wf.{step}.sent");
         self.once(&sent, || async {
-            let (queue, envelope) = resumed(self, &run.workflows, step)?;
+            let (queue, envelope) = resumed(self, step)?;
             let continuation = Callback::new(
                 CallbackKind::Continuation,
                 queue,

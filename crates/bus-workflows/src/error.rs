@@ -50,10 +50,6 @@ pub enum Error {
          call this from a handler"
     )]
     NoLayer,
-    /// A durable step needs the message's stored element, which the host's consumer did
-    /// not hand over (its transport is not wrapped by [`Workflows::transport`](crate::Workflows::transport)).
-    #[error("the message's element is not held by the workflow transport: wrap the host's transport with Workflows::transport")]
-    NotHeld,
     /// The transport refused or failed.
     #[error(transparent)]
     Bus(#[from] bus_core::Error),

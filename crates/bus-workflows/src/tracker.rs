@@ -1,16 +1,11 @@
 //! What the handler middleware and the consumer layers of one [`Workflows`](crate::Workflows)
-//! share: what a member's handler left for its settle (its result, or that it suspended),
-//! and the elements the consumers hold, where a durable step finds its message's envelope.
+//! share: what a member's handler left for its settle (its result, or that it suspended).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use bus_core::transport::{Receipt, Source};
-use bus_core::{Envelope, MessageId};
+use bus_core::MessageId;
 use bytes::Bytes;
-use tokio::time::Instant;
-
-use crate::ids::MemberRef;
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
@@ -25,50 +20,9 @@ pub(crate) struct Flags {
     pub(crate) suspended: bool,
 }
 
-/// A delivery a consumer holds.
-#[derive(Debug)]
-pub(crate) struct HeldDelivery {
-    pub(crate) payload: Bytes,
-    pub(crate) member: Option<HeldMember>,
-}
-
-/// A held delivery that is a batch member.
-#[derive(Debug, Clone)]
-pub(crate) struct HeldMember {
-    pub(crate) member: MemberRef,
-    pub(crate) id: MessageId,
-    /// Until when its lock surely holds: from before the reserve or renewal that last
-    /// extended it, plus the lock timeout (less a margin). A settle that returned before
-    /// then was current, so its member can be confirmed at once.
-    pub(crate) valid_until: Instant,
-    /// A dead mark was written when it was received (alone, at its delivery limit).
-    pub(crate) premarked: bool,
-}
-
-/// One consumer's held deliveries.
-#[derive(Debug)]
-pub(crate) struct Holding {
-    pub(crate) source: Source,
-    pub(crate) held: Mutex<HashMap<Receipt, HeldDelivery>>,
-}
-
-impl Holding {
-    pub(crate) fn new(source: Source) -> Self {
-        Holding {
-            source,
-            held: Mutex::new(HashMap::new()),
-        }
-    }
-
-    pub(crate) fn held(&self) -> MutexGuard<'_, HashMap<Receipt, HeldDelivery>> {
-        lock(&self.held)
-    }
-}
-
 #[derive(Debug, Default)]
 pub(crate) struct Tracker {
     flags: Mutex<HashMap<MessageId, Flags>>,
-    holdings: Mutex<Vec<Weak<Holding>>>,
 }
 
 impl Tracker {
@@ -99,35 +53,5 @@ impl Tracker {
         for id in ids {
             flags.remove(id);
         }
-    }
-
-    pub(crate) fn register(&self, holding: &Arc<Holding>) {
-        let mut holdings = lock(&self.holdings);
-        holdings.retain(|h| h.strong_count() > 0);
-        holdings.push(Arc::downgrade(holding));
-    }
-
-    /// The element of message `id` that a consumer holds, and where it came from: what a
-    /// durable step sends again. A scan of the held elements (a durable step parks once
-    /// per run, so its cost is paid per park, not per message).
-    pub(crate) fn element(&self, id: &MessageId) -> Option<(Source, Bytes)> {
-        let holdings: Vec<Arc<Holding>> = lock(&self.holdings)
-            .iter()
-            .filter_map(Weak::upgrade)
-            .collect();
-        let needle = id.as_str().as_bytes();
-        for holding in holdings {
-            let held = holding.held();
-            for delivery in held.values() {
-                if memchr::memmem::find(&delivery.payload, needle).is_none() {
-                    continue;
-                }
-                // The id may also appear in another message's body: check it is this one's.
-                if Envelope::decode_shared(&delivery.payload).is_ok_and(|e| e.id == *id) {
-                    return Some((holding.source.clone(), delivery.payload.clone()));
-                }
-            }
-        }
-        None
     }
 }

@@ -82,6 +82,7 @@ impl Dispatch {
             cancellation,
             after_ack: Some((Arc::clone(&self.after_ack), delivery.receipt.clone())),
             source: Arc::clone(&self.scope),
+            element: delivery.payload.clone(),
         };
         let dying = |body| Dying {
             route,

@@ -114,6 +114,7 @@ mod tests {
             sent_at_ms: 0,
             cancellation: tokio_util::sync::CancellationToken::new(),
             after_ack: None,
+            element: bytes::Bytes::new(),
             source: std::sync::Arc::new(crate::transport::Source::queue("t").unwrap()),
         };
         #[derive(serde::Serialize, serde::Deserialize)]
