@@ -3,54 +3,20 @@
 //! one queue or partition in one call (docs/redis-layout.md, "Deduplication"). A batch
 //! ([`send_batch`]) is grouped by partition and by its messages' window, due time and
 //! partition key, one call per group of at most [`BATCH_MAX`]. Concurrent single sends
-//! of one group share a call (`dedup_lanes.rs`), as plain sends share an `RPUSH`. With a
-//! partition key the script also takes the per-key ordering keys (protocol 4): on an
+//! of one group share a call (`write/once.rs`), as plain sends share an `RPUSH`. With a
+//! partition key the script also takes the per-key ordering keys: on an
 //! ordered queue the messages join their key's order, as a keyed send's do.
 //! (`send_once.lua`, the single form, stays for foreign producers.)
 
 use bus_core::transport::{Deduplication, Outgoing};
 use bus_core::MessageId;
-use fred::types::Value;
 
-use crate::durable::WriteError;
 use crate::keys::QueueKeys;
-use crate::scripts;
-use crate::transport::{epoch_ms, RedisTransport};
+use crate::transport::RedisTransport;
+use crate::write::epoch_ms;
+use crate::write::once::{self, Group, BATCH_MAX};
 use async_trait::async_trait;
 use bus_core::transport::Deduplicated;
-
-/// At most this many messages go in one `send_once_batch` call (its KEYS and ARGV grow
-/// with it, and the script runs alone on the server).
-pub(crate) const BATCH_MAX: usize = 1_000;
-
-/// What the messages of one `send_once_batch` call share: the queue or partition (its
-/// ready list names it), the window, the due time and the partition key.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(crate) struct Group {
-    ready: String,
-    window_ms: i64,
-    /// Ms since the Unix epoch, or empty: ready now.
-    due: String,
-    partition: Option<String>,
-}
-
-impl Group {
-    fn of(keys: &QueueKeys, dedup: &Deduplication<'_>) -> Self {
-        Group {
-            ready: keys.ready.clone(),
-            window_ms: i64::try_from(dedup.window.as_millis())
-                .unwrap_or(i64::MAX)
-                .max(1),
-            due: dedup
-                .due
-                .map_or_else(String::new, |due| epoch_ms(due).to_string()),
-            partition: dedup.partition.map(str::to_owned),
-        }
-    }
-}
-
-/// The raw outcome of one call, shared by every message it carried.
-pub(crate) type Outcome = Result<Value, WriteError>;
 
 /// The keys a deduplicated send writes, and its group.
 async fn place(
@@ -63,9 +29,19 @@ async fn place(
     }
     // On a partitioned queue: the partition key's partition, else the deduplication key's.
     let keys = transport
+        .writer()
         .keys_for_send(queue, Some(dedup.partition.unwrap_or(dedup.key)))
         .await?;
-    let group = Group::of(&keys, dedup);
+    let group = Group {
+        ready: keys.ready.clone(),
+        window_ms: i64::try_from(dedup.window.as_millis())
+            .unwrap_or(i64::MAX)
+            .max(1),
+        due: dedup
+            .due
+            .map_or_else(String::new, |due| epoch_ms(due).to_string()),
+        partition: dedup.partition.map(str::to_owned),
+    };
     Ok((keys, group))
 }
 
@@ -80,8 +56,8 @@ pub(crate) async fn send(
 ) -> bus_core::Result<Option<MessageId>> {
     let (keys, group) = place(transport, queue, &dedup).await?;
     transport
-        .once_lanes()
-        .send(transport, group, keys, message, dedup.key.to_owned())
+        .writer()
+        .send_once(group, keys, message, dedup.key.to_owned())
         .await
 }
 
@@ -109,82 +85,14 @@ pub(crate) async fn send_batch(
         for chunk in places.chunks(BATCH_MAX) {
             let batch: Vec<(Outgoing, String)> =
                 chunk.iter().filter_map(|&i| slots[i].take()).collect();
-            let outcome = call(transport, &group, &keys, batch).await;
+            let conn = transport.writer().connection();
+            let outcome = once::call(conn, &group, &keys, batch).await;
             for (at, &i) in chunk.iter().enumerate() {
-                firsts[i] = answer(transport, &outcome, at, chunk.len())?;
+                firsts[i] = once::answer(conn, &outcome, at, chunk.len())?;
             }
         }
     }
     Ok(firsts)
-}
-
-/// One `send_once_batch` call: KEYS ready, delayed, msgs [, flow, kready, kbusy, kq,
-/// kdue], one dedup key per message; ARGV n, window, due, key, then id, envelope pairs.
-pub(crate) async fn call(
-    transport: &RedisTransport,
-    group: &Group,
-    keys: &QueueKeys,
-    batch: Vec<(Outgoing, String)>,
-) -> Outcome {
-    let n = batch.len();
-    let mut script_keys = Vec::with_capacity(8 + n);
-    script_keys.extend([keys.ready.clone(), keys.delayed.clone(), keys.msgs.clone()]);
-    if group.partition.is_some() {
-        script_keys.extend([
-            keys.flow.clone(),
-            keys.kready.clone(),
-            keys.kbusy.clone(),
-            keys.kq.clone(),
-            keys.kdue.clone(),
-        ]);
-    }
-    let mut args = Vec::with_capacity(4 + 2 * n);
-    args.extend([
-        Value::from(i64::try_from(n).unwrap_or(i64::MAX)),
-        Value::from(group.window_ms),
-        Value::from(group.due.as_str()),
-        Value::from(group.partition.as_deref().unwrap_or("")),
-    ]);
-    for (message, key) in batch {
-        script_keys.push(keys.dedup(&key));
-        args.push(Value::from(message.id.as_str()));
-        args.push(Value::Bytes(message.payload));
-    }
-    transport
-        .write_raw(&scripts::SEND_ONCE_BATCH, script_keys, args)
-        .await
-}
-
-/// The answer for message `at` of the `n` a call carried: `None` stored, or the first
-/// message's id. Only a message that was stored is reported as not replicated.
-pub(crate) fn answer(
-    transport: &RedisTransport,
-    outcome: &Outcome,
-    at: usize,
-    n: usize,
-) -> bus_core::Result<Option<MessageId>> {
-    let script = &scripts::SEND_ONCE_BATCH;
-    let (reply, not_replicated) = match outcome {
-        Ok(reply) => (reply, None),
-        Err(error @ WriteError::NotReplicated { written, .. }) => (written, Some(error)),
-        Err(error) => return Err(transport.write_error(error.clone())),
-    };
-    let Value::Array(answers) = reply else {
-        return Err(script.unexpected(reply).into());
-    };
-    if answers.len() != n {
-        return Err(script.unexpected(reply).into());
-    }
-    match &answers[at] {
-        Value::Integer(_) => match not_replicated {
-            Some(error) => Err(transport.write_error(error.clone())),
-            None => Ok(None),
-        },
-        other => match other.as_string() {
-            Some(first) => Ok(Some(MessageId::from(first))),
-            None => Err(script.unexpected(other).into()),
-        },
-    }
 }
 
 #[async_trait]

@@ -59,12 +59,9 @@
 
 #![warn(missing_docs)]
 pub mod admin;
-mod coalesce;
 mod config;
 mod consumer;
 mod dedup;
-mod dedup_lanes;
-mod durable;
 mod error;
 mod heartbeat;
 pub mod keys;
@@ -84,6 +81,7 @@ mod timing;
 #[cfg(feature = "tls")]
 mod tls;
 mod transport;
+mod write;
 
 pub use config::RedisConfig;
 pub use error::{Error, RedisError, Result};

@@ -89,11 +89,6 @@ impl Spread {
         first.then_some(shards.count)
     }
 
-    /// The number of shards of `queue`, `None` for an unpartitioned queue.
-    pub(crate) fn count(&self, queue: &str) -> Option<u16> {
-        self.queues.get(queue).map(|shards| shards.count)
-    }
-
     /// The shard a send to `queue` goes to, `None` for an unpartitioned queue: by its
     /// partition key when there is one, else the next in turn.
     pub(crate) fn shard(&self, queue: &str, key: Option<&str>) -> Option<u16> {

@@ -8,7 +8,8 @@ use fred::types::Value;
 
 use crate::error::Error;
 use crate::scripts;
-use crate::transport::{RedisTransport, Written};
+use crate::transport::RedisTransport;
+use crate::write::Written;
 use async_trait::async_trait;
 use bus_core::transport::Ticks;
 
@@ -16,7 +17,10 @@ use bus_core::transport::Ticks;
 /// the shard the schedule's name picks.
 async fn key(transport: &RedisTransport, queue: &str, schedule: &str) -> bus_core::Result<String> {
     bus_core::transport::validate_name("schedule", schedule)?;
-    let keys = transport.keys_for_send(queue, Some(schedule)).await?;
+    let keys = transport
+        .writer()
+        .keys_for_send(queue, Some(schedule))
+        .await?;
     Ok(keys.schedule(schedule))
 }
 
@@ -27,7 +31,10 @@ pub(crate) async fn send_tick(
     message: Outgoing,
 ) -> bus_core::Result<bool> {
     bus_core::transport::validate_name("schedule", tick.schedule)?;
-    let keys = transport.keys_for_send(queue, Some(tick.schedule)).await?;
+    let keys = transport
+        .writer()
+        .keys_for_send(queue, Some(tick.schedule))
+        .await?;
     let script_keys = vec![keys.schedule(tick.schedule), keys.ready];
     let args = vec![
         Value::from(tick.at_ms.to_string()),
@@ -35,6 +42,7 @@ pub(crate) async fn send_tick(
         Value::Bytes(message.payload),
     ];
     match transport
+        .writer()
         .write(&scripts::SEND_TICK, script_keys, args)
         .await?
     {

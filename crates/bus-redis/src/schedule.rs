@@ -12,19 +12,14 @@ use tokio_util::bytes::Bytes;
 
 use crate::keys::QueueKeys;
 use crate::scripts;
-use crate::transport::{epoch_ms, RedisTransport, Written};
+use crate::transport::RedisTransport;
+use crate::write::{epoch_ms, Written};
 use async_trait::async_trait;
 use bus_core::transport::Scheduling;
 
 /// The keys of `queue`, or of each of its shards.
 fn queue_keys(transport: &RedisTransport, queue: &str) -> bus_core::Result<Vec<QueueKeys>> {
-    let source = Source::queue(queue)?;
-    Ok(match transport.spread().count(queue) {
-        Some(shards) => (0..shards)
-            .map(|shard| QueueKeys::shard(transport.prefix(), queue, shard))
-            .collect(),
-        None => vec![transport.keys(&source)],
-    })
+    Ok(transport.shard_keys(&Source::queue(queue)?))
 }
 
 pub(crate) async fn read(
@@ -64,7 +59,12 @@ pub(crate) async fn cancel(
             keys.kdue,
         ];
         let args = vec![Value::from(id.as_str())];
-        if written(transport.write(&scripts::CANCEL, script_keys, args).await?)? {
+        if written(
+            transport
+                .writer()
+                .write(&scripts::CANCEL, script_keys, args)
+                .await?,
+        )? {
             return Ok(true);
         }
     }
@@ -82,6 +82,7 @@ pub(crate) async fn reschedule(
         let script_keys = vec![keys.delayed, keys.ready];
         if written(
             transport
+                .writer()
                 .write(&scripts::RESCHEDULE, script_keys, args)
                 .await?,
         )? {

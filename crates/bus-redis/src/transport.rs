@@ -2,7 +2,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use bus_core::transport::{
@@ -14,14 +14,13 @@ use fred::prelude::{Client, ClientLike, SetsInterface};
 use fred::types::Value;
 use tokio_util::bytes::Bytes;
 
-use crate::coalesce::Coalescer;
 use crate::consumer::RedisConsumer;
-use crate::dedup_lanes::OnceLanes;
-use crate::durable::{Durability, WriteError};
 use crate::keys::{self, QueueKeys};
-use crate::partition::{self, PartitionedConsumer, Spread};
-use crate::scripts::{self, LuaScript};
-use crate::{Error, RedisConfig, RedisError, Result};
+use crate::partition::{PartitionedConsumer, Spread};
+use crate::scripts;
+use crate::write::durable::Durability;
+use crate::write::{epoch_ms, Writer, Written};
+use crate::{Error, RedisConfig, Result};
 
 /// How often a publish re-reads a topic's subscriptions when they change under it.
 const PUBLISH_ATTEMPTS: usize = 5;
@@ -40,18 +39,9 @@ const PUBLISH_ATTEMPTS: usize = 5;
 #[derive(Debug, Clone)]
 pub struct RedisTransport {
     inner: Arc<Inner>,
-    /// Set on a handle made by [`RedisTransport::durable`]: its writes wait for replicas.
-    durable: Option<Arc<Durable>>,
-}
-
-/// A durable handle's settings and its own connection (a `WAIT` blocks its connection).
-#[derive(Debug)]
-struct Durable {
-    durability: Durability,
-    /// Coalesced durable pushes, over the durable connection.
-    sends: Coalescer,
-    /// Coalesced durable deduplicated sends.
-    once_sends: OnceLanes,
+    /// This handle's writes: over the shared connection, or a durable handle's own
+    /// ([`RedisTransport::durable`]), whose writes wait for replicas.
+    writer: Arc<Writer>,
 }
 
 #[derive(Debug)]
@@ -62,12 +52,6 @@ struct Inner {
     subscriptions: Mutex<HashMap<String, Vec<String>>>,
     /// Invalid subscription names already warned about.
     invalid_subscriptions: Mutex<HashSet<(String, String)>>,
-    /// Which shard each send to a partitioned queue goes to.
-    spread: Spread,
-    /// Concurrent sends to one ready list share one `RPUSH`.
-    sends: Coalescer,
-    /// Concurrent deduplicated sends of one group share one script call.
-    once_sends: OnceLanes,
 }
 
 impl RedisTransport {
@@ -82,17 +66,15 @@ impl RedisTransport {
             let _ = client.quit().await; // Best effort: refused anyway.
             return Err(e);
         }
+        let spread = Spread::new(config.partitioned());
         Ok(RedisTransport {
+            writer: Arc::new(Writer::plain(client.clone(), config.key_prefix(), spread)),
             inner: Arc::new(Inner {
-                client: client.clone(),
+                client,
                 config: config.clone(),
                 subscriptions: Mutex::default(),
                 invalid_subscriptions: Mutex::default(),
-                spread: Spread::new(config.partitioned()),
-                sends: Coalescer::new(client),
-                once_sends: OnceLanes::new(),
             }),
-            durable: None,
         })
     }
 
@@ -131,27 +113,24 @@ impl RedisTransport {
         let durability = Durability { replicas, timeout };
         Ok(RedisTransport {
             inner: Arc::clone(&self.inner),
-            durable: Some(Arc::new(Durable {
-                durability,
-                sends: Coalescer::durable(client, durability),
-                once_sends: OnceLanes::new(),
-            })),
+            writer: Arc::new(self.writer.durable(client, durability)),
         })
     }
 
     /// `(replicas, timeout)` of a handle made by [`RedisTransport::durable`]; `None` for
     /// a plain one.
     pub fn durability(&self) -> Option<(u32, Duration)> {
-        self.durable
-            .as_ref()
-            .map(|d| (d.durability.replicas, d.durability.timeout))
+        self.writer
+            .connection()
+            .durability()
+            .map(|d| (d.replicas, d.timeout))
     }
 
     /// Closes the shared connection, and a durable handle's own (consumers close their
     /// own when their host stops).
     pub async fn close(&self) -> Result<()> {
-        if let Some(durable) = &self.durable {
-            durable.sends.client().quit().await?;
+        if self.durability().is_some() {
+            self.writer.connection().client().quit().await?;
         }
         Ok(self.inner.client.quit().await?)
     }
@@ -184,139 +163,9 @@ impl RedisTransport {
         }
     }
 
-    /// The ready list a send to `queue` goes to: its shard's when it is partitioned.
-    fn ready_for(&self, queue: &str, key: Option<&str>) -> bus_core::Result<String> {
-        let source = Source::queue(queue)?;
-        Ok(match self.inner.spread.shard(queue, key) {
-            Some(shard) => QueueKeys::shard_ready_of(self.prefix(), queue, shard),
-            None => QueueKeys::ready_of(self.prefix(), &source),
-        })
-    }
-
-    /// Which shard each send goes to.
-    pub(crate) fn spread(&self) -> &Spread {
-        &self.inner.spread
-    }
-
-    /// The keys a script that sends writes: the queue's, or those of the partition `key`
-    /// picks. The first send to a partitioned queue records its shard count.
-    pub(crate) async fn keys_for_send(
-        &self,
-        queue: &str,
-        key: Option<&str>,
-    ) -> bus_core::Result<QueueKeys> {
-        let source = Source::queue(queue)?;
-        if let Some(shards) = self.inner.spread.first_send(queue) {
-            partition::record(&self.inner.client, self.prefix(), queue, shards).await;
-        }
-        Ok(match self.inner.spread.shard(queue, key) {
-            Some(shard) => QueueKeys::shard(self.prefix(), queue, shard),
-            None => self.keys(&source),
-        })
-    }
-
-    /// Appends plain envelopes to one ready list: one command, all or none. The first
-    /// send to a partitioned queue also records its shard count (once per transport).
-    async fn push(
-        &self,
-        queue: &str,
-        ready: String,
-        messages: Vec<Outgoing>,
-    ) -> bus_core::Result<()> {
-        if let Some(shards) = self.inner.spread.first_send(queue) {
-            partition::record(&self.inner.client, self.prefix(), queue, shards).await;
-        }
-        // The plain envelopes go straight onto the ready list; reserve gives them their
-        // storage ids (docs/redis-layout.md).
-        let envelopes = messages.into_iter().map(|m| m.payload).collect();
-        let sends = match &self.durable {
-            None => &self.inner.sends,
-            Some(durable) => &durable.sends,
-        };
-        sends
-            .push(ready, envelopes)
-            .await
-            .map_err(|e| self.write_error(e))
-    }
-
-    /// Runs a script that writes and answers an integer: plainly, or followed by `WAIT` on
-    /// a durable handle.
-    pub(crate) async fn write(
-        &self,
-        script: &LuaScript,
-        keys: Vec<String>,
-        args: Vec<Value>,
-    ) -> bus_core::Result<Written> {
-        Ok(match self.write_reply(script, keys, args).await? {
-            Written::Done(reply) => Written::Done(script.int(&reply)?),
-            Written::NotReplicated(reply, e) => Written::NotReplicated(script.int(&reply)?, e),
-        })
-    }
-
-    /// Runs a script that writes, with its reply as Redis gave it.
-    pub(crate) async fn write_reply(
-        &self,
-        script: &LuaScript,
-        keys: Vec<String>,
-        args: Vec<Value>,
-    ) -> bus_core::Result<Written<Value>> {
-        match self.write_raw(script, keys, args).await {
-            Ok(reply) => Ok(Written::Done(reply)),
-            Err(WriteError::NotReplicated { written, confirmed }) => Ok(Written::NotReplicated(
-                written,
-                self.not_replicated(confirmed),
-            )),
-            Err(other) => Err(self.write_error(other)),
-        }
-    }
-
-    /// [`RedisTransport::write_reply`]'s outcome before it becomes the caller's: cheap to
-    /// clone, for a call shared by several callers (`dedup_lanes.rs`).
-    pub(crate) async fn write_raw(
-        &self,
-        script: &LuaScript,
-        keys: Vec<String>,
-        args: Vec<Value>,
-    ) -> std::result::Result<Value, WriteError> {
-        let Some(durable) = &self.durable else {
-            return script
-                .run(&self.inner.client, keys, args)
-                .await
-                .map_err(WriteError::Redis);
-        };
-        let slot_key = keys.first().cloned().unwrap_or_default();
-        let client = durable.sends.client();
-        durable
-            .durability
-            .script(client, script, &slot_key, keys, args)
-            .await
-    }
-
-    /// The deduplicated sends' lanes of this handle's connection.
-    pub(crate) fn once_lanes(&self) -> &OnceLanes {
-        match &self.durable {
-            None => &self.inner.once_sends,
-            Some(durable) => &durable.once_sends,
-        }
-    }
-
-    /// The error of a write, as the caller sees it.
-    pub(crate) fn write_error(&self, error: WriteError) -> bus_core::Error {
-        match error {
-            WriteError::Redis(e) => Error::from(e).into(),
-            WriteError::Unconfirmed(e) => Error::ReplicationUnconfirmed(RedisError::from(e)).into(),
-            WriteError::Unknown(e) => Error::DurableOutcomeUnknown(RedisError::from(e)).into(),
-            WriteError::NotReplicated { confirmed, .. } => self.not_replicated(confirmed),
-        }
-    }
-
-    fn not_replicated(&self, confirmed: u32) -> bus_core::Error {
-        let durability = self.durable.as_ref().map(|d| d.durability);
-        bus_core::Error::NotReplicated {
-            wanted: durability.map_or(0, |d| d.replicas),
-            confirmed,
-            timeout: durability.map_or(Duration::ZERO, |d| d.timeout),
-        }
+    /// This handle's writes.
+    pub(crate) fn writer(&self) -> &Writer {
+        &self.writer
     }
 
     pub(crate) fn prefix(&self) -> &str {
@@ -377,7 +226,7 @@ impl RedisTransport {
                 &scripts::PUBLISH
             }
         };
-        match self.write(script, keys, args).await? {
+        match self.writer.write(script, keys, args).await? {
             Written::Done(reached) => Ok(reached),
             // Nothing was written: the subscriptions changed (no replica needed for that).
             Written::NotReplicated(-1, _) => Ok(-1),
@@ -408,25 +257,11 @@ impl RedisTransport {
     }
 }
 
-/// What a script that writes did.
-pub(crate) enum Written<T = i64> {
-    /// Its reply (replicated as asked, on a durable handle).
-    Done(T),
-    /// Its reply, on a durable handle that fewer replicas than asked confirmed in time,
-    /// and the error to return when it wrote something.
-    NotReplicated(T, bus_core::Error),
-}
-
 /// `id, envelope, id, envelope, ...` as script arguments.
 fn message_args(messages: &[Outgoing]) -> impl Iterator<Item = Value> + '_ {
     messages
         .iter()
         .flat_map(|m| [Value::from(m.id.as_str()), Value::Bytes(m.payload.clone())])
-}
-
-pub(crate) fn epoch_ms(time: SystemTime) -> i64 {
-    time.duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 #[async_trait]
@@ -440,10 +275,7 @@ impl Transport for RedisTransport {
         match (placement.key, placement.due) {
             (Some(key), due) => self.send_keyed(queue, key, messages, due).await,
             (None, Some(due)) => self.send_at(queue, messages, due).await,
-            (None, None) => {
-                let ready = self.ready_for(queue, None)?;
-                self.push(queue, ready, messages).await
-            }
+            (None, None) => self.writer.push(queue, messages).await,
         }
     }
 
@@ -554,7 +386,7 @@ impl RedisTransport {
         if messages.is_empty() {
             return Ok(());
         }
-        let k = self.keys_for_send(queue, Some(key)).await?;
+        let k = self.writer.keys_for_send(queue, Some(key)).await?;
         let (script, keys, args) = match due {
             None => {
                 let mut args = Vec::with_capacity(messages.len() + 1);
@@ -572,7 +404,7 @@ impl RedisTransport {
                 (&scripts::SEND_KEYED_AT, keys, args)
             }
         };
-        match self.write(script, keys, args).await? {
+        match self.writer.write(script, keys, args).await? {
             Written::Done(_) => Ok(()),
             Written::NotReplicated(_, error) => Err(error),
         }
@@ -585,11 +417,11 @@ impl RedisTransport {
         messages: Vec<Outgoing>,
         due: SystemTime,
     ) -> bus_core::Result<()> {
-        let keys = self.keys_for_send(queue, None).await?;
+        let keys = self.writer.keys_for_send(queue, None).await?;
         let mut args = vec![Value::from(epoch_ms(due))];
         args.extend(message_args(&messages));
         let keys = vec![keys.delayed, keys.msgs, keys.ready];
-        match self.write(&scripts::SEND_AT, keys, args).await? {
+        match self.writer.write(&scripts::SEND_AT, keys, args).await? {
             Written::Done(_) => Ok(()),
             Written::NotReplicated(_, error) => Err(error),
         }

@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use bytes::Bytes;
 use fred::error::{Error as FredError, ErrorKind};
 
-use crate::durable::{Durability, WriteError};
+use super::durable::{Durability, WriteError};
 use fred::prelude::{Client, ListInterface};
 use fred::types::Value;
 use tokio::sync::oneshot;
@@ -74,11 +74,6 @@ impl Coalescer {
             lanes: Arc::default(),
             runtime: tokio::runtime::Handle::try_current().ok(),
         }
-    }
-
-    /// The connection the pushes go through.
-    pub(crate) fn client(&self) -> &Client {
-        &self.client
     }
 
     /// Appends `envelopes` to the list `ready`, in one `RPUSH` with whatever other sends

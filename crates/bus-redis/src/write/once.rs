@@ -13,9 +13,30 @@ use bus_core::transport::Outgoing;
 use bus_core::MessageId;
 use tokio::sync::oneshot;
 
-use crate::dedup::{self, Group, Outcome, BATCH_MAX};
+use fred::types::Value;
+
+use super::conn::Connection;
+use super::durable::WriteError;
 use crate::keys::QueueKeys;
-use crate::transport::RedisTransport;
+use crate::scripts;
+
+/// At most this many messages go in one `send_once_batch` call (its KEYS and ARGV grow
+/// with it, and the script runs alone on the server).
+pub(crate) const BATCH_MAX: usize = 1_000;
+
+/// What the messages of one `send_once_batch` call share: the queue or partition (its
+/// ready list names it), the window, the due time and the partition key.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct Group {
+    pub(crate) ready: String,
+    pub(crate) window_ms: i64,
+    /// Ms since the Unix epoch, or empty: ready now.
+    pub(crate) due: String,
+    pub(crate) partition: Option<String>,
+}
+
+/// The raw outcome of one call, shared by every message it carried.
+pub(crate) type Outcome = Result<Value, WriteError>;
 
 /// One waiting send, and where its call's outcome goes (with its place in the call).
 struct Waiting {
@@ -52,7 +73,7 @@ impl OnceLanes {
     /// Sends `message` with deduplication key `key` in the next call of `group`.
     pub(crate) async fn send(
         &self,
-        transport: &RedisTransport,
+        conn: &Arc<Connection>,
         group: Group,
         keys: QueueKeys,
         message: Outgoing,
@@ -80,7 +101,7 @@ impl OnceLanes {
         if let Some(first) = idle {
             // A task of its own, so that a caller dropping its future never strands the
             // sends that joined it.
-            let flush = self.clone().flush(transport.clone(), group, keys, first);
+            let flush = self.clone().flush(Arc::clone(conn), group, keys, first);
             match &self.runtime {
                 Some(runtime) => drop(runtime.spawn(flush)),
                 None => drop(tokio::spawn(flush)),
@@ -91,11 +112,11 @@ impl OnceLanes {
                 "the call carrying this deduplicated send was dropped".into(),
             ));
         };
-        dedup::answer(transport, &outcome, at, n)
+        answer(conn, &outcome, at, n)
     }
 
     /// Calls for `first`, then for whatever waits in `group`, until nothing does.
-    async fn flush(self, transport: RedisTransport, group: Group, keys: QueueKeys, first: Waiting) {
+    async fn flush(self, conn: Arc<Connection>, group: Group, keys: QueueKeys, first: Waiting) {
         let mut batch = vec![first];
         loop {
             let n = batch.len();
@@ -103,7 +124,7 @@ impl OnceLanes {
                 .into_iter()
                 .map(|w| ((w.message, w.key), w.reply))
                 .unzip();
-            let outcome = Arc::new(dedup::call(&transport, &group, &keys, messages).await);
+            let outcome = Arc::new(call(&conn, &group, &keys, messages).await);
             for (at, reply) in replies.into_iter().enumerate() {
                 let _ = reply.send((Arc::clone(&outcome), at, n));
             }
@@ -127,5 +148,72 @@ impl OnceLanes {
         }
         let take = lane.len().min(BATCH_MAX);
         lane.drain(..take).collect()
+    }
+}
+
+/// One `send_once_batch` call: KEYS ready, delayed, msgs [, flow, kready, kbusy, kq,
+/// kdue], one dedup key per message; ARGV n, window, due, key, then id, envelope pairs.
+pub(crate) async fn call(
+    conn: &Connection,
+    group: &Group,
+    keys: &QueueKeys,
+    batch: Vec<(Outgoing, String)>,
+) -> Outcome {
+    let n = batch.len();
+    let mut script_keys = Vec::with_capacity(8 + n);
+    script_keys.extend([keys.ready.clone(), keys.delayed.clone(), keys.msgs.clone()]);
+    if group.partition.is_some() {
+        script_keys.extend([
+            keys.flow.clone(),
+            keys.kready.clone(),
+            keys.kbusy.clone(),
+            keys.kq.clone(),
+            keys.kdue.clone(),
+        ]);
+    }
+    let mut args = Vec::with_capacity(4 + 2 * n);
+    args.extend([
+        Value::from(i64::try_from(n).unwrap_or(i64::MAX)),
+        Value::from(group.window_ms),
+        Value::from(group.due.as_str()),
+        Value::from(group.partition.as_deref().unwrap_or("")),
+    ]);
+    for (message, key) in batch {
+        script_keys.push(keys.dedup(&key));
+        args.push(Value::from(message.id.as_str()));
+        args.push(Value::Bytes(message.payload));
+    }
+    conn.run(&scripts::SEND_ONCE_BATCH, script_keys, args).await
+}
+
+/// The answer for message `at` of the `n` a call carried: `None` stored, or the first
+/// message's id. Only a message that was stored is reported as not replicated.
+pub(crate) fn answer(
+    conn: &Connection,
+    outcome: &Outcome,
+    at: usize,
+    n: usize,
+) -> bus_core::Result<Option<MessageId>> {
+    let script = &scripts::SEND_ONCE_BATCH;
+    let (reply, not_replicated) = match outcome {
+        Ok(reply) => (reply, None),
+        Err(error @ WriteError::NotReplicated { written, .. }) => (written, Some(error)),
+        Err(error) => return Err(conn.error(error.clone())),
+    };
+    let Value::Array(answers) = reply else {
+        return Err(script.unexpected(reply).into());
+    };
+    if answers.len() != n {
+        return Err(script.unexpected(reply).into());
+    }
+    match &answers[at] {
+        Value::Integer(_) => match not_replicated {
+            Some(error) => Err(conn.error(error.clone())),
+            None => Ok(None),
+        },
+        other => match other.as_string() {
+            Some(first) => Ok(Some(MessageId::from(first))),
+            None => Err(script.unexpected(other).into()),
+        },
     }
 }
