@@ -72,7 +72,7 @@ impl RedisConfig {
             reconnect_max_delay: Duration::from_secs(2),
             command_timeout: Duration::from_secs(5),
             unresponsive_timeout: Duration::from_secs(3),
-            timing_retention: crate::timing::DEFAULT_TIMING_RETENTION,
+            timing_retention: crate::report::timing::DEFAULT_TIMING_RETENTION,
             partitions: BTreeMap::new(),
             #[cfg(feature = "tls")]
             tls_ca: None,

@@ -60,24 +60,18 @@
 #![warn(missing_docs)]
 pub mod admin;
 mod config;
-mod consumer;
-mod dedup;
+mod consume;
 mod error;
-mod heartbeat;
 pub mod keys;
+mod lifecycle;
 mod liveness;
-mod once;
 mod partition;
 mod prelude;
 mod protocol;
-mod receipts;
-mod recurring;
-mod reply;
-mod schedule;
+mod report;
 mod scripts;
+mod send;
 pub mod shape;
-mod singleton;
-mod timing;
 #[cfg(feature = "tls")]
 mod tls;
 mod transport;
@@ -85,11 +79,11 @@ mod write;
 
 pub use config::RedisConfig;
 pub use error::{Error, RedisError, Result};
-pub use heartbeat::{RedisReporter, HOST_KEEP_INTERVALS};
 pub use partition::{shard_of_key, MAX_PARTITIONS};
 pub use protocol::PROTOCOL;
+pub use report::heartbeat::{RedisReporter, HOST_KEEP_INTERVALS};
+pub use report::timing::{RedisTimingReporter, DEFAULT_TIMING_RETENTION};
 pub use scripts::LuaScript;
-pub use timing::{RedisTimingReporter, DEFAULT_TIMING_RETENTION};
 
 /// The Redis client this crate is built on, whose types appear in its API
 /// ([`RedisTransport::client`], [`RedisError::fred`]): use it through this path, so the

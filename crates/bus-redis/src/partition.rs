@@ -19,7 +19,7 @@ use fred::prelude::{Client, HashesInterface};
 use futures::future::join_all;
 use tokio_util::sync::CancellationToken;
 
-use crate::consumer::RedisConsumer;
+use crate::consume::consumer::RedisConsumer;
 use crate::keys::{self, QueueKeys};
 use crate::{Error, RedisConfig};
 

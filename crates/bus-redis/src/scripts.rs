@@ -602,7 +602,7 @@ pub(crate) static ADMIN_EDIT_REQUEUE: LazyLock<LuaScript> = LazyLock::new(|| {
     )
 });
 
-// Host heartbeats (src/heartbeat.rs, docs/redis-layout.md "Host heartbeats").
+// Host heartbeats (src/report/heartbeat.rs, docs/redis-layout.md "Host heartbeats").
 /// Request/reply: a responder's push onto an inbox (docs/redis-layout.md).
 pub(crate) static REPLY: LazyLock<LuaScript> = LazyLock::new(|| {
     lua!(
@@ -627,7 +627,7 @@ pub(crate) static HOST_LEAVE: LazyLock<LuaScript> = LazyLock::new(|| {
     )
 });
 
-// Per-type timing (src/timing.rs, docs/redis-layout.md "Per-type timing").
+// Per-type timing (src/report/timing.rs, docs/redis-layout.md "Per-type timing").
 pub(crate) static TIMING_FLUSH: LazyLock<LuaScript> = LazyLock::new(|| {
     lua!(
         "timing_flush",

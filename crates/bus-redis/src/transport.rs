@@ -14,7 +14,7 @@ use fred::prelude::{Client, ClientLike, SetsInterface};
 use fred::types::Value;
 use tokio_util::bytes::Bytes;
 
-use crate::consumer::RedisConsumer;
+use crate::consume::consumer::RedisConsumer;
 use crate::keys::{self, QueueKeys};
 use crate::partition::{PartitionedConsumer, Spread};
 use crate::scripts;
@@ -364,8 +364,10 @@ impl Transport for RedisTransport {
             .marks(self)
             .leases(self)
             .flow(self)
-            .host_reporter(Arc::new(crate::heartbeat::RedisReporter::new(self.clone())))
-            .timing_reporter(Arc::new(crate::timing::RedisTimingReporter::new(
+            .host_reporter(Arc::new(crate::report::heartbeat::RedisReporter::new(
+                self.clone(),
+            )))
+            .timing_reporter(Arc::new(crate::report::timing::RedisTimingReporter::new(
                 self.clone(),
             )))
     }
@@ -435,18 +437,18 @@ impl Leases for RedisTransport {
         holder: &str,
         ttl: Duration,
     ) -> bus_core::Result<Arc<dyn bus_core::transport::SingletonLease>> {
-        crate::singleton::lease(self.client(), self.prefix(), queue, holder, ttl)
+        crate::lifecycle::singleton::lease(self.client(), self.prefix(), queue, holder, ttl)
     }
 }
 
 #[async_trait]
 impl Replies for RedisTransport {
     async fn reply_inbox(&self, name: &str) -> bus_core::Result<Box<dyn bus_core::ReplyInbox>> {
-        crate::reply::open(self, name).await
+        crate::send::reply::open(self, name).await
     }
 
     async fn reply(&self, inbox: &str, element: Bytes, keep: Duration) -> bus_core::Result<()> {
-        crate::reply::push(self, inbox, element, keep).await
+        crate::send::reply::push(self, inbox, element, keep).await
     }
 }
 
@@ -458,7 +460,7 @@ impl StepMarks for RedisTransport {
         id: &MessageId,
         step: &str,
     ) -> bus_core::Result<Option<Bytes>> {
-        crate::once::mark(self, source, id, step).await
+        crate::lifecycle::once::mark(self, source, id, step).await
     }
 
     async fn mark_step(
@@ -469,6 +471,6 @@ impl StepMarks for RedisTransport {
         result: Bytes,
         keep: Duration,
     ) -> bus_core::Result<Option<Bytes>> {
-        crate::once::set(self, source, id, step, result, keep).await
+        crate::lifecycle::once::set(self, source, id, step, result, keep).await
     }
 }

@@ -69,7 +69,12 @@ impl Admin {
 
 /// The records of a minute's `HGETALL` reply (flat array, or a RESP3 map).
 fn records(reply: Value) -> BTreeMap<String, TypeTiming> {
-    let pair = |k: &Value, v: &Value| Some((k.as_string()?, crate::timing::decode(v.as_bytes()?)?));
+    let pair = |k: &Value, v: &Value| {
+        Some((
+            k.as_string()?,
+            crate::report::timing::decode(v.as_bytes()?)?,
+        ))
+    };
     match reply {
         Value::Array(values) => values
             .chunks(2)
@@ -82,7 +87,7 @@ fn records(reply: Value) -> BTreeMap<String, TypeTiming> {
             .inner()
             .into_iter()
             .filter_map(|(k, v)| {
-                let record = crate::timing::decode(v.as_bytes()?)?;
+                let record = crate::report::timing::decode(v.as_bytes()?)?;
                 Some((k.as_str()?.to_string(), record))
             })
             .collect(),

@@ -18,8 +18,8 @@ use fred::util::redis_keyslot;
 use tokio_util::bytes::Bytes;
 use tokio_util::sync::CancellationToken;
 
+use crate::consume::receipts::{merge, receipt_args, receipt_pair, Split};
 use crate::keys::{QueueKeys, ScriptKeys};
-use crate::receipts::{merge, receipt_args, receipt_pair, Split};
 use crate::scripts;
 use crate::Error;
 
