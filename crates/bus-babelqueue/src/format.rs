@@ -21,8 +21,8 @@ use crate::keys::Layout;
 use crate::{Envelope, Error, Poison};
 
 /// The bus header that carries BabelQueue's `trace_id` (kept across hops: a message sent
-/// with it keeps that `trace_id`).
-pub const TRACE_ID_HEADER: &str = "bq-trace-id";
+/// with it keeps that `trace_id`): bus-core's [`bus_core::headers::TRACE_ID`].
+pub const TRACE_ID_HEADER: &str = bus_core::headers::TRACE_ID;
 
 /// The bus header that shows a handler the envelope's `attempts` as stored when the
 /// delivery was reserved, in decimal (read it with

@@ -4,6 +4,7 @@
 //! after a `Context::once` step and before its ack does not make the redelivery run the
 //! step again.
 
+use bus_core::defaults;
 use bus_core::transport::Replies;
 use std::process::{Child, Command};
 use std::time::Duration;
@@ -14,7 +15,7 @@ use bus_chaos::{
     asked_key, charge_done_key, charged_key, charges_key, lifecycle_up_key, Ask, Charge,
 };
 use bus_core::transport::Source;
-use bus_core::{Error, Message, ONCE_KEEP, REPLY_KEEP};
+use bus_core::{Error, Message};
 use bus_redis::{keys, RedisConfig, RedisTransport};
 use bus_test_redis::{eventually, Proxy, RedisServer, SyncClient, TestRedis};
 use common::{bus, kill};
@@ -155,17 +156,19 @@ async fn an_inbox_nobody_reads_expires() {
         .prefix(&*prefix);
     let transport = RedisTransport::connect(&config).await.unwrap();
     transport
-        .reply("gone", "{}".into(), REPLY_KEEP)
+        .reply("gone", "{}".into(), defaults::REPLY_KEEP)
         .await
         .unwrap();
     let mut client = redis.client();
     let key = keys::reply_inbox(&prefix, "gone");
     let ttl = client.int(&["PTTL", key.as_str()]).unwrap();
     assert!(
-        ttl > 0 && ttl <= REPLY_KEEP.as_millis() as i64,
+        ttl > 0 && ttl <= defaults::REPLY_KEEP.as_millis() as i64,
         "PTTL {ttl}"
     );
-    let refused = transport.reply("a:b}", "{}".into(), REPLY_KEEP).await;
+    let refused = transport
+        .reply("a:b}", "{}".into(), defaults::REPLY_KEEP)
+        .await;
     assert!(
         matches!(refused, Err(Error::InvalidName { .. })),
         "{refused:?}"
@@ -220,7 +223,7 @@ async fn a_step_done_before_a_crash_is_skipped_by_the_redelivery() {
     let mark = keys::step_mark(&prefix, &source, id.as_str(), "charge");
     let ttl = client.int(&["PTTL", mark.as_str()]).unwrap();
     assert!(
-        ttl > 0 && ttl <= ONCE_KEEP.as_millis() as i64,
+        ttl > 0 && ttl <= defaults::ONCE_KEEP.as_millis() as i64,
         "PTTL of {mark}: {ttl}"
     );
     kill(&mut second);

@@ -3,13 +3,13 @@
 //! is killed with SIGKILL another takes over within the lease's bound (ttl + ttl/3),
 //! and when it stops gracefully the next takes over within one retry (ttl/3).
 
+use bus_core::defaults;
 use std::process::{Child, Command};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 mod common;
 
 use bus_chaos::{solo_runs_key, solo_up_key, Solo};
-use bus_core::DEFAULT_SINGLETON_TTL;
 use bus_test_redis::{eventually, SyncClient, TestRedis};
 use common::{bus, kill};
 
@@ -90,7 +90,7 @@ fn assert_no_overlap(runs: &[Run]) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_host_at_a_time_and_the_lease_moves_when_its_holder_is_killed() {
-    let ttl = DEFAULT_SINGLETON_TTL;
+    let ttl = defaults::SINGLETON_TTL;
     let redis = TestRedis::start().unwrap();
     let (url, prefix) = (redis.url(), redis.namespace().to_owned());
     let mut client = redis.client();

@@ -1,6 +1,7 @@
 //! Checks of recurring messages (cron): each tick stored once whatever order and however
 //! many hosts present it, and the policy for missed ticks.
 
+use bus_core::headers;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -11,7 +12,7 @@ use crate::{wait_until, Probe};
 use bus_core::transport::{Outgoing, Source, Tick};
 use bus_core::{
     CommandProcessor, Context, Host, Message, MessageId, MessageKind, Missed, ProcessError,
-    Recurring, RunningHost, Transport, TICK_HEADER,
+    Recurring, RunningHost, Transport,
 };
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -36,7 +37,7 @@ impl CommandProcessor<Beat> for Arc<Ticks> {
     async fn process(&self, _: Beat, ctx: &Context) -> Result<(), ProcessError> {
         let tick = ctx
             .headers()
-            .get(TICK_HEADER)
+            .get(headers::TICK)
             .and_then(|t| t.parse().ok())
             .ok_or_else(|| ProcessError::dead_letter("a scheduled message without its tick"))?;
         self.0

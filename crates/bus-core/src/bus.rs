@@ -1,5 +1,7 @@
 //! The client: send commands, publish events, schedule messages.
 
+use crate::defaults;
+use crate::headers;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -9,20 +11,17 @@ use bytes::Bytes;
 use crate::envelope::{encode_json_message, now_ms};
 use crate::host::metrics::sent;
 use crate::names::QueueNames;
-use crate::send::{OutgoingMessage, SendMiddleware, SendOptions, Sent, TRACE_ID_HEADER};
+use crate::send::{OutgoingMessage, SendMiddleware, SendOptions, Sent};
 use crate::transport::{Destination, Outgoing, Placement, WireFormat};
 use crate::{
     Command, Envelope, Error, Event, Format, Headers, IntoShared, Message, MessageId, Result,
     Transport,
 };
 
-/// Default largest encoded envelope a bus accepts (1 MiB).
-pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 1024 * 1024;
-
 /// Headers that follow-up messages inherit from the message being handled: W3C trace
 /// context, and BabelQueue's `trace_id` (as bus-babelqueue carries it), so a Rust hop in
 /// a BabelQueue fleet keeps the trace.
-const PROPAGATED: [&str; 3] = ["traceparent", "tracestate", TRACE_ID_HEADER];
+const PROPAGATED: [&str; 3] = ["traceparent", "tracestate", headers::TRACE_ID];
 
 /// A cheap-to-clone handle for sending messages over one shared transport.
 ///
@@ -65,7 +64,7 @@ impl Default for BusConfig {
     fn default() -> Self {
         BusConfig {
             format: Format::Json,
-            max_message_size: DEFAULT_MAX_MESSAGE_SIZE,
+            max_message_size: defaults::MAX_MESSAGE_SIZE,
             send_middleware: Vec::new(),
             names: QueueNames::default(),
             time_to_live: Vec::new(),
@@ -216,7 +215,7 @@ impl Bus {
         let own = self
             .own_headers::<M>(&ids, destination, Some(options), wire.is_some())
             .await?;
-        let trace_id = own.first().and_then(|h| h.get(TRACE_ID_HEADER).cloned());
+        let trace_id = own.first().and_then(|h| h.get(headers::TRACE_ID).cloned());
         let mut batch = self.encode(
             std::slice::from_ref(message),
             ids,
@@ -392,7 +391,7 @@ impl Bus {
         // Only the calls with options report it, and they always have headers of their own.
         let trace_id = own
             .as_ref()
-            .and_then(|own| own.first()?.get(TRACE_ID_HEADER).cloned());
+            .and_then(|own| own.first()?.get(headers::TRACE_ID).cloned());
         let ids: Vec<MessageId> = batch.iter().map(|m| m.id.clone()).collect();
         if batch.is_empty() {
             return Ok(Produced {
@@ -435,13 +434,13 @@ impl Bus {
             });
             if let Some(deadline) = deadline {
                 headers.insert(
-                    crate::EXPIRES_AT_HEADER.to_owned(),
+                    crate::headers::EXPIRES_AT.to_owned(),
                     crate::host::deadline_header(deadline),
                 );
             }
-            if foreign && !headers.contains_key(TRACE_ID_HEADER) {
+            if foreign && !headers.contains_key(headers::TRACE_ID) {
                 let trace_id = crate::new_trace_id(&headers);
-                headers.insert(TRACE_ID_HEADER.to_owned(), trace_id);
+                headers.insert(headers::TRACE_ID.to_owned(), trace_id);
             }
             let id = MessageId::from(id.clone());
             for layer in &self.shared.config.send_middleware {

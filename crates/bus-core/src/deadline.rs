@@ -1,4 +1,4 @@
-//! The grammar of the [`EXPIRES_AT_HEADER`](crate::EXPIRES_AT_HEADER) value
+//! The grammar of the [`headers::EXPIRES_AT`](crate::headers::EXPIRES_AT) value
 //! (docs/wire-format.md, "Expiry"): milliseconds since the Unix epoch as the canonical
 //! decimal of an unsigned 64-bit integer, `0|[1-9][0-9]*`, at most 20 digits and at most
 //! 18446744073709551615. One reader for every path, so that two consumers of a mixed

@@ -2,7 +2,7 @@
 //! the key and stores the message, or names the message stored first; and its batch
 //! ([`Bus::send_batch_deduplicated`]): one call for many messages, each with its key.
 
-use crate::send::DEFAULT_DEDUP_WINDOW;
+use crate::defaults;
 use crate::transport::{unsupported, Deduplication};
 use crate::{Bus, Capability, Command, Error, MessageId, Result, SendOptions, Sent};
 
@@ -20,7 +20,7 @@ impl Bus {
     ) -> Result<Sent> {
         let dedup = Deduplication {
             key,
-            window: options.dedup_window.unwrap_or(DEFAULT_DEDUP_WINDOW),
+            window: options.dedup_window.unwrap_or(defaults::DEDUP_WINDOW),
             due: options.due,
             partition: options.key.as_deref(),
         };
@@ -83,7 +83,7 @@ impl Bus {
                 C::NAME
             )));
         }
-        let window = options.dedup_window.unwrap_or(DEFAULT_DEDUP_WINDOW);
+        let window = options.dedup_window.unwrap_or(defaults::DEDUP_WINDOW);
         let transport = self.transport();
         let produced = self
             .produce("send", commands, Some(options), |name, batch| async move {

@@ -47,11 +47,11 @@
 //! |---|---|
 //! | [`Message`], [`Command`], [`Event`], [`Subscription`] | message contracts (derive them with `#[derive(RedisCommand)]`, ...) |
 //! | [`CommandProcessor`], [`EventProcessor`], [`ProcessError`], [`Context`] | handlers |
-//! | [`DeadLettering`], [`OnExpiry`], [`EXPIRES_AT_HEADER`] | a message's end: the hook before a dead letter, expiry |
+//! | [`DeadLettering`], [`OnExpiry`], [`headers::EXPIRES_AT`] | a message's end: the hook before a dead letter, expiry |
 //! | [`Scheduled`] | a delayed command read back ([`Bus::scheduled`], [`Bus::cancel`], [`Bus::reschedule`]) |
-//! | [`ProcessingSettings`], [`Backoff`], [`DEFAULT_SINGLETON_TTL`] | per-processor consumption settings |
+//! | [`ProcessingSettings`], [`Backoff`], [`defaults::SINGLETON_TTL`] | per-processor consumption settings |
 //! | [`Middleware`], [`Next`] | the pipeline around handlers |
-//! | [`SendOptions`], [`Sent`], [`SendMiddleware`], [`Prepared`], [`TRACE_ID_HEADER`], [`new_trace_id`] | one send with options, what it stored, the layers on every send, a message encoded for a later send ([`Bus::prepare`]), the trace id carried across fleets |
+//! | [`SendOptions`], [`Sent`], [`SendMiddleware`], [`Prepared`], [`headers::TRACE_ID`], [`new_trace_id`] | one send with options, what it stored, the layers on every send, a message encoded for a later send ([`Bus::prepare`]), the trace id carried across fleets |
 //! | [`Host`], [`HostBuilder`], [`RunningHost`], [`Bus`] | registration, running, sending |
 //! | [`Envelope`], [`Format`] | the wire format and serializers |
 //! | [`Transport`] | what a host and a bus are given (`bus-redis`, [`MemoryTransport`], ...) |
@@ -75,12 +75,14 @@ mod bus;
 mod context;
 mod deadline;
 mod dedup;
+pub mod defaults;
 mod depth;
 mod envelope;
 mod error;
 mod fast_hash;
 pub mod flow;
 mod format;
+pub mod headers;
 pub mod heartbeat;
 mod host;
 mod memory;
@@ -104,7 +106,7 @@ mod singleton;
 pub mod timing;
 pub mod transport;
 
-pub use bus::{Bus, BusConfig, DEFAULT_MAX_MESSAGE_SIZE};
+pub use bus::{Bus, BusConfig};
 pub use context::Context;
 pub use envelope::{Envelope, Headers, MessageId};
 pub use error::{BoxError, Error, ErrorChain, Result};
@@ -116,26 +118,19 @@ pub use host::metrics;
 pub use host::{
     shutdown_signal, BreakerScope, BreakerState, CircuitBreaker, DeadLettering, FailedMessage,
     Host, HostBuilder, OnExpiry, ProcessorEntry, RunningHost, UnknownMessage,
-    DEAD_LETTER_HOOK_BOUND, EXPIRES_AT_HEADER,
 };
 pub use memory::MemoryTransport;
 pub use message::{Command, Event, Message, MessageDescriptor, MessageKind, Subscription};
 pub use middleware::{Middleware, Next};
 pub use names::QueueNames;
-pub use once::ONCE_KEEP;
 pub use operator::Capability;
 pub use processor::{CommandProcessor, Disposition, EventProcessor, ProcessError};
-pub use recurring::{Missed, Recurring, SCHEDULE_HEADER, TICK_HEADER};
-pub use request::{ReplyInbox, CORRELATION_ID_HEADER, REPLY_KEEP, REPLY_TO_HEADER, REPLY_TYPE};
-pub use saga::{
-    ContinueSaga, MemorySagaStore, Saga, SagaData, SagaStore, Stamp, StartSaga, SAGA_TIMEOUT_HEADER,
-};
+pub use recurring::{Missed, Recurring};
+pub use request::ReplyInbox;
+pub use saga::{ContinueSaga, MemorySagaStore, Saga, SagaData, SagaStore, Stamp, StartSaga};
 pub use schedule::Scheduled;
-pub use send::{
-    new_trace_id, OutgoingMessage, Prepared, SendMiddleware, SendOptions, Sent,
-    DEFAULT_DEDUP_WINDOW, TRACE_ID_HEADER,
-};
-pub use settings::{Backoff, ProcessingSettings, DEFAULT_SINGLETON_TTL};
+pub use send::{new_trace_id, OutgoingMessage, Prepared, SendMiddleware, SendOptions, Sent};
+pub use settings::{Backoff, ProcessingSettings};
 pub use shared::IntoShared;
 // The transport an application hands its host and its bus; the rest of the contract
 // (consumers, sources, limits) is in [`transport`], for those who implement one.

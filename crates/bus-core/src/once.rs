@@ -2,8 +2,8 @@
 //! marks a step of a handler as done, with its result, under a key of the message and the
 //! step, so that a later delivery of the same message skips it.
 
+use crate::defaults;
 use std::future::Future;
-use std::time::Duration;
 
 use bytes::Bytes;
 use serde::de::DeserializeOwned;
@@ -11,16 +11,12 @@ use serde::Serialize;
 
 use crate::{Context, Error, ProcessError};
 
-/// How long a step's mark is kept after the step completed: a delivery of the message
-/// later than this runs the step again.
-pub const ONCE_KEEP: Duration = Duration::from_secs(7 * 24 * 60 * 60);
-
 impl Context {
     /// Runs `step` unless an earlier delivery of this message (to this queue or
     /// subscription) completed a step named `name`; then returns the result that step
     /// stored instead of running it. The mark, with the result (as JSON), is written only
     /// after `step` succeeded, and `once` returns only after the transport stored it, so
-    /// a crash after `once` returned never runs the step again (within [`ONCE_KEEP`]).
+    /// a crash after `once` returned never runs the step again (within [`defaults::ONCE_KEEP`]).
     ///
     /// What is not guaranteed: a crash (or a failed write of the mark) between the end
     /// of `step` and the mark runs the step again on the next delivery, so an effect
@@ -58,7 +54,7 @@ impl Context {
             source: e.into(),
         })?;
         match marks
-            .mark_step(source, id, name, Bytes::from(encoded), ONCE_KEEP)
+            .mark_step(source, id, name, Bytes::from(encoded), defaults::ONCE_KEEP)
             .await?
         {
             // Another delivery ran it at the same time and marked it first.

@@ -20,7 +20,7 @@ pub trait CommandProcessor<C: Command>: Send + Sync + 'static {
     /// `IProcessBeforeDeadLetter`): its handler failed for the last time, rejected it,
     /// or it expired or passed the delivery limit before it ran. `dead_letter` says why,
     /// with the error history. An error, a panic or a run longer than
-    /// [`DEAD_LETTER_HOOK_BOUND`](crate::DEAD_LETTER_HOOK_BOUND) is logged and the message
+    /// [`defaults::DEAD_LETTER_HOOK_BOUND`](crate::defaults::DEAD_LETTER_HOOK_BOUND) is logged and the message
     /// is dead-lettered all the same. Messages that never decode or whose type no
     /// processor knows reach no hook. Does nothing by default.
     async fn before_dead_letter(

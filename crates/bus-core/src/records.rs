@@ -282,7 +282,7 @@ pub enum DeadLetterReason {
     Undecodable,
     /// No processor of this queue knows its type.
     UnknownType,
-    /// Its deadline ([`EXPIRES_AT_HEADER`](crate::EXPIRES_AT_HEADER)) passed before a
+    /// Its deadline ([`headers::EXPIRES_AT`](crate::headers::EXPIRES_AT)) passed before a
     /// handler started it.
     Expired,
 }

@@ -4,6 +4,8 @@
 //! ([`Replies`](crate::transport::Replies)); the routing of replies to requests is here,
 //! the same for every transport.
 
+use crate::defaults;
+use crate::headers;
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -18,15 +20,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{Bus, Command, Context, Envelope, Error, Format, Result, SendOptions, Transport};
 
-/// Header of a request: the name of the inbox to answer to.
-pub const REPLY_TO_HEADER: &str = "bus-reply-to";
-/// Header of a request and of its reply: which request a reply answers.
-pub const CORRELATION_ID_HEADER: &str = "bus-correlation-id";
-/// The message type of a reply's envelope.
-pub const REPLY_TYPE: &str = "bus.reply";
-/// An inbox expires this long after the last reply pushed to it, so an inbox whose
-/// requester died is not left behind.
-pub const REPLY_KEEP: Duration = Duration::from_secs(60);
 /// Longest one wait of the inbox blocks before it is issued again: bounds how long a
 /// dropped bus's listener lingers.
 const INBOX_WAIT: Duration = Duration::from_secs(1);
@@ -36,7 +29,7 @@ const RETRY_PAUSE: Duration = Duration::from_millis(200);
 /// A requesting bus's inbox: where replies to its requests arrive, read by one listener.
 #[async_trait]
 pub trait ReplyInbox: Send + Sync + fmt::Debug {
-    /// Its name, as requests carry it in [`REPLY_TO_HEADER`].
+    /// Its name, as requests carry it in [`headers::REPLY_TO`].
     fn name(&self) -> &str;
     /// Takes the replies that arrived, waiting up to `wait` for one when none has (it may
     /// return none).
@@ -90,7 +83,7 @@ impl Waiting {
         };
         let waiter = envelope
             .headers
-            .get(CORRELATION_ID_HEADER)
+            .get(headers::CORRELATION_ID)
             .and_then(|id| self.pending().remove(id));
         match waiter {
             Some(waiter) => {
@@ -161,8 +154,8 @@ async fn listen(inbox: Box<dyn ReplyInbox>, waiting: Arc<Waiting>, stop: Cancell
 
 impl Bus {
     /// Sends `request` to its queue and waits up to `timeout` for the reply a processor
-    /// sends with [`Context::reply`]. The request carries [`REPLY_TO_HEADER`] and
-    /// [`CORRELATION_ID_HEADER`]; the reply comes through this bus's inbox, opened at its
+    /// sends with [`Context::reply`]. The request carries [`headers::REPLY_TO`] and
+    /// [`headers::CORRELATION_ID`]; the reply comes through this bus's inbox, opened at its
     /// first request (docs/concepts.md, "Request and reply"). No reply in time is
     /// [`Error::RequestTimeout`]; the request may still be handled later (its reply is
     /// then dropped).
@@ -181,8 +174,8 @@ impl Bus {
             correlation: &correlation,
         };
         let options = SendOptions::new()
-            .header(REPLY_TO_HEADER, waiting.inbox.as_str())
-            .header(CORRELATION_ID_HEADER, correlation.as_str());
+            .header(headers::REPLY_TO, waiting.inbox.as_str())
+            .header(headers::CORRELATION_ID, correlation.as_str());
         let timed_out = || Error::RequestTimeout {
             message_type: Req::TYPE.to_owned(),
             timeout,
@@ -195,29 +188,33 @@ impl Bus {
             // The sender is dropped only when the reply is taken or the request given up.
             Ok(Err(_)) | Err(_) => return Err(timed_out()),
         };
-        envelope.format.decode(REPLY_TYPE, &envelope.body)
+        envelope.format.decode(headers::REPLY_TYPE, &envelope.body)
     }
 }
 
 impl Context {
     /// Answers the request being handled with `reply` (sent by [`Bus::request`]): pushes
-    /// it onto the requester's inbox, named by the message's [`REPLY_TO_HEADER`]. Returns
+    /// it onto the requester's inbox, named by the message's [`headers::REPLY_TO`]. Returns
     /// `false`, sending nothing, when the message is not a request (it has no such
     /// header), so one processor can serve plain sends and requests alike. Replying twice
     /// (a retried handler) sends twice; the requester takes the first.
     pub async fn reply<R: Serialize>(&self, reply: &R) -> Result<bool> {
         let (Some(inbox), Some(correlation)) = (
-            self.headers.get(REPLY_TO_HEADER),
-            self.headers.get(CORRELATION_ID_HEADER),
+            self.headers.get(headers::REPLY_TO),
+            self.headers.get(headers::CORRELATION_ID),
         ) else {
             return Ok(false);
         };
         crate::transport::validate_name("reply inbox", inbox)?;
         let format = Format::Json;
-        let mut envelope = Envelope::new(REPLY_TYPE, format, format.encode(REPLY_TYPE, reply)?);
+        let mut envelope = Envelope::new(
+            headers::REPLY_TYPE,
+            format,
+            format.encode(headers::REPLY_TYPE, reply)?,
+        );
         envelope
             .headers
-            .insert(CORRELATION_ID_HEADER.to_owned(), correlation.clone());
+            .insert(headers::CORRELATION_ID.to_owned(), correlation.clone());
         for name in ["traceparent", "tracestate"] {
             if let Some(value) = self.headers.get(name) {
                 envelope.headers.insert(name.to_owned(), value.clone());
@@ -225,7 +222,7 @@ impl Context {
         }
         let element = Bytes::from(envelope.encode()?);
         replies(&**self.bus.transport())?
-            .reply(inbox, element, REPLY_KEEP)
+            .reply(inbox, element, defaults::REPLY_KEEP)
             .await?;
         Ok(true)
     }

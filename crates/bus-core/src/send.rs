@@ -12,6 +12,7 @@
 //! assert_eq!(options.headers["tenant"], "acme");
 //! ```
 
+use crate::headers;
 use std::fmt;
 use std::time::{Duration, SystemTime};
 
@@ -20,12 +21,7 @@ use async_trait::async_trait;
 use crate::transport::Destination;
 use crate::{Headers, MessageId, Result};
 
-/// The header that carries a trace id across hops and fleets: BabelQueue's `trace_id`
-/// (bus-babelqueue writes it into the BabelQueue envelope), kept as a header on the native
-/// envelope.
-pub const TRACE_ID_HEADER: &str = "bq-trace-id";
-
-/// A trace id for a message sent without one ([`TRACE_ID_HEADER`]), in the form
+/// A trace id for a message sent without one ([`headers::TRACE_ID`]), in the form
 /// BabelQueue's SDKs mint: a UUID. When `headers` carry a valid W3C `traceparent`
 /// (version `00`), it is that trace's 128-bit id written as a UUID, as the SDK's
 /// OpenTelemetry producer stamps it (its consumer maps a UUID `trace_id` back to the same
@@ -90,7 +86,7 @@ pub struct SendOptions {
     /// The message's deadline: a host that receives it later does not run it, and
     /// dead-letters it with reason `expired` or drops it
     /// ([`ProcessingSettings::on_expiry`](crate::ProcessingSettings::on_expiry)). Carried
-    /// in the [`EXPIRES_AT_HEADER`](crate::EXPIRES_AT_HEADER) header; wins over the
+    /// in the [`headers::EXPIRES_AT`](crate::headers::EXPIRES_AT) header; wins over the
     /// type's [`BusConfig::time_to_live`](crate::BusConfig::time_to_live).
     pub expires_at: Option<SystemTime>,
     /// The deduplication key: the message is stored only if no message with this key was
@@ -99,12 +95,9 @@ pub struct SendOptions {
     /// Commands only.
     pub dedup_key: Option<String>,
     /// How long a deduplication key holds after the send that stored it (`None`:
-    /// [`DEFAULT_DEDUP_WINDOW`]).
+    /// [`defaults::DEDUP_WINDOW`](crate::defaults::DEDUP_WINDOW)).
     pub dedup_window: Option<Duration>,
 }
-
-/// How long a deduplication key holds when the send does not say.
-pub const DEFAULT_DEDUP_WINDOW: Duration = Duration::from_secs(60 * 60);
 
 impl SendOptions {
     /// No options: a plain send.
@@ -116,10 +109,10 @@ impl SendOptions {
         self.headers.insert(name.into(), value.into());
         self
     }
-    /// Sets the trace id ([`TRACE_ID_HEADER`]): BabelQueue's `trace_id` on a BabelQueue
+    /// Sets the trace id ([`headers::TRACE_ID`]): BabelQueue's `trace_id` on a BabelQueue
     /// queue, a header on a native one; handlers' sends inherit it.
     pub fn trace_id(self, id: impl Into<String>) -> Self {
-        self.header(TRACE_ID_HEADER, id)
+        self.header(headers::TRACE_ID, id)
     }
     /// Ready after `delay` from now.
     pub fn delay(self, delay: Duration) -> Self {
@@ -164,7 +157,7 @@ impl SendOptions {
 pub struct Sent {
     /// The message's id.
     pub id: MessageId,
-    /// The trace id stored with it ([`TRACE_ID_HEADER`]): the one given or inherited, or
+    /// The trace id stored with it ([`headers::TRACE_ID`]): the one given or inherited, or
     /// the one the destination's wire format made (a BabelQueue queue always has one).
     pub trace_id: Option<String>,
     /// Whether nothing was stored because a message with the same deduplication key was
@@ -184,7 +177,7 @@ pub struct Prepared {
     pub destination: Destination<'static>,
     /// Its id and the encoded element, as a transport stores it.
     pub message: crate::transport::Outgoing,
-    /// Its trace id ([`TRACE_ID_HEADER`]), when it has one.
+    /// Its trace id ([`headers::TRACE_ID`]), when it has one.
     pub trace_id: Option<String>,
 }
 

@@ -1,5 +1,6 @@
 //! Processing settings per processor, as in KnightBus, and the retry backoff.
 
+use crate::defaults;
 use std::time::Duration;
 
 use rand::Rng;
@@ -44,11 +45,6 @@ pub struct ProcessingSettings {
     pub circuit_breaker: Option<crate::CircuitBreaker>,
 }
 
-/// How long a singleton processor's lease lasts without a renewal, by default: the
-/// holder renews it every third of it, and another host takes over within this plus a
-/// third of it after the holder dies.
-pub const DEFAULT_SINGLETON_TTL: Duration = Duration::from_secs(15);
-
 impl Default for ProcessingSettings {
     fn default() -> Self {
         ProcessingSettings {
@@ -59,7 +55,7 @@ impl Default for ProcessingSettings {
             retry: Backoff::default(),
             on_expiry: crate::OnExpiry::DeadLetter,
             singleton: false,
-            singleton_ttl: DEFAULT_SINGLETON_TTL,
+            singleton_ttl: defaults::SINGLETON_TTL,
             circuit_breaker: None,
         }
     }
@@ -97,7 +93,7 @@ impl ProcessingSettings {
     }
 
     /// What happens to a message received after its deadline
-    /// ([`EXPIRES_AT_HEADER`](crate::EXPIRES_AT_HEADER)): dead-lettered with reason
+    /// ([`headers::EXPIRES_AT`](crate::headers::EXPIRES_AT)): dead-lettered with reason
     /// `expired` (the default) or dropped.
     pub fn on_expiry(mut self, on_expiry: crate::OnExpiry) -> Self {
         self.on_expiry = on_expiry;
@@ -112,7 +108,7 @@ impl ProcessingSettings {
         self.singleton = singleton;
         self
     }
-    /// How long a singleton's lease lasts without a renewal ([`DEFAULT_SINGLETON_TTL`],
+    /// How long a singleton's lease lasts without a renewal ([`defaults::SINGLETON_TTL`],
     /// at least 300 ms): the holder renews it every third of it; a host without it tries
     /// to take it as often. When the holder dies, another host takes over within
     /// `ttl + ttl / 3`.

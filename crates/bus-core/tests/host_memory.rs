@@ -298,7 +298,7 @@ async fn a_deadline_outside_its_grammar_is_undecodable_and_never_runs() {
         "18446744073709551616".to_owned(),
     ];
     for value in malformed.iter().map(String::as_str).chain([far]) {
-        let options = bus_core::SendOptions::new().header(bus_core::EXPIRES_AT_HEADER, value);
+        let options = bus_core::SendOptions::new().header(bus_core::headers::EXPIRES_AT, value);
         bus.send_with(&Work { n: 1 }, &options).await.unwrap();
     }
     let done = eventually(Duration::from_secs(10), || {

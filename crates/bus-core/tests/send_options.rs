@@ -1,6 +1,7 @@
 //! One send with options (`Bus::send_with`, `publish_with`) and the send middleware, on the
 //! in-memory transport: what a handler sees, what is stored, what is refused.
 
+use bus_core::headers;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -8,7 +9,7 @@ use async_trait::async_trait;
 use bus_core::transport::Source;
 use bus_core::{
     Bus, BusConfig, CommandProcessor, Context, Headers, Host, MemoryTransport, OutgoingMessage,
-    ProcessError, RedisCommand, RedisEvent, SendMiddleware, SendOptions, TRACE_ID_HEADER,
+    ProcessError, RedisCommand, RedisEvent, SendMiddleware, SendOptions,
 };
 use bus_test_redis::eventually;
 use serde::{Deserialize, Serialize};
@@ -108,13 +109,13 @@ async fn options_and_send_middleware_reach_the_handler_and_its_own_sends() {
     let (first, second) = (&seen[0].1, &seen[1].1);
     assert_eq!(seen[0].0, 1);
     assert_eq!(first["origin"], "test");
-    assert_eq!(first[TRACE_ID_HEADER], "t-1");
+    assert_eq!(first[headers::TRACE_ID], "t-1");
     assert_eq!(first["tenant"], "acme");
     // The handler's own send: the middleware ran on it, and it kept the trace id but not
     // the sender's other headers.
     assert_eq!(seen[1].0, 2);
     assert_eq!(second["tenant"], "acme");
-    assert_eq!(second[TRACE_ID_HEADER], "t-1");
+    assert_eq!(second[headers::TRACE_ID], "t-1");
     assert!(!second.contains_key("origin"), "{second:?}");
 
     // A refused send stores nothing and says why.

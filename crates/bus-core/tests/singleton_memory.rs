@@ -123,7 +123,7 @@ async fn only_the_lease_holder_handles_and_a_shutdown_hands_over_at_the_next_try
     assert!(eventually(Duration::from_secs(10), || handled_by(&log, "b") == [100]).await);
     let took = stopped.elapsed();
     assert!(
-        took < bus_core::DEFAULT_SINGLETON_TTL / 3 + Duration::from_secs(1),
+        took < bus_core::defaults::SINGLETON_TTL / 3 + Duration::from_secs(1),
         "B took {took:?} to take over a released lease"
     );
     b.shutdown().await.unwrap();

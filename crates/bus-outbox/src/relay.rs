@@ -63,7 +63,7 @@ impl Default for RelayConfig {
             poll_interval: Duration::from_secs(1),
             dedup_window: Duration::from_secs(10 * 60),
             claim_timeout: Duration::from_secs(30),
-            max_message_size: bus_core::DEFAULT_MAX_MESSAGE_SIZE,
+            max_message_size: bus_core::defaults::MAX_MESSAGE_SIZE,
             max_attempts: 5,
             max_backoff: Duration::from_secs(5),
             lag_interval: Duration::from_secs(5),

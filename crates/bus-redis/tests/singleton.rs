@@ -5,13 +5,12 @@
 
 mod common;
 
+use bus_core::defaults;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use bus_core::{
-    CommandProcessor, Context, Host, ProcessError, ProcessingSettings, DEFAULT_SINGLETON_TTL,
-};
+use bus_core::{CommandProcessor, Context, Host, ProcessError, ProcessingSettings};
 use bus_test_redis::{eventually, Logs, TestRedis};
 use common::Work;
 use tokio::time::Instant;
@@ -41,7 +40,7 @@ impl CommandProcessor<Work> for Arc<Probe> {
 
 #[tokio::test]
 async fn a_host_whose_lease_is_taken_stops_reserving_until_it_is_free_again() {
-    let ttl = DEFAULT_SINGLETON_TTL;
+    let ttl = defaults::SINGLETON_TTL;
     let logs = Logs::capture("bus_core=info");
     let redis = TestRedis::start().unwrap();
     let mut client = redis.client();

@@ -26,7 +26,7 @@ use crate::{Result, Workflows};
 
 /// How long the deduplication key of a relayed send holds (7 days): a relay that sends
 /// again within it (after a crash between the send and its record) stores nothing.
-pub const DEDUP_WINDOW: Duration = bus_core::ONCE_KEEP;
+pub const DEDUP_WINDOW: Duration = bus_core::defaults::ONCE_KEEP;
 
 /// Batches looked at per sweep, and parked runs taken per call.
 const SWEEP_BATCH: usize = 50;

@@ -18,7 +18,7 @@ use crate::transport::WorkflowTransport;
 use crate::Result;
 
 /// How long a signal is kept for a wait that comes later (7 days).
-pub const SIGNAL_KEEP: Duration = bus_core::ONCE_KEEP;
+pub const SIGNAL_KEEP: Duration = bus_core::defaults::ONCE_KEEP;
 
 /// The timings of the background work every host with workflows does (the relay): how
 /// often it looks for what a crash left undone, and how long it waits before it takes a

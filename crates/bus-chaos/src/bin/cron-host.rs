@@ -11,11 +11,12 @@
 //! before the start) from the first tick on time (after it); runs until killed, SIGINT
 //! or SIGTERM.
 
+use bus_core::headers;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use bus_chaos::{cron_ticks_key, cron_up_key, Beat};
-use bus_core::{CommandProcessor, Context, Host, Missed, ProcessError, Recurring, TICK_HEADER};
+use bus_core::{CommandProcessor, Context, Host, Missed, ProcessError, Recurring};
 use bus_redis::{RedisConfig, RedisTransport};
 use fred::prelude::{Client, KeysInterface, ListInterface};
 
@@ -29,7 +30,7 @@ impl CommandProcessor<Beat> for Handler {
     async fn process(&self, _: Beat, ctx: &Context) -> Result<(), ProcessError> {
         let tick = ctx
             .headers()
-            .get(TICK_HEADER)
+            .get(headers::TICK)
             .cloned()
             .ok_or_else(|| ProcessError::dead_letter("a Beat without its tick"))?;
         let line = format!("{} {tick}", std::process::id());

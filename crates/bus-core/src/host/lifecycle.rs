@@ -2,8 +2,10 @@
 //! processor's hook that runs before it is dead-lettered (docs/concepts.md, "Expiry" and
 //! "Before a dead letter").
 
+use crate::defaults;
+use crate::headers;
 use std::panic::AssertUnwindSafe;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use futures::FutureExt;
@@ -14,16 +16,6 @@ use super::Registration;
 use crate::records::{ErrorRecord, ERROR_HISTORY};
 use crate::transport::{Consumer, DeadLetterReason, Receipt};
 use crate::{Context, Format, Headers, Result};
-
-/// The header that carries a message's deadline: milliseconds since the Unix epoch, in
-/// decimal. A host that receives the message after it does not run it (see
-/// [`OnExpiry`]). Set it with [`SendOptions::expires_in`](crate::SendOptions::expires_in)
-/// or, for every message of a type, [`BusConfig::time_to_live`](crate::BusConfig::time_to_live).
-pub const EXPIRES_AT_HEADER: &str = "bus-expires-at";
-
-/// The longest a dead-letter hook may run: after it, the message is dead-lettered without
-/// waiting for the hook any longer.
-pub const DEAD_LETTER_HOOK_BOUND: Duration = Duration::from_secs(30);
 
 /// What a host does with a message received after its deadline
 /// ([`ProcessingSettings::on_expiry`](crate::ProcessingSettings::on_expiry)).
@@ -87,12 +79,13 @@ fn deadline(headers: &Headers) -> std::result::Result<Option<u64>, String> {
     if headers.is_empty() {
         return Ok(None);
     }
-    match headers.get(EXPIRES_AT_HEADER) {
+    match headers.get(headers::EXPIRES_AT) {
         None => Ok(None),
         Some(text) => crate::deadline::parse(text).map(Some).ok_or_else(|| {
             format!(
-                "the `{EXPIRES_AT_HEADER}` header is not milliseconds since the Unix epoch \
-                 (`0|[1-9][0-9]*`, at most 18446744073709551615): {text:?}"
+                "the `{}` header is not milliseconds since the Unix epoch \
+                 (`0|[1-9][0-9]*`, at most 18446744073709551615): {text:?}",
+                headers::EXPIRES_AT
             )
         }),
     }
@@ -146,7 +139,7 @@ pub(super) struct Dying<'a> {
 
 impl Dispatch {
     /// Dead-letters a routed message: runs its processor's hook first, bounded by
-    /// [`DEAD_LETTER_HOOK_BOUND`]; a hook that fails, panics or overruns is logged, and
+    /// [`defaults::DEAD_LETTER_HOOK_BOUND`]; a hook that fails, panics or overruns is logged, and
     /// the message is dead-lettered all the same.
     pub(super) async fn dead_letter(
         &self,
@@ -189,11 +182,14 @@ async fn run_hook(
         Ok(Ok(None)) => None,
         Ok(Ok(Some(hook))) => {
             let running = AssertUnwindSafe(hook).catch_unwind();
-            match tokio::time::timeout(DEAD_LETTER_HOOK_BOUND, running).await {
+            match tokio::time::timeout(defaults::DEAD_LETTER_HOOK_BOUND, running).await {
                 Ok(Ok(Ok(()))) => None,
                 Ok(Ok(Err(e))) => Some(error_chain(&*e)),
                 Ok(Err(panic)) => Some(format!("panicked: {}", panic_message(&*panic))),
-                Err(_) => Some(format!("still running after {DEAD_LETTER_HOOK_BOUND:?}")),
+                Err(_) => Some(format!(
+                    "still running after {:?}",
+                    defaults::DEAD_LETTER_HOOK_BOUND
+                )),
             }
         }
         Ok(Err(e)) => Some(format!("the body did not decode: {}", error_chain(&e))),
@@ -209,7 +205,7 @@ mod tests {
     use super::*;
 
     fn headers(value: &str) -> Headers {
-        [(EXPIRES_AT_HEADER.to_owned(), value.to_owned())].into()
+        [(headers::EXPIRES_AT.to_owned(), value.to_owned())].into()
     }
 
     #[test]
@@ -232,7 +228,7 @@ mod tests {
 
     #[test]
     fn the_header_round_trips() {
-        let at = UNIX_EPOCH + Duration::from_millis(1_234_567);
+        let at = UNIX_EPOCH + std::time::Duration::from_millis(1_234_567);
         assert_eq!(
             deadline(&headers(&deadline_header(at))),
             Ok(Some(1_234_567))

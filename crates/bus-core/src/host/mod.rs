@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use breaker::{BreakerScope, BreakerState, CircuitBreaker};
 pub(crate) use lifecycle::deadline_header;
-pub use lifecycle::{DeadLettering, OnExpiry, DEAD_LETTER_HOOK_BOUND, EXPIRES_AT_HEADER};
+pub use lifecycle::{DeadLettering, OnExpiry};
 pub(crate) use registration::{invoke, Registration};
 pub use registry::ProcessorEntry;
 pub use routes::{FailedMessage, UnknownMessage};

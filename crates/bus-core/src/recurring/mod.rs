@@ -6,6 +6,7 @@
 
 mod ticker;
 
+use crate::headers;
 use std::fmt;
 use std::marker::PhantomData;
 use std::str::FromStr;
@@ -19,11 +20,6 @@ use serde::{Deserialize, Serialize};
 use crate::{Bus, Command, Error, Result, SendOptions};
 
 pub(crate) use ticker::run;
-
-/// The header naming the schedule that sent a message.
-pub const SCHEDULE_HEADER: &str = "bus-schedule";
-/// The header holding the tick a message was sent for (ms since the Unix epoch).
-pub const TICK_HEADER: &str = "bus-schedule-tick";
 
 /// What becomes of ticks that no host presented in time (every host was down, or the
 /// transport failed until the next tick was due).
@@ -167,8 +163,8 @@ impl<C: Command, F: Fn() -> C + Send + Sync + 'static> Produce for Maker<C, F> {
         Box::pin(async move {
             let command = (self.make)();
             let options = SendOptions::new()
-                .header(SCHEDULE_HEADER, tick.schedule)
-                .header(TICK_HEADER, tick.at_ms.to_string());
+                .header(headers::SCHEDULE, tick.schedule)
+                .header(headers::TICK, tick.at_ms.to_string());
             let transport = bus.transport();
             let produced = bus
                 .produce(

@@ -14,7 +14,7 @@
 //! | [`MemorySagaStore`] | the in-memory store (tests, embedded use) | `memory` |
 //! | (host glue) | the start / continue flows behind a registration | `flow` |
 //! | (host glue) | the state and stamp this host wrote last, to skip reads | `cache` |
-//! | [`Context::request_timeout`], [`SAGA_TIMEOUT_HEADER`] | timeouts, dropped once the saga moved on | `timeout` |
+//! | [`Context::request_timeout`], [`headers::SAGA_TIMEOUT`](crate::headers::SAGA_TIMEOUT) | timeouts, dropped once the saga moved on | `timeout` |
 //!
 //! The rules every store keeps are checked by `bus_conformance::saga_store`. The long
 //! guide is `docs/sagas.md`.
@@ -41,7 +41,6 @@ pub(crate) use flow::PendingSaga;
 pub struct SagaGuide;
 pub use memory::MemorySagaStore;
 pub use store::{SagaStore, Stamp};
-pub use timeout::SAGA_TIMEOUT_HEADER;
 
 /// A saga type: its state, the partition its instances live in, and how long they live.
 ///

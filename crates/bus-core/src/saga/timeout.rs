@@ -1,7 +1,7 @@
 //! Saga timeouts: a step asks for a message to come back to its saga after a delay
 //! ([`Context::request_timeout`]). The rule (docs/sagas.md, "Timeouts"): a timeout is for
 //! the state its step left. It is sent, delayed, once that step's write is stored, and
-//! carries the saga's key and the stamp of that write (header [`SAGA_TIMEOUT_HEADER`]);
+//! carries the saga's key and the stamp of that write (header [`headers::SAGA_TIMEOUT`]);
 //! when it arrives, it is handled only if the saga still has that stamp. Any later write
 //! (another step, a completion) or the saga's end drops it, acknowledged, unhandled.
 //!
@@ -9,6 +9,7 @@
 //! handler's [`Context`] needs no field of its own; a request outside a saga step (or
 //! from a task the handler spawned) is an error.
 
+use crate::headers;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -17,10 +18,6 @@ use futures::future::BoxFuture;
 use super::store::saga_key;
 use super::Stamp;
 use crate::{Command, Context, Error, ProcessError, Result, SendOptions};
-
-/// The header of a saga timeout: `<saga key> <stamp>`, the saga (`sagas:<partition>:<id>`)
-/// and the stamp of the write that asked for it.
-pub const SAGA_TIMEOUT_HEADER: &str = "bus-saga-timeout";
 
 /// One requested timeout, sent once the step's write is known.
 type Request = Box<dyn FnOnce(String) -> BoxFuture<'static, Result<()>> + Send>;
@@ -46,7 +43,7 @@ impl Context {
             Box::pin(async move {
                 let options = SendOptions::new()
                     .delay(delay)
-                    .header(SAGA_TIMEOUT_HEADER, token);
+                    .header(headers::SAGA_TIMEOUT, token);
                 bus.send_with(&message, &options).await.map(|_| ())
             })
         });
@@ -91,7 +88,7 @@ pub(super) async fn send(
 /// What a delivery's headers say: not a timeout (`None`), or the timeout of the saga
 /// `key` at `stamp`.
 pub(super) fn asked_for(ctx: &Context) -> Option<(&str, &str)> {
-    ctx.headers().get(SAGA_TIMEOUT_HEADER)?.rsplit_once(' ')
+    ctx.headers().get(headers::SAGA_TIMEOUT)?.rsplit_once(' ')
 }
 
 /// Whether a timeout asked for at `asked` is for the saga `key` as it is now (`stamp`).

@@ -4,9 +4,10 @@
 //! the queue's capped `edited` stream ([`QueueKeys::edited`]), read back by
 //! [`Admin::edits`]. docs/operations.md ("Edit and retry").
 
+use bus_core::defaults;
 use bus_core::records::{ErrorRecord, MessageSummary};
 use bus_core::transport::Source;
-use bus_core::{Envelope, Format, Headers, DEFAULT_MAX_MESSAGE_SIZE};
+use bus_core::{Envelope, Format, Headers};
 use bytes::Bytes;
 use fred::prelude::{ClientLike, HashesInterface};
 use fred::types::{ClusterHash, CustomCommand, Value};
@@ -96,10 +97,11 @@ impl Admin {
         envelope.headers = headers;
         envelope.body = Bytes::copy_from_slice(body.get().as_bytes());
         let edited = envelope.encode()?;
-        if edited.len() > DEFAULT_MAX_MESSAGE_SIZE {
+        if edited.len() > defaults::MAX_MESSAGE_SIZE {
             return Err(Error::InvalidRequest(format!(
-                "the edited message is {} bytes, over the limit of {DEFAULT_MAX_MESSAGE_SIZE}",
-                edited.len()
+                "the edited message is {} bytes, over the limit of {}",
+                edited.len(),
+                defaults::MAX_MESSAGE_SIZE
             )));
         }
         let done = scripts::ADMIN_EDIT_REQUEUE

@@ -1,8 +1,9 @@
 //! Queues: counts, purge, a raw send, removing a subscription.
 
+use bus_core::defaults;
 use bus_core::records::{MessageSummary, QueueStats};
 use bus_core::transport::{now_ms, Source};
-use bus_core::{Envelope, DEFAULT_MAX_MESSAGE_SIZE};
+use bus_core::Envelope;
 use bytes::Bytes;
 use fred::prelude::{ListInterface, SortedSetsInterface};
 use fred::types::Value;
@@ -228,10 +229,10 @@ impl Admin {
     /// the bus's default limit.
     pub async fn send(&self, source: &Source, envelope: &Envelope) -> Result<()> {
         let encoded = envelope.encode()?;
-        if encoded.len() > DEFAULT_MAX_MESSAGE_SIZE {
+        if encoded.len() > defaults::MAX_MESSAGE_SIZE {
             return Err(bus_core::Error::MessageTooLarge {
                 size: encoded.len(),
-                max: DEFAULT_MAX_MESSAGE_SIZE,
+                max: defaults::MAX_MESSAGE_SIZE,
             }
             .into());
         }

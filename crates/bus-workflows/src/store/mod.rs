@@ -396,4 +396,4 @@ pub trait WorkflowStore: Send + Sync + fmt::Debug + 'static {
 /// How long a finished batch's state is kept for status and results (7 days).
 pub const RETENTION: Duration = Duration::from_secs(7 * 24 * 60 * 60);
 /// How long a wait's outcome and a signal are kept (7 days, as step marks).
-pub const OUTCOME_KEEP: Duration = bus_core::ONCE_KEEP;
+pub const OUTCOME_KEEP: Duration = bus_core::defaults::ONCE_KEEP;
