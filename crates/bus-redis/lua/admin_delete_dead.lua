@@ -11,7 +11,7 @@ local DEAD, MSGS, DEAD_INFO, ERRORS, DELIVERIES, KOF, KBUSY, KREADY, KQ, READY =
 -- attachment (a byte search, not a decode: a false match is skipped by that host). The
 -- list keeps the newest 10,000 and expires 14 days after its last write, like the
 -- attachments it points at.
--- Per-key ordering (protocol 4): a deleted dead letter that still holds its key's slot (a
+-- Per-key ordering: a deleted dead letter that still holds its key's slot (a
 -- blocking dead letter, `on_dead` = `block`: its id is still in `kof`) gives the slot
 -- back, as its ack would (common.lua's keys_freed): the key's later messages move on. A
 -- move across slots deletes through here too: its message leaves this queue, and so does

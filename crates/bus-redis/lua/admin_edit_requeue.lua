@@ -10,7 +10,7 @@ local DEAD, MSGS, DEAD_INFO, ERRORS, DELIVERIES, READY, EDITED, FLOW, KOF, KBUSY
 -- tail of the ready list as a fresh element (a new storage id and delivery count, as a
 -- send), and the original (envelope, errors, dead-letter info) is appended to the queue's
 -- capped `edited` stream, with who edited it: the history an operator looks back at.
--- Per-key ordering (protocol 4): a dead letter that still holds its key's slot (a blocking
+-- Per-key ordering: a dead letter that still holds its key's slot (a blocking
 -- one: its id is in `kof`) goes instead to the head of its key's list, and the slot is
 -- given back (common.lua's keys_freed): the edited message is the next of its key to run,
 -- and runs holding a slot of its own, so the key's later messages wait for it.

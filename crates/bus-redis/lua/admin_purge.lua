@@ -13,7 +13,7 @@ local READY, DELAYED, MSGS, DELIVERIES, ERRORS, INFLIGHT, DEAD_INFO, SUSPECTS, F
 -- stray-reference rule: a stray duplicate reference on ready must not delete what a
 -- consumer holds).
 -- In-flight messages and dead letters are never touched.
--- Per-key ordering (protocol 4): with ARGV[3] >= 0, also the waiting lists of up to
+-- Per-key ordering: with ARGV[3] >= 0, also the waiting lists of up to
 -- ARGV[3] keys popped from `kready` (their envelopes are not stored: deleting the list
 -- is all); when `kready` has no more (fewer popped than asked, or 0 asked), the lists of
 -- the keys at their limit too (the fields of `kbusy`, bounded by the messages in flight),

@@ -7,7 +7,7 @@ local READY, INFLIGHT, DELAYED, DEAD, MSGS, SUSPECTS, LEASES, LEASED, FLOW = KEY
 -- Returns { ready, in flight, expired locks, delayed, dead, now (ms, Redis's clock),
 -- keyed, the next ready envelope or false }: keyed counts the messages of an ordered
 -- queue waiting in their key's list (the `keyed` field of `flow`, kept by send_keyed,
--- reserve and purge; protocol 4); in flight counts every member of `inflight` and every
+-- reserve and purge); in flight counts every member of `inflight` and every
 -- message held in a lease (`leased`: fresh envelopes reserved together share one lock,
 -- docs/redis-layout.md); expired locks are those whose deadline is before now (their
 -- consumer died or lost Redis; recovery puts them back), counting the messages still

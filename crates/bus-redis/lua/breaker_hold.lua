@@ -6,8 +6,8 @@ for _, i in ipairs({ 1 }) do
 end
 local FLOW = KEYS[1]
 -- (end of the generated shape)
--- Holds a running probe's slot of a queue's fleet circuit breaker (protocol 4;
--- docs/redis-layout.md, "Circuit breakers") for one more lock timeout: called by the
+-- Holds a running probe's slot of a queue's fleet circuit breaker
+-- (docs/redis-layout.md, "Circuit breakers") for one more lock timeout: called by the
 -- probe's host each time it renews the probe's lock, so that no second probe starts beside
 -- a long one. Nothing when no slot is held (a trip freed it, or the breaker closed).
 -- ARGV: lock_ms. Returns 1 if the slot was extended, else 0.

@@ -6,7 +6,7 @@ for _, i in ipairs({ 1 }) do
 end
 local FLOW = KEYS[1]
 -- (end of the generated shape)
--- Trips a queue's fleet circuit breaker (protocol 4; docs/redis-layout.md, "Circuit
+-- Trips a queue's fleet circuit breaker (docs/redis-layout.md, "Circuit
 -- breakers"): no consumer reserves until `breaker_until`, then one takes the probe
 -- (flow.lua). Never shortens an open breaker; a probe's slot is freed (the probe failed, or
 -- fresh failures elsewhere make it moot), so the next probe goes after this cool-down.

@@ -255,7 +255,7 @@ local function holder_state(holders, seen, lock, now, dead_after, judging)
   return nil
 end
 
--- Per-key ordering (protocol 4; docs/redis-layout.md "Per-key ordering"). A keyed message
+-- Per-key ordering (docs/redis-layout.md "Per-key ordering"). A keyed message
 -- of an ordered queue waits in `<kq>:<key>` (a list, FIFO) until its key has a free slot;
 -- `kready` (sorted set, key -> when it became ready) holds the keys that may start, served
 -- oldest first (round robin); `kbusy` (hash) counts each key's messages in flight; `kof`

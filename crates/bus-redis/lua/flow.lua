@@ -1,11 +1,11 @@
--- Flow control (protocol 3; docs/redis-layout.md "Flow control"), prepended to the
+-- Flow control (docs/redis-layout.md "Flow control"), prepended to the
 -- reserve scripts after common.lua. A queue's `flow` hash holds its settings: `paused`
 -- ("1"), `concurrency` (at most n in flight), `rate` and `per_ms` (at most `rate` starts
 -- per `per_ms`, a sliding window kept in the `flow-starts` sorted set). Without the hash,
 -- a reserve pays one HMGET on a missing key and nothing else.
 
 -- Why a reserve took nothing (its reply's second field; 1 is "recovered messages wait").
--- Protocol 4, the fleet circuit breaker: 5 = open (or its probe runs), wait_ms until the
+-- The fleet circuit breaker: 5 = open (or its probe runs), wait_ms until the
 -- next probe may go; 6 = the cool-down is over: what this reply holds (at most one
 -- message) is the probe, and its slot is held for one lock timeout.
 local FLOW_PAUSED, FLOW_FULL, FLOW_RATE, FLOW_BREAKER, FLOW_PROBE = 2, 3, 4, 5, 6
@@ -22,9 +22,9 @@ end
 -- consumer would start at once, so that none of them waits in a prefetch buffer.
 -- n = 0 comes with a status (paused, full, rate) and, for the rate limit, the ms until a
 -- start leaves the window. `window` (nil without a rate limit) is what flow_started needs.
--- `per_key` (protocol 4; nil: not ordered) is the `per_key` field as text: how many
+-- `per_key` (nil: not ordered) is the `per_key` field as text: how many
 -- messages of one key may be in flight ("0": ordering was switched off, the keys' lists
--- drain without a limit). `probe` (protocol 4): a fleet circuit breaker's cool-down is
+-- drain without a limit). `probe`: a fleet circuit breaker's cool-down is
 -- over, so `n` is at most 1 and what is taken is the probe (flow_probe_taken).
 local function flow_allowance(flow, starts, inflight, leased, want, start_now, now)
   local f = redis.call('HMGET', flow, 'paused', 'concurrency', 'rate', 'per_ms', 'per_key',
@@ -69,7 +69,7 @@ end
 -- After a reserve in probe mode (flow_allowance's `probe`): the reply's status. When it took
 -- the probe (`taken` > 0), its slot is held for the reserving consumer's lock timeout, so
 -- that no other consumer probes meanwhile and a probe whose host dies frees the slot when
--- its message's lock expires (protocol 4).
+-- its message's lock expires.
 local function flow_probe_taken(flow, taken, now, lock_ms)
   if taken > 0 then redis.call('HSET', flow, 'breaker_probe', now + lock_ms) end
   return FLOW_PROBE

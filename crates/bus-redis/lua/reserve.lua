@@ -14,10 +14,10 @@ local READY, MSGS, DELIVERIES, INFLIGHT, DELAYED, SEQ, DEAD_INFO, SUSPECTS, LEAS
 -- wait_ms: when nothing was reserved, the time until the next delayed message is due
 -- (-1: none scheduled). pending = 1: recovered messages wait to be delivered alone
 -- (reserve_alone.lua); then nothing is reserved here, so that they are not regrouped.
--- pending = 2, 3, 4 (protocol 3): flow control held the call back (paused, the
+-- pending = 2, 3, 4: flow control held the call back (paused, the
 -- concurrency limit is reached, the rate limit's window is full; flow.lua), and the
 -- reply is just { wait_ms, pending }: for 4, wait_ms is when the window frees a start.
--- pending = 5 (protocol 4): a fleet circuit breaker is open, wait_ms until the next probe;
+-- pending = 5: a fleet circuit breaker is open, wait_ms until the next probe;
 -- pending = 6: its cool-down is over and the reply's one message (if any) is the probe.
 -- `envelopes`: the fresh envelopes, leased together under `token` (false: none) at
 -- indices 0, 1, ..., each with the implicit delivery count 1. Each stored message follows

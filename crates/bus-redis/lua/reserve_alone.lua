@@ -11,7 +11,7 @@ local SUSPECTS, MSGS, DELIVERIES, INFLIGHT, ISOLATED, LEASED, FLOW, FLOW_STARTS,
 -- ARGV: lock_ms, holder (the reserving consumer's id, recorded as the lock's holder).
 -- Returns { pending, id, count, envelope } (pending: suspects still waiting), or { 0 },
 -- or { 2 | 3 | 4 | 5 } when flow control holds the call back (as reserve.lua's `pending`).
--- Protocol 4: a 5th element, 6, marks the message as a fleet circuit breaker's probe.
+-- A 5th element, 6, marks the message as a fleet circuit breaker's probe.
 local now = now_ms()
 local _, held, _, window, _, probe = flow_allowance(FLOW, FLOW_STARTS, INFLIGHT, LEASED, 1, 1, now)
 if held > 0 then return { held } end

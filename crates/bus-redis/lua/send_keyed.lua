@@ -3,7 +3,7 @@ if #KEYS ~= 8 then error({ err = 'ERR bus: send_keyed expects 8 KEYS, got ' .. #
 if #ARGV < 2 then error({ err = 'ERR bus: send_keyed expects at least 2 ARGV (key, envelope), got ' .. #ARGV .. ' (docs/wire-format.md, "The calls")' }) end
 local READY, FLOW, KREADY, KBUSY, KQ, DELAYED, MSGS, KDUE = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 -- (end of the generated shape)
--- Keyed send (protocol 4; docs/redis-layout.md "Per-key ordering"): on a queue that asks
+-- Keyed send (docs/redis-layout.md "Per-key ordering"): on a queue that asks
 -- for ordering (`per_key` in `flow`, not "0"), the envelopes wait in their key's list and
 -- the key becomes ready if it has a free slot; on any other queue they go onto `ready`,
 -- as a plain send. On an ordered queue the due delayed messages are promoted first

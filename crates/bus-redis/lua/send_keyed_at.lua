@@ -6,7 +6,7 @@ for _, i in ipairs({ 1 }) do
 end
 local DELAYED, MSGS, READY, FLOW, KDUE = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 -- (end of the generated shape)
--- Delayed keyed send (protocol 4; docs/redis-layout.md "Per-key ordering"): stored and
+-- Delayed keyed send (docs/redis-layout.md "Per-key ordering"): stored and
 -- scheduled as send_at.lua does; on a queue ordered per key (`per_key` in `flow`, not
 -- "0") each id is also recorded in `kdue` with its key, so that its promotion
 -- (common.lua's promote_due) puts it in its key's list instead of `ready`. On any other

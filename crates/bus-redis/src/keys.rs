@@ -46,15 +46,14 @@ pub struct QueueKeys {
     pub leases: String,
     /// Counter of the messages held in leases (in flight besides `inflight`'s ids).
     pub leased: String,
-    /// Hash: the queue's flow control (protocol 3): `paused`, `concurrency`, `rate`,
-    /// `per_ms`; protocol 4 adds `per_key`, `on_dead`, `keyed` and the fleet circuit
-    /// breaker's `breaker_until`, `breaker_probe`; absent when none is set. Read by every
-    /// reserve.
+    /// Hash: the queue's flow control: `paused`, `concurrency`, `rate`, `per_ms`,
+    /// `per_key`, `on_dead`, `keyed` and the fleet circuit breaker's `breaker_until`,
+    /// `breaker_probe`; absent when none is set. Read by every reserve.
     pub flow: String,
     /// Sorted set: the rate limit's sliding window, one member per start (score: its
     /// time in ms); only written while a rate limit is set.
     pub flow_starts: String,
-    /// Sorted set (protocol 4, per-key ordering): the keys whose next message may start,
+    /// Sorted set (per-key ordering): the keys whose next message may start,
     /// scored by when each became ready (served oldest first: round robin).
     pub kready: String,
     /// Hash: key → how many of its messages are in flight (ordered queues).
@@ -137,7 +136,7 @@ impl QueueKeys {
         }
     }
 
-    /// The list in which the messages of ordering key `key` wait (protocol 4).
+    /// The list in which the messages of ordering key `key` wait.
     pub fn key_queue(&self, key: &str) -> String {
         format!("{}:{key}", self.kq)
     }

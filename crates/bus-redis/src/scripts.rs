@@ -260,7 +260,7 @@ pub(crate) static RESERVE: LazyLock<LuaScript> = LazyLock::new(|| {
         argv = ["max:int", "lock_ms:int", "holder", "start_now:int"],
     )
 });
-/// Protocol 4: trips a queue's fleet circuit breaker (`flow` hash).
+/// Trips a queue's fleet circuit breaker (`flow` hash).
 pub(crate) static BREAKER_TRIP: LazyLock<LuaScript> = LazyLock::new(|| {
     lua!(
         "breaker_trip",
@@ -269,7 +269,7 @@ pub(crate) static BREAKER_TRIP: LazyLock<LuaScript> = LazyLock::new(|| {
         argv = ["cool_down_ms:int"],
     )
 });
-/// Protocol 4: holds a running probe's slot one more lock timeout.
+/// Holds a running probe's slot one more lock timeout.
 /// Judges a fleet circuit breaker's probe once it is settled (docs/redis-layout.md).
 pub(crate) static BREAKER_JUDGE: LazyLock<LuaScript> = LazyLock::new(|| {
     lua!(

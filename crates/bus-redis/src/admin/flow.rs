@@ -1,4 +1,4 @@
-//! Flow control (protocol 3; docs/redis-layout.md, "Flow control"): the queue's `flow`
+//! Flow control (docs/redis-layout.md, "Flow control"): the queue's `flow`
 //! hash, which every reserve reads. Each change is one command per shard (`HSET` or
 //! `HDEL`); a partitioned queue's shards are changed one after the other, and each
 //! shard's limits apply to that shard (a limit cannot span hash tags atomically).
@@ -19,16 +19,16 @@ const PAUSED: &str = "paused";
 const CONCURRENCY: &str = "concurrency";
 const RATE: &str = "rate";
 const PER_MS: &str = "per_ms";
-/// Protocol 4, per-key ordering: the most messages of one key in flight ("0": ordering
+/// Per-key ordering: the most messages of one key in flight ("0": ordering
 /// switched off, waiting keyed messages drain), and `block` if a dead letter keeps its
 /// key's slot.
 const PER_KEY: &str = "per_key";
 const ON_DEAD: &str = "on_dead";
-/// Protocol 4, the per-key rate limit: at most `key_rate` starts of one key per
+/// The per-key rate limit: at most `key_rate` starts of one key per
 /// `key_per_ms`.
 const KEY_RATE: &str = "key_rate";
 const KEY_PER_MS: &str = "key_per_ms";
-/// Protocol 4, the fleet circuit breaker: open until (ms, Redis's clock), and the probe's
+/// The fleet circuit breaker: open until (ms, Redis's clock), and the probe's
 /// slot (ms) while a probe runs.
 const BREAKER_UNTIL: &str = "breaker_until";
 const BREAKER_PROBE: &str = "breaker_probe";
@@ -106,7 +106,7 @@ impl Admin {
         Ok((field(0) == Some("1"), breaker_until(number(1), number(2))))
     }
 
-    /// Pauses `source`: no consumer (of protocol 3) reserves from it until
+    /// Pauses `source`: no consumer reserves from it until
     /// [`Admin::resume`]; sends still enqueue, running handlers finish.
     pub async fn pause(&self, source: &Source) -> Result<()> {
         self.set(source, vec![(PAUSED, Value::from(1))]).await
