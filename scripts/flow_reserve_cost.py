@@ -11,7 +11,7 @@ L = "crates/bus-redis/lua/"
 base = os.environ.get("BASE", "366b0bd")
 show = lambda f: subprocess.run(["git", "show", f"{base}:{L}{f}"], check=True, capture_output=True).stdout
 main = b"#!lua flags=allow-oom\n" + show("common.lua") + show("reserve.lua")
-mine = b"#!lua flags=allow-oom\n" + open(L+"common.lua","rb").read() + open(L+"flow.lua","rb").read() + open(L+"reserve.lua","rb").read()
+mine = b"#!lua flags=allow-oom\n" + open(L+"common.lua","rb").read() + open(L+"keyed.lua","rb").read() + open(L+"flow.lua","rb").read() + open(L+"reserve.lua","rb").read()
 env = b'{"v":1,"id":"m","type":"jobs","sent":1,"body":{"n":1,"pad":"' + b"x"*60 + b'"}}'
 def run(name, text, nkeys, batch, calls):
     sha = r.call("SCRIPT", "LOAD", text).decode()

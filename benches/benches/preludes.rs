@@ -24,6 +24,7 @@ const IN_FLIGHT: usize = 100;
 const ALLOW_OOM: &str = "#!lua flags=allow-oom\n";
 const COMMON: &str = include_str!("../../crates/bus-redis/lua/common.lua");
 const FLOW: &str = include_str!("../../crates/bus-redis/lua/flow.lua");
+const KEYED: &str = include_str!("../../crates/bus-redis/lua/keyed.lua");
 const RESERVE: &str = include_str!("../../crates/bus-redis/lua/reserve.lua");
 const RENEW: &str = include_str!("../../crates/bus-redis/lua/renew.lua");
 const SEND_AT: &str = include_str!("../../crates/bus-redis/lua/send_at.lua");
@@ -51,7 +52,7 @@ impl Call {
             Call::Reserve => (
                 "reserve",
                 ALLOW_OOM,
-                &[("common", COMMON), ("flow", FLOW)],
+                &[("common", COMMON), ("keyed", KEYED), ("flow", FLOW)],
                 RESERVE,
             ),
             Call::Renew => ("renew", ALLOW_OOM, &[("common", COMMON)], RENEW),

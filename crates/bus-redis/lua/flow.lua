@@ -4,11 +4,13 @@
 -- per `per_ms`, a sliding window kept in the `flow-starts` sorted set). Without the hash,
 -- a reserve pays one HMGET on a missing key and nothing else.
 
--- Why a reserve took nothing (its reply's second field; 1 is "recovered messages wait").
--- The fleet circuit breaker: 5 = open (or its probe runs), wait_ms until the
--- next probe may go; 6 = the cool-down is over: what this reply holds (at most one
--- message) is the probe, and its slot is held for one lock timeout.
-local FLOW_PAUSED, FLOW_FULL, FLOW_RATE, FLOW_BREAKER, FLOW_PROBE = 2, 3, 4, 5, 6
+-- Why a reserve took nothing, its reply's `pending` field (bus-redis's consumer.rs reads
+-- it, and a test there checks this line against it): recovered messages wait to be
+-- delivered alone; the queue is paused; full (its concurrency); rate-limited; the fleet
+-- circuit breaker is open (or its probe runs), wait_ms until the next probe may go; the
+-- cool-down is over: what this reply holds (at most one message) is the probe, and its
+-- slot is held for one lock timeout.
+local PENDING_SUSPECTS, PENDING_PAUSED, PENDING_FULL, PENDING_RATE, PENDING_BREAKER, PENDING_PROBE = 1, 2, 3, 4, 5, 6
 
 -- How a rate limit's window counts a start: for its length and a margin (a tenth of it, at
 -- most 50 ms; bus_core::flow::start_margin), since a start is counted at reserve and its
@@ -32,13 +34,13 @@ local function flow_allowance(flow, starts, inflight, leased, want, start_now, n
   local per_key = f[5] or nil
   if f[8] then want = math.min(want, start_now) end
   if not (f[1] or f[2] or f[3] or f[6]) then return want, 0, -1, nil, per_key end
-  if f[1] == '1' then return 0, FLOW_PAUSED, -1, nil, per_key end
+  if f[1] == '1' then return 0, PENDING_PAUSED, -1, nil, per_key end
   local probe = nil
   local tripped = tonumber(f[6])
   if tripped then
     -- Open until the cool-down ends and while another consumer's probe holds its slot.
     local next_probe = math.max(tripped, tonumber(f[7]) or 0)
-    if now < next_probe then return 0, FLOW_BREAKER, next_probe - now, nil, per_key end
+    if now < next_probe then return 0, PENDING_BREAKER, next_probe - now, nil, per_key end
     probe, want = true, 1
   end
   local n = want
@@ -46,7 +48,7 @@ local function flow_allowance(flow, starts, inflight, leased, want, start_now, n
   if limit then
     local busy = redis.call('ZCARD', inflight) + (tonumber(redis.call('GET', leased)) or 0)
     n = math.min(n, math.max(0, limit - busy))
-    if n == 0 then return 0, FLOW_FULL, -1, nil, per_key, probe end
+    if n == 0 then return 0, PENDING_FULL, -1, nil, per_key, probe end
   end
   local rate, per = tonumber(f[3]), tonumber(f[4])
   if rate and per and rate > 0 and per > 0 then
@@ -58,7 +60,7 @@ local function flow_allowance(flow, starts, inflight, leased, want, start_now, n
       local oldest = redis.call('ZRANGE', starts, 0, 0, 'WITHSCORES')
       local wait = 1
       if #oldest > 0 then wait = math.max(1, tonumber(oldest[2]) + per - now + 1) end
-      return 0, FLOW_RATE, wait, nil, per_key, probe
+      return 0, PENDING_RATE, wait, nil, per_key, probe
     end
     n = math.min(n, free)
     return n, 0, -1, per, per_key, probe
@@ -72,7 +74,7 @@ end
 -- its message's lock expires.
 local function flow_probe_taken(flow, taken, now, lock_ms)
   if taken > 0 then redis.call('HSET', flow, 'breaker_probe', now + lock_ms) end
-  return FLOW_PROBE
+  return PENDING_PROBE
 end
 
 -- Records `n` starts at `now` in the rate limit's window (`per`: its length, from

@@ -43,7 +43,7 @@ local want, held, flow_wait, window, per_key, probe =
   flow_allowance(FLOW, FLOW_STARTS, INFLIGHT, LEASED, math.min(tonumber(ARGV[1]), LEASE_MAX),
     tonumber(ARGV[4]), now)
 if held > 0 then return { flow_wait, held } end
-if redis.call('LLEN', SUSPECTS) > 0 then return { -1, 1 } end
+if redis.call('LLEN', SUSPECTS) > 0 then return { -1, PENDING_SUSPECTS } end
 -- Per-key ordering: keys waiting to start keep up to half the allowance (a call for one
 -- message alternates by the clock's parity).
 local key_rate, key_per

@@ -27,9 +27,9 @@ for _ = 1, 100 do
     redis.call('SADD', ISOLATED, id)
     redis.call('HSET', HOLDERS, id, ARGV[2])
     flow_started(FLOW, FLOW_STARTS, window, 1, now)
-    local out = { redis.call('LLEN', SUSPECTS) > 0 and 1 or 0, id, count, envelope }
+    local out = { redis.call('LLEN', SUSPECTS) > 0 and PENDING_SUSPECTS or 0, id, count, envelope }
     if probe then out[5] = flow_probe_taken(FLOW, 1, now, deadline - now) end
     return out
   end
 end
-return { 1 }
+return { PENDING_SUSPECTS }

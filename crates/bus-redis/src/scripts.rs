@@ -151,7 +151,7 @@ pub(crate) static SEND_AT: LazyLock<LuaScript> = LazyLock::new(|| {
 pub(crate) static SEND_KEYED: LazyLock<LuaScript> = LazyLock::new(|| {
     lua!(
         "send_keyed",
-        ["common"],
+        ["common", "keyed"],
         keys = ["ready", "flow", "kready", "kbusy", "kq", "delayed", "msgs", "kdue"],
         argv = ["key", "envelope", "envelopes..."],
     )
@@ -159,7 +159,7 @@ pub(crate) static SEND_KEYED: LazyLock<LuaScript> = LazyLock::new(|| {
 pub(crate) static SEND_KEYED_AT: LazyLock<LuaScript> = LazyLock::new(|| {
     lua!(
         "send_keyed_at",
-        ["common"],
+        ["common", "keyed"],
         keys = ["delayed", "msgs", "ready", "flow", "kdue"],
         argv = ["due_ms:int", "key", "messages..."],
     )
@@ -177,7 +177,7 @@ pub(crate) static PUBLISH: LazyLock<LuaScript> = LazyLock::new(|| {
 pub(crate) static SEND_ONCE: LazyLock<LuaScript> = LazyLock::new(|| {
     lua!(
         "send_once",
-        ["common"],
+        ["common", "keyed"],
         keys = ["dedup", "ready", "delayed", "msgs", "keyed..."],
         argv = ["window_ms:int", "due_ms", "id", "envelope", "key..."],
     )
@@ -185,7 +185,7 @@ pub(crate) static SEND_ONCE: LazyLock<LuaScript> = LazyLock::new(|| {
 pub(crate) static SEND_ONCE_BATCH: LazyLock<LuaScript> = LazyLock::new(|| {
     lua!(
         "send_once_batch",
-        ["common"],
+        ["common", "keyed"],
         keys = ["ready", "delayed", "msgs", "more..."],
         argv = ["n:int", "window_ms:int", "due_ms", "key", "messages..."],
     )
@@ -233,7 +233,7 @@ pub(crate) static READ_SCHEDULED: LazyLock<LuaScript> = LazyLock::new(|| {
 pub(crate) static RESERVE: LazyLock<LuaScript> = LazyLock::new(|| {
     lua!(
         "reserve",
-        ["common", "flow"],
+        ["common", "keyed", "flow"],
         flags = "allow-oom",
         keys = [
             "ready",
@@ -310,7 +310,7 @@ pub(crate) static RESERVE_ALONE: LazyLock<LuaScript> = LazyLock::new(|| {
 pub(crate) static ACK: LazyLock<LuaScript> = LazyLock::new(|| {
     lua!(
         "ack",
-        ["common"],
+        ["common", "keyed"],
         flags = "allow-oom",
         keys = [
             "inflight",
@@ -368,7 +368,7 @@ pub(crate) static RETRY: LazyLock<LuaScript> = LazyLock::new(|| {
 pub(crate) static DEAD_LETTER: LazyLock<LuaScript> = LazyLock::new(|| {
     lua!(
         "dead_letter",
-        ["common"],
+        ["common", "keyed"],
         flags = "allow-oom",
         keys = [
             "inflight",
@@ -412,7 +412,7 @@ pub(crate) static RELEASE: LazyLock<LuaScript> = LazyLock::new(|| {
 pub(crate) static RECOVER: LazyLock<LuaScript> = LazyLock::new(|| {
     lua!(
         "recover",
-        ["common"],
+        ["common", "keyed"],
         flags = "allow-oom",
         keys = [
             "inflight",
@@ -583,7 +583,7 @@ pub(crate) static ADMIN_TAKE_FOUND: LazyLock<LuaScript> = LazyLock::new(|| {
 pub(crate) static ADMIN_EDIT_REQUEUE: LazyLock<LuaScript> = LazyLock::new(|| {
     lua!(
         "admin_edit_requeue",
-        ["common", "admin_common"],
+        ["common", "keyed", "admin_common"],
         keys = [
             "dead",
             "msgs",
@@ -653,7 +653,7 @@ pub(crate) static ADMIN_REQUEUE: LazyLock<LuaScript> = LazyLock::new(|| {
 pub(crate) static ADMIN_MOVE: LazyLock<LuaScript> = LazyLock::new(|| {
     lua!(
         "admin_move",
-        ["common", "admin_common"],
+        ["common", "keyed", "admin_common"],
         keys = [
             "dead",
             "msgs",
@@ -681,7 +681,7 @@ pub(crate) static ADMIN_DEAD_ENVELOPES: LazyLock<LuaScript> = LazyLock::new(|| {
 pub(crate) static ADMIN_DELETE_DEAD: LazyLock<LuaScript> = LazyLock::new(|| {
     lua!(
         "admin_delete_dead",
-        ["common", "admin_common"],
+        ["common", "keyed", "admin_common"],
         keys = [
             "dead",
             "msgs",
@@ -701,7 +701,7 @@ pub(crate) static ADMIN_DELETE_DEAD: LazyLock<LuaScript> = LazyLock::new(|| {
 pub(crate) static ADMIN_PURGE: LazyLock<LuaScript> = LazyLock::new(|| {
     lua!(
         "admin_purge",
-        ["common", "admin_common"],
+        ["common", "keyed", "admin_common"],
         keys = [
             "ready",
             "delayed",
@@ -852,7 +852,7 @@ pub fn catalog() -> Vec<&'static LuaScript> {
 
 /// The prelude files of `lua/` (helpers prepended to scripts, no script of their own).
 #[doc(hidden)]
-pub const PRELUDES: [&str; 3] = ["common", "flow", "admin_common"];
+pub const PRELUDES: [&str; 4] = ["common", "keyed", "flow", "admin_common"];
 
 #[cfg(test)]
 mod tests {
@@ -864,6 +864,7 @@ mod tests {
     fn each_script_defines_every_prelude_helper_it_names() {
         let preludes = [
             include_str!("../lua/common.lua"),
+            include_str!("../lua/keyed.lua"),
             include_str!("../lua/flow.lua"),
             include_str!("../lua/admin_common.lua"),
         ];

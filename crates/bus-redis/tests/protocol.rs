@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 const COMMON: &str = include_str!("../lua/common.lua");
 const ADMIN_COMMON: &str = include_str!("../lua/admin_common.lua");
 const FLOW: &str = include_str!("../lua/flow.lua");
+const KEYED: &str = include_str!("../lua/keyed.lua");
 const SCRIPTS: &[(&str, &str)] = &[
     ("reserve", include_str!("../lua/reserve.lua")),
     ("reserve_alone", include_str!("../lua/reserve_alone.lua")),
@@ -78,28 +79,32 @@ const SCRIPTS: &[(&str, &str)] = &[
     ),
 ];
 
-/// The script's text as docs/wire-format.md "Loading a script" builds it.
+/// The script's text as docs/wire-format.md "Loading a script" builds it: the whole of
+/// each prelude file the docs' table lists for it (the bus's own list, checked against
+/// the table by tests/scripts.rs), then its file.
 fn text(name: &str) -> String {
     let body = SCRIPTS.iter().find(|(n, _)| *n == name).unwrap().1;
-    if name.starts_with("admin_") {
-        format!("{COMMON}{ADMIN_COMMON}{body}")
-    } else if matches!(
-        name,
-        "send_at"
-            | "send_keyed"
-            | "send_keyed_at"
-            | "send_once_batch"
-            | "publish"
-            | "reply"
-            | "breaker_trip"
-            | "breaker_hold"
-    ) {
-        format!("{COMMON}{body}")
-    } else if matches!(name, "reserve" | "reserve_alone") {
-        format!("#!lua flags=allow-oom\n{COMMON}{FLOW}{body}")
+    let script = bus_redis::raw::catalog()
+        .into_iter()
+        .find(|s| s.name() == name)
+        .unwrap();
+    let shebang = if script.allow_oom() {
+        "#!lua flags=allow-oom\n"
     } else {
-        format!("#!lua flags=allow-oom\n{COMMON}{body}")
-    }
+        ""
+    };
+    let preludes: String = script
+        .preludes()
+        .iter()
+        .map(|prelude| match *prelude {
+            "common" => COMMON,
+            "keyed" => KEYED,
+            "flow" => FLOW,
+            "admin_common" => ADMIN_COMMON,
+            other => panic!("an unknown prelude {other}"),
+        })
+        .collect();
+    format!("{shebang}{preludes}{body}")
 }
 
 /// The consumer id this test's calls record as the holder of their locks.

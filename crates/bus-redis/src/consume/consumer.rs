@@ -51,17 +51,28 @@ pub(crate) fn presence_window(recovery_interval: Duration) -> Duration {
 fn hold_of(pending: Option<i64>, wait: i64, taken: bool) -> Hold {
     let until = |wait: i64| now_ms().saturating_add(wait.max(0).unsigned_abs());
     match pending {
-        Some(1) => Hold::Isolation,
-        Some(2) => Hold::Paused,
-        Some(3) => Hold::Full,
-        Some(4) => Hold::RateLimited,
-        Some(5) => Hold::BreakerOpen {
+        Some(pending::SUSPECTS) => Hold::Isolation,
+        Some(pending::PAUSED) => Hold::Paused,
+        Some(pending::FULL) => Hold::Full,
+        Some(pending::RATE) => Hold::RateLimited,
+        Some(pending::BREAKER) => Hold::BreakerOpen {
             until_ms: until(wait),
         },
-        Some(6) if taken => Hold::Probe,
-        Some(6) => Hold::BreakerOpen { until_ms: now_ms() },
+        Some(pending::PROBE) if taken => Hold::Probe,
+        Some(pending::PROBE) => Hold::BreakerOpen { until_ms: now_ms() },
         _ => Hold::None,
     }
+}
+
+/// The `pending` codes of the reserve scripts, as `lua/flow.lua` names them
+/// (`PENDING_SUSPECTS`, ...; a test below checks that line).
+mod pending {
+    pub(super) const SUSPECTS: i64 = 1;
+    pub(super) const PAUSED: i64 = 2;
+    pub(super) const FULL: i64 = 3;
+    pub(super) const RATE: i64 = 4;
+    pub(super) const BREAKER: i64 = 5;
+    pub(super) const PROBE: i64 = 6;
 }
 
 /// How long a consumer held back waits before it looks again (the worker's next receive).
@@ -581,5 +592,34 @@ impl ErrorHistory for RedisConsumer {
             .as_deref()
             .map(crate::admin::parse_errors)
             .unwrap_or_default())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pending;
+
+    /// The codes `lua/flow.lua` defines are the ones `hold_of` reads.
+    #[test]
+    fn the_scripts_pending_codes_are_the_ones_read_here() {
+        let flow = include_str!("../../lua/flow.lua");
+        let line = flow
+            .lines()
+            .find(|line| line.starts_with("local PENDING_SUSPECTS,"))
+            .expect("flow.lua names its pending codes on one line");
+        let (names, values) = line["local ".len()..].split_once(" = ").unwrap();
+        let named: Vec<(&str, i64)> = names
+            .split(", ")
+            .zip(values.split(", ").map(|v| v.trim().parse().unwrap()))
+            .collect();
+        let read = [
+            ("PENDING_SUSPECTS", pending::SUSPECTS),
+            ("PENDING_PAUSED", pending::PAUSED),
+            ("PENDING_FULL", pending::FULL),
+            ("PENDING_RATE", pending::RATE),
+            ("PENDING_BREAKER", pending::BREAKER),
+            ("PENDING_PROBE", pending::PROBE),
+        ];
+        assert_eq!(named, read);
     }
 }

@@ -108,19 +108,23 @@ ALLOW_OOM = {"reserve", "reserve_alone", "ack", "renew", "retry", "dead_letter",
              "recover", "absolve", "breaker_judge"}
 
 
-# The reserve scripts also need the flow-control helpers (protocol 3).
+# The prelude files of each script this client runs, after `common.lua`
+# (docs/wire-format.md, "Loading a script"): per-key ordering's helpers, flow control's.
+WITH_KEYED = {"reserve", "ack", "dead_letter", "recover", "send_keyed", "send_keyed_at",
+              "send_once", "send_once_batch"}
 WITH_FLOW = {"reserve", "reserve_alone"}
 
 
 class Script:
-    """A bus script: `common.lua` (then `flow.lua` for the reserve scripts) followed by
-    `<name>.lua`, concatenated with nothing in between (as crates/bus-redis/src/scripts.rs
+    """A bus script: `common.lua` (then `keyed.lua` and `flow.lua` where the table of
+    docs/wire-format.md says so) followed by `<name>.lua`, concatenated with nothing in between (as crates/bus-redis/src/scripts.rs
     does), after the line `#!lua flags=allow-oom` for a consumer-side script; run by SHA
     with an EVAL fallback."""
 
     def __init__(self, name):
         text = b"#!lua flags=allow-oom\n" if name in ALLOW_OOM else b""
-        parts = ("common", "flow", name) if name in WITH_FLOW else ("common", name)
+        parts = (["common"] + (["keyed"] if name in WITH_KEYED else [])
+                 + (["flow"] if name in WITH_FLOW else []) + [name])
         for part in parts:
             with open(os.path.join(lua_dir(), part + ".lua"), "rb") as f:
                 text += f.read()
