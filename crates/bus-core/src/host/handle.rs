@@ -100,7 +100,7 @@ impl Dispatch {
                         Outcome::Ack
                     }
                     _ => {
-                        self.dead_letter(dying(body), DeadLetterReason::Expired, error)
+                        Box::pin(self.dead_letter(dying(body), DeadLetterReason::Expired, error))
                             .await
                     }
                 };
@@ -114,9 +114,8 @@ impl Dispatch {
                 delivery.delivery_count
             );
             let error = ErrorRecord::now(error);
-            return self
-                .dead_letter(dying(body), DeadLetterReason::DeliveryLimit, error)
-                .await;
+            let dead_letter = self.dead_letter(dying(body), DeadLetterReason::DeliveryLimit, error);
+            return Box::pin(dead_letter).await;
         }
         // Kept for a dead-letter hook (a reference count, not a copy).
         let kept = body.clone();
@@ -143,8 +142,9 @@ impl Dispatch {
                 format!("handler panicked: {}", panic_message(&*panic)),
             ),
         };
-        self.failed(delivery, disposition, ErrorRecord::now(error), dying(kept))
-            .await
+        // Boxed, as the dead letters above: the rare paths' futures (a dead-letter hook
+        // under a timeout) would otherwise make every message's task carry their size.
+        Box::pin(self.failed(delivery, disposition, ErrorRecord::now(error), dying(kept))).await
     }
 
     /// Records the message's id, type and trace parent on the delivery's span.

@@ -140,21 +140,29 @@ impl WorkerMetrics {
     }
 
     /// Runs a handler: counts it as running meanwhile, then records its duration and
-    /// outcome.
+    /// outcome. A combinator, not an `async fn`: an `async fn` wrapping a future stores it
+    /// twice (as its argument and as the value it awaits), and the handler's future is
+    /// the bulk of every message's task.
     #[inline]
-    pub(super) async fn process(&self, handling: impl Future<Output = Outcome>) -> Outcome {
+    pub(super) fn process<'a, F: Future<Output = Outcome> + 'a>(
+        &'a self,
+        handling: F,
+    ) -> impl Future<Output = Outcome> + 'a {
         #[cfg(feature = "metrics")]
         {
-            let _running = enabled::Running::new(&self.inner.running);
+            use futures::FutureExt;
+            let running = enabled::Running::new(&self.inner.running);
             let started = std::time::Instant::now();
-            let outcome = handling.await;
-            let i = enabled::outcome_index(&outcome);
-            self.inner.handled[i].increment(1);
-            self.inner.duration[i].record(started.elapsed().as_secs_f64());
-            outcome
+            handling.map(move |outcome| {
+                drop(running);
+                let i = enabled::outcome_index(&outcome);
+                self.inner.handled[i].increment(1);
+                self.inner.duration[i].record(started.elapsed().as_secs_f64());
+                outcome
+            })
         }
         #[cfg(not(feature = "metrics"))]
-        handling.await
+        handling
     }
 
     /// Times one transport call; a failed one is recorded with `error.type`.

@@ -776,12 +776,17 @@ impl Outage {
 
 /// Awaits a message's handling and turns a panic that escaped it into a retry, so that
 /// no panic on a message's path leaves the message unsettled.
-async fn outcome_of(handling: impl std::future::Future<Output = Outcome>) -> Outcome {
-    match std::panic::AssertUnwindSafe(handling).catch_unwind().await {
-        Ok(outcome) => outcome,
-        Err(panic) => Outcome::Retry(
-            Duration::ZERO,
-            ErrorRecord::now(format!("panicked: {}", panic_message(&*panic))),
-        ),
-    }
+fn outcome_of(
+    handling: impl std::future::Future<Output = Outcome>,
+) -> impl std::future::Future<Output = Outcome> {
+    // A combinator, not an `async fn`, so that the handler's future is stored once.
+    std::panic::AssertUnwindSafe(handling)
+        .catch_unwind()
+        .map(|caught| match caught {
+            Ok(outcome) => outcome,
+            Err(panic) => Outcome::Retry(
+                Duration::ZERO,
+                ErrorRecord::now(format!("panicked: {}", panic_message(&*panic))),
+            ),
+        })
 }
