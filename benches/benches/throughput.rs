@@ -418,6 +418,27 @@ async fn raw_sends(env: &Env) -> Figure {
     figure
 }
 
+/// The same `RPUSH`es through a lean pipelined writer on one connection
+/// (`benches::lean`): what a single push costs the client without fred.
+async fn lean_sends(env: &Env) -> Figure {
+    let writer = benches::lean::LeanWriter::connect(&env.redis.url).await;
+    let key = format!("{}:ready", env.namespace('l'));
+    let payloads = envelopes(count());
+    env.reset_stats().await;
+    let started = env.meter.start();
+    futures::stream::iter(&payloads)
+        .map(|p| writer.rpush(&key, p))
+        .buffer_unordered(IN_FLIGHT)
+        .for_each(|_| async {})
+        .await;
+    let mut figure = env.meter.stop(started, count());
+    figure.command_us = env.command_us("lean RPUSH", count(), CLIENT_COMMANDS).await;
+    let stored: i64 = env.admin.llen(&key).await.unwrap();
+    assert_eq!(stored as u64, count(), "every lean push stored");
+    let _: i64 = env.admin.del(&key).await.unwrap();
+    figure
+}
+
 /// The in-memory transport: a pre-filled queue processed by a host.
 async fn memory_prefilled(env: &Env) -> Figure {
     let transport = MemoryTransport::new();
@@ -505,6 +526,7 @@ fn main() {
             let circ_e2e = if wanted("circular_end_to_end") { let f = circular_end_to_end(&env).await; row("circular list, end to end (producer process)", f); f } else { Figure::NONE };
             let bus_e2e = if wanted("bus_end_to_end") { let f = bus_end_to_end(&env).await; row("bus, end to end (producer process)", f); f } else { Figure::NONE };
             let raw_send = if wanted("raw_sends") { let f = raw_sends(&env).await; row("bare fred RPUSH, single", f); f } else { Figure::NONE };
+            let lean_send = if wanted("lean_sends") { let f = lean_sends(&env).await; row("lean pipelined RPUSH, single", f); f } else { Figure::NONE };
             let bus_send = if wanted("bus_sends") { let f = bus_sends(&env).await; row("bus send, single", f); f } else { Figure::NONE };
             let memory = if wanted("memory_prefilled") { let f = memory_prefilled(&env).await; row("in-memory transport, pre-filled", f); f } else { Figure::NONE };
             let backlog = if wanted("backlog") {
@@ -536,10 +558,12 @@ fn main() {
                 bus_pre.command_us, layout_pre.command_us, circ_pre.command_us
             );
             println!(
-                "   client CPU per single send: bus {:.2} us (<= 3) / bare RPUSH {:.2} us = {:.2}x",
+                "   client CPU per single send: bus {:.2} us (<= 1) / bare fred RPUSH {:.2} us = {:.2}x; lean pipelined RPUSH {:.2} us (fred / lean {:.2}x)",
                 bus_send.client_us,
                 raw_send.client_us,
-                bus_send.client_us / raw_send.client_us
+                bus_send.client_us / raw_send.client_us,
+                lean_send.client_us,
+                raw_send.client_us / lean_send.client_us
             );
             println!(
                 "   in-memory transport: {:.0} msg/s (>= 1,500,000)",

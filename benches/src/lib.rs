@@ -4,6 +4,7 @@
 pub mod cpu;
 pub mod env;
 pub mod layout;
+pub mod lean;
 pub mod messages;
 pub mod producer;
 

@@ -272,9 +272,12 @@ impl Transport for RedisTransport {
         placement: Placement<'_>,
         messages: Vec<Outgoing>,
     ) -> bus_core::Result<()> {
+        // The script sends boxed: the transport's future is allocated per send, and
+        // inline they would make the plain send's (a share of one `RPUSH`) carry their
+        // size.
         match (placement.key, placement.due) {
-            (Some(key), due) => self.send_keyed(queue, key, messages, due).await,
-            (None, Some(due)) => self.send_at(queue, messages, due).await,
+            (Some(key), due) => Box::pin(self.send_keyed(queue, key, messages, due)).await,
+            (None, Some(due)) => Box::pin(self.send_at(queue, messages, due)).await,
             (None, None) => self.writer.push(queue, messages).await,
         }
     }

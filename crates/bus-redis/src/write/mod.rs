@@ -125,7 +125,9 @@ impl Writer {
     /// knows the shards before any consumer started.
     async fn record_shards(&self, queue: &str) {
         if let Some(shards) = self.spread.first_send(queue) {
-            partition::record(&self.shared, &self.prefix, queue, shards).await;
+            // Boxed: it runs once per queue, and inline its Redis call would make every
+            // send's future carry its size.
+            Box::pin(partition::record(&self.shared, &self.prefix, queue, shards)).await;
         }
     }
 
