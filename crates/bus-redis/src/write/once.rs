@@ -4,16 +4,17 @@
 //! way waits and goes in the next one, with every other that waits (at most
 //! [`BATCH_MAX`]); a lone send waits for nothing. Each message stays atomic with its key
 //! inside the call, and each send reads its own answer from the call's reply (its id or
-//! the first message's, or the call's error).
+//! the first message's, or the call's error). A batch of deduplicated sends
+//! (`send/dedup.rs`) makes the same call ([`call`]) and reads it the same way
+//! ([`answer`]).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use bus_core::transport::Outgoing;
 use bus_core::MessageId;
-use tokio::sync::oneshot;
-
 use fred::types::Value;
+use tokio::sync::oneshot;
 
 use super::conn::Connection;
 use super::durable::WriteError;
