@@ -1,8 +1,10 @@
 //! Reliability tests (see `tests/`) and the consumer process they kill
-//! (`chaos-consumer`). Shared here: the message and the keys both sides use.
+//! (`chaos-consumer`). Shared here: the message and the keys both sides use, and how
+//! each of those processes starts (`process`).
 
 #![warn(missing_docs)]
 pub mod outbox;
+pub mod process;
 
 use bus_core::RedisCommand;
 use serde::{Deserialize, Serialize};

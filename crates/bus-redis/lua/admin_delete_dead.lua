@@ -13,7 +13,7 @@ local DEAD, MSGS, DEAD_INFO, ERRORS, DELIVERIES, KOF, KBUSY, KREADY, KQ, READY =
 -- attachments it points at.
 -- Per-key ordering: a deleted dead letter that still holds its key's slot (a
 -- blocking dead letter, `on_dead` = `block`: its id is still in `kof`) gives the slot
--- back, as its ack would (common.lua's keys_freed): the key's later messages move on. A
+-- back, as its ack would (keyed.lua's keys_freed): the key's later messages move on. A
 -- move across slots deletes through here too: its message leaves this queue, and so does
 -- its slot.
 -- A 11th KEY, the queue's attachment orphans list, for an operator's delete.

@@ -12,7 +12,7 @@ local DEAD, MSGS, DEAD_INFO, ERRORS, DELIVERIES, READY, EDITED, FLOW, KOF, KBUSY
 -- capped `edited` stream, with who edited it: the history an operator looks back at.
 -- Per-key ordering: a dead letter that still holds its key's slot (a blocking
 -- one: its id is in `kof`) goes instead to the head of its key's list, and the slot is
--- given back (common.lua's keys_freed): the edited message is the next of its key to run,
+-- given back (keyed.lua's keys_freed): the edited message is the next of its key to run,
 -- and runs holding a slot of its own, so the key's later messages wait for it.
 -- ARGV: storage id, edited envelope, who, entries kept in `edited`.
 -- Returns 1 done, 0 not a dead letter (any more), -1 a dead letter without an envelope.

@@ -8,7 +8,7 @@ local DEAD, MSGS, DEAD_INFO, ERRORS, DELIVERIES, TARGET_READY, KOF, KBUSY, KREAD
 -- (the target's reserve gives it a new storage id and delivery count) and every trace of
 -- it is removed from the source.
 -- Per-key ordering: a moved dead letter that still holds its key's slot (a
--- blocking one: its id is in `kof`) gives the slot back, as a delete does (common.lua's
+-- blocking one: its id is in `kof`) gives the slot back, as a delete does (keyed.lua's
 -- keys_freed): its message leaves this queue, so the key's later messages move on.
 -- ARGV: 'all', max  |  'ids', id...
 -- Returns { moved ids, skipped ids } as requeue.lua does.

@@ -7,7 +7,7 @@ local READY, FLOW, KREADY, KBUSY, KQ, DELAYED, MSGS, KDUE = KEYS[1], KEYS[2], KE
 -- for ordering (`per_key` in `flow`, not "0"), the envelopes wait in their key's list and
 -- the key becomes ready if it has a free slot; on any other queue they go onto `ready`,
 -- as a plain send. On an ordered queue the due delayed messages are promoted first
--- (common.lua's promote_due), so that a delayed keyed send already due goes ahead of
+-- (keyed.lua's promote_due), so that a delayed keyed send already due goes ahead of
 -- this batch in its key's order whether or not a consumer reserved since it fell due.
 -- The flow hash's `keyed` field counts the messages waiting in the keys' lists (what
 -- `bus stats` shows as keyed); reserve and purge take it down.

@@ -9,7 +9,7 @@ local DELAYED, MSGS, READY, FLOW, KDUE = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEY
 -- Delayed keyed send (docs/redis-layout.md "Per-key ordering"): stored and
 -- scheduled as send_at.lua does; on a queue ordered per key (`per_key` in `flow`, not
 -- "0") each id is also recorded in `kdue` with its key, so that its promotion
--- (common.lua's promote_due) puts it in its key's list instead of `ready`. On any other
+-- (keyed.lua's promote_due) puts it in its key's list instead of `ready`. On any other
 -- queue it is a plain delayed send.
 -- ARGV: due_ms, key, id, envelope, id, envelope, ...
 -- Returns the number of messages stored (0: the batch was stored already).

@@ -409,10 +409,7 @@ impl RedisTransport {
                 (&scripts::SEND_KEYED_AT, keys, args)
             }
         };
-        match self.writer.write(script, keys, args).await? {
-            Written::Done(_) => Ok(()),
-            Written::NotReplicated(_, error) => Err(error),
-        }
+        self.writer.write(script, keys, args).await?.stored()
     }
 
     /// A delayed send: stored and scheduled at `due`, in one script.
@@ -426,10 +423,10 @@ impl RedisTransport {
         let mut args = vec![Value::from(epoch_ms(due))];
         args.extend(message_args(&messages));
         let keys = vec![keys.delayed, keys.msgs, keys.ready];
-        match self.writer.write(&scripts::SEND_AT, keys, args).await? {
-            Written::Done(_) => Ok(()),
-            Written::NotReplicated(_, error) => Err(error),
-        }
+        self.writer
+            .write(&scripts::SEND_AT, keys, args)
+            .await?
+            .stored()
     }
 }
 

@@ -15,6 +15,7 @@
 //! keeps the default
 //! `RedisConfig`. Runs until killed, SIGINT or SIGTERM.
 
+use bus_chaos::process::{env, init_logging};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
@@ -108,18 +109,11 @@ impl CommandProcessor<Job> for Handler {
     }
 }
 
-fn env(name: &str) -> Result<String, String> {
-    std::env::var(name).map_err(|_| format!("{name} is not set"))
-}
-
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The host's warnings (RUST_LOG, `warn` from the tests) go to stderr, which the tests
     // inherit: what a fault did shows in the test's output.
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_writer(std::io::stderr)
-        .init();
+    init_logging();
     let prefix = env("BUS_PREFIX")?;
     // The default RedisConfig: the fault tests check the defaults.
     let config = RedisConfig::from_url(&env("REDIS_URL")?)?.prefix(prefix.as_str());

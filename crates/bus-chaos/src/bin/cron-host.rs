@@ -11,6 +11,7 @@
 //! before the start) from the first tick on time (after it); runs until killed, SIGINT
 //! or SIGTERM.
 
+use bus_chaos::process::{env, init_logging};
 use bus_core::headers;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -48,16 +49,9 @@ fn now_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
-fn env(name: &str) -> Result<String, String> {
-    std::env::var(name).map_err(|_| format!("{name} is not set"))
-}
-
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_writer(std::io::stderr)
-        .init();
+    init_logging();
     let prefix = env("BUS_PREFIX")?;
     let offset: i64 = std::env::var("CLOCK_OFFSET_MS")
         .ok()

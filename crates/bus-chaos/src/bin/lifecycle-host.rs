@@ -8,6 +8,7 @@
 //! never comes; a later delivery appends to `charge_done_key` and acks). Sets
 //! `lifecycle_up_key` once running; runs until killed, SIGINT or SIGTERM.
 
+use bus_chaos::process::{connect, init_logging};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -15,7 +16,6 @@ use bus_chaos::{
     asked_key, charge_done_key, charged_key, charges_key, lifecycle_up_key, Ask, Charge,
 };
 use bus_core::{CommandProcessor, Context, Host, ProcessError};
-use bus_redis::{RedisConfig, RedisTransport};
 use fred::prelude::{Client, KeysInterface, ListInterface};
 
 struct Handler {
@@ -60,19 +60,10 @@ impl CommandProcessor<Charge> for Handler {
     }
 }
 
-fn env(name: &str) -> Result<String, String> {
-    std::env::var(name).map_err(|_| format!("{name} is not set"))
-}
-
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_writer(std::io::stderr)
-        .init();
-    let prefix = env("BUS_PREFIX")?;
-    let config = RedisConfig::from_url(&env("REDIS_URL")?)?.prefix(prefix.as_str());
-    let transport = RedisTransport::connect(&config).await?;
+    init_logging();
+    let (transport, prefix) = connect().await?;
     let client = transport.client().clone();
     let handler = || Handler {
         client: client.clone(),

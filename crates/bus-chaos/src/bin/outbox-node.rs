@@ -14,6 +14,7 @@
 //!
 //! Environment: `DATABASE_URL`, `REDIS_URL`, `BUS_PREFIX`.
 
+use bus_chaos::process::{env, init_logging};
 use std::io::Write;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
@@ -29,10 +30,6 @@ use bus_outbox::{InboxExt, InboxLayer, Outbox, Relay, RelayConfig};
 use bus_redis::{RedisConfig, RedisTransport};
 
 type Failure = Box<dyn std::error::Error + Send + Sync>;
-
-fn env(name: &str) -> Result<String, String> {
-    std::env::var(name).map_err(|_| format!("{name} is not set"))
-}
 
 fn number(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -196,10 +193,7 @@ async fn handler(pool: PgPool, transport: RedisTransport) -> Result<(), Failure>
 
 #[tokio::main]
 async fn main() -> Result<(), Failure> {
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_writer(std::io::stderr)
-        .init();
+    init_logging();
     let pool = bus_outbox::sqlx::postgres::PgPoolOptions::new()
         .max_connections(4)
         .acquire_timeout(Duration::from_secs(5))

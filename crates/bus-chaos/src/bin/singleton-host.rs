@@ -5,12 +5,12 @@
 //! start and end in µs) to `solo_runs_key`. Sets `solo_up_key` once running; runs until
 //! killed, SIGINT or SIGTERM.
 
+use bus_chaos::process::{connect, init_logging};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use bus_chaos::{solo_runs_key, solo_up_key, Solo};
 use bus_core::{CommandProcessor, Context, Host, ProcessError, ProcessingSettings};
-use bus_redis::{RedisConfig, RedisTransport};
 use fred::prelude::{Client, KeysInterface, ListInterface};
 
 struct Handler {
@@ -39,19 +39,10 @@ impl CommandProcessor<Solo> for Handler {
     }
 }
 
-fn env(name: &str) -> Result<String, String> {
-    std::env::var(name).map_err(|_| format!("{name} is not set"))
-}
-
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_writer(std::io::stderr)
-        .init();
-    let prefix = env("BUS_PREFIX")?;
-    let config = RedisConfig::from_url(&env("REDIS_URL")?)?.prefix(prefix.as_str());
-    let transport = RedisTransport::connect(&config).await?;
+    init_logging();
+    let (transport, prefix) = connect().await?;
     let client = transport.client().clone();
     let running = Host::builder()
         .transport(transport)

@@ -13,12 +13,12 @@
 //!
 //! Sets `<prefix>:test:wf-up:<pid>` once running; runs until killed, SIGINT or SIGTERM.
 
+use bus_chaos::process::{connect, init_logging};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use bus_conformance::workflows::{Child, Done, Item, Nest, Parent};
 use bus_core::{CommandProcessor, Context, Host, ProcessError};
-use bus_redis::{RedisConfig, RedisTransport};
 use bus_workflows::{
     ChildResult, RedisWorkflowStore, WorkflowContext, Workflows, WorkflowsExt, CALLBACK_HEADER,
 };
@@ -197,19 +197,10 @@ impl CommandProcessor<Child> for Handler {
     }
 }
 
-fn env(name: &str) -> Result<String, String> {
-    std::env::var(name).map_err(|_| format!("{name} is not set"))
-}
-
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_writer(std::io::stderr)
-        .init();
-    let prefix = env("BUS_PREFIX")?;
-    let config = RedisConfig::from_url(&env("REDIS_URL")?)?.prefix(prefix.as_str());
-    let transport = RedisTransport::connect(&config).await?;
+    init_logging();
+    let (transport, prefix) = connect().await?;
     let client = transport.client().clone();
     let workflows = Workflows::new(RedisWorkflowStore::for_transport(&transport));
     let handler = Handler {

@@ -60,7 +60,7 @@ impl Queue {
         }
     }
 
-    /// A delayed message falls due (common.lua's promote_due): a delayed keyed send
+    /// A delayed message falls due (keyed.lua's promote_due): a delayed keyed send
     /// (keyed, never delivered) joins its key's list if the queue is still ordered, and
     /// is a plain message otherwise; anything else (a delayed retry of a keyed message
     /// too, still holding its slot) goes onto `ready`.

@@ -9,7 +9,6 @@ use fred::types::Value;
 use crate::error::Error;
 use crate::scripts;
 use crate::transport::RedisTransport;
-use crate::write::Written;
 use async_trait::async_trait;
 use bus_core::transport::Ticks;
 
@@ -41,16 +40,11 @@ pub(crate) async fn send_tick(
         Value::from(if tick.catch_up { "1" } else { "" }),
         Value::Bytes(message.payload),
     ];
-    match transport
+    transport
         .writer()
         .write(&scripts::SEND_TICK, script_keys, args)
         .await?
-    {
-        Written::Done(n) => Ok(n == 1),
-        // Only a write that stored something is reported as not replicated.
-        Written::NotReplicated(0, _) => Ok(false),
-        Written::NotReplicated(_, error) => Err(error),
-    }
+        .changed()
 }
 
 pub(crate) async fn last_tick(

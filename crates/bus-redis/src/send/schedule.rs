@@ -13,7 +13,7 @@ use tokio_util::bytes::Bytes;
 use crate::keys::QueueKeys;
 use crate::scripts;
 use crate::transport::RedisTransport;
-use crate::write::{epoch_ms, Written};
+use crate::write::epoch_ms;
 use async_trait::async_trait;
 use bus_core::transport::Scheduling;
 
@@ -59,12 +59,12 @@ pub(crate) async fn cancel(
             keys.kdue,
         ];
         let args = vec![Value::from(id.as_str())];
-        if written(
-            transport
-                .writer()
-                .write(&scripts::CANCEL, script_keys, args)
-                .await?,
-        )? {
+        if transport
+            .writer()
+            .write(&scripts::CANCEL, script_keys, args)
+            .await?
+            .changed()?
+        {
             return Ok(true);
         }
     }
@@ -80,26 +80,16 @@ pub(crate) async fn reschedule(
     for keys in queue_keys(transport, queue)? {
         let args = vec![Value::from(id.as_str()), Value::from(epoch_ms(due))];
         let script_keys = vec![keys.delayed, keys.ready];
-        if written(
-            transport
-                .writer()
-                .write(&scripts::RESCHEDULE, script_keys, args)
-                .await?,
-        )? {
+        if transport
+            .writer()
+            .write(&scripts::RESCHEDULE, script_keys, args)
+            .await?
+            .changed()?
+        {
             return Ok(true);
         }
     }
     Ok(false)
-}
-
-/// Whether a script changed something (1); a change that fewer replicas than asked
-/// confirmed is the durable handle's error.
-fn written(written: Written) -> bus_core::Result<bool> {
-    match written {
-        Written::Done(n) => Ok(n == 1),
-        Written::NotReplicated(0, _) => Ok(false),
-        Written::NotReplicated(_, error) => Err(error),
-    }
 }
 
 #[async_trait]

@@ -36,6 +36,26 @@ pub(crate) enum Written<T = i64> {
     NotReplicated(T, bus_core::Error),
 }
 
+impl Written {
+    /// A send's outcome: stored, or stored but not replicated as asked (the error).
+    pub(crate) fn stored(self) -> bus_core::Result<()> {
+        match self {
+            Written::Done(_) => Ok(()),
+            Written::NotReplicated(_, error) => Err(error),
+        }
+    }
+
+    /// Whether a script that answers 1 or 0 changed something; only a change that fewer
+    /// replicas than asked confirmed is the durable handle's error.
+    pub(crate) fn changed(self) -> bus_core::Result<bool> {
+        match self {
+            Written::Done(n) => Ok(n == 1),
+            Written::NotReplicated(0, _) => Ok(false),
+            Written::NotReplicated(_, error) => Err(error),
+        }
+    }
+}
+
 /// Ms since the Unix epoch, as the scripts take times.
 pub(crate) fn epoch_ms(time: SystemTime) -> i64 {
     time.duration_since(UNIX_EPOCH)
