@@ -9,6 +9,10 @@ local BATCH, DONE, SETTLING, DEAD, RESULTS, DEFER, CALLBACKS = KEYS[1], KEYS[2],
 --   its record). Nothing without a mark, or for a member settled already. A member that
 --   opened a child batch (DEFER) is only noted (`<index>:own`) until its child hands off.
 -- - `drop`: the transport settle did not happen: drop the mark.
+-- The detail of `confirm` and `drop` names the delivery the mark must have been written
+-- for (`<sh> <k> d<n>` or `<sh> <k> i<n>`, the mark JSON's receipt fields), or is '' for
+-- any mark: a sweep or a late drop acts on what it saw, and a newer delivery's mark,
+-- written since, is left to that delivery's own settle.
 -- - `child`: the member's child batch handed off; detail '' (it succeeded) or why it
 --   failed. The member settles if its own ack was confirmed, else that is noted
 --   (`<index>:child`).
@@ -26,6 +30,16 @@ end
 local collect = policy ~= ''
 local deferred = redis.call('EXISTS', DEFER) == 1
 local ok_n, dead_n = 0, 0
+
+-- Whether `mark` ('<ms> <ok|dead> <json>') was written for the delivery `tag` names.
+local function written_for(mark, tag)
+  if tag == '' then return true end
+  local json = string.match(mark, '^%d+ %a+ (.*)$')
+  local ok, m = pcall(cjson.decode, json or '')
+  if not ok or type(m) ~= 'table' then return false end
+  local n = m.d and ('d' .. tostring(m.d)) or ('i' .. tostring(m.i))
+  return tostring(m.sh) .. ' ' .. tostring(m.k) .. ' ' .. n == tag
+end
 
 local function settled(i)
   redis.call('SETBIT', DONE, i, 1)
@@ -59,12 +73,15 @@ end
 for j = 1, #ARGV, 3 do
   local op, i, detail = ARGV[j], ARGV[j + 1], ARGV[j + 2]
   if op == 'drop' then
-    redis.call('HDEL', SETTLING, i, i .. ':r')
+    local mark = redis.call('HGET', SETTLING, i)
+    if mark and written_for(mark, detail) then
+      redis.call('HDEL', SETTLING, i, i .. ':r')
+    end
   elseif redis.call('GETBIT', DONE, i) == 1 then
     redis.call('HDEL', SETTLING, i, i .. ':r')
   elseif op == 'confirm' then
     local mark = redis.call('HGET', SETTLING, i)
-    if mark then
+    if mark and written_for(mark, detail) then
       local result = redis.call('HGET', SETTLING, i .. ':r')
       redis.call('HDEL', SETTLING, i, i .. ':r')
       -- '<ms> <ok|dead> <json>'

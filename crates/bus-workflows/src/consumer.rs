@@ -205,11 +205,14 @@ impl WorkflowConsumer {
     /// Drops the pre-marks of members that left without being settled (retried, released).
     fn unmark(&self, members: &[(Receipt, HeldMember)]) {
         let mut drops: BTreeMap<BatchId, Vec<Settle>> = BTreeMap::new();
-        for (_, member) in members.iter().filter(|(_, m)| m.premarked) {
+        for (receipt, member) in members.iter().filter(|(_, m)| m.premarked) {
             drops
                 .entry(member.member.batch.clone())
                 .or_default()
-                .push(Settle::Drop(member.member.index));
+                .push(Settle::Drop {
+                    index: member.member.index,
+                    receipt: receipt.clone(),
+                });
         }
         self.confirm(drops);
     }
@@ -278,7 +281,10 @@ impl Consumer for WorkflowConsumer {
             confirms
                 .entry(member.member.batch.clone())
                 .or_default()
-                .push(Settle::Confirm(member.member.index));
+                .push(Settle::Confirm {
+                    index: member.member.index,
+                    receipt: None,
+                });
         }
         tracker.forget(members.iter().map(|(_, m)| &m.id));
         self.forget(receipts);
@@ -339,7 +345,10 @@ impl Consumer for WorkflowConsumer {
         self.workflows.inner.tracker.forget([&member.id]);
         self.forget(one);
         if current {
-            let settle = vec![Settle::Confirm(member.member.index)];
+            let settle = vec![Settle::Confirm {
+                index: member.member.index,
+                receipt: None,
+            }];
             self.confirm(BTreeMap::from([(member.member.batch, settle)]));
         }
         Ok(())

@@ -234,15 +234,20 @@ impl Relay {
         };
         let mut settles = Vec::new();
         for mark in stale {
+            // Each settle names the delivery the mark was written for: a newer delivery
+            // may have written its own mark since, which only its own settle may count.
+            let (index, receipt) = (mark.index, mark.receipt.clone());
             let settle = match presence.presence(&mark.source, &mark.receipt).await? {
                 // Its settle may still come, or its lock expire (then it is stored again).
                 Presence::Held => continue,
                 // Back in its queue: its settle did not happen; it settles again.
-                Presence::Stored => Settle::Drop(mark.index),
-                Presence::Dead if mark.dead => Settle::Confirm(mark.index),
-                Presence::Dead => Settle::Drop(mark.index),
-                // Acknowledged (or, for a dead mark, dead-lettered and then deleted).
-                _ => Settle::Confirm(mark.index),
+                Presence::Stored => Settle::Drop { index, receipt },
+                Presence::Dead if !mark.dead => Settle::Drop { index, receipt },
+                // Acknowledged (or, for a dead mark, dead-lettered, and perhaps deleted).
+                _ => Settle::Confirm {
+                    index,
+                    receipt: Some(receipt),
+                },
             };
             settles.push(settle);
         }

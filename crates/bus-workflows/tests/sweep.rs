@@ -173,7 +173,13 @@ async fn a_mark_whose_ack_never_came_is_dropped_and_the_member_settles_again() {
         .await
         .unwrap();
     let fired = store
-        .settle(batch.id(), &[Settle::Confirm(0)])
+        .settle(
+            batch.id(),
+            &[Settle::Confirm {
+                index: 0,
+                receipt: None,
+            }],
+        )
         .await
         .unwrap();
     assert_eq!(fired.callbacks.len(), 1);

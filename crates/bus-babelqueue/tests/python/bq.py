@@ -55,8 +55,10 @@ def cmd_publish(args):
 def cmd_publish_delayed(args):
     app = app_for(args)
     env = EnvelopeCodec.make(args.urn, data_for(0), queue=args.queue)
+    # The SDK reads the clock inside the call: the due time lies between the two readings.
+    before = time.time()
     app.transport.publish_delayed(args.queue, EnvelopeCodec.encode(env), args.delay)
-    emit({"id": env["meta"]["id"], "published_at": time.time()})
+    emit({"id": env["meta"]["id"], "published_after": before, "published_before": time.time()})
 
 
 def cmd_consume(args):

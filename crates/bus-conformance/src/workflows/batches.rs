@@ -2,10 +2,13 @@
 
 use std::collections::BTreeMap;
 
-use bus_core::RunningHost;
+use bus_core::transport::{Receipt, Source};
+use bus_core::{MessageId, RunningHost};
+use bytes::Bytes;
 
 use super::{until, wait_done, Done, Grow, Item, Log, Nest, Other, Parent};
-use bus_workflows::{ChildPolicy, Error, Workflows};
+use bus_workflows::store::{BatchSpec, Callback, Mark, Outcome, Settle};
+use bus_workflows::{BatchId, CallbackKind, ChildPolicy, Error, WorkflowStore, Workflows};
 
 /// A batch over two queues whose members all succeed (some after a retry): the success
 /// callback once, after every member ran; no other callback.
@@ -237,4 +240,56 @@ pub async fn fan_out(host: &RunningHost, log: &Log) {
             "{name}: one run, one resume"
         );
     }
+}
+
+/// A settle that names an older delivery of a member (what the relay's sweep sends for a
+/// mark it found stale, or a consumer's late drop of its pre-mark) leaves the mark that a
+/// newer delivery wrote since: only that delivery's own settle counts the member.
+pub async fn a_late_settle_leaves_a_newer_deliverys_mark(store: &dyn WorkflowStore) {
+    let batch = BatchId::generate();
+    let mut spec = BatchSpec::new(batch.clone());
+    let callback = MessageId::generate();
+    spec.callbacks.push(Callback::new(
+        CallbackKind::Success,
+        "wf-done",
+        callback.clone(),
+        Bytes::from_static(b"{}"),
+    ));
+    assert!(store.open(&spec).await.expect("opens"));
+    assert_eq!(store.add(&batch, "one", 1, None).await.expect("adds"), 0);
+    assert!(store.close(&batch).await.expect("closes").callbacks.is_empty());
+    let source = Source::queue("wf-items").unwrap();
+    let member = MessageId::generate();
+    let delivery = |n: u32| Receipt::stored(Bytes::from_static(b"~7"), n);
+    let mark = |n: u32| {
+        let outcome = Outcome::Succeeded { result: None };
+        Mark::new(0, outcome, member.clone(), source.clone(), delivery(n))
+    };
+    // Delivery 1 marked, its process gone; delivery 2 marks the member again.
+    store.mark(&batch, &[mark(1)]).await.expect("marks 1");
+    store.mark(&batch, &[mark(2)]).await.expect("marks 2");
+    // What was decided about delivery 1 changes nothing now.
+    for late in [
+        Settle::Drop {
+            index: 0,
+            receipt: delivery(1),
+        },
+        Settle::Confirm {
+            index: 0,
+            receipt: Some(delivery(1)),
+        },
+    ] {
+        let fired = store.settle(&batch, &[late.clone()]).await.expect("settles");
+        assert!(fired.callbacks.is_empty(), "{late:?} counted the member");
+    }
+    let status = store.status(&batch, 10).await.unwrap().expect("the batch");
+    assert_eq!(status.pending(), 1, "the member is not counted yet");
+    // Delivery 2's own confirmation counts it, and the callback fires once.
+    let own = Settle::Confirm {
+        index: 0,
+        receipt: Some(delivery(2)),
+    };
+    let fired = store.settle(&batch, &[own]).await.expect("settles");
+    let ids: Vec<&MessageId> = fired.callbacks.iter().map(|c| &c.id).collect();
+    assert_eq!(ids, [&callback], "the success callback fires");
 }

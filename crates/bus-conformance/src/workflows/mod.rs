@@ -431,6 +431,7 @@ pub async fn until(what: &str, mut condition: impl FnMut() -> bool) {
 
 /// Every scenario but the host restart, in turn, on one host.
 pub async fn all(transport: Arc<dyn Transport>, store: Arc<dyn WorkflowStore>) {
+    a_late_settle_leaves_a_newer_deliverys_mark(&*store).await;
     let workflows = Workflows::shared(store);
     let log = Log::default();
     let host = start(Arc::clone(&transport), &workflows, &log).await;

@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use bus_core::transport::Receipt;
 use bytes::Bytes;
 
 use super::records::{DeadMember, MarkJson};
@@ -171,10 +172,15 @@ impl Batch {
 
     pub(super) fn apply(&mut self, settle: &Settle) {
         match settle {
-            Settle::Drop(index) => {
-                self.settling.remove(index);
+            Settle::Drop { index, receipt } => {
+                if self.written_for(*index, Some(receipt)) {
+                    self.settling.remove(index);
+                }
             }
-            Settle::Confirm(index) => {
+            Settle::Confirm { index, receipt } => {
+                if !self.written_for(*index, receipt.as_ref()) {
+                    return;
+                }
                 let Some((_, mark, result)) = self.settling.remove(index) else {
                     return;
                 };
@@ -208,6 +214,13 @@ impl Batch {
                 }
             }
         }
+    }
+
+    /// Whether member `index` has a mark, written for `receipt` if one is named.
+    fn written_for(&self, index: u64, receipt: Option<&Receipt>) -> bool {
+        self.settling.get(&index).is_some_and(|(_, mark, _)| {
+            receipt.is_none_or(|receipt| mark.receipt().ok().as_ref() == Some(receipt))
+        })
     }
 
     fn combine(

@@ -177,11 +177,25 @@ impl Mark {
 #[non_exhaustive]
 pub enum Settle {
     /// Count member `index` as its mark says (its transport settle is stored); nothing if
-    /// it has no mark or is settled already.
-    Confirm(u64),
-    /// Drop member `index`'s mark: its transport settle did not happen (the member is
-    /// back in its queue and will settle again).
-    Drop(u64),
+    /// it has no mark or is settled already. With a receipt, only a mark written for that
+    /// delivery counts: what the relay's sweep sends, since a newer delivery may have
+    /// replaced the mark it looked at. Without, any mark: a consumer's own settle,
+    /// confirmed while its lock held, so that no newer delivery exists.
+    Confirm {
+        /// The member.
+        index: u64,
+        /// The delivery whose mark is meant, if only that one.
+        receipt: Option<Receipt>,
+    },
+    /// Drop member `index`'s mark written for `receipt`: that delivery's transport settle
+    /// did not happen (the member is back in its queue and will settle again). A mark a
+    /// newer delivery wrote since is kept for that delivery's own settle.
+    Drop {
+        /// The member.
+        index: u64,
+        /// The delivery whose mark is dropped.
+        receipt: Receipt,
+    },
     /// Member `index` opened a child batch, which finished so: the member counts as
     /// settled once its own ack is confirmed too.
     Child {

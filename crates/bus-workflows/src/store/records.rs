@@ -332,6 +332,21 @@ impl MarkJson {
     }
 }
 
+/// The delivery a conditional settle names (batch_settle.lua): `<shard> <key> d<count>`
+/// for a stored message, `<shard> <key> i<index>` for a leased one, as the mark JSON's
+/// `sh`, `k` and `d` or `i` spell it.
+pub(crate) fn receipt_tag(receipt: &Receipt) -> String {
+    let (key, kind, n) = match &receipt.held {
+        Held::Stored { key, delivery } => (key, 'd', *delivery),
+        Held::Leased { lease, index } => (lease, 'i', *index),
+    };
+    format!(
+        "{} {} {kind}{n}",
+        receipt.shard,
+        String::from_utf8_lossy(key)
+    )
+}
+
 /// Reads a member's id as stored in a mark.
 pub(crate) fn message_id(text: &str) -> MessageId {
     MessageId::from(text.to_owned())

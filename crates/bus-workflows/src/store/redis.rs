@@ -12,7 +12,7 @@ use bytes::Bytes;
 use fred::prelude::{Client, KeysInterface, SortedSetsInterface};
 use fred::types::Value;
 
-use super::records::{message_id, parent, MarkJson, RunRecord};
+use super::records::{message_id, parent, receipt_tag, MarkJson, RunRecord};
 use super::{
     BatchOutcome, BatchSpec, BatchState, BatchStatus, Callback, CallbackStatus, DeadMember, DueRun,
     Fired, Handoff, Inspection, Mark, MemberResult, Outcome, ParkedInfo, ParkedKind, ParkedRun,
@@ -320,8 +320,12 @@ impl WorkflowStore for RedisWorkflowStore {
         let mut args: Vec<Value> = Vec::with_capacity(settles.len() * 3);
         for settle in settles {
             let (op, index, detail) = match settle {
-                Settle::Confirm(i) => ("confirm", *i, String::new()),
-                Settle::Drop(i) => ("drop", *i, String::new()),
+                Settle::Confirm { index, receipt } => (
+                    "confirm",
+                    *index,
+                    receipt.as_ref().map(receipt_tag).unwrap_or_default(),
+                ),
+                Settle::Drop { index, receipt } => ("drop", *index, receipt_tag(receipt)),
                 Settle::Child { index, failed } => {
                     ("child", *index, failed.clone().unwrap_or_default())
                 }
