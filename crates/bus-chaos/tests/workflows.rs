@@ -227,10 +227,16 @@ async fn every_callback_and_continuation_once_after_its_members_with_hosts_kille
             .collect::<BTreeSet<_>>()
             .len()
     };
+    // A batch is done once its callbacks are stored: their handlers may not have run yet.
+    let callbacks_ran = || {
+        let callbacks = redis.counts("wf-done");
+        callbacks.ready == 0 && callbacks.inflight == 0
+    };
     let finished = || async {
         done(&workflows, main.id()).await
             && done(&workflows, nested.id()).await
             && resumed() == PARENTS as usize
+            && callbacks_ran()
     };
     assert!(
         eventually_async(Duration::from_secs(300), finished).await,
