@@ -11,7 +11,8 @@
 
 -- Gives back the slots the keyed messages among `ids` held (an unkeyed one holds none):
 -- each key becomes ready again if it has waiting messages, and idle consumers are woken.
--- One HMGET and one HDEL for all the ids, then calls per key, not per message.
+-- One HMGET and one HDEL for all the ids, one HMGET of the keys' counts and one write of
+-- them, one ZADD of the keys made ready: per key only an LLEN.
 local function keys_freed(kof, kbusy, kready, kq, ready, ids, now)
   if #ids == 0 then return end
   local keys = bulk_read('HMGET', kof, ids)
@@ -30,15 +31,28 @@ local function keys_freed(kof, kbusy, kready, kq, ready, ids, now)
   end
   if #freed == 0 then return end
   bulk('HDEL', kof, freed)
-  local woken = false
-  for _, key in ipairs(order) do
-    if redis.call('HINCRBY', kbusy, key, -held[key]) <= 0 then redis.call('HDEL', kbusy, key) end
+  local busy = bulk_read('HMGET', kbusy, order)
+  local idle, still, woken = {}, {}, {}
+  for i, key in ipairs(order) do
+    -- (A count that is not a number is garbage: the arithmetic fails the call.)
+    local left = tonumber(busy[i] or '0') - held[key]
+    if left <= 0 then
+      idle[#idle + 1] = key
+    else
+      still[#still + 1] = key
+      still[#still + 1] = left
+    end
     if redis.call('LLEN', kq .. ':' .. key) > 0 then
-      redis.call('ZADD', kready, 'NX', now, key)
-      woken = true
+      woken[#woken + 1] = now
+      woken[#woken + 1] = key
     end
   end
-  if woken and redis.call('LLEN', ready) == 0 then redis.call('RPUSH', ready, WAKE) end
+  bulk('HDEL', kbusy, idle)
+  bulk('HSET', kbusy, still)
+  for i = 1, #woken, 1000 do
+    redis.call('ZADD', kready, 'NX', unpack(woken, i, math.min(i + 999, #woken)))
+  end
+  if #woken > 0 and redis.call('LLEN', ready) == 0 then redis.call('RPUSH', ready, WAKE) end
 end
 
 -- Whether a dead letter of this queue keeps its key's slot (the `flow` field `on_dead`

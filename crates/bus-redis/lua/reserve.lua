@@ -131,64 +131,92 @@ if #lease > 0 then
   out[3] = token
 end
 
--- Takes up to `max` keyed messages, one per key per turn: a key is popped from the head
--- of `kready` and, if it still has a free slot and waiting messages after this one, goes
--- back to its tail. A key at its limit leaves `kready` until a slot frees (keys_freed); a
--- key over its rate leaves it for `kwait`, scored when its window frees a start.
--- Bounded: at most `max` messages and 100 keys passed over. The storage ids come from one
--- INCRBY of `max` at the first message (ids need only be unique: gaps are harmless), and
--- the messages are stored in four bulk writes after the loop, which reads none of them.
+-- Takes up to `max` keyed messages, one per key per turn: keys are popped from the head
+-- of `kready`, as many at once as messages are still wanted, and each key that still has
+-- a free slot and waiting messages after this one goes back to its tail. A key at its
+-- limit leaves `kready` until a slot frees (keys_freed); a key over its rate leaves it
+-- for `kwait`, scored when its window frees a start. Bounded: at most `max` messages and
+-- 100 keys passed over. Per message one LPOP: the keys' counts are read in one HMGET per
+-- round and written in one HSET, the storage ids come from one INCRBY of `max` at the
+-- first message (ids need only be unique: gaps are harmless), and the messages are stored
+-- in five bulk writes after the loop, which reads none of them.
 local function take_keyed(max, limit, delivered)
   local deadline, taken, passed = tostring(now + lock_ms), 0, 0
   local first, stored, counts, locks, keys_of, owners = nil, {}, {}, {}, {}, {}
-  -- A key whose list or window is not of its type (garbage) fails the call: what the loop
-  -- took before it is still stored and locked below, so no popped message is lost.
+  -- A key's count of messages in flight as this call leaves it (written after the loop).
+  local busy_now, busy_keys = {}, {}
+  -- A key whose count, list or window is not of its type (garbage) fails the call: what
+  -- the loop took before it is still stored and locked below, so no popped message is
+  -- lost, and the keys popped after it go back to `kready`.
+  local keys, at_key, again = {}, 0, {}
   local ok, failure = pcall(function()
     while taken < max and passed < 100 do
-      local head = redis.call('ZPOPMIN', KREADY)
-      if #head == 0 then break end
-      local key = head[1]
-      local list = KQ .. ':' .. key
-      local busy = tonumber(redis.call('HGET', KBUSY, key) or '0')
-      local free = limit == 0 or busy < limit
-      local starts = KSTARTS .. ':' .. key
-      if free and key_rate then
-        redis.call('ZREMRANGEBYSCORE', starts, '-inf', now - key_per)
-        if redis.call('ZCARD', starts) >= key_rate then
-          local oldest = redis.call('ZRANGE', starts, 0, 0, 'WITHSCORES')
-          redis.call('ZADD', KWAIT, tonumber(oldest[2]) + key_per, key)
-          free = false
+      local heads = redis.call('ZPOPMIN', KREADY, max - taken)
+      if #heads == 0 then break end
+      keys, again, at_key = {}, {}, 0
+      for i = 1, #heads, 2 do keys[#keys + 1] = heads[i] end
+      local busies = bulk_read('HMGET', KBUSY, keys)
+      for i, key in ipairs(keys) do
+        at_key = i
+        local list = KQ .. ':' .. key
+        local busy = busy_now[key] or tonumber(busies[i] or '0')
+        local free = limit == 0 or busy < limit
+        local starts = key_rate and KSTARTS .. ':' .. key
+        if free and key_rate then
+          redis.call('ZREMRANGEBYSCORE', starts, '-inf', now - key_per)
+          if redis.call('ZCARD', starts) >= key_rate then
+            local oldest = redis.call('ZRANGE', starts, 0, 0, 'WITHSCORES')
+            redis.call('ZADD', KWAIT, tonumber(oldest[2]) + key_per, key)
+            free = false
+          end
+        end
+        local envelope = free and redis.call('LPOP', list)
+        if envelope then
+          first = first or redis.call('INCRBY', SEQ, max) - max + 1
+          local id = string.format('~%d', first + taken)
+          if key_rate then
+            redis.call('ZADD', starts, now, id)
+            redis.call('PEXPIRE', starts, key_per + 1000)
+          end
+          local at = 2 * taken
+          stored[at + 1], stored[at + 2] = id, envelope
+          counts[at + 1], counts[at + 2] = id, '1'
+          locks[at + 1], locks[at + 2] = deadline, id
+          keys_of[at + 1], keys_of[at + 2] = id, key
+          owners[at + 1], owners[at + 2] = id, holder
+          if not busy_now[key] then busy_keys[#busy_keys + 1] = key end
+          busy_now[key] = busy + 1
+          out[#out + 1] = delivered + taken
+          out[#out + 1] = id
+          out[#out + 1] = 1
+          out[#out + 1] = envelope
+          taken = taken + 1
+          if (limit == 0 or busy + 1 < limit) and redis.call('LLEN', list) > 0 then
+            again[#again + 1] = now
+            again[#again + 1] = key
+          end
+        else
+          passed = passed + 1
         end
       end
-      local envelope = free and redis.call('LPOP', list)
-      if envelope then
-        first = first or redis.call('INCRBY', SEQ, max) - max + 1
-        local id = string.format('~%d', first + taken)
-        if key_rate then
-          redis.call('ZADD', starts, now, id)
-          redis.call('PEXPIRE', starts, key_per + 1000)
-        end
-        local at = 2 * taken
-        stored[at + 1], stored[at + 2] = id, envelope
-        counts[at + 1], counts[at + 2] = id, '1'
-        locks[at + 1], locks[at + 2] = deadline, id
-        keys_of[at + 1], keys_of[at + 2] = id, key
-        owners[at + 1], owners[at + 2] = id, holder
-        redis.call('HINCRBY', KBUSY, key, 1)
-        out[#out + 1] = delivered + taken
-        out[#out + 1] = id
-        out[#out + 1] = 1
-        out[#out + 1] = envelope
-        taken = taken + 1
-        if (limit == 0 or busy + 1 < limit) and redis.call('LLEN', list) > 0 then
-          redis.call('ZADD', KREADY, now, key)
-        end
-      else
-        passed = passed + 1
-      end
+      bulk('ZADD', KREADY, again)
+      keys, again = {}, {}
     end
   end)
+  if not ok then
+    for i = at_key + 1, #keys do
+      again[#again + 1] = now
+      again[#again + 1] = keys[i]
+    end
+    bulk('ZADD', KREADY, again)
+  end
   if taken > 0 then
+    local busy = {}
+    for _, key in ipairs(busy_keys) do
+      busy[#busy + 1] = key
+      busy[#busy + 1] = busy_now[key]
+    end
+    bulk('HSET', KBUSY, busy)
     bulk('HSET', MSGS, stored)
     bulk('HSET', DELIVERIES, counts)
     bulk('ZADD', INFLIGHT, locks)
