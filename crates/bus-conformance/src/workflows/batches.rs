@@ -257,7 +257,12 @@ pub async fn a_late_settle_leaves_a_newer_deliverys_mark(store: &dyn WorkflowSto
     ));
     assert!(store.open(&spec).await.expect("opens"));
     assert_eq!(store.add(&batch, "one", 1, None).await.expect("adds"), 0);
-    assert!(store.close(&batch).await.expect("closes").callbacks.is_empty());
+    assert!(store
+        .close(&batch)
+        .await
+        .expect("closes")
+        .callbacks
+        .is_empty());
     let source = Source::queue("wf-items").unwrap();
     let member = MessageId::generate();
     let delivery = |n: u32| Receipt::stored(Bytes::from_static(b"~7"), n);
@@ -279,7 +284,10 @@ pub async fn a_late_settle_leaves_a_newer_deliverys_mark(store: &dyn WorkflowSto
             receipt: Some(delivery(1)),
         },
     ] {
-        let fired = store.settle(&batch, &[late.clone()]).await.expect("settles");
+        let fired = store
+            .settle(&batch, &[late.clone()])
+            .await
+            .expect("settles");
         assert!(fired.callbacks.is_empty(), "{late:?} counted the member");
     }
     let status = store.status(&batch, 10).await.unwrap().expect("the batch");
