@@ -285,7 +285,7 @@ pub async fn a_late_settle_leaves_a_newer_deliverys_mark(store: &dyn WorkflowSto
         },
     ] {
         let fired = store
-            .settle(&batch, &[late.clone()])
+            .settle(&batch, std::slice::from_ref(&late))
             .await
             .expect("settles");
         assert!(fired.callbacks.is_empty(), "{late:?} counted the member");

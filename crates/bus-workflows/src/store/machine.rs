@@ -219,7 +219,9 @@ impl Batch {
     /// Whether member `index` has a mark, written for `receipt` if one is named.
     fn written_for(&self, index: u64, receipt: Option<&Receipt>) -> bool {
         self.settling.get(&index).is_some_and(|(_, mark, _)| {
-            receipt.is_none_or(|receipt| mark.receipt().ok().as_ref() == Some(receipt))
+            receipt.map_or(true, |receipt| {
+                mark.receipt().ok().as_ref() == Some(receipt)
+            })
         })
     }
 
