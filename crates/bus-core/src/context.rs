@@ -6,6 +6,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use tokio_util::sync::CancellationToken;
 
+use crate::cancel::Cancel;
+
 use crate::host::after_ack::AfterAcks;
 use crate::transport::{Receipt, Source};
 use crate::{Bus, Headers, MessageId};
@@ -19,7 +21,7 @@ pub struct Context {
     pub(crate) delivery_count: u32,
     pub(crate) headers: Headers,
     pub(crate) sent_at_ms: u64,
-    pub(crate) cancellation: CancellationToken,
+    pub(crate) cancellation: Cancel,
     pub(crate) bus: Bus,
     /// Where [`Context::after_ack`] puts its hooks: the worker's, under this delivery.
     pub(crate) after_ack: Option<(Arc<AfterAcks>, Receipt)>,
@@ -68,7 +70,7 @@ impl Context {
     /// handler should stop when it fires (returning an error retries the message). A
     /// handler still running when the shutdown grace period ends is abandoned.
     pub fn cancellation(&self) -> &CancellationToken {
-        &self.cancellation
+        self.cancellation.token()
     }
     /// The bus, for follow-up messages. Messages sent through it carry this message's
     /// W3C trace context headers (`traceparent`, `tracestate`).

@@ -72,6 +72,7 @@
 #![warn(missing_docs)]
 mod address;
 mod bus;
+mod cancel;
 mod context;
 mod deadline;
 mod dedup;

@@ -7,13 +7,13 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::FutureExt;
-use tokio_util::sync::CancellationToken;
 use tracing::Span;
 
 use super::dispatch::Dispatch;
 use super::lifecycle::{expiry, Dying, Expiry};
 use super::outcome::{error_chain, panic_message, Outcome};
 use super::routes::{FailedMessage, UnknownMessage};
+use crate::cancel::Cancel;
 use crate::envelope::Incoming;
 use crate::middleware::Next;
 use crate::records::ErrorRecord;
@@ -50,7 +50,7 @@ impl Dispatch {
         &self,
         delivery: &Delivery,
         decoded: Option<Box<Envelope>>,
-        cancellation: CancellationToken,
+        cancellation: Cancel,
     ) -> Outcome {
         let decoding = match decoded {
             Some(envelope) => Ok(Incoming::from(*envelope)),

@@ -3,8 +3,8 @@
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use tokio::sync::Notify;
-use tokio_util::sync::CancellationToken;
 
+use crate::cancel::Cancel;
 use crate::fast_hash::FastMap;
 use crate::transport::Receipt;
 
@@ -20,7 +20,7 @@ pub(super) struct Held {
 
 #[derive(Debug)]
 struct Entry {
-    token: CancellationToken,
+    cancel: Cancel,
     /// Its handler is done and its ack on the way: a renewal that finds its lock gone
     /// most likely crossed the ack, and there is no handler left to cancel.
     acking: bool,
@@ -31,24 +31,23 @@ impl Held {
         self.map.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Holds a fetched batch (one lock for all); returns the token each handler gets.
+    /// Holds a fetched batch (one lock for all); returns the cancellation each handler
+    /// gets.
     pub(super) fn insert_all<'a>(
         &self,
         receipts: impl ExactSizeIterator<Item = &'a Receipt>,
-    ) -> Vec<CancellationToken> {
-        let mut tokens = Vec::with_capacity(receipts.len());
+    ) -> Vec<Cancel> {
+        let cancels = Cancel::batch(receipts.len());
         let mut map = self.map();
         map.reserve(receipts.len());
-        for receipt in receipts {
-            let token = CancellationToken::new();
+        for (receipt, cancel) in receipts.zip(&cancels) {
             let entry = Entry {
-                token: token.clone(),
+                cancel: cancel.clone(),
                 acking: false,
             };
             map.insert(receipt.clone(), entry);
-            tokens.push(token);
         }
-        tokens
+        cancels
     }
 
     /// Their handlers are done and their acks about to be sent.
@@ -80,17 +79,14 @@ impl Held {
     /// loss is reported once, and only where a handler lost its lock.
     pub(super) fn cancel(&self, receipt: &Receipt) -> bool {
         match self.map().get(receipt) {
-            Some(entry) if !entry.acking && !entry.token.is_cancelled() => {
-                entry.token.cancel();
-                true
-            }
+            Some(entry) if !entry.acking => entry.cancel.cancel(),
             _ => false,
         }
     }
 
     pub(super) fn cancel_all(&self) {
         for entry in self.map().values() {
-            entry.token.cancel();
+            entry.cancel.cancel();
         }
     }
 

@@ -35,6 +35,7 @@ use super::held::Held;
 use super::metrics::{Op, WorkerMetrics};
 use super::outcome::{error_chain, panic_message, Outcome};
 use super::Registration;
+use crate::cancel::Cancel;
 use crate::records::ErrorRecord;
 use crate::transport::{Consumer, Delivery, Hold, Receipt, Want};
 
@@ -64,7 +65,7 @@ pub(super) struct Worker {
 /// One fetched batch waiting for handler slots: each message with its handler's token,
 /// the batch's fetch slots (one per message), and the [`Buffer::epoch`] it came in.
 struct Fetched {
-    deliveries: std::vec::IntoIter<(Delivery, CancellationToken)>,
+    deliveries: std::vec::IntoIter<(Delivery, Cancel)>,
     slots: OwnedSemaphorePermit,
     epoch: u64,
 }
@@ -304,12 +305,12 @@ impl Worker {
                     if deliveries.is_empty() {
                         continue;
                     }
-                    let tokens = held.insert_all(deliveries.iter().map(|d| &d.receipt));
+                    let cancels = held.insert_all(deliveries.iter().map(|d| &d.receipt));
                     for _ in 0..deliveries.len() {
                         self.metrics.buffered();
                     }
                     buffer.add(deliveries.len());
-                    let deliveries: Vec<_> = deliveries.into_iter().zip(tokens).collect();
+                    let deliveries: Vec<_> = deliveries.into_iter().zip(cancels).collect();
                     // The dispatcher outlives the fetcher, so the send cannot fail.
                     let _ = channel.send(Fetched {
                         deliveries: deliveries.into_iter(),
@@ -463,7 +464,7 @@ impl Worker {
     /// acks queued, for each group of handlers that finish together.
     async fn run_chunk(
         self: Arc<Self>,
-        chunk: Vec<(Delivery, CancellationToken)>,
+        chunk: Vec<(Delivery, Cancel)>,
         mut running: OwnedSemaphorePermit,
         mut slots: OwnedSemaphorePermit,
         held: Arc<Held>,
@@ -473,16 +474,16 @@ impl Worker {
         let held = &*held;
         let mut handling: FuturesUnordered<_> = chunk
             .into_iter()
-            .map(|(mut delivery, token)| {
+            .map(|(mut delivery, cancel)| {
                 let span = delivery_span(&this.registration.source, &delivery);
                 // What the transport already decoded is used once, by the handler's path.
                 let decoded = delivery.decoded.take();
                 async move {
                     let handled =
-                        outcome_of(this.dispatch.handle(&delivery, decoded, token.clone()));
+                        outcome_of(this.dispatch.handle(&delivery, decoded, cancel.clone()));
                     let outcome = this.metrics.process(handled).await;
                     this.dispatch.observe_failure(&delivery.payload, &outcome);
-                    this.settle(delivery.receipt, outcome, &token, held).await
+                    this.settle(delivery.receipt, outcome, &cancel, held).await
                 }
                 .instrument(span)
             })
@@ -515,7 +516,7 @@ impl Worker {
         &self,
         receipt: Receipt,
         outcome: Outcome,
-        lost: &CancellationToken,
+        lost: &Cancel,
         held: &Held,
     ) -> Option<Receipt> {
         match outcome {
@@ -548,7 +549,7 @@ impl Worker {
 
     /// Makes a settling call until the transport answers, pausing in between, or until
     /// `lost` fires (lock lost, host stopping).
-    async fn until_settled<F, Fut>(&self, lost: &CancellationToken, mut call: F)
+    async fn until_settled<F, Fut>(&self, lost: &Cancel, mut call: F)
     where
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = crate::Result<()>>,
@@ -559,7 +560,7 @@ impl Worker {
                 tracing::warn!(error = %error_chain(&e), "could not settle the message; trying again while its lock holds");
             }
             tokio::select! {
-                () = lost.cancelled() => {
+                () = lost.token().cancelled() => {
                     tracing::warn!(error = %error_chain(&e), "could not settle the message before its lock was lost or the host stopped; it will be delivered again");
                     return;
                 }

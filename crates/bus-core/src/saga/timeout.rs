@@ -109,7 +109,7 @@ mod tests {
             delivery_count: 1,
             headers: crate::Headers::new(),
             sent_at_ms: 0,
-            cancellation: tokio_util::sync::CancellationToken::new(),
+            cancellation: crate::cancel::Cancel::single(),
             after_ack: None,
             element: bytes::Bytes::new(),
             source: std::sync::Arc::new(crate::transport::Source::queue("t").unwrap()),
