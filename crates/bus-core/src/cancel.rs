@@ -14,6 +14,8 @@ use tokio_util::sync::CancellationToken;
 #[derive(Debug, Default)]
 struct Slot {
     cancelled: AtomicBool,
+    /// Its handler is done and its ack on the way.
+    finished: AtomicBool,
     token: OnceLock<CancellationToken>,
 }
 
@@ -58,6 +60,19 @@ impl Cancel {
         token
     }
 
+    /// Its handler is done (its ack on the way): a lock found lost now most likely
+    /// crossed the ack, and there is no handler left to cancel.
+    pub(crate) fn finish(&self) {
+        self.slot().finished.store(true, Ordering::SeqCst);
+    }
+
+    /// Cancels a handler whose lock was lost; false if its handler is done or it was
+    /// cancelled already, so that a loss is reported once, and only where a handler lost
+    /// its lock.
+    pub(crate) fn lost(&self) -> bool {
+        !self.slot().finished.load(Ordering::SeqCst) && self.cancel()
+    }
+
     /// Cancels; false if it was cancelled already.
     pub(crate) fn cancel(&self) -> bool {
         let slot = self.slot();
@@ -86,5 +101,8 @@ mod tests {
         assert!(batch[1].cancel());
         assert!(token.is_cancelled(), "made before the cancel");
         assert!(!batch[2].token().is_cancelled(), "its own flag");
+        batch[2].finish();
+        assert!(!batch[2].lost(), "a finished handler is not cancelled");
+        assert!(!batch[2].token().is_cancelled());
     }
 }

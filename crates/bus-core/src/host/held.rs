@@ -14,20 +14,12 @@ use crate::transport::Receipt;
 #[derive(Debug, Default)]
 pub(super) struct Held {
     /// Receipts are ids the bus made: hashed fast, not flood-resistant (memory.rs).
-    map: Mutex<FastMap<Receipt, Entry>>,
+    map: Mutex<FastMap<Receipt, Cancel>>,
     emptied: Notify,
 }
 
-#[derive(Debug)]
-struct Entry {
-    cancel: Cancel,
-    /// Its handler is done and its ack on the way: a renewal that finds its lock gone
-    /// most likely crossed the ack, and there is no handler left to cancel.
-    acking: bool,
-}
-
 impl Held {
-    fn map(&self) -> MutexGuard<'_, FastMap<Receipt, Entry>> {
+    fn map(&self) -> MutexGuard<'_, FastMap<Receipt, Cancel>> {
         self.map.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -41,23 +33,9 @@ impl Held {
         let mut map = self.map();
         map.reserve(receipts.len());
         for (receipt, cancel) in receipts.zip(&cancels) {
-            let entry = Entry {
-                cancel: cancel.clone(),
-                acking: false,
-            };
-            map.insert(receipt.clone(), entry);
+            map.insert(receipt.clone(), cancel.clone());
         }
         cancels
-    }
-
-    /// Their handlers are done and their acks about to be sent.
-    pub(super) fn acking<'a>(&self, receipts: impl IntoIterator<Item = &'a Receipt>) {
-        let mut map = self.map();
-        for receipt in receipts {
-            if let Some(entry) = map.get_mut(receipt) {
-                entry.acking = true;
-            }
-        }
     }
 
     pub(super) fn remove<'a>(&self, receipts: impl IntoIterator<Item = &'a Receipt>) {
@@ -74,19 +52,14 @@ impl Held {
         self.map().keys().cloned().collect()
     }
 
-    /// Cancels the handler of a message whose lock was lost; false if it was already
-    /// cancelled, its handler is done (its ack on the way) or it is settled, so that a
-    /// loss is reported once, and only where a handler lost its lock.
+    /// Cancels the handler of a message whose lock was lost ([`Cancel::lost`]).
     pub(super) fn cancel(&self, receipt: &Receipt) -> bool {
-        match self.map().get(receipt) {
-            Some(entry) if !entry.acking => entry.cancel.cancel(),
-            _ => false,
-        }
+        self.map().get(receipt).is_some_and(Cancel::lost)
     }
 
     pub(super) fn cancel_all(&self) {
-        for entry in self.map().values() {
-            entry.cancel.cancel();
+        for cancel in self.map().values() {
+            cancel.cancel();
         }
     }
 

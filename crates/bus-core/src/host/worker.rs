@@ -522,6 +522,7 @@ impl Worker {
         match outcome {
             Outcome::Ack => {
                 tracing::trace!("handled");
+                lost.finish();
                 return Some(receipt);
             }
             Outcome::Retry(delay, error) => {
@@ -596,7 +597,6 @@ impl Worker {
             batch.append(&mut failed);
             batch.extend(groups.drain(..).flatten());
             for part in batch.chunks(ACK_BATCH) {
-                held.acking(part);
                 match self.metrics.call(Op::Ack, self.consumer.ack(part)).await {
                     Ok(()) => {
                         held.remove(part);
