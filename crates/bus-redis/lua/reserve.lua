@@ -203,31 +203,32 @@ local function take_keyed(max, limit, delivered)
       keys, again = {}, {}
     end
   end)
-  if not ok then
-    for i = at_key + 1, #keys do
-      again[#again + 1] = now
-      again[#again + 1] = keys[i]
-    end
-    bulk('ZADD', KREADY, again)
-  end
   if taken > 0 then
+    -- What was popped is stored first: nothing after it can lose a message.
+    bulk('HSET', MSGS, stored)
+    bulk('HSET', DELIVERIES, counts)
+    bulk('ZADD', INFLIGHT, locks)
+    bulk('HSET', KOF, keys_of)
+    bulk('HSET', HOLDERS, owners)
     local busy = {}
     for _, key in ipairs(busy_keys) do
       busy[#busy + 1] = key
       busy[#busy + 1] = busy_now[key]
     end
     bulk('HSET', KBUSY, busy)
-    bulk('HSET', MSGS, stored)
-    bulk('HSET', DELIVERIES, counts)
-    bulk('ZADD', INFLIGHT, locks)
-    bulk('HSET', KOF, keys_of)
-    bulk('HSET', HOLDERS, owners)
     -- The count of messages waiting for their key (send_keyed.lua); gone at zero.
     if redis.call('HINCRBY', FLOW, 'keyed', -taken) <= 0 then
       redis.call('HDEL', FLOW, 'keyed')
     end
   end
-  if not ok then error(failure) end
+  if not ok then
+    for i = at_key + 1, #keys do
+      again[#again + 1] = now
+      again[#again + 1] = keys[i]
+    end
+    bulk('ZADD', KREADY, again)
+    error(failure)
+  end
 end
 if per_key then
   local delivered = #lease + (#out - 4) / 4
