@@ -7,7 +7,6 @@ use bytes::Bytes;
 use tokio_util::sync::CancellationToken;
 
 use crate::cancel::Cancel;
-
 use crate::host::after_ack::AfterAcks;
 use crate::transport::{Receipt, Source};
 use crate::{Bus, Headers, MessageId};

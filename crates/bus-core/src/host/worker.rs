@@ -62,7 +62,7 @@ pub(super) struct Worker {
     pub(super) handler_runtime: Arc<super::handler_runtime::HandlerRuntime>,
 }
 
-/// One fetched batch waiting for handler slots: each message with its handler's token,
+/// One fetched batch waiting for handler slots: each message with its handler's cancellation,
 /// the batch's fetch slots (one per message), and the [`Buffer::epoch`] it came in.
 struct Fetched {
     deliveries: std::vec::IntoIter<(Delivery, Cancel)>,
