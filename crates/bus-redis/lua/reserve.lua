@@ -144,7 +144,7 @@ local function take_keyed(max, limit, delivered)
   local deadline, taken, passed = tostring(now + lock_ms), 0, 0
   local first, stored, counts, locks, keys_of, owners = nil, {}, {}, {}, {}, {}
   -- A key's count of messages in flight as this call leaves it (written after the loop).
-  local busy_now, busy_keys = {}, {}
+  local busy_now = {}
   -- A key whose count, list or window is not of its type (garbage) fails the call: what
   -- the loop took before it is still stored and locked below, so no popped message is
   -- lost, and the keys popped after it go back to `kready`.
@@ -184,7 +184,6 @@ local function take_keyed(max, limit, delivered)
           locks[at + 1], locks[at + 2] = deadline, id
           keys_of[at + 1], keys_of[at + 2] = id, key
           owners[at + 1], owners[at + 2] = id, holder
-          if not busy_now[key] then busy_keys[#busy_keys + 1] = key end
           busy_now[key] = busy + 1
           out[#out + 1] = delivered + taken
           out[#out + 1] = id
@@ -200,7 +199,6 @@ local function take_keyed(max, limit, delivered)
         end
       end
       bulk('ZADD', KREADY, again)
-      keys, again = {}, {}
     end
   end)
   if taken > 0 then
@@ -211,9 +209,9 @@ local function take_keyed(max, limit, delivered)
     bulk('HSET', KOF, keys_of)
     bulk('HSET', HOLDERS, owners)
     local busy = {}
-    for _, key in ipairs(busy_keys) do
+    for key, n in pairs(busy_now) do
       busy[#busy + 1] = key
-      busy[#busy + 1] = busy_now[key]
+      busy[#busy + 1] = n
     end
     bulk('HSET', KBUSY, busy)
     -- The count of messages waiting for their key (send_keyed.lua); gone at zero.

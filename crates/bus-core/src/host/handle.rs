@@ -6,6 +6,7 @@ use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use futures::future::BoxFuture;
 use futures::FutureExt;
 use tracing::Span;
 
@@ -100,7 +101,7 @@ impl Dispatch {
                         Outcome::Ack
                     }
                     _ => {
-                        Box::pin(self.dead_letter(dying(body), DeadLetterReason::Expired, error))
+                        self.dead_letter(dying(body), DeadLetterReason::Expired, error)
                             .await
                     }
                 };
@@ -114,8 +115,9 @@ impl Dispatch {
                 delivery.delivery_count
             );
             let error = ErrorRecord::now(error);
-            let dead_letter = self.dead_letter(dying(body), DeadLetterReason::DeliveryLimit, error);
-            return Box::pin(dead_letter).await;
+            return self
+                .dead_letter(dying(body), DeadLetterReason::DeliveryLimit, error)
+                .await;
         }
         // Kept for a dead-letter hook (a reference count, not a copy).
         let kept = body.clone();
@@ -142,9 +144,8 @@ impl Dispatch {
                 format!("handler panicked: {}", panic_message(&*panic)),
             ),
         };
-        // Boxed, as the dead letters above: the rare paths' futures (a dead-letter hook
-        // under a timeout) would otherwise make every message's task carry their size.
-        Box::pin(self.failed(delivery, disposition, ErrorRecord::now(error), dying(kept))).await
+        self.failed(delivery, disposition, ErrorRecord::now(error), dying(kept))
+            .await
     }
 
     /// Records the message's id, type and trace parent on the delivery's span.
@@ -193,29 +194,31 @@ impl Dispatch {
     }
 
     /// A failed run: dead-lettered when rejected or at the delivery limit, else retried
-    /// after the handler's delay or the backoff's.
-    async fn failed(
-        &self,
-        delivery: &Delivery,
+    /// after the handler's delay or the backoff's. Boxed, like a dead letter: it is rare.
+    fn failed<'a>(
+        &'a self,
+        delivery: &'a Delivery,
         disposition: Disposition,
         error: ErrorRecord,
-        dying: Dying<'_>,
-    ) -> Outcome {
-        let delay = match disposition {
-            Disposition::DeadLetter => {
-                return self
-                    .dead_letter(dying, DeadLetterReason::Rejected, error)
+        dying: Dying<'a>,
+    ) -> BoxFuture<'a, Outcome> {
+        Box::pin(async move {
+            let delay = match disposition {
+                Disposition::DeadLetter => {
+                    return self
+                        .dead_letter(dying, DeadLetterReason::Rejected, error)
+                        .await
+                }
+                Disposition::RetryAfter(delay) => delay,
+                _ => self.settings.retry.delay(delivery.delivery_count),
+            };
+            if delivery.delivery_count >= self.settings.dead_letter_delivery_limit {
+                self.dead_letter(dying, DeadLetterReason::DeliveryLimit, error)
                     .await
+            } else {
+                Outcome::Retry(delay, error)
             }
-            Disposition::RetryAfter(delay) => delay,
-            _ => self.settings.retry.delay(delivery.delivery_count),
-        };
-        if delivery.delivery_count >= self.settings.dead_letter_delivery_limit {
-            self.dead_letter(dying, DeadLetterReason::DeliveryLimit, error)
-                .await
-        } else {
-            Outcome::Retry(delay, error)
-        }
+        })
     }
 }
 

@@ -8,6 +8,7 @@ use std::panic::AssertUnwindSafe;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
+use futures::future::BoxFuture;
 use futures::FutureExt;
 
 use super::dispatch::Dispatch;
@@ -140,37 +141,41 @@ pub(super) struct Dying<'a> {
 impl Dispatch {
     /// Dead-letters a routed message: runs its processor's hook first, bounded by
     /// [`defaults::DEAD_LETTER_HOOK_BOUND`]; a hook that fails, panics or overruns is logged, and
-    /// the message is dead-lettered all the same.
-    pub(super) async fn dead_letter(
-        &self,
-        dying: Dying<'_>,
+    /// the message is dead-lettered all the same. Boxed: dead letters are rare, and their
+    /// future (the hook under a timeout) inline would make every message's task carry its
+    /// size.
+    pub(super) fn dead_letter<'a>(
+        &'a self,
+        dying: Dying<'a>,
         reason: DeadLetterReason,
         error: ErrorRecord,
-    ) -> Outcome {
-        let Dying {
-            route,
-            body,
-            format,
-            ctx,
-            receipt,
-        } = dying;
-        let dead_letter = DeadLettering {
-            reason,
-            error: &error,
-            consumer: &*self.consumer,
-            receipt,
-        };
-        let hook = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            route
-                .invoke
-                .before_dead_letter(body, format, ctx, &dead_letter)
-        }));
-        let problem = run_hook(hook).await;
-        if let Some(problem) = problem {
-            tracing::warn!(processor = route.processor, %reason, problem,
-                "the processor's before_dead_letter hook failed; dead-lettering the message anyway");
-        }
-        Outcome::DeadLetter(reason, error)
+    ) -> BoxFuture<'a, Outcome> {
+        Box::pin(async move {
+            let Dying {
+                route,
+                body,
+                format,
+                ctx,
+                receipt,
+            } = dying;
+            let dead_letter = DeadLettering {
+                reason,
+                error: &error,
+                consumer: &*self.consumer,
+                receipt,
+            };
+            let hook = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                route
+                    .invoke
+                    .before_dead_letter(body, format, ctx, &dead_letter)
+            }));
+            let problem = run_hook(hook).await;
+            if let Some(problem) = problem {
+                tracing::warn!(processor = route.processor, %reason, problem,
+                    "the processor's before_dead_letter hook failed; dead-lettering the message anyway");
+            }
+            Outcome::DeadLetter(reason, error)
+        })
     }
 }
 
