@@ -10,10 +10,12 @@ local INFLIGHT, MSGS, DELIVERIES, ERRORS, ISOLATED, LEASES, LEASED, KOF, KBUSY, 
 -- ARGV: s, then s stored receipts (id, count), then per lease: token, k, the highest
 -- index, and its k indices.
 -- Leased messages: per lease, SADD of its indices into its `done` set, straight from ARGV
--- (no Lua table) when all are valid; an index that is not the exact decimal reserve
--- handed out, or not below the lease's length, is a stale receipt and changes nothing
--- (that index only; the highest index is checked for shape only). A lease that is gone
+-- (no Lua table) when all are valid and none is keyed; an index that is not the exact
+-- decimal reserve handed out, or not below the lease's length, is a stale receipt and
+-- changes nothing (that index only; the highest index is checked for shape only). A lease that is gone
 -- (recovered) changes nothing. The lease is deleted when all its messages are done.
+-- A lease that holds keyed messages (its `keys` hash) gives back, in one call for the whole
+-- ack, the slot of each keyed message acked for the first time (keyed.lua's slots_freed).
 -- Stored ones: the token check of the whole batch is two bulk reads (ZMSCORE inflight,
 -- HMGET deliveries), the removal bulk writes.
 -- Returns the number of messages acked.
@@ -54,6 +56,8 @@ if s > 0 then
     keys_freed(KOF, KBUSY, KREADY, KQ, READY, done, now_ms())
   end
 end
+-- Keyed messages are leased only while some key has a message in flight (`kbusy`).
+local keyed, slots = redis.call('EXISTS', KBUSY) == 1, {}
 local left = 0
 at = 2 + 2 * s
 while at <= #ARGV do
@@ -74,22 +78,35 @@ while at <= #ARGV do
         break
       end
     end
-    if not stale then
+    local keys = keyed and last >= at + 3 and redis.call('EXISTS', lease .. ':keys') == 1
+    if not (stale or keys) then
       -- The common case: every index valid, added straight from ARGV.
       for j = at + 3, last, 1000 do
         left = left + redis.call('SADD', done, unpack(ARGV, j, math.min(j + 999, last)))
       end
     else
-      local valid = {}
+      local valid, seen = {}, {}
       for j = at + 3, last do
-        if canonical_index(ARGV[j]) and tonumber(ARGV[j]) < len then valid[#valid + 1] = ARGV[j] end
+        local index = ARGV[j]
+        if canonical_index(index) and tonumber(index) < len and not seen[index] then
+          seen[index] = true
+          valid[#valid + 1] = index
+        end
+      end
+      if keys and #valid > 0 then
+        -- A keyed message gives its key's slot back the first time it is acked.
+        local settled = bulk_read('SMISMEMBER', done, valid)
+        local of = bulk_read('HMGET', lease .. ':keys', valid)
+        for i = 1, #valid do
+          if settled[i] == 0 and of[i] then slots[#slots + 1] = of[i] end
+        end
       end
       for j = 1, #valid, 1000 do
         left = left + redis.call('SADD', done, unpack(valid, j, math.min(j + 999, #valid)))
       end
     end
     if redis.call('SCARD', done) >= len then
-      redis.call('DEL', lease, done)
+      redis.call('DEL', lease, done, lease .. ':keys')
       redis.call('ZREM', LEASES, token)
       redis.call('HDEL', HOLDERS, token)
     end
@@ -97,4 +114,5 @@ while at <= #ARGV do
   at = last + 1
 end
 if left > 0 then unleased(LEASED, left) end
+if #slots > 0 then slots_freed(KBUSY, KREADY, KQ, READY, slots, now_ms()) end
 return acked + left

@@ -29,7 +29,8 @@ if ARGV[2] ~= '1' and held[1] + held[2] + held[3] + held[4] > 0 then
   return { 0, held[1], held[2], held[3], held[4] }
 end
 for _, token in ipairs(redis.call('ZRANGE', LEASES, 0, -1)) do
-  redis.call('UNLINK', LEASES .. ':' .. token, LEASES .. ':' .. token .. ':done')
+  local lease = LEASES .. ':' .. token
+  redis.call('UNLINK', lease, lease .. ':done', lease .. ':keys')
 end
 local per_key = {}
 for _, key in ipairs(redis.call('ZRANGE', KREADY, 0, -1)) do per_key[key] = true end

@@ -145,8 +145,10 @@ local function schedule(delayed, ready, due, ids, step)
   end
 end
 
--- Leases (docs/redis-layout.md): the fresh envelopes of one reservation share one lock,
--- `<leases>:<token>` (a list) with `<leases>:<token>:done` (the indices that left it).
+-- Leases (docs/redis-layout.md): the fresh envelopes of one reservation, and the keyed
+-- messages it took from their keys' lists, share one lock, `<leases>:<token>` (a list)
+-- with `<leases>:<token>:done` (the indices that left it) and `<leases>:<token>:keys`
+-- (hash, index -> key: the keyed ones, each holding its key's slot until it leaves).
 -- Reserve takes one storage id per fresh envelope from `seq`, as before, but writes none:
 -- the token `~L<first>` names the lease and its range, and message `i` is `~<first + i>`
 -- once stored. Storage ids are '~<digits>' and send_at refuses '~', so a key starting
@@ -177,8 +179,9 @@ local function unleased(leased, n)
 end
 
 -- Takes message `index` (a decimal string) out of lease `token` and returns its
--- envelope; nil when the receipt is stale (lease recovered, index already settled, out
--- of range or not spelled as reserve hands it out). Deletes the lease with its last message.
+-- envelope and, for a keyed message of an ordered queue, its key (`<lease>:keys`); nil
+-- when the receipt is stale (lease recovered, index already settled, out of range or not
+-- spelled as reserve hands it out). Deletes the lease with its last message.
 local function unlease(leases, leased, holders, token, index)
   if not canonical_index(index) then return nil end
   local lease = leases .. ':' .. token
@@ -186,21 +189,25 @@ local function unlease(leases, leased, holders, token, index)
   if not envelope then return nil end
   local done = lease .. ':done'
   if redis.call('SADD', done, index) == 0 then return nil end
+  local key = redis.call('HGET', lease .. ':keys', index) or nil
   unleased(leased, 1)
   if redis.call('SCARD', done) >= redis.call('LLEN', lease) then
-    redis.call('DEL', lease, done)
+    redis.call('DEL', lease, done, lease .. ':keys')
     redis.call('ZREM', leases, token)
     redis.call('HDEL', holders, token)
   end
-  return envelope
+  return envelope, key
 end
 
 -- Stores message `index` of lease `token`, leaving it other than by ack, under its storage
--- id with its one delivery written into `deliveries` (it was implicit); returns the id.
-local function store_leased(msgs, deliveries, token, index, envelope)
+-- id with its one delivery written into `deliveries` (it was implicit; `deliveries` nil:
+-- none, a release), and a keyed one's key in `kof`, so that it keeps its key's slot as a
+-- stored keyed message does (keyed.lua). Returns the id.
+local function store_leased(msgs, deliveries, kof, token, index, envelope, key)
   local id = leased_id(token, index)
   redis.call('HSET', msgs, id, envelope)
-  redis.call('HSET', deliveries, id, '1')
+  if deliveries then redis.call('HSET', deliveries, id, '1') end
+  if key then redis.call('HSET', kof, id, key) end
   return id
 end
 
@@ -208,12 +215,12 @@ end
 -- its index) is stored first with its one delivery; a stored one (`receipt` is its
 -- count) must hold the current reservation. Returns its storage id, nil for a stale
 -- receipt.
-local function leave_flight(inflight, deliveries, isolated, msgs, leases, leased, holders, id,
-                            receipt)
+local function leave_flight(inflight, deliveries, isolated, msgs, leases, leased, holders, kof,
+                            id, receipt)
   if is_lease(id) then
-    local envelope = unlease(leases, leased, holders, id, receipt)
+    local envelope, key = unlease(leases, leased, holders, id, receipt)
     if not envelope then return nil end
-    return store_leased(msgs, deliveries, id, receipt, envelope)
+    return store_leased(msgs, deliveries, kof, id, receipt, envelope, key)
   end
   if not current(inflight, deliveries, id, receipt) then return nil end
   redis.call('ZREM', inflight, id)

@@ -6,8 +6,8 @@ local INFLIGHT, DELIVERIES, ERRORS, DEAD, DEAD_INFO, ISOLATED, MSGS, LEASES, LEA
 -- Dead-letter: move the message to the dead-letter list with a reason and the error.
 -- ARGV: id, count, reason, error (a leased message: token, index, reason, error).
 -- A leased message is stored first, with its one delivery (common.lua's leave_flight).
-local id = leave_flight(INFLIGHT, DELIVERIES, ISOLATED, MSGS, LEASES, LEASED, HOLDERS, ARGV[1],
-  ARGV[2])
+local id = leave_flight(INFLIGHT, DELIVERIES, ISOLATED, MSGS, LEASES, LEASED, HOLDERS, KOF,
+  ARGV[1], ARGV[2])
 if not id then return 0 end
 local now = now_ms()
 bury(ERRORS, DEAD, DEAD_INFO, id, ARGV[3], ARGV[4], now)

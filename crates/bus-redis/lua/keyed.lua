@@ -4,33 +4,27 @@
 -- Per-key ordering (docs/redis-layout.md "Per-key ordering"). A keyed message
 -- of an ordered queue waits in `<kq>:<key>` (a list, FIFO) until its key has a free slot;
 -- `kready` (sorted set, key -> when it became ready) holds the keys that may start, served
--- oldest first (round robin); `kbusy` (hash) counts each key's messages in flight; `kof`
--- (hash) maps a reserved keyed message's storage id to its key. A keyed message holds its
+-- oldest first (round robin); `kbusy` (hash) counts each key's messages in flight. Reserve
+-- leases keyed messages with the call's fresh envelopes, their keys in the lease's `keys`
+-- hash (common.lua's "Leases"); one that leaves its lease other than by ack is stored, and
+-- `kof` (hash) maps a stored keyed message's storage id to its key. A keyed message holds its
 -- key's slot from its first reserve until it is acked or dead-lettered: retries, recovery,
 -- release and absolution keep the slot, so later messages of the key wait for it.
 
--- Gives back the slots the keyed messages among `ids` held (an unkeyed one holds none):
--- each key becomes ready again if it has waiting messages, and idle consumers are woken.
--- One HMGET and one HDEL for all the ids, one HMGET of the keys' counts and one write of
--- them, one ZADD of the keys made ready: per key only an LLEN.
-local function keys_freed(kof, kbusy, kready, kq, ready, ids, now)
-  if #ids == 0 then return end
-  local keys = bulk_read('HMGET', kof, ids)
-  local freed, held, order, seen = {}, {}, {}, {}
-  for i = 1, #ids do
-    local key = keys[i]
-    if key and not seen[ids[i]] then
-      seen[ids[i]] = true
-      freed[#freed + 1] = ids[i]
-      if not held[key] then
-        held[key] = 0
-        order[#order + 1] = key
-      end
-      held[key] = held[key] + 1
+-- Gives back one slot of each key in `keys` (a key listed twice gives back two): each key
+-- becomes ready again if it has waiting messages, and idle consumers are woken. One HMGET
+-- of the keys' counts and one write of them, one ZADD of the keys made ready: per key only
+-- an LLEN.
+local function slots_freed(kbusy, kready, kq, ready, keys, now)
+  local held, order = {}, {}
+  for _, key in ipairs(keys) do
+    if not held[key] then
+      held[key] = 0
+      order[#order + 1] = key
     end
+    held[key] = held[key] + 1
   end
-  if #freed == 0 then return end
-  bulk('HDEL', kof, freed)
+  if #order == 0 then return end
   local busy = bulk_read('HMGET', kbusy, order)
   local idle, still, woken = {}, {}, {}
   for i, key in ipairs(order) do
@@ -53,6 +47,25 @@ local function keys_freed(kof, kbusy, kready, kq, ready, ids, now)
     redis.call('ZADD', kready, 'NX', unpack(woken, i, math.min(i + 999, #woken)))
   end
   if #woken > 0 and redis.call('LLEN', ready) == 0 then redis.call('RPUSH', ready, WAKE) end
+end
+
+-- Gives back the slots the stored keyed messages among `ids` held (an unkeyed one holds
+-- none; their keys are in `kof`, which forgets them): one HMGET and one HDEL for all.
+local function keys_freed(kof, kbusy, kready, kq, ready, ids, now)
+  if #ids == 0 then return end
+  local keys = bulk_read('HMGET', kof, ids)
+  local freed, slots, seen = {}, {}, {}
+  for i = 1, #ids do
+    local key = keys[i]
+    if key and not seen[ids[i]] then
+      seen[ids[i]] = true
+      freed[#freed + 1] = ids[i]
+      slots[#slots + 1] = key
+    end
+  end
+  if #freed == 0 then return end
+  bulk('HDEL', kof, freed)
+  slots_freed(kbusy, kready, kq, ready, slots, now)
 end
 
 -- Whether a dead letter of this queue keeps its key's slot (the `flow` field `on_dead`

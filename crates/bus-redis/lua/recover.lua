@@ -15,7 +15,7 @@ local INFLIGHT, DELIVERIES, ERRORS, SUSPECTS, DEAD, DEAD_INFO, ISOLATED, MSGS, L
 -- limit it is dead-lettered, else it waits to run alone again; one held with others goes
 -- to `suspects`, to be delivered alone, so that a crasher never takes its batch-mates down.
 -- An expired lease is expanded whole into stored messages (their one delivery written into
--- `deliveries`), which all go to `suspects`.
+-- `deliveries`, a keyed one's key into `kof`), which all go to `suspects`.
 --
 -- A lock whose holder is alive (it called within `dead_after` ms) expired under a stall or
 -- a pause, not a crash: it is left for its holder to renew for `dead_after` ms more, then
@@ -82,8 +82,11 @@ for i = 1, #leases, 2 do
     local done = lease .. ':done'
     local settled = {}
     for _, index in ipairs(redis.call('SMEMBERS', done)) do settled[tonumber(index) + 1] = true end
+    local key_of = {}
+    local keyed = redis.call('HGETALL', lease .. ':keys')
+    for j = 1, #keyed, 2 do key_of[tonumber(keyed[j]) + 1] = keyed[j + 1] end
     local first = tonumber(string.sub(token, 3))
-    local stored, counts, errors, ids = {}, {}, {}, {}
+    local stored, counts, errors, ids, keys = {}, {}, {}, {}, {}
     for j, envelope in ipairs(redis.call('LRANGE', lease, 0, -1)) do
       if not settled[j] then
         local k, id = #ids + 1, string.format('~%d', first + j - 1)
@@ -91,12 +94,17 @@ for i = 1, #leases, 2 do
         stored[2 * k - 1], stored[2 * k] = id, envelope
         counts[2 * k - 1], counts[2 * k] = id, '1'
         errors[2 * k - 1], errors[2 * k] = id, lost
+        if key_of[j] then
+          keys[#keys + 1] = id
+          keys[#keys + 1] = key_of[j]
+        end
       end
     end
     local k = #ids
     if k > 0 then
       bulk('HSET', MSGS, stored)
       bulk('HSET', DELIVERIES, counts)
+      bulk('HSET', KOF, keys)
       if lost then bulk('HSET', ERRORS, errors) end
       if state == 'alive' then
         for _, id in ipairs(ids) do requeued[#requeued + 1] = id end
@@ -105,7 +113,7 @@ for i = 1, #leases, 2 do
       end
       unleased(LEASED, k)
     end
-    redis.call('DEL', lease, done)
+    redis.call('DEL', lease, done, lease .. ':keys')
     redis.call('ZREM', LEASES, token)
     redis.call('HDEL', HOLDERS, token)
     recovered = recovered + k

@@ -1,10 +1,10 @@
 -- The call's shape, generated from the script's declaration (lua!(..., keys, argv)):
-if #KEYS ~= 20 then error({ err = 'ERR bus: reserve expects 20 KEYS, got ' .. #KEYS .. ' (docs/wire-format.md, "The calls")' }) end
+if #KEYS ~= 19 then error({ err = 'ERR bus: reserve expects 19 KEYS, got ' .. #KEYS .. ' (docs/wire-format.md, "The calls")' }) end
 if #ARGV ~= 4 then error({ err = 'ERR bus: reserve expects 4 ARGV (max, lock_ms, holder, start_now), got ' .. #ARGV .. ' (docs/wire-format.md, "The calls")' }) end
 for _, i in ipairs({ 1, 2, 4 }) do
   if not string.find(ARGV[i], '^%-?%d+$') then error({ err = 'ERR bus: reserve expects an integer as ARGV[' .. i .. '], got ' .. string.format('%q', string.sub(ARGV[i], 1, 40)) .. ' (docs/wire-format.md, "The calls")' }) end
 end
-local READY, MSGS, DELIVERIES, INFLIGHT, DELAYED, SEQ, DEAD_INFO, SUSPECTS, LEASES, LEASED, FLOW, FLOW_STARTS, KREADY, KBUSY, KOF, KQ, KDUE, KWAIT, KSTARTS, HOLDERS = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13], KEYS[14], KEYS[15], KEYS[16], KEYS[17], KEYS[18], KEYS[19], KEYS[20]
+local READY, MSGS, DELIVERIES, INFLIGHT, DELAYED, SEQ, DEAD_INFO, SUSPECTS, LEASES, LEASED, FLOW, FLOW_STARTS, KREADY, KBUSY, KQ, KDUE, KWAIT, KSTARTS, HOLDERS = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13], KEYS[14], KEYS[15], KEYS[16], KEYS[17], KEYS[18], KEYS[19]
 -- (end of the generated shape)
 -- Reserve: promote due delayed messages, then move up to N ready elements into flight.
 -- ARGV: max (at most LEASE_MAX taken), lock_ms, holder (the reserving consumer's id: every
@@ -32,9 +32,9 @@ local READY, MSGS, DELIVERIES, INFLIGHT, DELAYED, SEQ, DEAD_INFO, SUSPECTS, LEAS
 --
 -- An ordered queue (`per_key` in `flow`) also serves the keys in `kready`, one message per
 -- key per turn (take_keyed below), with up to half the call's allowance while `ready`
--- holds messages too, so that neither side starves the other. A keyed message is stored
--- (`msgs`, `deliveries`, its own lock in `inflight`) with its key in `kof`, and follows
--- the ready part as quadruples. With a per-key rate (`key_rate` per `key_per_ms` in
+-- holds messages too, so that neither side starves the other. Keyed messages join the
+-- call's lease after its fresh envelopes (so they follow the ready part in the reply),
+-- their keys in the lease's `keys` hash. With a per-key rate (`key_rate` per `key_per_ms` in
 -- `flow`), a key whose window is full waits in `kwait` until a start leaves it, and the
 -- wait hint covers it (a consumer that took nothing waits until then, no polling).
 local now = now_ms()
@@ -122,32 +122,21 @@ if not lease then
   bulk('ZADD', INFLIGHT, locks)
   bulk('HSET', HOLDERS, owners)
 end
-if #lease > 0 then
-  local token = string.format('~L%d', redis.call('INCRBY', SEQ, #lease) - #lease + 1)
-  bulk('RPUSH', LEASES .. ':' .. token, lease)
-  redis.call('ZADD', LEASES, now + lock_ms, token)
-  redis.call('HSET', HOLDERS, token, holder)
-  redis.call('INCRBY', LEASED, #lease)
-  out[3] = token
-end
 
--- Takes up to `max` keyed messages, one per key per turn: keys are popped from the head
+-- Takes up to `max` keyed messages, one per key per turn, into the lease (after its fresh
+-- envelopes), each key into `lease_keys` (index, key pairs): keys are popped from the head
 -- of `kready`, as many at once as messages are still wanted, and each key that still has
 -- a free slot and waiting messages after this one goes back to its tail. A key at its
--- limit leaves `kready` until a slot frees (keys_freed); a key over its rate leaves it
--- for `kwait`, scored when its window frees a start. Bounded: at most `max` messages and
--- 100 keys passed over. Per message one LPOP: the keys' counts are read in one HMGET per
--- round and written in one HSET, the storage ids come from one INCRBY of `max` at the
--- first message (ids need only be unique: gaps are harmless), and the messages are stored
--- in five bulk writes after the loop, which reads none of them.
-local function take_keyed(max, limit, delivered)
-  local deadline, taken, passed = tostring(now + lock_ms), 0, 0
-  local first, stored, counts, locks, keys_of, owners = nil, {}, {}, {}, {}, {}
-  -- A key's count of messages in flight as this call leaves it (written after the loop).
-  local busy_now = {}
-  -- A key whose count, list or window is not of its type (garbage) fails the call: what
-  -- the loop took before it is still stored and locked below, so no popped message is
-  -- lost, and the keys popped after it go back to `kready`.
+-- limit leaves `kready` until a slot frees (ack, dead-letter); a key over its rate leaves
+-- it for `kwait`, scored when its window frees a start. Bounded: at most `max` messages
+-- and 100 keys passed over. Per message one LPOP: the keys' counts are read in one HMGET
+-- per round and written in one HSET after the loop. Returns the error of a key whose count,
+-- list or window is not of its type (garbage), after putting the keys popped after it
+-- back into `kready`: what the loop took before it is leased below all the same, so no
+-- popped message is lost.
+local lease_keys = {}
+local function take_keyed(max, limit)
+  local taken, passed, busy_now, starter = 0, 0, {}, nil
   local keys, at_key, again = {}, 0, {}
   local ok, failure = pcall(function()
     while taken < max and passed < 100 do
@@ -172,23 +161,16 @@ local function take_keyed(max, limit, delivered)
         end
         local envelope = free and redis.call('LPOP', list)
         if envelope then
-          first = first or redis.call('INCRBY', SEQ, max) - max + 1
-          local id = string.format('~%d', first + taken)
           if key_rate then
-            redis.call('ZADD', starts, now, id)
+            -- (A start's member needs only be unique: one id of `seq` per call.)
+            starter = starter or redis.call('INCR', SEQ)
+            redis.call('ZADD', starts, now, string.format('%d:%d', starter, taken))
             redis.call('PEXPIRE', starts, key_per + 1000)
           end
-          local at = 2 * taken
-          stored[at + 1], stored[at + 2] = id, envelope
-          counts[at + 1], counts[at + 2] = id, '1'
-          locks[at + 1], locks[at + 2] = deadline, id
-          keys_of[at + 1], keys_of[at + 2] = id, key
-          owners[at + 1], owners[at + 2] = id, holder
+          lease[#lease + 1] = envelope
+          lease_keys[#lease_keys + 1] = #lease - 1
+          lease_keys[#lease_keys + 1] = key
           busy_now[key] = busy + 1
-          out[#out + 1] = delivered + taken
-          out[#out + 1] = id
-          out[#out + 1] = 1
-          out[#out + 1] = envelope
           taken = taken + 1
           if (limit == 0 or busy + 1 < limit) and redis.call('LLEN', list) > 0 then
             again[#again + 1] = now
@@ -202,12 +184,6 @@ local function take_keyed(max, limit, delivered)
     end
   end)
   if taken > 0 then
-    -- What was popped is stored first: nothing after it can lose a message.
-    bulk('HSET', MSGS, stored)
-    bulk('HSET', DELIVERIES, counts)
-    bulk('ZADD', INFLIGHT, locks)
-    bulk('HSET', KOF, keys_of)
-    bulk('HSET', HOLDERS, owners)
     local busy = {}
     for key, n in pairs(busy_now) do
       busy[#busy + 1] = key
@@ -225,13 +201,24 @@ local function take_keyed(max, limit, delivered)
       again[#again + 1] = keys[i]
     end
     bulk('ZADD', KREADY, again)
-    error(failure)
+    return failure
   end
 end
+local failure
 if per_key then
   local delivered = #lease + (#out - 4) / 4
-  if want > delivered then take_keyed(want - delivered, tonumber(per_key) or 1, delivered) end
+  if want > delivered then failure = take_keyed(want - delivered, tonumber(per_key) or 1) end
 end
+if #lease > 0 then
+  local token = string.format('~L%d', redis.call('INCRBY', SEQ, #lease) - #lease + 1)
+  bulk('RPUSH', LEASES .. ':' .. token, lease)
+  if #lease_keys > 0 then bulk('HSET', LEASES .. ':' .. token .. ':keys', lease_keys) end
+  redis.call('ZADD', LEASES, now + lock_ms, token)
+  redis.call('HSET', HOLDERS, token, holder)
+  redis.call('INCRBY', LEASED, #lease)
+  out[3] = token
+end
+if failure then error(failure) end
 if #lease == 0 and #out == 4 then
   local first = redis.call('ZRANGE', DELAYED, 0, 0, 'WITHSCORES')
   if #first > 0 then out[1] = math.max(0, tonumber(first[2]) - now) end

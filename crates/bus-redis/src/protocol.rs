@@ -9,13 +9,13 @@ use crate::{keys, Error, Result};
 
 /// The protocol this build speaks (docs/wire-format.md, "Versioning" lists what each
 /// version added).
-pub const PROTOCOL: u32 = 6;
+pub const PROTOCOL: u32 = 7;
 
 /// The protocols this one upgrades in place: every later one only added keys and script
 /// arguments to the same layout, so their queues need no migration (a lock taken by an
 /// older client has no recorded holder, and recovery treats it as it always did; protocol
 /// 6 added workflows' own keys and scripts beside the queues).
-const UPGRADES: [u32; 4] = [2, 3, 4, 5];
+const UPGRADES: [u32; 5] = [2, 3, 4, 5, 6];
 
 /// Records [`PROTOCOL`] under `prefix` if no version is recorded yet (`SET NX`), else
 /// checks it: another version is [`Error::ProtocolMismatch`], except the [`UPGRADES`],

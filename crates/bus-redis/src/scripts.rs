@@ -250,7 +250,6 @@ pub(crate) static RESERVE: LazyLock<LuaScript> = LazyLock::new(|| {
             "flow-starts",
             "kready",
             "kbusy",
-            "kof",
             "kq",
             "kdue",
             "kwait",
@@ -360,7 +359,8 @@ pub(crate) static RETRY: LazyLock<LuaScript> = LazyLock::new(|| {
             "msgs",
             "leases",
             "leased",
-            "holders"
+            "holders",
+            "kof"
         ],
         argv = ["id", "count", "delay_ms:int", "error"],
     )
@@ -404,7 +404,9 @@ pub(crate) static RELEASE: LazyLock<LuaScript> = LazyLock::new(|| {
             "suspects",
             "leases",
             "leased",
-            "holders"
+            "holders",
+            "msgs",
+            "kof"
         ],
         argv = ["receipts..."],
     )

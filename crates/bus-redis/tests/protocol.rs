@@ -154,7 +154,6 @@ impl Queue {
                 &k.flow_starts,
                 &k.kready,
                 &k.kbusy,
-                &k.kof,
                 &k.kq,
                 &k.kdue,
                 &k.kwait,
@@ -199,6 +198,7 @@ impl Queue {
                 &k.leases,
                 &k.leased,
                 &k.holders,
+                &k.kof,
             ],
             "dead_letter" => vec![
                 &k.inflight,
@@ -227,6 +227,8 @@ impl Queue {
                 &k.leases,
                 &k.leased,
                 &k.holders,
+                &k.msgs,
+                &k.kof,
             ],
             "recover" => vec![
                 &k.inflight,
@@ -389,6 +391,31 @@ impl Queue {
             })
             .collect();
         (token, stored)
+    }
+
+    /// A reserve whose messages are all leased (fresh envelopes, keyed messages): the
+    /// lease's token and the number of its messages.
+    fn reserve_leased(&mut self, max: u32, lock_ms: u64) -> (String, usize) {
+        let reply = self.call(
+            "reserve",
+            &[&max.to_string(), &lock_ms.to_string(), HOLDER, "1000"],
+        );
+        let items = reply.as_array().unwrap_or_else(|| panic!("{reply:?}"));
+        assert_eq!(items.len(), 4, "only leased messages: {reply:?}");
+        let token = items[2]
+            .as_str()
+            .unwrap_or_else(|| panic!("a lease: {reply:?}"));
+        (token.to_owned(), items[3].as_array().unwrap().len())
+    }
+
+    /// Acks messages `indices` of lease `token`; returns how many it acked.
+    fn ack_leased(&mut self, token: &str, indices: &[usize]) -> i64 {
+        let indices: Vec<String> = indices.iter().map(usize::to_string).collect();
+        let highest = indices.last().cloned().unwrap_or_default();
+        let k = indices.len().to_string();
+        let mut argv = vec!["0", token, &k, &highest];
+        argv.extend(indices.iter().map(String::as_str));
+        self.call("ack", &argv).as_int().unwrap()
     }
 
     fn push(&mut self, elements: &[&str]) {
@@ -800,8 +827,8 @@ async fn connecting_records_the_protocol_version_once() {
     let transport = RedisTransport::connect(&config(&redis.url(), redis.namespace()))
         .await
         .unwrap();
-    assert_eq!(client.get(&key).unwrap().as_deref(), Some(&b"6"[..]));
-    assert_eq!(PROTOCOL, 6);
+    assert_eq!(client.get(&key).unwrap().as_deref(), Some(&b"7"[..]));
+    assert_eq!(PROTOCOL, 7);
     // A second client finds it and agrees.
     RedisTransport::connect(&config(&redis.url(), redis.namespace()))
         .await
@@ -814,20 +841,20 @@ async fn another_protocol_version_is_refused_at_connect_and_nothing_is_written()
     let redis = TestRedis::start().unwrap();
     let key = keys::protocol(redis.namespace());
     let mut client = redis.client();
-    for found in ["7", "1", "two"] {
+    for found in ["8", "1", "two"] {
         client.set(&key, found).unwrap();
         let before = redis.keys();
         let error = RedisTransport::connect(&config(&redis.url(), redis.namespace()))
             .await
             .expect_err("connected to a Redis of another protocol");
         assert!(
-            matches!(&error, Error::ProtocolMismatch { found: f, speaks: 6, .. } if f == found),
+            matches!(&error, Error::ProtocolMismatch { found: f, speaks: 7, .. } if f == found),
             "{error:?}"
         );
         let text = error.to_string();
         assert!(
             text.contains(&format!("bus protocol {found} under {key}"))
-                && text.contains("this build speaks protocol 6")
+                && text.contains("this build speaks protocol 7")
                 && text.contains("docs/operations.md \"Upgrades\""),
             "{text}"
         );
@@ -838,10 +865,10 @@ async fn another_protocol_version_is_refused_at_connect_and_nothing_is_written()
 
 #[tokio::test]
 async fn an_older_protocols_prefix_is_upgraded_and_its_clients_are_then_refused() {
-    // Protocols 3 to 6 only added keys and arguments to the same layout: the first client of
+    // Protocols 3 to 7 only added keys and arguments to the same layout: the first client of
     // this build records its version, so that older consumers are refused from then on by
     // their own check (docs/wire-format.md, "Versioning").
-    for old in ["2", "3", "4", "5"] {
+    for old in ["2", "3", "4", "5", "6"] {
         let redis = TestRedis::start().unwrap();
         let key = keys::protocol(redis.namespace());
         let mut client = redis.client();
@@ -851,7 +878,7 @@ async fn an_older_protocols_prefix_is_upgraded_and_its_clients_are_then_refused(
             .unwrap();
         assert_eq!(
             client.get(&key).unwrap().as_deref(),
-            Some(&b"6"[..]),
+            Some(&b"7"[..]),
             "{old}"
         );
     }
@@ -1114,12 +1141,8 @@ fn a_delayed_keyed_send_joins_its_keys_list_when_promoted() {
     );
     assert_eq!(q.cmd(&["HGET", &kdue, "due-now"]).as_str(), Some("k"));
     // The first holds the key; the delayed one, promoted, waits behind it in the list.
-    let (token, stored) = q.reserve(10, 60_000);
-    assert_eq!(
-        (token, stored.len()),
-        (None, 1),
-        "one keyed message at a time"
-    );
+    let (token, n) = q.reserve_leased(10, 60_000);
+    assert_eq!(n, 1, "one keyed message at a time");
     assert_eq!(
         q.cmd(&["LRANGE", &list, "0", "-1"])
             .as_array()
@@ -1134,10 +1157,8 @@ fn a_delayed_keyed_send_joins_its_keys_list_when_promoted() {
     assert_eq!(q.cmd(&["HLEN", &kdue]), Resp::Integer(0));
     assert_eq!(q.cmd(&["HGET", &flow, "keyed"]).as_str(), Some("1"));
     // Acked, the key moves on to the promoted message.
-    let (id, count) = stored[0].clone();
-    assert_eq!(q.call("ack", &["1", &id, &count]), Resp::Integer(1));
-    let (_, stored) = q.reserve(10, 60_000);
-    assert_eq!(stored.len(), 1);
+    assert_eq!(q.ack_leased(&token, &[0]), 1);
+    assert_eq!(q.reserve_leased(10, 60_000).1, 1);
     // Cancelled and purged delayed keyed sends leave no field in `kdue`.
     let far = (u64::MAX / 4).to_string();
     q.call("send_keyed_at", &[&far, "k", "cancelled", &envelope(3)]);
@@ -1216,10 +1237,9 @@ fn a_key_over_its_rate_is_parked_with_a_wait_hint() {
         "60000",
     ]);
     q.call("send_keyed", &["k", &envelope(1), &envelope(2)]);
-    let (_, stored) = q.reserve(10, 60_000);
-    assert_eq!(stored.len(), 1);
-    let (id, count) = stored[0].clone();
-    assert_eq!(q.call("ack", &["1", &id, &count]), Resp::Integer(1));
+    let (token, n) = q.reserve_leased(10, 60_000);
+    assert_eq!(n, 1);
+    assert_eq!(q.ack_leased(&token, &[0]), 1);
     let reply = q.call("reserve", &["10", "60000", HOLDER, "1000"]);
     let items = reply.as_array().unwrap();
     assert_eq!(items.len(), 4, "nothing taken: {reply:?}");
@@ -1233,8 +1253,7 @@ fn a_key_over_its_rate_is_parked_with_a_wait_hint() {
     assert_eq!(rows[2], Resp::Integer(1), "one waiting");
     // The rate removed, the next reserve returns the key to its turn.
     q.cmd(&["HDEL", &k.flow, "key_rate", "key_per_ms"]);
-    let (_, stored) = q.reserve(10, 60_000);
-    assert_eq!(stored.len(), 1);
+    assert_eq!(q.reserve_leased(10, 60_000).1, 1);
     assert_eq!(q.cmd(&["ZCARD", &k.kwait]), Resp::Integer(0));
 }
 
@@ -1318,8 +1337,9 @@ fn a_batched_send_once_stores_each_key_once_in_each_form() {
     );
 }
 
-/// A retry of a keyed message keeps its key's slot; purging the retry (here delayed, the
-/// keys' lists left) gives the slot back, as its ack would, so the key's next message runs.
+/// A retry of a keyed message (leased by reserve) stores it with its key in `kof`, keeping
+/// its key's slot; purging the retry (here delayed, the keys' lists left) gives the slot
+/// back, as its ack would, so the key's next message runs.
 #[test]
 fn a_purged_keyed_retry_gives_its_key_back() {
     let redis = TestRedis::start().unwrap();
@@ -1327,17 +1347,28 @@ fn a_purged_keyed_retry_gives_its_key_back() {
     let k = q.k.clone();
     q.cmd(&["HSET", &k.flow, "per_key", "1"]);
     q.call("send_keyed", &["k", &envelope(1), &envelope(2)]);
-    let (_, stored) = q.reserve(10, 60_000);
-    assert_eq!(stored.len(), 1);
-    let (id, count) = stored[0].clone();
-    q.call("retry", &[&id, &count, "3600000", "boom"]);
+    let (token, n) = q.reserve_leased(10, 60_000);
+    assert_eq!(n, 1);
+    assert_eq!(
+        q.call("retry", &[&token, "0", "3600000", "boom"]),
+        Resp::Integer(1)
+    );
+    // Stored as message 0 of its lease: `~<first>`.
+    let id = format!("~{}", &token[2..]);
+    assert_eq!(q.cmd(&["HGET", &k.kof, &id]).as_str(), Some("k"));
     assert_eq!(q.cmd(&["ZCARD", &k.delayed]), Resp::Integer(1));
-    let (_, stored) = q.reserve(10, 60_000);
-    assert!(stored.is_empty(), "the retry holds its key: {stored:?}");
+    let (token, stored) = q.reserve(10, 60_000);
+    assert!(
+        token.is_none() && stored.is_empty(),
+        "the retry holds its key: {token:?} {stored:?}"
+    );
     q.call("admin_purge", &["0", "10", "-1"]);
     assert_eq!(q.cmd(&["HEXISTS", &k.kof, &id]), Resp::Integer(0));
-    let (_, stored) = q.reserve(10, 60_000);
-    assert_eq!(stored.len(), 1, "the key's next message runs");
+    assert_eq!(
+        q.reserve_leased(10, 60_000).1,
+        1,
+        "the key's next message runs"
+    );
 }
 
 /// An ordered queue's messages waiting for their key count as held: unsubscribing without
@@ -1362,11 +1393,9 @@ fn unsubscribing_an_ordered_queue_counts_and_deletes_its_keys_lists() {
     q.call("send_keyed", &["a", &envelope(1), &envelope(2)]);
     q.call("send_keyed", &["b", &envelope(3), &envelope(4)]);
     q.call("send_keyed", &["c", &envelope(5)]);
-    let (_, stored) = q.reserve(10, 60_000);
-    assert_eq!(stored.len(), 3, "one message of each key");
-    for (id, count) in &stored {
-        q.call("ack", &["1", id, count]);
-    }
+    let (token, n) = q.reserve_leased(10, 60_000);
+    assert_eq!(n, 3, "one message of each key");
+    assert_eq!(q.ack_leased(&token, &[0, 1, 2]), 3);
     // Left: a and b wait for their rate windows (kwait), one message each.
     let refused = q.call("admin_unsubscribe", &["unsub-keyed", "0"]);
     let counts = refused.as_array().unwrap();

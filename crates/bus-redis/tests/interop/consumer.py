@@ -67,8 +67,8 @@ def main():
             redis,
             [keys.ready, keys.msgs, keys.deliveries, keys.inflight, keys.delayed, keys.seq,
              keys.dead_info, keys.suspects, keys.leases, keys.leased, keys.flow,
-             keys.flow_starts, keys.kready, keys.kbusy, keys.kof, keys.kq, keys.kdue,
-             keys.kwait, keys.kstarts, keys.holders],
+             keys.flow_starts, keys.kready, keys.kbusy, keys.kq, keys.kdue, keys.kwait,
+             keys.kstarts, keys.holders],
             [min(BATCH, count - received), LOCK_MS, HOLDER, min(BATCH, count - received)],
         )
         # [wait_ms, pending, lease token, [envelope, ...], position, storage_id,
