@@ -1371,6 +1371,115 @@ fn a_purged_keyed_retry_gives_its_key_back() {
     );
 }
 
+/// A keyed message leased by reserve holds its key's slot through every way out of its
+/// lease but an ack: released, it is stored (no delivery counted) with its key in `kof`
+/// and served again before the key's next message; its lease expired and recovered, it is
+/// stored the same way as a crash suspect. Only its ack or dead letter frees the key.
+#[test]
+fn a_leased_keyed_message_keeps_its_slot_through_release_and_recovery() {
+    let redis = TestRedis::start().unwrap();
+    let mut q = Queue::new(&redis, "keyed-lease");
+    let k = q.k.clone();
+    q.cmd(&["HSET", &k.flow, "per_key", "1"]);
+    q.call(
+        "send_keyed",
+        &["k", &envelope(1), &envelope(2), &envelope(3)],
+    );
+    let (token, n) = q.reserve_leased(10, 60_000);
+    assert_eq!(n, 1, "one message of the key at a time");
+    let lease_keys = format!("{}:{token}:keys", k.leases);
+    assert_eq!(q.cmd(&["HGET", &lease_keys, "0"]).as_str(), Some("k"));
+    assert_eq!(q.cmd(&["HGET", &k.kbusy, "k"]).as_str(), Some("1"));
+
+    // Released: stored under ~<first>, its key in `kof`, first on `ready`, slot kept.
+    assert_eq!(q.call("release", &[&token, "0"]), Resp::Integer(1));
+    let id = format!("~{}", &token[2..]);
+    assert_eq!(q.cmd(&["HGET", &k.kof, &id]).as_str(), Some("k"));
+    assert_eq!(
+        q.cmd(&["LINDEX", &k.ready, "0"]).as_str(),
+        Some(id.as_str())
+    );
+    assert_eq!(q.cmd(&["HGET", &k.kbusy, "k"]).as_str(), Some("1"));
+    assert_eq!(
+        q.cmd(&["EXISTS", &lease_keys]),
+        Resp::Integer(0),
+        "gone with its lease"
+    );
+    let (leased, stored) = q.reserve(10, 60_000);
+    assert_eq!(leased, None, "the key's next message waits: {stored:?}");
+    assert_eq!(
+        stored,
+        vec![(id.clone(), "1".to_owned())],
+        "served again, first delivery"
+    );
+    assert_eq!(q.call("ack", &["1", &id, "1"]), Resp::Integer(1));
+    assert_eq!(
+        q.cmd(&["HEXISTS", &k.kbusy, "k"]),
+        Resp::Integer(0),
+        "acked: slot free"
+    );
+    assert_eq!(q.cmd(&["HLEN", &k.kof]), Resp::Integer(0));
+
+    // Its lease expired under a holder that is gone: recovered as a stored suspect that
+    // still holds the key.
+    let (token, n) = q.reserve_leased(10, 1);
+    assert_eq!(n, 1);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while q.call("recover", &["3", "100", "lost", "recoverer", "0"]) != Resp::Integer(1) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the lease never expired"
+        );
+    }
+    let id = format!("~{}", &token[2..]);
+    assert_eq!(q.cmd(&["HGET", &k.kof, &id]).as_str(), Some("k"));
+    assert_eq!(
+        q.cmd(&["LINDEX", &k.suspects, "0"]).as_str(),
+        Some(id.as_str())
+    );
+    assert_eq!(q.cmd(&["HGET", &k.kbusy, "k"]).as_str(), Some("1"));
+    assert_eq!(q.cmd(&["EXISTS", &lease_keys]), Resp::Integer(0));
+    // Run alone and dead-lettered, it frees the key as a stored keyed message does.
+    let alone = q.call("reserve_alone", &["60000", HOLDER]);
+    let alone = alone.as_array().unwrap();
+    assert_eq!(alone[1].as_str(), Some(id.as_str()), "{alone:?}");
+    let count = alone[2].as_int().unwrap().to_string();
+    assert_eq!(
+        q.cmd(&["LLEN", &k.key_queue("k")]),
+        Resp::Integer(1),
+        "the third waits"
+    );
+    assert_eq!(
+        q.call("dead_letter", &[&id, &count, "handler", "boom"]),
+        Resp::Integer(1)
+    );
+    assert_eq!(q.cmd(&["HEXISTS", &k.kbusy, "k"]), Resp::Integer(0));
+    assert_eq!(q.reserve_leased(10, 60_000).1, 1, "the third runs");
+}
+
+/// An ack gives a leased keyed message's slot back once, however often its receipt comes:
+/// twice in one call, or again in a later one.
+#[test]
+fn a_leased_keyed_message_gives_its_slot_back_once() {
+    let redis = TestRedis::start().unwrap();
+    let mut q = Queue::new(&redis, "keyed-twice");
+    let k = q.k.clone();
+    q.cmd(&["HSET", &k.flow, "per_key", "2"]);
+    q.call(
+        "send_keyed",
+        &["k", &envelope(1), &envelope(2), &envelope(3)],
+    );
+    let (token, n) = q.reserve_leased(10, 60_000);
+    assert_eq!(n, 2, "two of the key at a time");
+    assert_eq!(q.cmd(&["HGET", &k.kbusy, "k"]).as_str(), Some("2"));
+    assert_eq!(q.ack_leased(&token, &[0, 0]), 1);
+    assert_eq!(q.cmd(&["HGET", &k.kbusy, "k"]).as_str(), Some("1"));
+    assert_eq!(q.ack_leased(&token, &[0]), 0);
+    assert_eq!(q.cmd(&["HGET", &k.kbusy, "k"]).as_str(), Some("1"));
+    assert_eq!(q.ack_leased(&token, &[1]), 1);
+    assert_eq!(q.cmd(&["HEXISTS", &k.kbusy, "k"]), Resp::Integer(0));
+}
+
 /// An ordered queue's messages waiting for their key count as held: unsubscribing without
 /// force refuses; with force, every key of the queue goes, the per-key lists and rate
 /// windows of the keys still listed (not in `QueueKeys::all`) with the rest.
