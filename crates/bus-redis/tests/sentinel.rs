@@ -289,10 +289,12 @@ async fn producers_and_consumers_follow_sentinel_failovers_under_load() {
         load.ok_since[1].load(Ordering::SeqCst)
     );
 
-    // Second failover, back to the first node: it holds what the durable sends of the
-    // last seconds were confirmed by.
-    let (_, last, killed_again, switched_again) = kill_master(&mut ha).await;
-    assert_eq!(last, first);
+    // Second failover, to whichever node is the replica now: it holds what the durable
+    // sends of the last seconds were confirmed by. (Usually the first node again; on a
+    // loaded machine the sentinels, whose down-after is 1 s, may have failed over once
+    // more by themselves, and the kill then takes the first node down instead: the same
+    // promise holds either way, and the checks below hold it to it.)
+    let (_, _, killed_again, switched_again) = kill_master(&mut ha).await;
     let plain_before = load.ok_since[0].load(Ordering::SeqCst);
     let resumed = eventually(Duration::from_secs(20), || {
         load.ok_since[0].load(Ordering::SeqCst) >= plain_before + 5_000
