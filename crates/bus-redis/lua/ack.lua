@@ -14,7 +14,7 @@ local INFLIGHT, MSGS, DELIVERIES, ERRORS, ISOLATED, LEASES, LEASED, KOF, KBUSY, 
 -- decimal reserve handed out, or not below the lease's length, is a stale receipt and
 -- changes nothing (that index only; the highest index is checked for shape only). A lease that is gone
 -- (recovered) changes nothing. The lease is deleted when all its messages are done.
--- A lease that holds keyed messages (its `keys` hash) gives back, in one call for the whole
+-- A lease that holds keyed messages (its `keys` list) gives back, in one call for the whole
 -- ack, the slot of each keyed message acked for the first time (keyed.lua's slots_freed).
 -- Stored ones: the token check of the whole batch is two bulk reads (ZMSCORE inflight,
 -- HMGET deliveries), the removal bulk writes.
@@ -78,8 +78,9 @@ while at <= #ARGV do
         break
       end
     end
-    local keys = keyed and last >= at + 3 and redis.call('EXISTS', lease .. ':keys') == 1
-    if not (stale or keys) then
+    local keys = lease .. ':keys'
+    local klen = keyed and last >= at + 3 and redis.call('LLEN', keys) or 0
+    if not (stale or klen > 0) then
       -- The common case: every index valid, added straight from ARGV.
       for j = at + 3, last, 1000 do
         left = left + redis.call('SADD', done, unpack(ARGV, j, math.min(j + 999, last)))
@@ -93,12 +94,21 @@ while at <= #ARGV do
           valid[#valid + 1] = index
         end
       end
-      if keys and #valid > 0 then
-        -- A keyed message gives its key's slot back the first time it is acked.
-        local settled = bulk_read('SMISMEMBER', done, valid)
-        local of = bulk_read('HMGET', lease .. ':keys', valid)
-        for i = 1, #valid do
-          if settled[i] == 0 and of[i] then slots[#slots + 1] = of[i] end
+      -- A keyed message (one of the lease's last `klen`) gives its key's slot back the
+      -- first time it is acked.
+      local unkeyed, mine, low, high = len - klen, {}, nil, nil
+      for _, index in ipairs(valid) do
+        local n = tonumber(index)
+        if n >= unkeyed then
+          mine[#mine + 1] = index
+          low, high = math.min(low or n, n), math.max(high or n, n)
+        end
+      end
+      if #mine > 0 then
+        local settled = bulk_read('SMISMEMBER', done, mine)
+        local of = redis.call('LRANGE', keys, low - unkeyed, high - unkeyed)
+        for i, index in ipairs(mine) do
+          if settled[i] == 0 then slots[#slots + 1] = of[tonumber(index) - low + 1] end
         end
       end
       for j = 1, #valid, 1000 do
@@ -106,7 +116,7 @@ while at <= #ARGV do
       end
     end
     if redis.call('SCARD', done) >= len then
-      redis.call('DEL', lease, done, lease .. ':keys')
+      redis.call('DEL', lease, done, keys)
       redis.call('ZREM', LEASES, token)
       redis.call('HDEL', HOLDERS, token)
     end

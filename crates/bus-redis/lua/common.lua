@@ -146,9 +146,11 @@ local function schedule(delayed, ready, due, ids, step)
 end
 
 -- Leases (docs/redis-layout.md): the fresh envelopes of one reservation, and the keyed
--- messages it took from their keys' lists, share one lock, `<leases>:<token>` (a list)
--- with `<leases>:<token>:done` (the indices that left it) and `<leases>:<token>:keys`
--- (hash, index -> key: the keyed ones, each holding its key's slot until it leaves).
+-- messages it took from their keys' lists after them, share one lock, `<leases>:<token>`
+-- (a list) with `<leases>:<token>:done` (the indices that left it) and
+-- `<leases>:<token>:keys` (a list: the keys of the lease's last messages, in order, each
+-- holding its key's slot until its message leaves; a list, not a hash, because a new
+-- hash of hundreds of fields is a listpack that costs Redis a scan per field).
 -- Reserve takes one storage id per fresh envelope from `seq`, as before, but writes none:
 -- the token `~L<first>` names the lease and its range, and message `i` is `~<first + i>`
 -- once stored. Storage ids are '~<digits>' and send_at refuses '~', so a key starting
@@ -178,10 +180,18 @@ local function unleased(leased, n)
   if redis.call('DECRBY', leased, n) <= 0 then redis.call('DEL', leased) end
 end
 
+-- The key of message `index` (a number) of a lease of `len` messages whose keys list is
+-- `keys`: nil for a message without one.
+local function leased_key(keys, len, index)
+  local at = index - (len - redis.call('LLEN', keys))
+  if at < 0 then return nil end
+  return redis.call('LINDEX', keys, at) or nil
+end
+
 -- Takes message `index` (a decimal string) out of lease `token` and returns its
--- envelope and, for a keyed message of an ordered queue, its key (`<lease>:keys`); nil
--- when the receipt is stale (lease recovered, index already settled, out of range or not
--- spelled as reserve hands it out). Deletes the lease with its last message.
+-- envelope and, for a keyed message of an ordered queue, its key; nil when the receipt is
+-- stale (lease recovered, index already settled, out of range or not spelled as reserve
+-- hands it out). Deletes the lease with its last message.
 local function unlease(leases, leased, holders, token, index)
   if not canonical_index(index) then return nil end
   local lease = leases .. ':' .. token
@@ -189,9 +199,10 @@ local function unlease(leases, leased, holders, token, index)
   if not envelope then return nil end
   local done = lease .. ':done'
   if redis.call('SADD', done, index) == 0 then return nil end
-  local key = redis.call('HGET', lease .. ':keys', index) or nil
+  local len = redis.call('LLEN', lease)
+  local key = leased_key(lease .. ':keys', len, tonumber(index))
   unleased(leased, 1)
-  if redis.call('SCARD', done) >= redis.call('LLEN', lease) then
+  if redis.call('SCARD', done) >= len then
     redis.call('DEL', lease, done, lease .. ':keys')
     redis.call('ZREM', leases, token)
     redis.call('HDEL', holders, token)

@@ -82,21 +82,22 @@ for i = 1, #leases, 2 do
     local done = lease .. ':done'
     local settled = {}
     for _, index in ipairs(redis.call('SMEMBERS', done)) do settled[tonumber(index) + 1] = true end
-    local key_of = {}
-    local keyed = redis.call('HGETALL', lease .. ':keys')
-    for j = 1, #keyed, 2 do key_of[tonumber(keyed[j]) + 1] = keyed[j + 1] end
+    local envelopes = redis.call('LRANGE', lease, 0, -1)
+    -- The keys of the lease's last messages (common.lua's "Leases").
+    local key_of = redis.call('LRANGE', lease .. ':keys', 0, -1)
+    local unkeyed = #envelopes - #key_of
     local first = tonumber(string.sub(token, 3))
     local stored, counts, errors, ids, keys = {}, {}, {}, {}, {}
-    for j, envelope in ipairs(redis.call('LRANGE', lease, 0, -1)) do
+    for j, envelope in ipairs(envelopes) do
       if not settled[j] then
         local k, id = #ids + 1, string.format('~%d', first + j - 1)
         ids[k] = id
         stored[2 * k - 1], stored[2 * k] = id, envelope
         counts[2 * k - 1], counts[2 * k] = id, '1'
         errors[2 * k - 1], errors[2 * k] = id, lost
-        if key_of[j] then
+        if j > unkeyed then
           keys[#keys + 1] = id
-          keys[#keys + 1] = key_of[j]
+          keys[#keys + 1] = key_of[j - unkeyed]
         end
       end
     end

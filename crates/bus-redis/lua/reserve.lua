@@ -34,7 +34,7 @@ local READY, MSGS, DELIVERIES, INFLIGHT, DELAYED, SEQ, DEAD_INFO, SUSPECTS, LEAS
 -- key per turn (take_keyed below), with up to half the call's allowance while `ready`
 -- holds messages too, so that neither side starves the other. Keyed messages join the
 -- call's lease after its fresh envelopes (so they follow the ready part in the reply),
--- their keys in the lease's `keys` hash. With a per-key rate (`key_rate` per `key_per_ms` in
+-- their keys in the lease's `keys` list. With a per-key rate (`key_rate` per `key_per_ms` in
 -- `flow`), a key whose window is full waits in `kwait` until a start leaves it, and the
 -- wait hint covers it (a consumer that took nothing waits until then, no polling).
 local now = now_ms()
@@ -124,7 +124,7 @@ if not lease then
 end
 
 -- Takes up to `max` keyed messages, one per key per turn, into the lease (after its fresh
--- envelopes), each key into `lease_keys` (index, key pairs): keys are popped from the head
+-- envelopes), their keys into `lease_keys` in the same order: keys are popped from the head
 -- of `kready`, as many at once as messages are still wanted, and each key that still has
 -- a free slot and waiting messages after this one goes back to its tail. A key at its
 -- limit leaves `kready` until a slot frees (ack, dead-letter); a key over its rate leaves
@@ -168,7 +168,6 @@ local function take_keyed(max, limit)
             redis.call('PEXPIRE', starts, key_per + 1000)
           end
           lease[#lease + 1] = envelope
-          lease_keys[#lease_keys + 1] = #lease - 1
           lease_keys[#lease_keys + 1] = key
           busy_now[key] = busy + 1
           taken = taken + 1
@@ -212,7 +211,7 @@ end
 if #lease > 0 then
   local token = string.format('~L%d', redis.call('INCRBY', SEQ, #lease) - #lease + 1)
   bulk('RPUSH', LEASES .. ':' .. token, lease)
-  if #lease_keys > 0 then bulk('HSET', LEASES .. ':' .. token .. ':keys', lease_keys) end
+  bulk('RPUSH', LEASES .. ':' .. token .. ':keys', lease_keys)
   redis.call('ZADD', LEASES, now + lock_ms, token)
   redis.call('HSET', HOLDERS, token, holder)
   redis.call('INCRBY', LEASED, #lease)

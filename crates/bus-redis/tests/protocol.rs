@@ -1388,7 +1388,7 @@ fn a_leased_keyed_message_keeps_its_slot_through_release_and_recovery() {
     let (token, n) = q.reserve_leased(10, 60_000);
     assert_eq!(n, 1, "one message of the key at a time");
     let lease_keys = format!("{}:{token}:keys", k.leases);
-    assert_eq!(q.cmd(&["HGET", &lease_keys, "0"]).as_str(), Some("k"));
+    assert_eq!(q.cmd(&["LINDEX", &lease_keys, "0"]).as_str(), Some("k"));
     assert_eq!(q.cmd(&["HGET", &k.kbusy, "k"]).as_str(), Some("1"));
 
     // Released: stored under ~<first>, its key in `kof`, first on `ready`, slot kept.
