@@ -86,29 +86,28 @@ while at <= #ARGV do
         left = left + redis.call('SADD', done, unpack(ARGV, j, math.min(j + 999, last)))
       end
     else
-      local valid, seen = {}, {}
-      for j = at + 3, last do
-        local index = ARGV[j]
-        if canonical_index(index) and tonumber(index) < len and not seen[index] then
-          seen[index] = true
-          valid[#valid + 1] = index
-        end
-      end
       -- A keyed message (one of the lease's last `klen`) gives its key's slot back the
       -- first time it is acked.
-      local unkeyed, mine, low, high = len - klen, {}, nil, nil
-      for _, index in ipairs(valid) do
-        local n = tonumber(index)
-        if n >= unkeyed then
-          mine[#mine + 1] = index
-          low, high = math.min(low or n, n), math.max(high or n, n)
+      local valid, seen, unkeyed, mine, at_key, low, high = {}, {}, len - klen, {}, {}, len, 0
+      for j = at + 3, last do
+        local index = ARGV[j]
+        local n = canonical_index(index) and not seen[index] and tonumber(index)
+        if n and n < len then
+          seen[index] = true
+          valid[#valid + 1] = index
+          if n >= unkeyed then
+            mine[#mine + 1] = index
+            at_key[#mine] = n
+            if n < low then low = n end
+            if n > high then high = n end
+          end
         end
       end
       if #mine > 0 then
         local settled = bulk_read('SMISMEMBER', done, mine)
         local of = redis.call('LRANGE', keys, low - unkeyed, high - unkeyed)
-        for i, index in ipairs(mine) do
-          if settled[i] == 0 then slots[#slots + 1] = of[tonumber(index) - low + 1] end
+        for i = 1, #mine do
+          if settled[i] == 0 then slots[#slots + 1] = of[at_key[i] - low + 1] end
         end
       end
       for j = 1, #valid, 1000 do

@@ -14,9 +14,10 @@
 -- Gives back one slot of each key in `keys` (a key listed twice gives back two): each key
 -- becomes ready again if it has waiting messages, and idle consumers are woken. One HMGET
 -- of the keys' counts and one write of them, one ZADD of the keys made ready: per key only
--- an LLEN.
+-- an LLEN. (Numbers go to Redis as strings formatted here, each once: Redis formats a Lua
+-- number argument as a double, which costs more than the command.)
 local function slots_freed(kbusy, kready, kq, ready, keys, now)
-  local held, order = {}, {}
+  local held, order, at = {}, {}, string.format('%d', now)
   for _, key in ipairs(keys) do
     if not held[key] then
       held[key] = 0
@@ -34,10 +35,10 @@ local function slots_freed(kbusy, kready, kq, ready, keys, now)
       idle[#idle + 1] = key
     else
       still[#still + 1] = key
-      still[#still + 1] = left
+      still[#still + 1] = string.format('%d', left)
     end
     if redis.call('LLEN', kq .. ':' .. key) > 0 then
-      woken[#woken + 1] = now
+      woken[#woken + 1] = at
       woken[#woken + 1] = key
     end
   end

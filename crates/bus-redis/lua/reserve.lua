@@ -137,6 +137,8 @@ end
 local lease_keys = {}
 local function take_keyed(max, limit)
   local taken, passed, busy_now, starter = 0, 0, {}, nil
+  -- (Numbers go to Redis as strings formatted here, each once: keyed.lua's slots_freed.)
+  local at = string.format('%d', now)
   local keys, at_key, again = {}, 0, {}
   local ok, failure = pcall(function()
     while taken < max and passed < 100 do
@@ -172,7 +174,7 @@ local function take_keyed(max, limit)
           busy_now[key] = busy + 1
           taken = taken + 1
           if (limit == 0 or busy + 1 < limit) and redis.call('LLEN', list) > 0 then
-            again[#again + 1] = now
+            again[#again + 1] = at
             again[#again + 1] = key
           end
         else
@@ -186,7 +188,7 @@ local function take_keyed(max, limit)
     local busy = {}
     for key, n in pairs(busy_now) do
       busy[#busy + 1] = key
-      busy[#busy + 1] = n
+      busy[#busy + 1] = string.format('%d', n)
     end
     bulk('HSET', KBUSY, busy)
     -- The count of messages waiting for their key (send_keyed.lua); gone at zero.
