@@ -142,10 +142,11 @@ local function take_keyed(max, limit)
   local keys, at_key, again = {}, 0, {}
   local ok, failure = pcall(function()
     while taken < max and passed < 100 do
-      local heads = redis.call('ZPOPMIN', KREADY, max - taken)
-      if #heads == 0 then break end
-      keys, again, at_key = {}, {}, 0
-      for i = 1, #heads, 2 do keys[#keys + 1] = heads[i] end
+      -- (Not ZPOPMIN: its reply carries each key's score, formatted as a double.)
+      keys = redis.call('ZRANGE', KREADY, 0, max - taken - 1)
+      if #keys == 0 then break end
+      redis.call('ZREMRANGEBYRANK', KREADY, 0, #keys - 1)
+      again, at_key = {}, 0
       local busies = bulk_read('HMGET', KBUSY, keys)
       for i, key in ipairs(keys) do
         at_key = i

@@ -294,7 +294,7 @@ async fn producers_and_consumers_follow_sentinel_failovers_under_load() {
     // loaded machine the sentinels, whose down-after is 1 s, may have failed over once
     // more by themselves, and the kill then takes the first node down instead: the same
     // promise holds either way, and the checks below hold it to it.)
-    let (_, _, killed_again, switched_again) = kill_master(&mut ha).await;
+    let (_, last, killed_again, switched_again) = kill_master(&mut ha).await;
     let plain_before = load.ok_since[0].load(Ordering::SeqCst);
     let resumed = eventually(Duration::from_secs(20), || {
         load.ok_since[0].load(Ordering::SeqCst) >= plain_before + 5_000
