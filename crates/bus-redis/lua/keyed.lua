@@ -30,7 +30,7 @@ local function slots_freed(kbusy, kready, kq, ready, keys, now)
   local idle, still, woken = {}, {}, {}
   for i, key in ipairs(order) do
     -- (A count that is not a number is garbage: the arithmetic fails the call.)
-    local left = tonumber(busy[i] or '0') - held[key]
+    local left = (busy[i] == false and 0 or tonumber(busy[i])) - held[key]
     if left <= 0 then
       idle[#idle + 1] = key
     else

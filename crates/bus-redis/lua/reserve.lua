@@ -151,7 +151,8 @@ local function take_keyed(max, limit)
       for i, key in ipairs(keys) do
         at_key = i
         local list = KQ .. ':' .. key
-        local busy = busy_now[key] or tonumber(busies[i] or '0')
+        -- (A count that is not a number is garbage: the comparison fails the call.)
+        local busy = busy_now[key] or (busies[i] == false and 0 or tonumber(busies[i]))
         local free = limit == 0 or busy < limit
         local starts = key_rate and KSTARTS .. ':' .. key
         if free and key_rate then
