@@ -12,8 +12,9 @@ local INFLIGHT, MSGS, DELIVERIES, ERRORS, ISOLATED, LEASES, LEASED, KOF, KBUSY, 
 -- Leased messages: per lease, SADD of its indices into its `done` set, straight from ARGV
 -- (no Lua table) when all are valid and none is keyed; an index that is not the exact
 -- decimal reserve handed out, or not below the lease's length, is a stale receipt and
--- changes nothing (that index only; the highest index is checked for shape only). A lease that is gone
--- (recovered) changes nothing. The lease is deleted when all its messages are done.
+-- changes nothing (that index only; the highest index is checked for shape only). A lease
+-- that is gone (recovered) changes nothing. The lease is deleted when all its messages are
+-- done.
 -- A lease that holds keyed messages (its `keys` list) gives back, in one call for the whole
 -- ack, the slot of each keyed message acked for the first time (keyed.lua's slots_freed).
 -- Stored ones: the token check of the whole batch is two bulk reads (ZMSCORE inflight,
@@ -88,7 +89,8 @@ while at <= #ARGV do
     else
       -- A keyed message (one of the lease's last `klen`) gives its key's slot back the
       -- first time it is acked.
-      local valid, seen, unkeyed, mine, at_key, low, high = {}, {}, len - klen, {}, {}, len, 0
+      local valid, seen, unkeyed = {}, {}, len - klen
+      local mine, at_key, low, high = {}, {}, len, 0
       for j = at + 3, last do
         local index = ARGV[j]
         local n = canonical_index(index) and not seen[index] and tonumber(index)

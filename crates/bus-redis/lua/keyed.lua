@@ -5,11 +5,11 @@
 -- of an ordered queue waits in `<kq>:<key>` (a list, FIFO) until its key has a free slot;
 -- `kready` (sorted set, key -> when it became ready) holds the keys that may start, served
 -- oldest first (round robin); `kbusy` (hash) counts each key's messages in flight. Reserve
--- leases keyed messages with the call's fresh envelopes, their keys in the lease's `keys`
--- hash (common.lua's "Leases"); one that leaves its lease other than by ack is stored, and
--- `kof` (hash) maps a stored keyed message's storage id to its key. A keyed message holds its
--- key's slot from its first reserve until it is acked or dead-lettered: retries, recovery,
--- release and absolution keep the slot, so later messages of the key wait for it.
+-- leases keyed messages after the call's fresh envelopes, their keys in the lease's `keys`
+-- list (common.lua's "Leases"); one that leaves its lease other than by ack is stored, and
+-- `kof` (hash) maps a stored keyed message's storage id to its key. A keyed message holds
+-- its key's slot from its first reserve until it is acked or dead-lettered: retries,
+-- recovery, release and absolution keep the slot, so later messages of the key wait for it.
 
 -- Gives back one slot of each key in `keys` (a key listed twice gives back two): each key
 -- becomes ready again if it has waiting messages, and idle consumers are woken. One HMGET
