@@ -93,7 +93,8 @@ while at <= #ARGV do
       local mine, at_key, low, high = {}, {}, len, 0
       for j = at + 3, last do
         local index = ARGV[j]
-        local n = canonical_index(index) and not seen[index] and tonumber(index)
+        -- (Every index passed the check above unless one was stale.)
+        local n = (not stale or canonical_index(index)) and not seen[index] and tonumber(index)
         if n and n < len then
           seen[index] = true
           valid[#valid + 1] = index
