@@ -1,6 +1,6 @@
 //! What a handler knows about the message it handles.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
@@ -21,7 +21,10 @@ pub struct Context {
     pub(crate) headers: Headers,
     pub(crate) sent_at_ms: u64,
     pub(crate) cancellation: Cancel,
-    pub(crate) bus: Bus,
+    /// The host's bus; [`Context::bus`] derives this message's from it when first asked
+    /// (most handlers send nothing).
+    pub(crate) host_bus: Bus,
+    pub(crate) bus: OnceLock<Bus>,
     /// Where [`Context::after_ack`] puts its hooks: the worker's, under this delivery.
     pub(crate) after_ack: Option<(Arc<AfterAcks>, Receipt)>,
     /// The queue or subscription it came from: the scope of its step marks
@@ -74,7 +77,8 @@ impl Context {
     /// The bus, for follow-up messages. Messages sent through it carry this message's
     /// W3C trace context headers (`traceparent`, `tracestate`).
     pub fn bus(&self) -> &Bus {
-        &self.bus
+        self.bus
+            .get_or_init(|| self.host_bus.inheriting(&self.headers))
     }
     /// Runs `work` once this message's ack is stored: not when it is retried or
     /// dead-lettered, nor when the ack is lost with the process (the message is then

@@ -35,7 +35,7 @@ impl Context {
     {
         crate::transport::validate_name("step", name).map_err(ProcessError::dead_letter)?;
         let marks = self
-            .bus
+            .host_bus
             .transport()
             .extras()
             .marks

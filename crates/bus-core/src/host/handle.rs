@@ -74,7 +74,8 @@ impl Dispatch {
             ..
         } = envelope;
         let ctx = Context {
-            bus: self.bus.inheriting(&headers),
+            host_bus: self.bus.clone(),
+            bus: std::sync::OnceLock::new(),
             message_id: id,
             message_type: route.message.message_type(),
             delivery_count: delivery.delivery_count,

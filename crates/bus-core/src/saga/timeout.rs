@@ -38,7 +38,7 @@ impl Context {
     /// (docs/sagas.md, "Timeouts"). Nothing is sent if the step fails or completes the
     /// saga. An error outside a saga step's handler (and its own task).
     pub fn request_timeout<C: Command>(&self, delay: Duration, message: C) -> Result<()> {
-        let bus = self.bus.clone();
+        let bus = self.bus().clone();
         let request: Request = Box::new(move |token| {
             Box::pin(async move {
                 let options = SendOptions::new()
@@ -103,7 +103,8 @@ mod tests {
     #[tokio::test]
     async fn a_request_outside_a_saga_step_is_an_error_and_one_inside_is_kept() {
         let ctx = Context {
-            bus: crate::Bus::new(crate::MemoryTransport::new(), crate::BusConfig::default()),
+            host_bus: crate::Bus::new(crate::MemoryTransport::new(), crate::BusConfig::default()),
+            bus: std::sync::OnceLock::new(),
             message_id: crate::MessageId::generate(),
             message_type: "t",
             delivery_count: 1,
