@@ -34,9 +34,10 @@ local READY, MSGS, DELIVERIES, INFLIGHT, DELAYED, SEQ, DEAD_INFO, SUSPECTS, LEAS
 -- key per turn (take_keyed below), with up to half the call's allowance while `ready`
 -- holds messages too, so that neither side starves the other. Keyed messages join the
 -- call's lease after its fresh envelopes (so they follow the ready part in the reply),
--- their keys in the lease's `keys` list. With a per-key rate (`key_rate` per `key_per_ms` in
--- `flow`), a key whose window is full waits in `kwait` until a start leaves it, and the
--- wait hint covers it (a consumer that took nothing waits until then, no polling).
+-- their keys in the lease's `keys` list. With a per-key rate (`key_rate` per
+-- `key_per_ms` in `flow`), a key whose window is full waits in `kwait` until a start
+-- leaves it, and the wait hint covers it (a consumer that took nothing waits until then,
+-- no polling).
 local now = now_ms()
 promote_due(DELAYED, READY, MSGS, KDUE, FLOW, KREADY, KBUSY, KQ, now)
 local want, held, flow_wait, window, per_key, probe =
@@ -200,7 +201,7 @@ local function take_keyed(max, limit)
   end
   if not ok then
     for i = at_key + 1, #keys do
-      again[#again + 1] = now
+      again[#again + 1] = at
       again[#again + 1] = keys[i]
     end
     bulk('ZADD', KREADY, again)
@@ -214,8 +215,9 @@ if per_key then
 end
 if #lease > 0 then
   local token = string.format('~L%d', redis.call('INCRBY', SEQ, #lease) - #lease + 1)
-  bulk('RPUSH', LEASES .. ':' .. token, lease)
-  bulk('RPUSH', LEASES .. ':' .. token .. ':keys', lease_keys)
+  local list = LEASES .. ':' .. token
+  bulk('RPUSH', list, lease)
+  bulk('RPUSH', list .. ':keys', lease_keys)
   redis.call('ZADD', LEASES, now + lock_ms, token)
   redis.call('HSET', HOLDERS, token, holder)
   redis.call('INCRBY', LEASED, #lease)

@@ -133,6 +133,14 @@ impl Queue {
         }
     }
 
+    /// A queue ordered per key, at most `per_key` messages of a key in flight.
+    fn ordered(redis: &TestRedis, name: &str, per_key: u32) -> Queue {
+        let mut q = Queue::new(redis, name);
+        let flow = q.k.flow.clone();
+        q.cmd(&["HSET", &flow, "per_key", &per_key.to_string()]);
+        q
+    }
+
     /// The KEYS of `script`, in docs/wire-format.md's order.
     fn keys(&self, script: &str) -> Vec<String> {
         let k = &self.k;
@@ -1343,9 +1351,8 @@ fn a_batched_send_once_stores_each_key_once_in_each_form() {
 #[test]
 fn a_purged_keyed_retry_gives_its_key_back() {
     let redis = TestRedis::start().unwrap();
-    let mut q = Queue::new(&redis, "purge-keyed");
+    let mut q = Queue::ordered(&redis, "purge-keyed", 1);
     let k = q.k.clone();
-    q.cmd(&["HSET", &k.flow, "per_key", "1"]);
     q.call("send_keyed", &["k", &envelope(1), &envelope(2)]);
     let (token, n) = q.reserve_leased(10, 60_000);
     assert_eq!(n, 1);
@@ -1378,9 +1385,8 @@ fn a_purged_keyed_retry_gives_its_key_back() {
 #[test]
 fn a_leased_keyed_message_keeps_its_slot_through_release_and_recovery() {
     let redis = TestRedis::start().unwrap();
-    let mut q = Queue::new(&redis, "keyed-lease");
+    let mut q = Queue::ordered(&redis, "keyed-lease", 1);
     let k = q.k.clone();
-    q.cmd(&["HSET", &k.flow, "per_key", "1"]);
     q.call(
         "send_keyed",
         &["k", &envelope(1), &envelope(2), &envelope(3)],
@@ -1462,9 +1468,8 @@ fn a_leased_keyed_message_keeps_its_slot_through_release_and_recovery() {
 #[test]
 fn a_leased_keyed_message_gives_its_slot_back_once() {
     let redis = TestRedis::start().unwrap();
-    let mut q = Queue::new(&redis, "keyed-twice");
+    let mut q = Queue::ordered(&redis, "keyed-twice", 2);
     let k = q.k.clone();
-    q.cmd(&["HSET", &k.flow, "per_key", "2"]);
     q.call(
         "send_keyed",
         &["k", &envelope(1), &envelope(2), &envelope(3)],
