@@ -857,7 +857,13 @@ async fn timing_page_shows_each_type_and_scheduled_and_expired_messages_are_visi
     click(&browser, "#confirm-ok").await;
     let cancelled = eventually(WAIT, || async { s.int("ZCARD", &keys.delayed) == 0 }).await;
     assert!(cancelled, "delayed {}", s.int("ZCARD", &keys.delayed));
+    // The audit record is written after the cancel itself: wait for it, bounded.
+    let audited = eventually(WAIT, || async {
+        http(addr, "GET", "/api/audit", &[], "").await.json()[0]["action"] == "cancel"
+    })
+    .await;
     let audit = http(addr, "GET", "/api/audit", &[], "").await.json();
+    assert!(audited, "{audit}");
     assert_eq!(audit[0]["action"], "cancel", "{audit}");
     assert_eq!(audit[0]["who"], "bob");
 
