@@ -5,7 +5,8 @@
 //! phases' function names, comma-separated>` runs only those phases;
 //! `COMMANDSTATS=1` prints Redis's `INFO commandstats` of each Redis phase; `MESSAGES=n`
 //! changes the number of messages per phase; `E2E_TIMING=off` runs the end-to-end phase
-//! without per-type timing).
+//! without per-type timing). The pre-filled bus phase runs between two runs of a bare host
+//! (no per-type timing, no heartbeat): the cost of the observers a host runs by default.
 //!
 //! Every phase moves 100,000 messages with a ~100-byte JSON body, and reports msg/s and
 //! the CPU that the redis-server and this process spent per message over the timed phase
@@ -302,15 +303,16 @@ where
 }
 
 async fn bus_prefilled(env: &Env) -> Figure {
-    bus_prefilled_timed(env, true).await
+    bus_prefilled_observed(env, true).await
 }
 
-/// The same with per-type timing off (`timing_interval(None)`): the baseline of its cost.
-async fn bus_prefilled_untimed(env: &Env) -> Figure {
-    bus_prefilled_timed(env, false).await
+/// The same on a bare host, without the observers a host runs by default (per-type
+/// timing and the heartbeat): the baseline of their cost.
+async fn bus_prefilled_bare(env: &Env) -> Figure {
+    bus_prefilled_observed(env, false).await
 }
 
-async fn bus_prefilled_timed(env: &Env, timing: bool) -> Figure {
+async fn bus_prefilled_observed(env: &Env, observed: bool) -> Figure {
     let transport = env.transport('b').await;
     let keys = transport.keys(&Source::queue("bench").unwrap());
     let bus = Bus::new(transport.clone(), BusConfig::default());
@@ -322,7 +324,8 @@ async fn bus_prefilled_timed(env: &Env, timing: bool) -> Figure {
     let host = Host::builder()
         .transport(transport.clone())
         .command::<Order, _>(noop.clone())
-        .timing_interval(timing.then_some(bus_core::timing::DEFAULT_TIMING_INTERVAL))
+        .timing_interval(observed.then_some(bus_core::timing::DEFAULT_TIMING_INTERVAL))
+        .heartbeat_interval(observed.then_some(bus_core::heartbeat::DEFAULT_HEARTBEAT_INTERVAL))
         .build()
         .unwrap();
     env.reset_stats().await;
@@ -508,19 +511,19 @@ fn main() {
             );
             let circ_pre = if wanted("circular_prefilled") { let f = circular_prefilled(&env).await; row("circular list, pre-filled", f); f } else { Figure::NONE };
             let layout_pre = if wanted("layout_prefilled") { let f = layout_prefilled(&env, 0).await; row("raw layout (reserve.lua+ack.lua), pre-filled", f); f } else { Figure::NONE };
-            // Per-type timing's cost: the same phase with it off, run before and
+            // The default observers' cost: the same phase on a bare host, run before and
             // after it (the first phase of a process runs on a colder client).
-            let untimed_before = if wanted("bus_prefilled") { let f = bus_prefilled_untimed(&env).await; row("bus, pre-filled, no per-type timing", f); f } else { Figure::NONE };
+            let bare_before = if wanted("bus_prefilled") { let f = bus_prefilled_bare(&env).await; row("bus, pre-filled, bare host", f); f } else { Figure::NONE };
             let bus_pre = if wanted("bus_prefilled") { let f = bus_prefilled(&env).await; row("bus, pre-filled", f); f } else { Figure::NONE };
-            let untimed_after = if wanted("bus_prefilled") { let f = bus_prefilled_untimed(&env).await; row("bus, pre-filled, no per-type timing", f); f } else { Figure::NONE };
-            if untimed_after.rate > 0.0 {
-                let untimed_rate = (untimed_before.rate + untimed_after.rate) / 2.0;
-                let untimed_cpu = (untimed_before.client_us + untimed_after.client_us) / 2.0;
+            let bare_after = if wanted("bus_prefilled") { let f = bus_prefilled_bare(&env).await; row("bus, pre-filled, bare host", f); f } else { Figure::NONE };
+            if bare_after.rate > 0.0 {
+                let bare_rate = (bare_before.rate + bare_after.rate) / 2.0;
+                let bare_cpu = (bare_before.client_us + bare_after.client_us) / 2.0;
                 println!(
-                    "   per-type timing: with / without (mean of before and after) {:>6.1}% of the rate, client CPU {:.2} vs {:.2} us/msg",
-                    bus_pre.rate / untimed_rate * 100.0,
+                    "   timing and heartbeat: with / without (mean of before and after) {:>6.1}% of the rate, client CPU {:.2} vs {:.2} us/msg",
+                    bus_pre.rate / bare_rate * 100.0,
                     bus_pre.client_us,
-                    untimed_cpu
+                    bare_cpu
                 );
             }
             let circ_e2e = if wanted("circular_end_to_end") { let f = circular_end_to_end(&env).await; row("circular list, end to end (producer process)", f); f } else { Figure::NONE };

@@ -18,7 +18,7 @@ for _ in $(seq 1 "$runs"); do
   for bin in "$@"; do
     ROUNDS=1 MESSAGES=${MESSAGES:-100000} ONLY=${ONLY:-prefilled,end_to_end} "$bin" --bench 2>&1 \
       | grep -E "^(circular list|bus|in-memory transport), (pre-filled|end to end)" \
-      | grep -v "no per-type timing" | sed "s|^|$bin\||" >> "$out"
+      | grep -v "bare host" | sed "s|^|$bin\||" >> "$out"
   done
 done
 python3 - "$out" "$@" <<'PY'

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use super::after_ack::AfterAcks;
 use super::routes::Routes;
+use crate::timing::Counters;
 use crate::transport::{Consumer, Source, WireFormat};
 use crate::{Bus, Middleware, ProcessingSettings};
 
@@ -28,4 +29,7 @@ pub(super) struct Dispatch {
     pub(super) consumer: Arc<dyn Consumer>,
     /// `source`, shared with every message's context (the scope of its step marks).
     pub(super) scope: Arc<Source>,
+    /// Each route's per-type timing counters, in the order of `routes.registrations`;
+    /// empty when the host records no timing.
+    pub(super) timing: Vec<Arc<Counters>>,
 }

@@ -62,7 +62,7 @@ impl Dispatch {
             Err(e) => return Outcome::undecodable(error_chain(&e)),
         };
         self.record_in_span(&envelope);
-        let Some(route) = self.routes.find(&envelope.message_type) else {
+        let Some((index, route)) = self.routes.find(&envelope.message_type) else {
             return self.unroutable(delivery, &envelope);
         };
         let Incoming {
@@ -134,17 +134,25 @@ impl Dispatch {
                 ))
             }
         };
+        // Timed around the middleware and the handler; abandoned, it counts as failed.
+        let run = self.timing.get(index).map(|counters| counters.start());
         let result = AssertUnwindSafe(Next::new(&self.middleware, handler).run(&ctx))
             .catch_unwind()
             .await;
         let (disposition, error) = match result {
-            Ok(Ok(())) => return Outcome::Ack,
+            Ok(Ok(())) => {
+                if let Some(run) = run {
+                    run.succeeded();
+                }
+                return Outcome::Ack;
+            }
             Ok(Err(e)) => (e.disposition(), error_chain(e.source())),
             Err(panic) => (
                 Disposition::Retry,
                 format!("handler panicked: {}", panic_message(&*panic)),
             ),
         };
+        drop(run);
         self.failed(delivery, disposition, ErrorRecord::now(error), dying(kept))
             .await
     }

@@ -1,52 +1,26 @@
-//! The heartbeat runner: a host's in-flight counter (a middleware) and the task that
-//! sends its [`HostInfo`] to the transport's [`HostReporter`] every interval. The
-//! record and the seam are `crate::heartbeat`'s, where a transport implements them.
+//! The heartbeat runner: the task that sends a host's [`HostInfo`] to the transport's
+//! [`HostReporter`] every interval. Its in-flight figure is read off the workers' handler
+//! slots when it reports, so a message costs the heartbeat nothing. The record and the
+//! seam are `crate::heartbeat`'s, where a transport implements them.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 
 use super::breaker::Breaker;
+use super::worker::HandlerSlots;
 use crate::heartbeat::{hostname, HostInfo, HostReporter};
-use crate::processor::ProcessError;
-use crate::{Context, Middleware, Next};
 
-/// Counts the handlers running: the in-flight figure of the heartbeat.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct InFlight(Arc<AtomicUsize>);
-
-impl InFlight {
-    fn get(&self) -> usize {
-        self.0.load(Ordering::Relaxed)
-    }
-}
-
-#[async_trait]
-impl Middleware for InFlight {
-    async fn handle(&self, ctx: &Context, next: Next<'_>) -> std::result::Result<(), ProcessError> {
-        // Decremented on drop too: a handler abandoned at shutdown still leaves.
-        struct Running<'a>(&'a AtomicUsize);
-        impl Drop for Running<'_> {
-            fn drop(&mut self) {
-                self.0.fetch_sub(1, Ordering::Relaxed);
-            }
-        }
-        self.0.fetch_add(1, Ordering::Relaxed);
-        let _running = Running(&self.0);
-        next.run(ctx).await
-    }
-}
-
-/// The heartbeat of one running host: its fixed description and its in-flight counter.
+/// The heartbeat of one running host: its fixed description and where its in-flight
+/// figure is read.
 #[derive(Debug)]
 pub(crate) struct Heartbeat {
     reporter: Arc<dyn HostReporter>,
     info: HostInfo,
-    in_flight: InFlight,
+    /// The handler slots of the host's workers: their slots in use are its in-flight.
+    slots: Vec<HandlerSlots>,
     interval: Duration,
     /// The circuit breakers of the host's workers, by queue.
     breakers: Vec<(String, Arc<Breaker>)>,
@@ -76,7 +50,7 @@ impl Heartbeat {
                 interval_ms: u64::try_from(interval.as_millis()).unwrap_or(u64::MAX),
                 breakers: BTreeMap::new(),
             },
-            in_flight: InFlight::default(),
+            slots: Vec::new(),
             interval,
             breakers: Vec::new(),
         }
@@ -87,9 +61,9 @@ impl Heartbeat {
         self.breakers = breakers;
     }
 
-    /// The middleware that counts running handlers, to put first in the pipeline.
-    pub(crate) fn counter(&self) -> Arc<dyn Middleware> {
-        Arc::new(self.in_flight.clone())
+    /// Reports the handlers running in these workers' slots as in flight.
+    pub(crate) fn handler_slots(&mut self, slots: Vec<HandlerSlots>) {
+        self.slots = slots;
     }
 
     /// Reports now and every interval until `stop`, then leaves. A failed report is
@@ -102,7 +76,7 @@ impl Heartbeat {
                 () = stop.cancelled() => break,
                 _ = ticks.tick() => {}
             }
-            self.info.in_flight = self.in_flight.get();
+            self.info.in_flight = self.slots.iter().map(HandlerSlots::in_use).sum();
             for (queue, breaker) in &self.breakers {
                 self.info.breakers.insert(queue.clone(), breaker.state());
             }
@@ -205,7 +179,7 @@ mod tests {
     #[derive(Debug)]
     struct Nowhere;
 
-    #[async_trait]
+    #[async_trait::async_trait]
     impl HostReporter for Nowhere {
         async fn report(&self, _: &HostInfo) -> crate::Result<()> {
             Ok(())

@@ -385,9 +385,6 @@ impl HostBuilder {
             .heartbeat_interval
             .and_then(|interval| Some((transport.extras().host_reporter?, interval)))
             .map(|(reporter, interval)| heartbeat_of(reporter, &routes, interval));
-        if let Some(heartbeat) = &heartbeat {
-            self.middleware.insert(0, heartbeat.counter());
-        }
         let timing = self
             .timing_interval
             .and_then(|interval| Some((transport.extras().timing_reporter?, interval)))
@@ -397,9 +394,6 @@ impl HostBuilder {
                     .flat_map(|r| r.registrations.iter().map(|r| r.message.message_type()));
                 crate::timing::Timing::new(reporter, types, interval)
             });
-        if let Some(timing) = &timing {
-            self.middleware.insert(0, timing.recorder());
-        }
         let middleware: Arc<[Arc<dyn Middleware>]> = self.middleware.into();
         Ok(Host {
             heartbeat,
@@ -558,6 +552,7 @@ impl Host {
             self.handler_threads,
         )?);
         let mut breakers = Vec::new();
+        let mut handler_slots = Vec::new();
         for (routes, singleton) in self.routes.into_iter().zip(self.singletons) {
             let registration = routes.registrations[0].clone();
             let options = ConsumerOptions::new(
@@ -594,7 +589,16 @@ impl Host {
                 breakers.push((source_name(&registration.source), Arc::clone(&breaker)));
                 consumer = Arc::new(breaker::Guarded::new(consumer, breaker));
             }
+            let slots = worker::HandlerSlots::new(registration.settings.max_concurrent_calls);
+            handler_slots.push(slots.clone());
+            let timing = self.timing.as_ref().and_then(|timing| {
+                let types = routes.registrations.iter();
+                types
+                    .map(|r| timing.counters(r.message.message_type()))
+                    .collect()
+            });
             let worker = worker::Worker {
+                slots,
                 metrics,
                 dispatch: dispatch::Dispatch {
                     source: registration.source.clone(),
@@ -606,6 +610,7 @@ impl Host {
                     after_ack: Arc::default(),
                     consumer: Arc::clone(&consumer),
                     scope: Arc::new(registration.source.clone()),
+                    timing: timing.unwrap_or_default(),
                 },
                 registration,
                 consumer,
@@ -628,6 +633,7 @@ impl Host {
         }
         if let Some(mut heartbeat) = self.heartbeat {
             heartbeat.breakers(breakers);
+            heartbeat.handler_slots(handler_slots);
             running
                 .workers
                 .push(tokio::spawn(heartbeat.run(running.stop.clone())));

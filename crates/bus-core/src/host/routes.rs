@@ -72,11 +72,13 @@ pub(crate) struct Routes {
 }
 
 impl Routes {
-    /// The processor of `message_type`; a linear look-up, since queues carry few types.
-    pub(crate) fn find(&self, message_type: &str) -> Option<&Registration> {
+    /// The processor of `message_type` and its position; a linear look-up, since queues
+    /// carry few types.
+    pub(crate) fn find(&self, message_type: &str) -> Option<(usize, &Registration)> {
         self.registrations
             .iter()
-            .find(|r| r.message.message_type() == message_type)
+            .enumerate()
+            .find(|(_, r)| r.message.message_type() == message_type)
     }
 }
 

@@ -60,6 +60,31 @@ pub(super) struct Worker {
     pub(super) metrics: WorkerMetrics,
     /// Where handlers run: threads of their own (see `handler_runtime`).
     pub(super) handler_runtime: Arc<super::handler_runtime::HandlerRuntime>,
+    /// Its `max_concurrent_calls` handler slots.
+    pub(super) slots: HandlerSlots,
+}
+
+/// A worker's handler slots: one is taken for each handler from its start until its
+/// outcome is applied, so those in use are the handlers running (the heartbeat's
+/// in-flight figure).
+#[derive(Debug, Clone)]
+pub(super) struct HandlerSlots {
+    free: Arc<Semaphore>,
+    size: usize,
+}
+
+impl HandlerSlots {
+    pub(super) fn new(size: usize) -> Self {
+        HandlerSlots {
+            free: Arc::new(Semaphore::new(size)),
+            size,
+        }
+    }
+
+    /// The handlers running now.
+    pub(super) fn in_use(&self) -> usize {
+        self.size.saturating_sub(self.free.available_permits())
+    }
 }
 
 /// One fetched batch waiting for handler slots: each message with its handler's cancellation,
@@ -85,9 +110,9 @@ struct Buffer {
 }
 
 impl Buffer {
-    fn new(handlers: usize) -> Self {
+    fn new(handlers: &HandlerSlots) -> Self {
         Buffer {
-            running: Arc::new(Semaphore::new(handlers)),
+            running: Arc::clone(&handlers.free),
             waiting: AtomicUsize::new(0),
             epoch: AtomicU64::new(0),
             release: Notify::new(),
@@ -146,7 +171,7 @@ impl Worker {
         let background = CancellationToken::new();
         let (buffer_tx, buffer_rx) = mpsc::unbounded_channel();
         let (ack_tx, ack_rx) = mpsc::unbounded_channel();
-        let buffer = Arc::new(Buffer::new(settings.max_concurrent_calls));
+        let buffer = Arc::new(Buffer::new(&this.slots));
 
         let fetcher = tokio::spawn(Arc::clone(&this).fetch(
             capacity,
