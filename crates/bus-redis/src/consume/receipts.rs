@@ -24,6 +24,10 @@ pub(crate) fn merge(
         script: script.name(),
         detail: "malformed delivery".into(),
     };
+    // The token gets an allocation of its own: every receipt of the batch clones it, on
+    // the I/O and the handler threads, and as a slice of fred's read buffer it would share
+    // one reference count with every envelope of the reply.
+    let token = token.map(|t| Bytes::copy_from_slice(&t));
     let mut out = Vec::with_capacity(leased.len() + stored.len() / 4);
     let mut leased = leased.into_iter().enumerate();
     let mut lease = |out: &mut Vec<Delivery>| -> Result<bool, Error> {
