@@ -416,7 +416,7 @@ impl Bus {
     /// here when none is set, so that the sender learns the one stored.
     async fn own_headers<M: Message>(
         &self,
-        ids: &[String],
+        ids: &[MessageId],
         destination: Destination<'_>,
         options: Option<&SendOptions>,
         foreign: bool,
@@ -442,7 +442,7 @@ impl Bus {
                 let trace_id = crate::new_trace_id(&headers);
                 headers.insert(headers::TRACE_ID.to_owned(), trace_id);
             }
-            let id = MessageId::from(id.clone());
+            let id = id.clone();
             for layer in &self.shared.config.send_middleware {
                 let mut message = OutgoingMessage {
                     destination,
@@ -494,7 +494,7 @@ impl Bus {
     fn encode<M: Message>(
         &self,
         messages: &[M],
-        ids: Vec<String>,
+        ids: Vec<MessageId>,
         own: Option<&[Headers]>,
         wire: Option<&dyn WireFormat>,
     ) -> Result<Vec<Outgoing>> {
@@ -509,12 +509,12 @@ impl Bus {
             let headers = own.map_or(&*shared, |own| &own[n]);
             let payload = match (format, wire) {
                 (Format::Json, None) => {
-                    encode_json_message(&id, M::TYPE, headers, sent_at_ms, message)?
+                    encode_json_message(id.as_str(), M::TYPE, headers, sent_at_ms, message)?
                 }
                 _ => {
                     let mut envelope =
                         Envelope::new(M::TYPE, format, format.encode(M::TYPE, message)?);
-                    envelope.id = MessageId::from(id.clone());
+                    envelope.id = id.clone();
                     envelope.sent_at_ms = sent_at_ms;
                     envelope.headers.clone_from(headers);
                     match wire {
@@ -530,7 +530,7 @@ impl Bus {
                 });
             }
             batch.push(Outgoing {
-                id: MessageId::from(id),
+                id,
                 payload: Bytes::from(payload),
             });
         }
@@ -563,7 +563,7 @@ impl<T> Produced<T> {
 
 /// `n` new message ids, increasing across every call in this process (ULIDs: a clock
 /// part, then a random part counted up within one millisecond).
-fn monotonic_ids(n: usize) -> Vec<String> {
+fn monotonic_ids(n: usize) -> Vec<MessageId> {
     static GENERATOR: std::sync::Mutex<ulid::Generator> =
         std::sync::Mutex::new(ulid::Generator::new());
     let mut generator = GENERATOR
@@ -572,10 +572,7 @@ fn monotonic_ids(n: usize) -> Vec<String> {
     (0..n)
         .map(|_| {
             // Fails only when the random part overflows within one millisecond.
-            generator
-                .generate()
-                .unwrap_or_else(|_| ulid::Ulid::new())
-                .to_string()
+            MessageId::from_ulid(generator.generate().unwrap_or_else(|_| ulid::Ulid::new()))
         })
         .collect()
 }

@@ -22,34 +22,107 @@ pub const ENVELOPE_VERSION: u32 = 1;
 pub type Headers = BTreeMap<String, String>;
 
 /// A message id: a ULID string unless a foreign producer chose another unique string.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct MessageId(String);
+/// A ULID the bus makes is kept inline (its 26 characters), so that making and copying an
+/// id allocates nothing on the send path; any other id is kept as given. Ids compare,
+/// hash and serialise as their text.
+#[derive(Clone)]
+pub struct MessageId(Repr);
+
+#[derive(Clone)]
+enum Repr {
+    /// A ULID's text, Crockford base32: ASCII.
+    Ulid([u8; ulid::ULID_LEN]),
+    Text(String),
+}
 
 impl MessageId {
     /// A new, time-ordered, unique id.
     pub fn generate() -> Self {
-        MessageId(ulid::Ulid::new().to_string())
+        Self::from_ulid(ulid::Ulid::new())
     }
+
+    pub(crate) fn from_ulid(ulid: ulid::Ulid) -> Self {
+        let mut text = [0; ulid::ULID_LEN];
+        ulid.array_to_str(&mut text);
+        MessageId(Repr::Ulid(text))
+    }
+
     /// The id as text.
     pub fn as_str(&self) -> &str {
-        &self.0
+        match &self.0 {
+            // Crockford base32 is ASCII: the check cannot fail.
+            Repr::Ulid(text) => std::str::from_utf8(text).unwrap_or_default(),
+            Repr::Text(text) => text,
+        }
     }
-    /// The id as an owned string (no copy).
+
+    /// The id as an owned string (no copy for an id made from a string).
     pub(crate) fn into_string(self) -> String {
-        self.0
+        match self.0 {
+            Repr::Ulid(_) => self.as_str().to_owned(),
+            Repr::Text(text) => text,
+        }
     }
 }
 
 impl From<String> for MessageId {
     fn from(id: String) -> Self {
-        MessageId(id)
+        MessageId(Repr::Text(id))
+    }
+}
+
+impl PartialEq for MessageId {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for MessageId {}
+
+impl std::hash::Hash for MessageId {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state);
+    }
+}
+
+impl PartialOrd for MessageId {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for MessageId {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.as_str().cmp(other.as_str())
+    }
+}
+
+impl fmt::Debug for MessageId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("MessageId").field(&self.as_str()).finish()
     }
 }
 
 impl fmt::Display for MessageId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for MessageId {
+    fn serialize<S: serde::Serializer>(
+        &self,
+        serializer: S,
+    ) -> std::result::Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for MessageId {
+    fn deserialize<D: serde::Deserializer<'de>>(
+        deserializer: D,
+    ) -> std::result::Result<Self, D::Error> {
+        String::deserialize(deserializer).map(MessageId::from)
     }
 }
 
@@ -115,7 +188,8 @@ pub(crate) fn encode_json_message<T: Serialize>(
         sent: sent_at_ms,
         headers,
     };
-    write_json(&head, 64, |out| Ok(serde_json::to_writer(out, message)?)).map_err(|source| {
+    // Room for a body of ~150 bytes before the buffer grows: a grown buffer is a copy.
+    write_json(&head, 160, |out| Ok(serde_json::to_writer(out, message)?)).map_err(|source| {
         Error::Encode {
             message_type: message_type.to_owned(),
             source,
@@ -307,7 +381,7 @@ impl Envelope {
             return Err(Error::decode("envelope", "empty message id"));
         }
         Ok(Incoming {
-            id: MessageId(id),
+            id: MessageId::from(id),
             message_type,
             headers,
             sent_at_ms,
@@ -359,6 +433,31 @@ impl From<Envelope> for Incoming<'static> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_made_id_is_its_text_however_it_is_held() {
+        use std::collections::HashSet;
+        let made = MessageId::generate();
+        let text = made.as_str().to_owned();
+        assert_eq!(text.len(), 26);
+        assert_eq!(
+            text.parse::<ulid::Ulid>().map(|u| u.to_string()),
+            Ok(text.clone())
+        );
+        let read = MessageId::from(text.clone());
+        assert_eq!(made, read);
+        assert_eq!(HashSet::from([made.clone()]).get(&read), Some(&made));
+        assert_eq!(made.to_string(), text);
+        assert_eq!(format!("{made:?}"), format!("MessageId({text:?})"));
+        assert_eq!(serde_json::to_string(&made).unwrap(), format!("\"{text}\""));
+        let back: MessageId = serde_json::from_str(&format!("\"{text}\"")).unwrap();
+        assert_eq!(back, made);
+        assert_eq!(made.clone().into_string(), text);
+        let later = MessageId::generate();
+        assert_eq!(made.cmp(&later), made.as_str().cmp(later.as_str()));
+        assert_eq!(made.cmp(&read), std::cmp::Ordering::Equal);
+        assert!(MessageId::from("a".to_owned()) < MessageId::from("b".to_owned()));
+    }
 
     fn headers() -> impl Strategy<Value = Headers> {
         proptest::collection::btree_map(".{0,12}", ".{0,24}", 0..4)

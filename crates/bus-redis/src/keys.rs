@@ -177,21 +177,28 @@ impl QueueKeys {
     /// Only the ready list of `source`: what a send needs, built with one allocation
     /// instead of every key of the queue. Equal to `QueueKeys::new(prefix, source).ready`.
     pub fn ready_of(prefix: &str, source: &Source) -> String {
-        let mut key = String::with_capacity(prefix.len() + 48);
+        let (topic, name) = match source {
+            Source::Queue(queue) => return Self::queue_ready_of(prefix, queue),
+            Source::Subscription { topic, name } => (topic, name),
+        };
+        let mut key = String::with_capacity(prefix.len() + topic.len() + name.len() + 12);
         key.push_str(prefix);
         key.push_str(":{");
-        match source {
-            Source::Queue(queue) => {
-                key.push_str(queue);
-                key.push('}');
-            }
-            Source::Subscription { topic, name } => {
-                key.push_str(topic);
-                key.push_str("}:s:");
-                key.push_str(name);
-            }
-        }
+        key.push_str(topic);
+        key.push_str("}:s:");
+        key.push_str(name);
         key.push_str(":ready");
+        key
+    }
+
+    /// The ready list of the queue `queue` (a name already checked): [`Self::ready_of`]
+    /// without a [`Source`] made for it.
+    pub fn queue_ready_of(prefix: &str, queue: &str) -> String {
+        let mut key = String::with_capacity(prefix.len() + queue.len() + 9);
+        key.push_str(prefix);
+        key.push_str(":{");
+        key.push_str(queue);
+        key.push_str("}:ready");
         key
     }
 

@@ -126,11 +126,11 @@ impl Writer {
     /// Appends plain envelopes to `queue`'s ready list (its next shard's when it is
     /// partitioned): one command, all or none.
     pub(crate) async fn push(&self, queue: &str, messages: Vec<Outgoing>) -> bus_core::Result<()> {
-        let source = Source::queue(queue)?;
+        bus_core::transport::validate_name("queue", queue)?;
         self.record_shards(queue).await;
         let ready = match self.spread.shard(queue, None) {
             Some(shard) => QueueKeys::shard_ready_of(&self.prefix, queue, shard),
-            None => QueueKeys::ready_of(&self.prefix, &source),
+            None => QueueKeys::queue_ready_of(&self.prefix, queue),
         };
         // The plain envelopes go straight onto the ready list; reserve gives them their
         // storage ids (docs/redis-layout.md).
