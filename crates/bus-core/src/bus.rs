@@ -218,7 +218,7 @@ impl Bus {
         let trace_id = own.first().and_then(|h| h.get(headers::TRACE_ID).cloned());
         let mut batch = self.encode(
             std::slice::from_ref(message),
-            ids,
+            &ids,
             Some(&own),
             wire.as_deref(),
         )?;
@@ -387,12 +387,11 @@ impl Bus {
             None
         };
         let batch =
-            span.in_scope(|| self.encode(messages, ids, own.as_deref(), wire.as_deref()))?;
+            span.in_scope(|| self.encode(messages, &ids, own.as_deref(), wire.as_deref()))?;
         // Only the calls with options report it, and they always have headers of their own.
         let trace_id = own
             .as_ref()
             .and_then(|own| own.first()?.get(headers::TRACE_ID).cloned());
-        let ids: Vec<MessageId> = batch.iter().map(|m| m.id.clone()).collect();
         if batch.is_empty() {
             return Ok(Produced {
                 ids,
@@ -494,7 +493,7 @@ impl Bus {
     fn encode<M: Message>(
         &self,
         messages: &[M],
-        ids: Vec<MessageId>,
+        ids: &[MessageId],
         own: Option<&[Headers]>,
         wire: Option<&dyn WireFormat>,
     ) -> Result<Vec<Outgoing>> {
@@ -530,7 +529,7 @@ impl Bus {
                 });
             }
             batch.push(Outgoing {
-                id,
+                id: id.clone(),
                 payload: Bytes::from(payload),
             });
         }
