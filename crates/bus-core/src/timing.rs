@@ -288,10 +288,16 @@ impl Timing {
         }
     }
 
-    /// The counters of `message_type`'s runs, which its handlers' runs add to
-    /// ([`Counters::start`]); `None` for a type this host did not register.
-    pub(crate) fn counters(&self, message_type: &str) -> Option<Arc<Counters>> {
-        self.types.get(message_type).cloned()
+    /// The counters that each of these processors' runs add to ([`Counters::start`]), in
+    /// their order (the host made one set per type it registered).
+    pub(crate) fn counters_of(
+        &self,
+        processors: &[crate::host::Registration],
+    ) -> Vec<Arc<Counters>> {
+        let types = processors.iter().map(|r| r.message.message_type());
+        types
+            .map(|name| self.types.get(name).cloned().unwrap_or_default())
+            .collect()
     }
 
     /// Takes every type's counts into the pending minute `minute`.

@@ -591,18 +591,16 @@ impl Host {
             }
             let slots = worker::HandlerSlots::new(registration.settings.max_concurrent_calls);
             handler_slots.push(slots.clone());
-            let timing = self.timing.as_ref().and_then(|timing| {
-                let types = routes.registrations.iter();
-                types
-                    .map(|r| timing.counters(r.message.message_type()))
-                    .collect()
-            });
             let worker = worker::Worker {
                 slots,
                 metrics,
                 dispatch: dispatch::Dispatch {
                     source: registration.source.clone(),
                     settings: registration.settings.clone(),
+                    timing: self
+                        .timing
+                        .as_ref()
+                        .map_or_else(Vec::new, |timing| timing.counters_of(&routes.registrations)),
                     routes,
                     middleware: Arc::clone(&self.middleware),
                     bus: self.bus.clone(),
@@ -610,7 +608,6 @@ impl Host {
                     after_ack: Arc::default(),
                     consumer: Arc::clone(&consumer),
                     scope: Arc::new(registration.source.clone()),
-                    timing: timing.unwrap_or_default(),
                 },
                 registration,
                 consumer,
