@@ -2,24 +2,128 @@
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
+use bytes::Bytes;
 use tokio::sync::Notify;
 
 use crate::cancel::Cancel;
 use crate::fast_hash::FastMap;
-use crate::transport::Receipt;
+use crate::transport::{Held as HeldAs, Receipt};
 
 /// Each held message with the token that cancels its handler (shutdown, lost lock). A
 /// message leaves only when its final transition is done in the transport (an ack once
 /// it is flushed), so "nothing held" means nothing of ours can be lost with the process.
 #[derive(Debug, Default)]
 pub(super) struct Held {
-    /// Receipts are ids the bus made: hashed fast, not flood-resistant (memory.rs).
-    map: Mutex<FastMap<Receipt, Cancel>>,
+    map: Mutex<Map>,
     emptied: Notify,
 }
 
+/// Leased messages are kept per lease: a fetched batch is one lease, so its messages share
+/// one entry and one copy of the lease's key, and are found by index, not hashed one by
+/// one. Receipts are ids the bus made: hashed fast, not flood-resistant (memory.rs).
+#[derive(Debug, Default)]
+struct Map {
+    /// By the lease's key, then by the partition that handed it out (almost always one).
+    leases: FastMap<Bytes, Vec<(u16, Lease)>>,
+    stored: FastMap<Receipt, Cancel>,
+    len: usize,
+}
+
+/// The held messages of one lease, by index (a position in the reserved batch, so the
+/// slots are as many as the batch's messages).
+#[derive(Debug, Default)]
+struct Lease {
+    slots: Vec<Option<Cancel>>,
+    held: usize,
+}
+
+impl Map {
+    fn lease_mut(&mut self, shard: u16, lease: &Bytes) -> Option<&mut Lease> {
+        let shards = self.leases.get_mut(&lease[..])?;
+        shards.iter_mut().find(|(s, _)| *s == shard).map(|(_, l)| l)
+    }
+
+    fn insert(&mut self, receipt: &Receipt, cancel: Cancel) {
+        let fresh = match &receipt.held {
+            HeldAs::Leased { lease, index } => {
+                if self.lease_mut(receipt.shard, lease).is_none() {
+                    let shards = self.leases.entry(lease.clone()).or_default();
+                    shards.push((receipt.shard, Lease::default()));
+                }
+                let Some(entry) = self.lease_mut(receipt.shard, lease) else {
+                    return;
+                };
+                let index = *index as usize;
+                if entry.slots.len() <= index {
+                    entry.slots.resize_with(index + 1, || None);
+                }
+                let fresh = entry.slots[index].replace(cancel).is_none();
+                entry.held += usize::from(fresh);
+                fresh
+            }
+            HeldAs::Stored { .. } => self.stored.insert(receipt.clone(), cancel).is_none(),
+        };
+        self.len += usize::from(fresh);
+    }
+
+    fn get(&self, receipt: &Receipt) -> Option<&Cancel> {
+        match &receipt.held {
+            HeldAs::Leased { lease, index } => {
+                let shards = self.leases.get(&lease[..])?;
+                let (_, entry) = shards.iter().find(|(s, _)| *s == receipt.shard)?;
+                entry.slots.get(*index as usize)?.as_ref()
+            }
+            HeldAs::Stored { .. } => self.stored.get(receipt),
+        }
+    }
+
+    fn remove(&mut self, receipt: &Receipt) {
+        let removed = match &receipt.held {
+            HeldAs::Leased { lease, index } => {
+                let Some(entry) = self.lease_mut(receipt.shard, lease) else {
+                    return;
+                };
+                let slot = entry.slots.get_mut(*index as usize);
+                let removed = slot.and_then(Option::take).is_some();
+                entry.held -= usize::from(removed);
+                if entry.held == 0 {
+                    self.forget_lease(receipt.shard, lease);
+                }
+                removed
+            }
+            HeldAs::Stored { .. } => self.stored.remove(receipt).is_some(),
+        };
+        self.len -= usize::from(removed);
+    }
+
+    fn forget_lease(&mut self, shard: u16, lease: &Bytes) {
+        if let Some(shards) = self.leases.get_mut(&lease[..]) {
+            shards.retain(|(s, _)| *s != shard);
+            if shards.is_empty() {
+                self.leases.remove(&lease[..]);
+            }
+        }
+    }
+
+    /// Every held message's receipt and cancellation.
+    fn iter(&self) -> impl Iterator<Item = (Receipt, &Cancel)> + '_ {
+        let leased = self.leases.iter().flat_map(|(lease, shards)| {
+            shards.iter().flat_map(move |(shard, entry)| {
+                let slots = entry.slots.iter().enumerate();
+                slots.filter_map(move |(index, cancel)| {
+                    let mut receipt = Receipt::leased(lease.clone(), index as u32);
+                    receipt.shard = *shard;
+                    Some((receipt, cancel.as_ref()?))
+                })
+            })
+        });
+        let stored = self.stored.iter().map(|(r, c)| (r.clone(), c));
+        leased.chain(stored)
+    }
+}
+
 impl Held {
-    fn map(&self) -> MutexGuard<'_, FastMap<Receipt, Cancel>> {
+    fn map(&self) -> MutexGuard<'_, Map> {
         self.map.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -31,9 +135,8 @@ impl Held {
     ) -> Vec<Cancel> {
         let cancels = Cancel::batch(receipts.len());
         let mut map = self.map();
-        map.reserve(receipts.len());
         for (receipt, cancel) in receipts.zip(&cancels) {
-            map.insert(receipt.clone(), cancel.clone());
+            map.insert(receipt, cancel.clone());
         }
         cancels
     }
@@ -43,13 +146,13 @@ impl Held {
         for receipt in receipts {
             map.remove(receipt);
         }
-        if map.is_empty() {
+        if map.len == 0 {
             self.emptied.notify_waiters();
         }
     }
 
     pub(super) fn receipts(&self) -> Vec<Receipt> {
-        self.map().keys().cloned().collect()
+        self.map().iter().map(|(receipt, _)| receipt).collect()
     }
 
     /// Cancels the handler of a message whose lock was lost ([`Cancel::lost`]).
@@ -58,14 +161,19 @@ impl Held {
     }
 
     pub(super) fn cancel_all(&self) {
-        for cancel in self.map().values() {
+        for (_, cancel) in self.map().iter() {
             cancel.cancel();
         }
     }
 
     /// Takes everything still held.
     pub(super) fn drain(&self) -> Vec<Receipt> {
-        let drained = self.map().drain().map(|(r, _)| r).collect();
+        let drained = {
+            let mut map = self.map();
+            let receipts = map.iter().map(|(receipt, _)| receipt).collect();
+            *map = Map::default();
+            receipts
+        };
         self.emptied.notify_waiters();
         drained
     }
@@ -77,10 +185,79 @@ impl Held {
             tokio::pin!(emptied);
             // Register before looking, so that a removal in between is not missed.
             emptied.as_mut().enable();
-            if self.map().is_empty() {
+            if self.map().len == 0 {
                 return;
             }
-            emptied.await;
+            emptied.as_mut().await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn leased(lease: &'static [u8], index: u32) -> Receipt {
+        Receipt::leased(Bytes::from_static(lease), index)
+    }
+
+    #[test]
+    fn leased_and_stored_messages_are_held_until_each_is_removed() {
+        let held = Held::default();
+        let mut other_shard = leased(b"~L1", 0);
+        other_shard.shard = 2;
+        let batch = [
+            leased(b"~L1", 0),
+            leased(b"~L1", 1),
+            other_shard.clone(),
+            Receipt::stored(Bytes::from_static(b"m-1"), 3),
+        ];
+        let cancels = held.insert_all(batch.iter());
+        let mut all = held.receipts();
+        all.sort_by_key(|r| format!("{r:?}"));
+        let mut expected = batch.to_vec();
+        expected.sort_by_key(|r| format!("{r:?}"));
+        assert_eq!(all, expected);
+
+        // Lost locks cancel only their own handler, once; unknown receipts nothing.
+        assert!(held.cancel(&leased(b"~L1", 1)));
+        assert!(!held.cancel(&leased(b"~L1", 1)), "reported once");
+        assert!(cancels[1].token().is_cancelled());
+        assert!(!cancels[0].token().is_cancelled());
+        assert!(!held.cancel(&leased(b"~L1", 7)));
+        assert!(!held.cancel(&leased(b"~L9", 0)));
+
+        held.remove([&batch[0], &batch[0], &leased(b"~L1", 9)]);
+        assert_eq!(
+            held.map().len,
+            3,
+            "a removal twice or of what is not held counts once"
+        );
+        held.remove([&batch[1], &other_shard]);
+        assert!(
+            held.map().leases.is_empty(),
+            "a lease leaves with its last message"
+        );
+        assert_eq!(held.receipts(), vec![batch[3].clone()]);
+        assert_eq!(held.drain(), vec![batch[3].clone()]);
+        assert_eq!(held.map().len, 0);
+    }
+
+    #[tokio::test]
+    async fn until_empty_returns_when_the_last_message_is_removed() {
+        let held = std::sync::Arc::new(Held::default());
+        let receipt = leased(b"~L1", 0);
+        let _cancels = held.insert_all([&receipt].into_iter());
+        let waiting = tokio::spawn({
+            let held = std::sync::Arc::clone(&held);
+            async move { held.until_empty().await }
+        });
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished());
+        held.remove([&receipt]);
+        tokio::time::timeout(std::time::Duration::from_secs(5), waiting)
+            .await
+            .expect("until_empty returns once nothing is held")
+            .unwrap();
     }
 }
