@@ -20,13 +20,14 @@ pub(super) struct Held {
 
 /// Leased messages are kept per lease: a fetched batch is one lease, so its messages share
 /// one entry and one copy of the lease's key, and are found by index, not hashed one by
-/// one. Receipts are ids the bus made: hashed fast, not flood-resistant (memory.rs).
+/// one. A lease's entry leaves with its last message, so the map is empty exactly when
+/// nothing is held. Receipts are ids the bus made: hashed fast, not flood-resistant
+/// (memory.rs).
 #[derive(Debug, Default)]
 struct Map {
     /// By the lease's key, then by the partition that handed it out (almost always one).
     leases: FastMap<Bytes, Vec<(u16, Lease)>>,
     stored: FastMap<Receipt, Cancel>,
-    len: usize,
 }
 
 /// The held messages of one lease, by index (a position in the reserved batch, so the
@@ -37,33 +38,58 @@ struct Lease {
     held: usize,
 }
 
+impl Lease {
+    fn hold(&mut self, index: u32, cancel: Cancel) {
+        let index = index as usize;
+        if self.slots.len() <= index {
+            self.slots.resize_with(index + 1, || None);
+        }
+        if self.slots[index].replace(cancel).is_none() {
+            self.held += 1;
+        }
+    }
+}
+
 impl Map {
+    fn is_empty(&self) -> bool {
+        self.leases.is_empty() && self.stored.is_empty()
+    }
+
     fn lease_mut(&mut self, shard: u16, lease: &Bytes) -> Option<&mut Lease> {
         let shards = self.leases.get_mut(&lease[..])?;
         shards.iter_mut().find(|(s, _)| *s == shard).map(|(_, l)| l)
     }
 
-    fn insert(&mut self, receipt: &Receipt, cancel: Cancel) {
-        let fresh = match &receipt.held {
-            HeldAs::Leased { lease, index } => {
-                if self.lease_mut(receipt.shard, lease).is_none() {
-                    let shards = self.leases.entry(lease.clone()).or_default();
-                    shards.push((receipt.shard, Lease::default()));
+    /// Holds each message; the messages of one lease come together (a fetched batch), so
+    /// its entry is looked up once per run of them.
+    fn insert_all<'r>(&mut self, held: impl Iterator<Item = (&'r Receipt, Cancel)>) {
+        let Map { leases, stored } = self;
+        let mut run: Option<(u16, &'r Bytes, &mut Lease)> = None;
+        for (receipt, cancel) in held {
+            let (lease, index) = match &receipt.held {
+                HeldAs::Leased { lease, index } => (lease, *index),
+                HeldAs::Stored { .. } => {
+                    stored.insert(receipt.clone(), cancel);
+                    continue;
                 }
-                let Some(entry) = self.lease_mut(receipt.shard, lease) else {
-                    return;
-                };
-                let index = *index as usize;
-                if entry.slots.len() <= index {
-                    entry.slots.resize_with(index + 1, || None);
+            };
+            let entry = match run.take() {
+                Some((shard, key, entry)) if shard == receipt.shard && key == lease => entry,
+                _ => {
+                    let shards = leases.entry(lease.clone()).or_default();
+                    let at = match shards.iter().position(|(s, _)| *s == receipt.shard) {
+                        Some(at) => at,
+                        None => {
+                            shards.push((receipt.shard, Lease::default()));
+                            shards.len() - 1
+                        }
+                    };
+                    &mut shards[at].1
                 }
-                let fresh = entry.slots[index].replace(cancel).is_none();
-                entry.held += usize::from(fresh);
-                fresh
-            }
-            HeldAs::Stored { .. } => self.stored.insert(receipt.clone(), cancel).is_none(),
-        };
-        self.len += usize::from(fresh);
+            };
+            entry.hold(index, cancel);
+            run = Some((receipt.shard, lease, entry));
+        }
     }
 
     fn get(&self, receipt: &Receipt) -> Option<&Cancel> {
@@ -78,22 +104,23 @@ impl Map {
     }
 
     fn remove(&mut self, receipt: &Receipt) {
-        let removed = match &receipt.held {
+        match &receipt.held {
             HeldAs::Leased { lease, index } => {
                 let Some(entry) = self.lease_mut(receipt.shard, lease) else {
                     return;
                 };
                 let slot = entry.slots.get_mut(*index as usize);
-                let removed = slot.and_then(Option::take).is_some();
-                entry.held -= usize::from(removed);
-                if entry.held == 0 {
-                    self.forget_lease(receipt.shard, lease);
+                if slot.and_then(Option::take).is_some() {
+                    entry.held -= 1;
+                    if entry.held == 0 {
+                        self.forget_lease(receipt.shard, lease);
+                    }
                 }
-                removed
             }
-            HeldAs::Stored { .. } => self.stored.remove(receipt).is_some(),
-        };
-        self.len -= usize::from(removed);
+            HeldAs::Stored { .. } => {
+                self.stored.remove(receipt);
+            }
+        }
     }
 
     fn forget_lease(&mut self, shard: u16, lease: &Bytes) {
@@ -105,20 +132,28 @@ impl Map {
         }
     }
 
-    /// Every held message's receipt and cancellation.
-    fn iter(&self) -> impl Iterator<Item = (Receipt, &Cancel)> + '_ {
+    /// Every held message's cancellation.
+    fn cancels(&self) -> impl Iterator<Item = &Cancel> + '_ {
+        let leased = self.leases.values().flatten();
+        let leased = leased.flat_map(|(_, entry)| entry.slots.iter().flatten());
+        leased.chain(self.stored.values())
+    }
+
+    /// Every held message's receipt.
+    fn receipts(&self) -> impl Iterator<Item = Receipt> + '_ {
         let leased = self.leases.iter().flat_map(|(lease, shards)| {
             shards.iter().flat_map(move |(shard, entry)| {
                 let slots = entry.slots.iter().enumerate();
-                slots.filter_map(move |(index, cancel)| {
-                    let mut receipt = Receipt::leased(lease.clone(), index as u32);
-                    receipt.shard = *shard;
-                    Some((receipt, cancel.as_ref()?))
-                })
+                slots
+                    .filter(|(_, cancel)| cancel.is_some())
+                    .map(move |(index, _)| {
+                        let mut receipt = Receipt::leased(lease.clone(), index as u32);
+                        receipt.shard = *shard;
+                        receipt
+                    })
             })
         });
-        let stored = self.stored.iter().map(|(r, c)| (r.clone(), c));
-        leased.chain(stored)
+        leased.chain(self.stored.keys().cloned())
     }
 }
 
@@ -134,10 +169,7 @@ impl Held {
         receipts: impl ExactSizeIterator<Item = &'a Receipt>,
     ) -> Vec<Cancel> {
         let cancels = Cancel::batch(receipts.len());
-        let mut map = self.map();
-        for (receipt, cancel) in receipts.zip(&cancels) {
-            map.insert(receipt, cancel.clone());
-        }
+        self.map().insert_all(receipts.zip(cancels.iter().cloned()));
         cancels
     }
 
@@ -146,13 +178,13 @@ impl Held {
         for receipt in receipts {
             map.remove(receipt);
         }
-        if map.len == 0 {
+        if map.is_empty() {
             self.emptied.notify_waiters();
         }
     }
 
     pub(super) fn receipts(&self) -> Vec<Receipt> {
-        self.map().iter().map(|(receipt, _)| receipt).collect()
+        self.map().receipts().collect()
     }
 
     /// Cancels the handler of a message whose lock was lost ([`Cancel::lost`]).
@@ -161,7 +193,7 @@ impl Held {
     }
 
     pub(super) fn cancel_all(&self) {
-        for (_, cancel) in self.map().iter() {
+        for cancel in self.map().cancels() {
             cancel.cancel();
         }
     }
@@ -170,7 +202,7 @@ impl Held {
     pub(super) fn drain(&self) -> Vec<Receipt> {
         let drained = {
             let mut map = self.map();
-            let receipts = map.iter().map(|(receipt, _)| receipt).collect();
+            let receipts = map.receipts().collect();
             *map = Map::default();
             receipts
         };
@@ -185,7 +217,7 @@ impl Held {
             tokio::pin!(emptied);
             // Register before looking, so that a removal in between is not missed.
             emptied.as_mut().enable();
-            if self.map().len == 0 {
+            if self.map().is_empty() {
                 return;
             }
             emptied.as_mut().await;
@@ -229,7 +261,7 @@ mod tests {
 
         held.remove([&batch[0], &batch[0], &leased(b"~L1", 9)]);
         assert_eq!(
-            held.map().len,
+            held.receipts().len(),
             3,
             "a removal twice or of what is not held counts once"
         );
@@ -240,7 +272,7 @@ mod tests {
         );
         assert_eq!(held.receipts(), vec![batch[3].clone()]);
         assert_eq!(held.drain(), vec![batch[3].clone()]);
-        assert_eq!(held.map().len, 0);
+        assert!(held.map().is_empty());
     }
 
     #[tokio::test]
