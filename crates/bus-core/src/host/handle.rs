@@ -17,6 +17,7 @@ use super::routes::{FailedMessage, UnknownMessage};
 use crate::cancel::Cancel;
 use crate::envelope::Incoming;
 use crate::middleware::Next;
+use crate::processor::ProcessError;
 use crate::records::ErrorRecord;
 use crate::transport::{DeadLetterReason, Delivery, OnUnknownType, Source};
 use crate::{Context, Disposition, Envelope};
@@ -134,27 +135,39 @@ impl Dispatch {
                 ))
             }
         };
-        // Timed around the middleware and the handler; abandoned, it counts as failed.
-        let run = self.timing.get(index).map(|counters| counters.start());
-        let result = AssertUnwindSafe(Next::new(&self.middleware, handler).run(&ctx))
-            .catch_unwind()
-            .await;
-        let (disposition, error) = match result {
-            Ok(Ok(())) => {
-                if let Some(run) = run {
-                    run.succeeded();
-                }
-                return Outcome::Ack;
-            }
-            Ok(Err(e)) => (e.disposition(), error_chain(e.source())),
-            Err(panic) => (
-                Disposition::Retry,
-                format!("handler panicked: {}", panic_message(&*panic)),
-            ),
+        let Err((disposition, error)) = self.run_pipeline(index, handler, &ctx).await else {
+            return Outcome::Ack;
         };
-        drop(run);
         self.failed(delivery, disposition, ErrorRecord::now(error), dying(kept))
             .await
+    }
+
+    /// Runs the middleware and the handler of route `index`, timed into its type's
+    /// counters (a run abandoned at shutdown counts as failed), with a panic caught: a
+    /// failed run is its disposition and its error.
+    async fn run_pipeline(
+        &self,
+        index: usize,
+        handler: BoxFuture<'_, Result<(), ProcessError>>,
+        ctx: &Context,
+    ) -> Result<(), (Disposition, String)> {
+        let timed = self.timing.get(index).map(|counters| counters.start());
+        let result = AssertUnwindSafe(Next::new(&self.middleware, handler).run(ctx))
+            .catch_unwind()
+            .await;
+        match result {
+            Ok(Ok(())) => {
+                if let Some(timed) = timed {
+                    timed.succeeded();
+                }
+                Ok(())
+            }
+            Ok(Err(e)) => Err((e.disposition(), error_chain(e.source()))),
+            Err(panic) => Err((
+                Disposition::Retry,
+                format!("handler panicked: {}", panic_message(&*panic)),
+            )),
+        }
     }
 
     /// Records the message's id, type and trace parent on the delivery's span.
