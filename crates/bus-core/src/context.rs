@@ -21,20 +21,62 @@ pub struct Context {
     pub(crate) headers: Headers,
     pub(crate) sent_at_ms: u64,
     pub(crate) cancellation: Cancel,
-    /// The host's bus; [`Context::bus`] derives this message's from it when first asked
+    /// What the contexts of one worker's messages share: one reference count per message.
+    pub(crate) scope: Arc<Scope>,
+    /// The message's own bus, derived from the host's by [`Context::bus`] when first asked
     /// (most handlers send nothing).
-    pub(crate) host_bus: Bus,
     pub(crate) bus: OnceLock<Bus>,
-    /// Where [`Context::after_ack`] puts its hooks: the worker's, under this delivery.
-    pub(crate) after_ack: Option<(Arc<AfterAcks>, Receipt)>,
-    /// The queue or subscription it came from: the scope of its step marks
-    /// ([`Context::once`]).
-    pub(crate) source: Arc<Source>,
-    /// The message as it was delivered (a reference count, not a copy).
+    /// The delivery's receipt, which [`Context::after_ack`] files its hooks under: `None`
+    /// outside a host's worker. The context owns it (and `element`) for the handler's
+    /// run, and gives both back to the worker after it: no copy per message.
+    pub(crate) receipt: Option<Receipt>,
+    /// The message as it was delivered.
     pub(crate) element: Bytes,
 }
 
+/// What every message's context from one worker shares.
+#[derive(Debug)]
+pub(crate) struct Scope {
+    /// The host's bus, which [`Context::bus`] derives each message's from.
+    pub(crate) host_bus: Bus,
+    /// The worker's after-ack hooks ([`Context::after_ack`]).
+    pub(crate) after_ack: AfterAcks,
+    /// The queue or subscription the messages come from: the scope of their step marks
+    /// ([`Context::once`]).
+    pub(crate) source: Source,
+}
+
+impl Scope {
+    pub(crate) fn new(host_bus: Bus, source: Source) -> Arc<Scope> {
+        Arc::new(Scope {
+            host_bus,
+            after_ack: AfterAcks::default(),
+            source,
+        })
+    }
+}
+
 impl Context {
+    /// A context outside any host (unit tests): a memory bus, queue `t`, no receipt.
+    #[cfg(test)]
+    pub(crate) fn detached() -> Context {
+        Context {
+            scope: Scope::new(
+                Bus::new(crate::MemoryTransport::new(), crate::BusConfig::default()),
+                Source::queue("t").unwrap(),
+            ),
+            bus: OnceLock::new(),
+            message_id: MessageId::generate(),
+            message_type: "t",
+            delivery_count: 1,
+            headers: Headers::new(),
+            sent_at_ms: 0,
+            cancellation: Cancel::single(),
+            receipt: None,
+            element: Bytes::new(),
+        }
+    }
+
     /// The message's id.
     pub fn message_id(&self) -> &MessageId {
         &self.message_id
@@ -60,7 +102,7 @@ impl Context {
     /// identifies this delivery's handling (an event's copies share one id, one per
     /// subscription).
     pub fn source(&self) -> &Source {
-        &self.source
+        &self.scope.source
     }
     /// The message as its transport delivered it: its envelope, in its source's wire
     /// format. What a handler sends again to run the same message later (a durable step
@@ -78,7 +120,7 @@ impl Context {
     /// W3C trace context headers (`traceparent`, `tracestate`).
     pub fn bus(&self) -> &Bus {
         self.bus
-            .get_or_init(|| self.host_bus.inheriting(&self.headers))
+            .get_or_init(|| self.scope.host_bus.inheriting(&self.headers))
     }
     /// Runs `work` once this message's ack is stored: not when it is retried or
     /// dead-lettered, nor when the ack is lost with the process (the message is then
@@ -86,8 +128,8 @@ impl Context {
     /// attachment. The worker's acker awaits it after the ack (a shutdown waits for it
     /// within its settling bound): keep it short. Outside a host's worker it never runs.
     pub fn after_ack(&self, work: impl std::future::Future<Output = ()> + Send + 'static) {
-        if let Some((hooks, receipt)) = &self.after_ack {
-            hooks.add(receipt, Box::pin(work));
+        if let Some(receipt) = &self.receipt {
+            self.scope.after_ack.add(receipt, Box::pin(work));
         }
     }
 }

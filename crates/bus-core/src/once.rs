@@ -35,12 +35,13 @@ impl Context {
     {
         crate::transport::validate_name("step", name).map_err(ProcessError::dead_letter)?;
         let marks = self
+            .scope
             .host_bus
             .transport()
             .extras()
             .marks
             .ok_or_else(|| crate::transport::unsupported(crate::Capability::StepMarks))?;
-        let (source, id) = (&*self.source, &self.message_id);
+        let (source, id) = (&self.scope.source, &self.message_id);
         if let Some(done) = marks.step_mark(source, id, name).await? {
             tracing::debug!(
                 step = name,

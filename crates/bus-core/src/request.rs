@@ -221,7 +221,7 @@ impl Context {
             }
         }
         let element = Bytes::from(envelope.encode()?);
-        replies(&**self.host_bus.transport())?
+        replies(&**self.scope.host_bus.transport())?
             .reply(inbox, element, defaults::REPLY_KEEP)
             .await?;
         Ok(true)

@@ -19,7 +19,7 @@ use crate::envelope::Incoming;
 use crate::middleware::Next;
 use crate::processor::ProcessError;
 use crate::records::ErrorRecord;
-use crate::transport::{DeadLetterReason, Delivery, OnUnknownType, Source};
+use crate::transport::{DeadLetterReason, Delivery, OnUnknownType, Receipt, Source};
 use crate::{Context, Disposition, Envelope};
 
 /// The span of one delivery; the message's id and type are filled in once decoded.
@@ -46,15 +46,12 @@ impl Dispatch {
         }
     }
 
-    /// Decodes (unless the transport did: `decoded`), checks and runs one message
-    /// through the middleware and its handler. Runs inside the delivery's span.
-    pub(super) async fn handle(
-        &self,
-        delivery: &Delivery,
-        decoded: Option<Box<Envelope>>,
-        cancellation: Cancel,
-    ) -> Outcome {
-        let decoding = match decoded {
+    /// Decodes (unless the transport did), checks and runs one message through the
+    /// middleware and its handler. Runs inside the delivery's span. The message's context
+    /// owns the delivery's receipt and element for the run: `delivery` has them back when
+    /// this returns, or unwinds.
+    pub(super) async fn handle(&self, delivery: &mut Delivery, cancellation: Cancel) -> Outcome {
+        let decoding = match delivery.decoded.take() {
             Some(envelope) => Ok(Incoming::from(*envelope)),
             None => self.decode(&delivery.payload),
         };
@@ -74,25 +71,29 @@ impl Dispatch {
             body,
             ..
         } = envelope;
-        let ctx = Context {
-            host_bus: self.bus.clone(),
-            bus: std::sync::OnceLock::new(),
-            message_id: id,
-            message_type: route.message.message_type(),
-            delivery_count: delivery.delivery_count,
-            headers,
-            sent_at_ms,
-            cancellation,
-            after_ack: Some((Arc::clone(&self.after_ack), delivery.receipt.clone())),
-            source: Arc::clone(&self.scope),
-            element: delivery.payload.clone(),
-        };
+        let delivery_count = delivery.delivery_count;
+        let lent = Lent::new(
+            delivery,
+            Context {
+                scope: Arc::clone(&self.scope),
+                bus: std::sync::OnceLock::new(),
+                message_id: id,
+                message_type: route.message.message_type(),
+                delivery_count,
+                headers,
+                sent_at_ms,
+                cancellation,
+                receipt: None,
+                element: Bytes::new(),
+            },
+        );
+        let ctx = &lent.ctx;
         let dying = |body| Dying {
             route,
             body,
             format,
-            ctx: &ctx,
-            receipt: &delivery.receipt,
+            ctx,
+            receipt: lent.receipt(),
         };
         match expiry(&ctx.headers) {
             Expiry::Live => {}
@@ -111,20 +112,15 @@ impl Dispatch {
             Expiry::Malformed(problem) => return Outcome::undecodable(problem),
         }
         let limit = self.settings.dead_letter_delivery_limit;
-        if delivery.delivery_count > limit {
-            let error = format!(
-                "delivered {} times; the limit is {limit}",
-                delivery.delivery_count
-            );
+        if delivery_count > limit {
+            let error = format!("delivered {delivery_count} times; the limit is {limit}");
             let error = ErrorRecord::now(error);
             return self
                 .dead_letter(dying(body), DeadLetterReason::DeliveryLimit, error)
                 .await;
         }
-        // Kept for a dead-letter hook (a reference count, not a copy).
-        let kept = body.clone();
         // The body's `Deserialize` is the user's code: a panic there is an undecodable body.
-        let invoke = || route.invoke.call(body, format, &ctx);
+        let invoke = || route.invoke.call(&body, format, ctx);
         let handler = match std::panic::catch_unwind(AssertUnwindSafe(invoke)) {
             Ok(Ok(handler)) => handler,
             Ok(Err(e)) => return Outcome::undecodable(error_chain(&e)),
@@ -135,11 +131,16 @@ impl Dispatch {
                 ))
             }
         };
-        let Err((disposition, error)) = self.run_pipeline(index, handler, &ctx).await else {
+        let Err((disposition, error)) = self.run_pipeline(index, handler, ctx).await else {
             return Outcome::Ack;
         };
-        self.failed(delivery, disposition, ErrorRecord::now(error), dying(kept))
-            .await
+        self.failed(
+            delivery_count,
+            disposition,
+            ErrorRecord::now(error),
+            dying(body),
+        )
+        .await
     }
 
     /// Runs the middleware and the handler of route `index`, timed into its type's
@@ -219,7 +220,7 @@ impl Dispatch {
     /// after the handler's delay or the backoff's. Boxed, like a dead letter: it is rare.
     fn failed<'a>(
         &'a self,
-        delivery: &'a Delivery,
+        delivery_count: u32,
         disposition: Disposition,
         error: ErrorRecord,
         dying: Dying<'a>,
@@ -232,15 +233,46 @@ impl Dispatch {
                         .await
                 }
                 Disposition::RetryAfter(delay) => delay,
-                _ => self.settings.retry.delay(delivery.delivery_count),
+                _ => self.settings.retry.delay(delivery_count),
             };
-            if delivery.delivery_count >= self.settings.dead_letter_delivery_limit {
+            if delivery_count >= self.settings.dead_letter_delivery_limit {
                 self.dead_letter(dying, DeadLetterReason::DeliveryLimit, error)
                     .await
             } else {
                 Outcome::Retry(delay, error)
             }
         })
+    }
+}
+
+/// A delivery's context for the run of its handler, which owns the delivery's receipt
+/// and element meanwhile (moved, not copied: no reference count per message). Dropping it
+/// gives them back, on a panic too, so the worker can always settle the message.
+struct Lent<'d> {
+    delivery: &'d mut Delivery,
+    ctx: Context,
+}
+
+impl<'d> Lent<'d> {
+    fn new(delivery: &'d mut Delivery, mut ctx: Context) -> Self {
+        let vacant = Receipt::stored(Bytes::new(), 0);
+        ctx.receipt = Some(std::mem::replace(&mut delivery.receipt, vacant));
+        ctx.element = std::mem::take(&mut delivery.payload);
+        Lent { delivery, ctx }
+    }
+
+    /// The delivery's receipt (the context holds it until this is dropped).
+    fn receipt(&self) -> &Receipt {
+        self.ctx.receipt.as_ref().unwrap_or(&self.delivery.receipt)
+    }
+}
+
+impl Drop for Lent<'_> {
+    fn drop(&mut self) {
+        if let Some(receipt) = self.ctx.receipt.take() {
+            self.delivery.receipt = receipt;
+        }
+        self.delivery.payload = std::mem::take(&mut self.ctx.element);
     }
 }
 
@@ -263,5 +295,36 @@ impl Dispatch {
             message: envelope.as_ref().map(|e| (&*e.message_type, &e.id)),
             payload,
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lent_delivery_gets_its_receipt_and_element_back_even_when_its_run_panics() {
+        let receipt = Receipt {
+            shard: 3,
+            ..Receipt::leased(Bytes::from_static(b"~L7"), 2)
+        };
+        let payload = Bytes::from_static(br#"{"id":"x"}"#);
+        let mut delivery = Delivery {
+            receipt: receipt.clone(),
+            delivery_count: 1,
+            payload: payload.clone(),
+            decoded: None,
+        };
+        let run = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            let lent = Lent::new(&mut delivery, Context::detached());
+            // The context holds them for the run.
+            assert_eq!(lent.receipt(), &receipt);
+            assert_eq!(lent.ctx.receipt.as_ref(), Some(&receipt));
+            assert_eq!(lent.ctx.element(), &payload);
+            panic!("the run panics");
+        }));
+        assert!(run.is_err());
+        assert_eq!(delivery.receipt, receipt);
+        assert_eq!(delivery.payload, payload);
     }
 }

@@ -31,6 +31,7 @@ pub use routes::{FailedMessage, UnknownMessage};
 use routes::{Hooks, Routes};
 pub(crate) use worker::SETTLE_BOUND;
 
+use crate::context::Scope;
 use crate::saga::PendingSaga;
 use crate::transport::ConsumerOptions;
 use crate::IntoShared;
@@ -603,11 +604,9 @@ impl Host {
                         .map_or_else(Vec::new, |timing| timing.counters_of(&routes.registrations)),
                     routes,
                     middleware: Arc::clone(&self.middleware),
-                    bus: self.bus.clone(),
                     wire,
-                    after_ack: Arc::default(),
                     consumer: Arc::clone(&consumer),
-                    scope: Arc::new(registration.source.clone()),
+                    scope: Scope::new(self.bus.clone(), registration.source.clone()),
                 },
                 registration,
                 consumer,

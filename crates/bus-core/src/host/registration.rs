@@ -24,7 +24,7 @@ pub(crate) type HookCall<'a> = BoxFuture<'a, Result<(), BoxError>>;
 /// Decodes a body and returns the processor's future; a body that does not decode is an
 /// error here, before any middleware runs.
 pub(crate) trait InvokeFn: Send + Sync {
-    fn call<'a>(&'a self, body: Bytes, format: Format, ctx: &'a Context) -> Result<Handling<'a>>;
+    fn call<'a>(&'a self, body: &Bytes, format: Format, ctx: &'a Context) -> Result<Handling<'a>>;
 
     /// Decodes a body and returns the processor's hook before a dead letter; `None` when
     /// the processor has none (sagas).
@@ -42,9 +42,9 @@ pub(crate) trait InvokeFn: Send + Sync {
 
 impl<F> InvokeFn for F
 where
-    F: for<'a> Fn(Bytes, Format, &'a Context) -> Result<Handling<'a>> + Send + Sync,
+    F: for<'a> Fn(&Bytes, Format, &'a Context) -> Result<Handling<'a>> + Send + Sync,
 {
-    fn call<'a>(&'a self, body: Bytes, format: Format, ctx: &'a Context) -> Result<Handling<'a>> {
+    fn call<'a>(&'a self, body: &Bytes, format: Format, ctx: &'a Context) -> Result<Handling<'a>> {
         self(body, format, ctx)
     }
 }
@@ -54,7 +54,7 @@ pub(crate) type Invoke = Arc<dyn InvokeFn>;
 /// An [`Invoke`] from a closure (which states the borrow the type alias cannot infer).
 pub(crate) fn invoke<F>(f: F) -> Invoke
 where
-    F: for<'a> Fn(Bytes, Format, &'a Context) -> Result<Handling<'a>> + Send + Sync + 'static,
+    F: for<'a> Fn(&Bytes, Format, &'a Context) -> Result<Handling<'a>> + Send + Sync + 'static,
 {
     Arc::new(f)
 }
@@ -67,8 +67,8 @@ struct CommandHandler<C, P> {
 }
 
 impl<C: Command, P: CommandProcessor<C>> InvokeFn for CommandHandler<C, P> {
-    fn call<'a>(&'a self, body: Bytes, format: Format, ctx: &'a Context) -> Result<Handling<'a>> {
-        let command: C = format.decode_body(C::NAME, &body)?;
+    fn call<'a>(&'a self, body: &Bytes, format: Format, ctx: &'a Context) -> Result<Handling<'a>> {
+        let command: C = format.decode_body(C::NAME, body)?;
         Ok(self.processor.process(command, ctx))
     }
 
@@ -95,8 +95,8 @@ struct EventHandler<S, P> {
 }
 
 impl<S: Subscription, P: EventProcessor<S>> InvokeFn for EventHandler<S, P> {
-    fn call<'a>(&'a self, body: Bytes, format: Format, ctx: &'a Context) -> Result<Handling<'a>> {
-        let event: S::Event = format.decode_body(<S::Event as Message>::NAME, &body)?;
+    fn call<'a>(&'a self, body: &Bytes, format: Format, ctx: &'a Context) -> Result<Handling<'a>> {
+        let event: S::Event = format.decode_body(<S::Event as Message>::NAME, body)?;
         Ok(self.processor.process(event, ctx))
     }
 

@@ -501,11 +501,8 @@ impl Worker {
             .into_iter()
             .map(|(mut delivery, cancel)| {
                 let span = delivery_span(&this.registration.source, &delivery);
-                // What the transport already decoded is used once, by the handler's path.
-                let decoded = delivery.decoded.take();
                 async move {
-                    let handled =
-                        outcome_of(this.dispatch.handle(&delivery, decoded, cancel.clone()));
+                    let handled = outcome_of(this.dispatch.handle(&mut delivery, cancel.clone()));
                     let outcome = this.metrics.process(handled).await;
                     this.dispatch.observe_failure(&delivery.payload, &outcome);
                     this.settle(delivery.receipt, outcome, &cancel, held).await
@@ -551,7 +548,7 @@ impl Worker {
                 return Some(receipt);
             }
             Outcome::Retry(delay, error) => {
-                self.dispatch.after_ack.forget([&receipt]);
+                self.dispatch.scope.after_ack.forget([&receipt]);
                 tracing::info!(?delay, error = %error.message, "handler failed; retrying after the delay");
                 self.until_settled(lost, || {
                     let retry = self.consumer.retry(&receipt, delay, &error);
@@ -560,7 +557,7 @@ impl Worker {
                 .await;
             }
             Outcome::DeadLetter(reason, error) => {
-                self.dispatch.after_ack.forget([&receipt]);
+                self.dispatch.scope.after_ack.forget([&receipt]);
                 tracing::warn!(%reason, error = %error.message, "dead-lettering the message");
                 self.until_settled(lost, || {
                     let dead_letter = self.consumer.dead_letter(&receipt, reason, Some(&error));
@@ -625,10 +622,10 @@ impl Worker {
                 match self.metrics.call(Op::Ack, self.consumer.ack(part)).await {
                     Ok(()) => {
                         held.remove(part);
-                        self.dispatch.after_ack.acked(part).await;
+                        self.dispatch.scope.after_ack.acked(part).await;
                     }
                     Err(e) if last_try => {
-                        self.dispatch.after_ack.forget(part);
+                        self.dispatch.scope.after_ack.forget(part);
                         // Shutdown: what stays held is returned as abandoned.
                         tracing::warn!(source = %self.registration.source, error = %error_chain(&e), count = part.len(), "ack failed at shutdown; these messages will be delivered again");
                     }
@@ -689,7 +686,7 @@ impl Worker {
                         .collect();
                     if !lost.is_empty() {
                         // Another delivery may have the message now: its ack is not ours.
-                        self.dispatch.after_ack.forget(&lost);
+                        self.dispatch.scope.after_ack.forget(&lost);
                         tracing::warn!(source = %self.registration.source, lost = lost.len(),
                             "locks lost while this host was alive (renewals came too late: a stalled \
                              link or a blocked runtime); their handlers are cancelled, and the messages \

@@ -56,7 +56,7 @@ impl PendingSaga {
         let bind: Bind = Box::new(move |sagas| {
             let settings = <S as StartSaga<C>>::settings(&saga);
             let invoke = invoke(move |body, format, ctx| {
-                let message: C = format.decode_body(C::NAME, &body)?;
+                let message: C = format.decode_body(C::NAME, body)?;
                 let flow = start_flow(Arc::clone(&saga), sagas.clone(), message, ctx);
                 Ok(Box::pin(flow))
             });
@@ -76,8 +76,9 @@ impl PendingSaga {
         let bind: Bind = Box::new(move |sagas| {
             let settings = <S as ContinueSaga<C>>::settings(&saga);
             let invoke = invoke(move |body, format, ctx| {
-                let message: C = format.decode_body(C::NAME, &body)?;
+                let message: C = format.decode_body(C::NAME, body)?;
                 // A step that runs again after a conflict needs the message again.
+                let body = body.clone();
                 let again = move || format.decode_body::<C>(C::NAME, &body);
                 let flow = continue_flow(Arc::clone(&saga), sagas.clone(), message, again, ctx);
                 Ok(Box::pin(flow))

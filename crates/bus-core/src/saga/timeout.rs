@@ -102,19 +102,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_request_outside_a_saga_step_is_an_error_and_one_inside_is_kept() {
-        let ctx = Context {
-            host_bus: crate::Bus::new(crate::MemoryTransport::new(), crate::BusConfig::default()),
-            bus: std::sync::OnceLock::new(),
-            message_id: crate::MessageId::generate(),
-            message_type: "t",
-            delivery_count: 1,
-            headers: crate::Headers::new(),
-            sent_at_ms: 0,
-            cancellation: crate::cancel::Cancel::single(),
-            after_ack: None,
-            element: bytes::Bytes::new(),
-            source: std::sync::Arc::new(crate::transport::Source::queue("t").unwrap()),
-        };
+        let ctx = Context::detached();
         #[derive(serde::Serialize, serde::Deserialize)]
         struct Later;
         impl crate::Message for Later {
