@@ -22,16 +22,17 @@ pub const ENVELOPE_VERSION: u32 = 1;
 pub type Headers = BTreeMap<String, String>;
 
 /// A message id: a ULID string unless a foreign producer chose another unique string.
-/// A ULID the bus makes is kept inline (its 26 characters), so that making and copying an
-/// id allocates nothing on the send path; any other id is kept as given. Ids compare,
-/// hash and serialise as their text.
+/// A ULID the bus makes, and any id of 26 ASCII characters read from an envelope, is kept
+/// inline, so that making, reading and copying an id allocates nothing on the send and
+/// receive paths; any other id is kept as given. Ids compare, hash and serialise as their
+/// text.
 #[derive(Clone)]
 pub struct MessageId(Repr);
 
 #[derive(Clone)]
 enum Repr {
-    /// A ULID's text, Crockford base32: ASCII.
-    Ulid([u8; ulid::ULID_LEN]),
+    /// 26 ASCII characters: a ULID's text (Crockford base32) or any id of its length.
+    Inline([u8; ulid::ULID_LEN]),
     Text(String),
 }
 
@@ -44,14 +45,22 @@ impl MessageId {
     pub(crate) fn from_ulid(ulid: ulid::Ulid) -> Self {
         let mut text = [0; ulid::ULID_LEN];
         ulid.array_to_str(&mut text);
-        MessageId(Repr::Ulid(text))
+        MessageId(Repr::Inline(text))
+    }
+
+    /// An id read from an envelope: inline when it has a ULID's length and is ASCII.
+    fn read(text: Cow<'_, str>) -> Self {
+        match <[u8; ulid::ULID_LEN]>::try_from(text.as_bytes()) {
+            Ok(inline) if inline.is_ascii() => MessageId(Repr::Inline(inline)),
+            _ => MessageId(Repr::Text(text.into_owned())),
+        }
     }
 
     /// The id as text.
     pub fn as_str(&self) -> &str {
         match &self.0 {
-            // Crockford base32 is ASCII: the check cannot fail.
-            Repr::Ulid(text) => std::str::from_utf8(text).unwrap_or_default(),
+            // Inline ids are ASCII: the check cannot fail.
+            Repr::Inline(text) => std::str::from_utf8(text).unwrap_or_default(),
             Repr::Text(text) => text,
         }
     }
@@ -59,7 +68,7 @@ impl MessageId {
     /// The id as an owned string (no copy for an id made from a string).
     pub(crate) fn into_string(self) -> String {
         match self.0 {
-            Repr::Ulid(_) => self.as_str().to_owned(),
+            Repr::Inline(_) => self.as_str().to_owned(),
             Repr::Text(text) => text,
         }
     }
@@ -200,7 +209,9 @@ pub(crate) fn encode_json_message<T: Serialize>(
 #[derive(Deserialize)]
 struct JsonEnvelope<'a> {
     v: u32,
-    id: String,
+    // Borrowed unless escaped, like the type: an id of a ULID's length is kept inline.
+    #[serde(borrow)]
+    id: Cow<'a, str>,
     // Borrowed from the element unless escaped: the host routes on it without a copy.
     #[serde(rename = "type", borrow)]
     message_type: Cow<'a, str>,
@@ -348,7 +359,7 @@ impl Envelope {
                 let body = wire.body;
                 Self::from_wire(
                     wire.v,
-                    wire.id,
+                    Cow::Owned(wire.id),
                     Cow::Owned(wire.message_type),
                     wire.headers,
                     wire.sent,
@@ -362,7 +373,7 @@ impl Envelope {
     /// An envelope from its decoded fields, checked: a known version, a non-empty id.
     fn from_wire<'a>(
         version: u32,
-        id: String,
+        id: Cow<'_, str>,
         message_type: Cow<'a, str>,
         headers: Headers,
         sent_at_ms: u64,
@@ -381,7 +392,7 @@ impl Envelope {
             return Err(Error::decode("envelope", "empty message id"));
         }
         Ok(Incoming {
-            id: MessageId::from(id),
+            id: MessageId::read(id),
             message_type,
             headers,
             sent_at_ms,
@@ -457,6 +468,26 @@ mod tests {
         assert_eq!(made.cmp(&later), made.as_str().cmp(later.as_str()));
         assert_eq!(made.cmp(&read), std::cmp::Ordering::Equal);
         assert!(MessageId::from("a".to_owned()) < MessageId::from("b".to_owned()));
+    }
+
+    #[test]
+    fn an_id_read_from_an_envelope_is_its_text_inline_or_not() {
+        let element = |id: &str| {
+            format!(r#"{{"v":1,"id":"{id}","type":"t","sent":0,"headers":null,"body":{{}}}}"#)
+        };
+        let ulid = MessageId::generate().as_str().to_owned();
+        // (26 bytes, not ASCII: kept as a string; an escaped id is unescaped either way.)
+        let cases = [
+            (ulid.clone(), ulid.clone()),
+            ("short".to_owned(), "short".to_owned()),
+            ("é".repeat(13), "é".repeat(13)),
+            (format!("\\u0041{}", &ulid[1..]), format!("A{}", &ulid[1..])),
+        ];
+        for (written, read) in cases {
+            let decoded = Envelope::decode(element(&written).as_bytes()).unwrap();
+            assert_eq!(decoded.id.as_str(), read);
+            assert_eq!(decoded.id, MessageId::from(read.clone()));
+        }
     }
 
     fn headers() -> impl Strategy<Value = Headers> {
