@@ -18,6 +18,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -541,33 +542,48 @@ impl Worker {
         lost: &Cancel,
         held: &Held,
     ) -> Option<Receipt> {
-        match outcome {
-            Outcome::Ack => {
-                tracing::trace!("handled");
-                lost.finish();
-                return Some(receipt);
-            }
-            Outcome::Retry(delay, error) => {
-                self.dispatch.scope.after_ack.forget([&receipt]);
-                tracing::info!(?delay, error = %error.message, "handler failed; retrying after the delay");
-                self.until_settled(lost, || {
-                    let retry = self.consumer.retry(&receipt, delay, &error);
-                    self.metrics.call(Op::Retry, retry)
-                })
-                .await;
-            }
-            Outcome::DeadLetter(reason, error) => {
-                self.dispatch.scope.after_ack.forget([&receipt]);
-                tracing::warn!(%reason, error = %error.message, "dead-lettering the message");
-                self.until_settled(lost, || {
-                    let dead_letter = self.consumer.dead_letter(&receipt, reason, Some(&error));
-                    self.metrics.call(Op::DeadLetter, dead_letter)
-                })
-                .await;
-            }
+        if let Outcome::Ack = outcome {
+            tracing::trace!("handled");
+            lost.finish();
+            return Some(receipt);
         }
+        self.settle_failed(&receipt, outcome, lost).await;
         held.remove([&receipt]);
         None
+    }
+
+    /// Retries or dead-letters a message, as [`Worker::settle`] says. Boxed: failures
+    /// are rare, and their future inline (the calls, the pauses) would make every
+    /// message's future too big for the allocator's per-thread cache.
+    fn settle_failed<'a>(
+        &'a self,
+        receipt: &'a Receipt,
+        outcome: Outcome,
+        lost: &'a Cancel,
+    ) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            self.dispatch.scope.after_ack.forget([receipt]);
+            match outcome {
+                // (Settled by `settle`.)
+                Outcome::Ack => {}
+                Outcome::Retry(delay, error) => {
+                    tracing::info!(?delay, error = %error.message, "handler failed; retrying after the delay");
+                    self.until_settled(lost, || {
+                        let retry = self.consumer.retry(receipt, delay, &error);
+                        self.metrics.call(Op::Retry, retry)
+                    })
+                    .await;
+                }
+                Outcome::DeadLetter(reason, error) => {
+                    tracing::warn!(%reason, error = %error.message, "dead-lettering the message");
+                    self.until_settled(lost, || {
+                        let dead_letter = self.consumer.dead_letter(receipt, reason, Some(&error));
+                        self.metrics.call(Op::DeadLetter, dead_letter)
+                    })
+                    .await;
+                }
+            }
+        })
     }
 
     /// Makes a settling call until the transport answers, pausing in between, or until
