@@ -72,6 +72,8 @@ impl Lane {
             n => self.ends[n - 1],
         });
         let cut = bytes.len();
+        // Room for a batch like this one: the sends that gather meanwhile grow nothing.
+        self.bytes.reserve(cut);
         let ends = self.ends.drain(..elements).collect();
         for end in &mut self.ends {
             *end -= cut;
