@@ -21,7 +21,7 @@ use crate::middleware::Next;
 use crate::processor::ProcessError;
 use crate::records::ErrorRecord;
 use crate::transport::{DeadLetterReason, Delivery, OnUnknownType, Receipt, Source};
-use crate::{Context, Disposition, Envelope, Format, Headers, MessageId};
+use crate::{Context, Disposition, Envelope, Format};
 
 /// The span of one delivery; the message's id and type are filled in once decoded.
 pub(super) fn delivery_span(source: &Source, delivery: &Delivery) -> Span {
@@ -55,31 +55,15 @@ impl Dispatch {
         let Routed {
             index,
             route,
-            id,
-            headers,
-            sent_at_ms,
             format,
             body,
-        } = match self.route(delivery) {
+            ctx,
+        } = match self.route(delivery, cancellation) {
             Ok(routed) => routed,
             Err(outcome) => return outcome,
         };
-        let delivery_count = delivery.delivery_count;
-        let lent = Lent::new(
-            delivery,
-            Context {
-                scope: Arc::clone(&self.scope),
-                bus: std::sync::OnceLock::new(),
-                message_id: id,
-                message_type: route.message.message_type(),
-                delivery_count,
-                headers,
-                sent_at_ms,
-                cancellation,
-                receipt: None,
-                element: Bytes::new(),
-            },
-        );
+        let delivery_count = ctx.delivery_count;
+        let lent = Lent::new(delivery, ctx);
         let ctx = &lent.ctx;
         let dying = |body| Dying {
             route,
@@ -136,10 +120,11 @@ impl Dispatch {
         .await
     }
 
-    /// Decodes a delivery (unless the transport did) and finds its route; the outcome of
-    /// one that has none. Not part of `handle`'s future: what decoding needs is gone
-    /// before the handler runs, so every message's future is that much smaller.
-    fn route(&self, delivery: &mut Delivery) -> Result<Routed<'_>, Outcome> {
+    /// Decodes a delivery (unless the transport did), finds its route and makes its
+    /// context; the outcome of one that has no route. Not part of `handle`'s future: what
+    /// decoding needs is gone before the handler runs, so every message's future is that
+    /// much smaller.
+    fn route(&self, delivery: &mut Delivery, cancellation: Cancel) -> Result<Routed<'_>, Outcome> {
         let decoding = match delivery.decoded.take() {
             Some(envelope) => Ok(Incoming::from(*envelope)),
             None => self.decode(&delivery.payload),
@@ -149,22 +134,25 @@ impl Dispatch {
         let Some((index, route)) = self.routes.find(&envelope.message_type) else {
             return Err(self.unroutable(delivery, &envelope));
         };
-        let Incoming {
-            id,
-            headers,
-            sent_at_ms,
-            format,
-            body,
-            ..
-        } = envelope;
+        let ctx = Context {
+            scope: Arc::clone(&self.scope),
+            bus: std::sync::OnceLock::new(),
+            message_id: envelope.id,
+            message_type: route.message.message_type(),
+            delivery_count: delivery.delivery_count,
+            headers: envelope.headers,
+            sent_at_ms: envelope.sent_at_ms,
+            cancellation,
+            // (Lent to it by `handle`.)
+            receipt: None,
+            element: Bytes::new(),
+        };
         Ok(Routed {
             index,
             route,
-            id,
-            headers,
-            sent_at_ms,
-            format,
-            body,
+            format: envelope.format,
+            body: envelope.body,
+            ctx,
         })
     }
 
@@ -270,15 +258,14 @@ impl Dispatch {
     }
 }
 
-/// A decoded message and its route (the `index`-th of the source's).
+/// A decoded message: its route (the `index`-th of the source's), its body, and its
+/// context before the delivery is lent to it.
 struct Routed<'a> {
     index: usize,
     route: &'a Registration,
-    id: MessageId,
-    headers: Headers,
-    sent_at_ms: u64,
     format: Format,
     body: Bytes,
+    ctx: Context,
 }
 
 /// A delivery's context for the run of its handler, which owns the delivery's receipt
