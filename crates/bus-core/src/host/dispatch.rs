@@ -7,14 +7,13 @@ use std::sync::Arc;
 use super::routes::Routes;
 use crate::context::Scope;
 use crate::timing::Counters;
-use crate::transport::{Consumer, Source, WireFormat};
+use crate::transport::{Consumer, WireFormat};
 use crate::{Middleware, ProcessingSettings};
 
-/// What one message's path needs, and nothing of the worker's loop: the source, its
+/// What one message's path needs, and nothing of the worker's loop: the source's
 /// settings, its processors by type, the middleware, the wire format, and what every
-/// message's context shares.
+/// message's context shares (the source among it).
 pub(super) struct Dispatch {
-    pub(super) source: Source,
     pub(super) settings: ProcessingSettings,
     /// Every processor of the source, by message type, and the hooks.
     pub(super) routes: Routes,

@@ -195,7 +195,7 @@ impl Dispatch {
             }
         }
         #[cfg(feature = "opentelemetry")]
-        crate::otel::consumer_attributes(&span, &self.source, &envelope.id);
+        crate::otel::consumer_attributes(&span, &self.scope.source, &envelope.id);
     }
 
     /// A message of a type no processor here handles: the host's hook acknowledges it,
@@ -204,7 +204,7 @@ impl Dispatch {
     fn unroutable(&self, delivery: &Delivery, envelope: &Incoming<'_>) -> Outcome {
         if let Some(hook) = &self.routes.hooks.unknown_type {
             hook(UnknownMessage {
-                source: &self.source,
+                source: &self.scope.source,
                 message_type: &envelope.message_type,
                 message_id: &envelope.id,
                 payload: &delivery.payload,
@@ -213,7 +213,7 @@ impl Dispatch {
         }
         let error = ErrorRecord::now(format!(
             "no processor for message type `{}` on {}",
-            envelope.message_type, self.source
+            envelope.message_type, self.scope.source
         ));
         match self
             .consumer
@@ -312,7 +312,7 @@ impl Dispatch {
         };
         let envelope = self.decode(payload).ok();
         hook(FailedMessage {
-            source: &self.source,
+            source: &self.scope.source,
             error: &error.message,
             outcome,
             message: envelope.as_ref().map(|e| (&*e.message_type, &e.id)),

@@ -55,6 +55,11 @@ impl Map {
         self.leases.is_empty() && self.stored.is_empty()
     }
 
+    fn lease(&self, shard: u16, lease: &Bytes) -> Option<&Lease> {
+        let shards = self.leases.get(&lease[..])?;
+        shards.iter().find(|(s, _)| *s == shard).map(|(_, l)| l)
+    }
+
     fn lease_mut(&mut self, shard: u16, lease: &Bytes) -> Option<&mut Lease> {
         let shards = self.leases.get_mut(&lease[..])?;
         shards.iter_mut().find(|(s, _)| *s == shard).map(|(_, l)| l)
@@ -95,8 +100,7 @@ impl Map {
     fn get(&self, receipt: &Receipt) -> Option<&Cancel> {
         match &receipt.held {
             HeldAs::Leased { lease, index } => {
-                let shards = self.leases.get(&lease[..])?;
-                let (_, entry) = shards.iter().find(|(s, _)| *s == receipt.shard)?;
+                let entry = self.lease(receipt.shard, lease)?;
                 entry.slots.get(*index as usize)?.as_ref()
             }
             HeldAs::Stored { .. } => self.stored.get(receipt),

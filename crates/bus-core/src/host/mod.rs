@@ -596,7 +596,6 @@ impl Host {
                 slots,
                 metrics,
                 dispatch: dispatch::Dispatch {
-                    source: registration.source.clone(),
                     settings: registration.settings.clone(),
                     timing: self
                         .timing

@@ -160,10 +160,13 @@ impl Coalescer {
                     None
                 }
                 None => {
-                    lanes.insert(ready.clone(), Lane::default());
-                    let mut alone = Lane::default();
-                    alone.add(&envelopes, reply);
-                    Some(alone.take())
+                    // Pushed at once; the lane stays open (with room for the sends that
+                    // gather meanwhile) until the flusher finds it empty.
+                    let mut lane = Lane::default();
+                    lane.add(&envelopes, reply);
+                    let first = lane.take();
+                    lanes.insert(ready.clone(), lane);
+                    Some(first)
                 }
             }
         };
