@@ -516,10 +516,10 @@ impl Bus {
                     envelope.id = id.clone();
                     envelope.sent_at_ms = sent_at_ms;
                     envelope.headers.clone_from(headers);
-                    match wire {
+                    Bytes::from(match wire {
                         None => envelope.encode()?,
                         Some(wire) => wire.encode(&envelope)?,
-                    }
+                    })
                 }
             };
             if payload.len() > config.max_message_size {
@@ -530,7 +530,7 @@ impl Bus {
             }
             batch.push(Outgoing {
                 id: id.clone(),
-                payload: Bytes::from(payload),
+                payload,
             });
         }
         Ok(batch)

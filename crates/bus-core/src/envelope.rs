@@ -173,23 +173,38 @@ fn write_json(
     body: impl FnOnce(&mut Vec<u8>) -> Result<(), crate::BoxError>,
 ) -> Result<Vec<u8>, crate::BoxError> {
     let mut out = Vec::with_capacity(size_hint + 96);
-    serde_json::to_writer(&mut out, head)?;
-    out.pop(); // the head's closing '}'
-    out.extend_from_slice(br#","body":"#);
-    body(&mut out)?;
-    out.push(b'}');
+    write_json_into(&mut out, head, body)?;
     Ok(out)
 }
 
+/// [`write_json`] into `out` (empty).
+fn write_json_into(
+    out: &mut Vec<u8>,
+    head: &JsonHead<'_>,
+    body: impl FnOnce(&mut Vec<u8>) -> Result<(), crate::BoxError>,
+) -> Result<(), crate::BoxError> {
+    serde_json::to_writer(&mut *out, head)?;
+    out.pop(); // the head's closing '}'
+    out.extend_from_slice(br#","body":"#);
+    body(out)?;
+    out.push(b'}');
+    Ok(())
+}
+
 /// Encodes a message straight into a JSON envelope, with no intermediate body buffer
-/// (the send path).
+/// (the send path). It is written into a buffer the thread keeps, then copied once into
+/// an allocation of its exact size: a `Bytes` made from a `Vec` with room to spare
+/// allocates a second block to track it, so this is one allocation per envelope, not two.
 pub(crate) fn encode_json_message<T: Serialize>(
     id: &str,
     message_type: &str,
     headers: &Headers,
     sent_at_ms: u64,
     message: &T,
-) -> Result<Vec<u8>> {
+) -> Result<Bytes> {
+    thread_local! {
+        static SCRATCH: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+    }
     let head = JsonHead {
         v: ENVELOPE_VERSION,
         id,
@@ -197,14 +212,26 @@ pub(crate) fn encode_json_message<T: Serialize>(
         sent: sent_at_ms,
         headers,
     };
-    // Room for a body of ~150 bytes before the buffer grows: a grown buffer is a copy.
-    write_json(&head, 160, |out| Ok(serde_json::to_writer(out, message)?)).map_err(|source| {
-        Error::Encode {
-            message_type: message_type.to_owned(),
-            source,
-        }
+    // Taken, not borrowed: a `Serialize` that sends (it should not) finds an empty buffer
+    // instead of a panic.
+    let mut out = SCRATCH.take();
+    out.clear();
+    let written = write_json_into(&mut out, &head, |out| {
+        Ok(serde_json::to_writer(out, message)?)
+    });
+    let encoded = written.map(|()| Bytes::copy_from_slice(&out));
+    // A buffer grown by one huge message is not kept for the thread's life.
+    if out.capacity() <= SCRATCH_KEPT {
+        SCRATCH.set(out);
+    }
+    encoded.map_err(|source| Error::Encode {
+        message_type: message_type.to_owned(),
+        source,
     })
 }
+
+/// The largest encoding buffer a thread keeps between sends.
+const SCRATCH_KEPT: usize = 64 * 1024;
 
 #[derive(Deserialize)]
 struct JsonEnvelope<'a> {
@@ -487,6 +514,42 @@ mod tests {
             let decoded = Envelope::decode(element(&written).as_bytes()).unwrap();
             assert_eq!(decoded.id.as_str(), read);
             assert_eq!(decoded.id, MessageId::from(read.clone()));
+        }
+    }
+
+    #[test]
+    fn a_sent_message_is_encoded_as_its_envelope_each_time_on_one_thread() {
+        #[derive(Serialize)]
+        struct Body {
+            text: String,
+        }
+        let mut headers = Headers::new();
+        headers.insert("k".into(), "v\"".into());
+        // Long, short (after long: nothing of the longer one may stay), then past the
+        // buffer a thread keeps, then short again.
+        for (n, len) in [200, 3, SCRATCH_KEPT * 2, 0].into_iter().enumerate() {
+            let body = Body {
+                text: "x".repeat(len),
+            };
+            let id = MessageId::generate();
+            let shared = if n % 2 == 0 {
+                Headers::new()
+            } else {
+                headers.clone()
+            };
+            let encoded = encode_json_message(id.as_str(), "t.y", &shared, 7, &body).unwrap();
+            let mut envelope = Envelope::new(
+                "t.y",
+                Format::Json,
+                Format::Json.encode("t.y", &body).unwrap(),
+            );
+            envelope.id = id;
+            envelope.sent_at_ms = 7;
+            envelope.headers = shared;
+            assert_eq!(encoded, envelope.encode().unwrap(), "message {n}");
+            // Exactly its size: a `Bytes` with room to spare would cost a second block.
+            let len = encoded.len();
+            assert_eq!(Vec::from(encoded).capacity(), len, "message {n}");
         }
     }
 
