@@ -18,6 +18,7 @@ use bytes::{Bytes, BytesMut};
 use fred::error::{Error as FredError, ErrorKind};
 
 use super::durable::{Durability, WriteError};
+use crate::keys::QueueKeys;
 use fred::prelude::{Client, ListInterface};
 use fred::types::Value;
 use tokio::sync::oneshot;
@@ -104,14 +105,37 @@ impl Batch {
     }
 }
 
-/// The sends waiting per ready list. A list has a lane exactly while a flusher task
-/// pushes for it.
+/// A ready list: a queue's, or one shard's of a partitioned queue. Found without making
+/// its key's name, which only a lane's flusher needs.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct List<'a> {
+    pub(crate) prefix: &'a str,
+    pub(crate) queue: &'a str,
+    pub(crate) shard: Option<u16>,
+}
+
+impl List<'_> {
+    fn key(&self) -> String {
+        match self.shard {
+            Some(shard) => QueueKeys::shard_ready_of(self.prefix, self.queue, shard),
+            None => QueueKeys::queue_ready_of(self.prefix, self.queue),
+        }
+    }
+
+    /// Its place among its queue's lanes.
+    fn slot(&self) -> usize {
+        self.shard.map_or(0, usize::from)
+    }
+}
+
+/// The sends waiting per ready list: per queue, a lane for each of its lists (one, or
+/// one per shard). A list has a lane exactly while a flusher task pushes for it.
 #[derive(Debug, Clone)]
 pub(crate) struct Coalescer {
     client: Client,
     /// Set on a durable transport's coalescer: each push waits for replicas.
     durability: Option<Durability>,
-    lanes: Arc<Mutex<HashMap<String, Lane>>>,
+    lanes: Arc<Mutex<HashMap<String, Vec<Option<Lane>>>>>,
     /// The runtime the transport was made on, where flush tasks run: not the runtime of
     /// whichever caller sends first (a host's handler threads stop with the host, and a
     /// flush may carry other callers' sends).
@@ -145,28 +169,33 @@ impl Coalescer {
         }
     }
 
-    /// Appends `envelopes` to the list `ready`, in one `RPUSH` with whatever other sends
-    /// to it are waiting.
-    pub(crate) async fn push(&self, ready: String, envelopes: Vec<Bytes>) -> Reply {
+    /// Appends `envelopes` to `list`, in one `RPUSH` with whatever other sends to it are
+    /// waiting.
+    pub(crate) async fn push(&self, list: List<'_>, envelopes: Vec<Bytes>) -> Reply {
         if envelopes.is_empty() {
             return Ok(()); // nothing to store (and `RPUSH` needs an element)
         }
         let (reply, replied) = oneshot::channel();
         let first = {
             let mut lanes = self.lanes.lock().unwrap_or_else(PoisonError::into_inner);
-            match lanes.get_mut(&ready) {
+            if !lanes.contains_key(list.queue) {
+                lanes.insert(list.queue.to_owned(), Vec::new());
+            }
+            let queue_lanes = lanes.get_mut(list.queue).expect("inserted above");
+            if queue_lanes.len() <= list.slot() {
+                queue_lanes.resize_with(list.slot() + 1, || None);
+            }
+            match &mut queue_lanes[list.slot()] {
                 Some(waiting) => {
                     waiting.add(&envelopes, reply);
                     None
                 }
-                None => {
+                vacant @ None => {
                     // Pushed at once; the lane stays open (with room for the sends that
                     // gather meanwhile) until the flusher finds it empty.
-                    let mut lane = Lane::default();
+                    let lane = vacant.insert(Lane::default());
                     lane.add(&envelopes, reply);
-                    let first = lane.take();
-                    lanes.insert(ready.clone(), lane);
-                    Some(first)
+                    Some(lane.take())
                 }
             }
         };
@@ -175,7 +204,9 @@ impl Coalescer {
         if let Some(first) = first {
             // A task of its own, so that a caller dropping its future never strands the
             // sends that joined it.
-            let flush = self.clone().flush(ready, first);
+            let flush = self
+                .clone()
+                .flush((list.queue.to_owned(), list.slot()), list.key(), first);
             match &self.runtime {
                 Some(runtime) => drop(runtime.spawn(flush)),
                 None => drop(tokio::spawn(flush)),
@@ -189,8 +220,9 @@ impl Coalescer {
         })
     }
 
-    /// Pushes `batch`, then whatever waits for `ready`, until nothing does.
-    async fn flush(self, ready: String, mut batch: Batch) {
+    /// Pushes `batch` onto the list `ready`, then whatever waits in its lane (`lane`: its
+    /// queue and place), until nothing does.
+    async fn flush(self, lane: (String, usize), ready: String, mut batch: Batch) {
         loop {
             let envelopes = batch.elements();
             let result = match &self.durability {
@@ -203,7 +235,7 @@ impl Coalescer {
             for reply in batch.replies {
                 let _ = reply.send(result.clone());
             }
-            match self.next_batch(&ready) {
+            match self.next_batch(&lane) {
                 Some(next) => batch = next,
                 None => return,
             }
@@ -212,11 +244,12 @@ impl Coalescer {
 
     /// The waiting sends that fit one push, oldest first; none (and the lane closed)
     /// when nothing waits.
-    fn next_batch(&self, ready: &str) -> Option<Batch> {
+    fn next_batch(&self, (queue, slot): &(String, usize)) -> Option<Batch> {
         let mut lanes = self.lanes.lock().unwrap_or_else(PoisonError::into_inner);
-        let waiting = lanes.get_mut(ready)?;
+        let open = lanes.get_mut(queue.as_str())?.get_mut(*slot)?;
+        let waiting = open.as_mut()?;
         if waiting.sends.is_empty() {
-            lanes.remove(ready);
+            *open = None;
             return None;
         }
         Some(waiting.take())

@@ -19,7 +19,7 @@ use bus_core::MessageId;
 use fred::prelude::Client;
 use fred::types::Value;
 
-use self::coalesce::Coalescer;
+use self::coalesce::{Coalescer, List};
 pub(crate) use self::conn::Connection;
 use self::durable::Durability;
 use self::once::{Group, OnceLanes};
@@ -128,15 +128,16 @@ impl Writer {
     pub(crate) async fn push(&self, queue: &str, messages: Vec<Outgoing>) -> bus_core::Result<()> {
         bus_core::transport::validate_name("queue", queue)?;
         self.record_shards(queue).await;
-        let ready = match self.spread.shard(queue, None) {
-            Some(shard) => QueueKeys::shard_ready_of(&self.prefix, queue, shard),
-            None => QueueKeys::queue_ready_of(&self.prefix, queue),
+        let list = List {
+            prefix: &self.prefix,
+            queue,
+            shard: self.spread.shard(queue, None),
         };
         // The plain envelopes go straight onto the ready list; reserve gives them their
         // storage ids (docs/redis-layout.md).
         let envelopes = messages.into_iter().map(|m| m.payload).collect();
         self.sends
-            .push(ready, envelopes)
+            .push(list, envelopes)
             .await
             .map_err(|e| self.conn.error(e))
     }
