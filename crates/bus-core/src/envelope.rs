@@ -15,6 +15,8 @@ use serde_json::value::RawValue;
 
 use crate::{Error, Format, Result};
 
+mod canonical;
+
 /// The envelope format version this crate writes and reads.
 pub const ENVELOPE_VERSION: u32 = 1;
 
@@ -362,6 +364,17 @@ impl Envelope {
         match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
             None => Err(Error::decode("envelope", "empty element")),
             Some(b'{') => {
+                if let Some(head) = canonical::read(bytes) {
+                    return Self::from_wire(
+                        head.v,
+                        Cow::Borrowed(head.id),
+                        Cow::Borrowed(head.message_type),
+                        head.headers,
+                        head.sent,
+                        Format::Json,
+                        body_of(head.body),
+                    );
+                }
                 // No separate nesting scan: serde_json skips the raw body without
                 // recursing, and refuses more than 128 levels in whatever it does
                 // recurse into (the envelope here, the body's `Deserialize` later).
