@@ -185,8 +185,7 @@ fn write_json_into(
     head: &JsonHead<'_>,
     body: impl FnOnce(&mut Vec<u8>) -> Result<(), crate::BoxError>,
 ) -> Result<(), crate::BoxError> {
-    serde_json::to_writer(&mut *out, head)?;
-    out.pop(); // the head's closing '}'
+    canonical::write_head(out, head)?;
     out.extend_from_slice(br#","body":"#);
     body(out)?;
     out.push(b'}');

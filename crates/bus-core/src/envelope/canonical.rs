@@ -1,23 +1,54 @@
-//! The JSON envelope as a bus writes it, read without serde's per-field work.
+//! The JSON envelope in the form a bus writes it, written and read without serde's
+//! per-field work.
 //!
 //! Nearly every element a consumer reads was written by a bus:
 //! `{"v":1,"id":"…","type":"…","sent":…,"headers":{…},"body":…}`, fields in that order,
-//! no whitespace, `headers` only when there are some. serde_json reads such a head one
-//! field at a time through its visitors, scanning each key and value for escapes and
-//! checking it is UTF-8: under `valgrind --tool=callgrind`, about 2,700 instructions of the
-//! 3,700 an envelope's decoding took (docs/performance.md).
+//! no whitespace, `headers` only when there are some. serde_json writes and reads such a
+//! head one field at a time through its serializers and visitors, escaping or scanning
+//! each key and value (under `valgrind --tool=callgrind`, about 2,700 instructions of the
+//! 3,700 an envelope's decoding took; docs/performance.md).
 //!
 //! [`read`] takes only that exact form, with an id and a type of printable ASCII without
-//! `"` or `\`, which serde_json reads as the same bytes. The headers and the body are read
-//! by serde_json itself (the body as the same `RawValue`, so it is checked exactly as
-//! before). Anything else, whitespace, another order, an unknown field, an escape, is
-//! `None`, and the caller reads the element with serde_json as a whole: this reader never
-//! accepts an element that serde_json would read differently or refuse.
+//! `"` or `\` ([`plain`]), which serde_json reads as the same bytes. The headers and the
+//! body are read by serde_json itself (the body as the same `RawValue`, so it is checked
+//! exactly as before). Anything else, whitespace, another order, an unknown field, an
+//! escape, is `None`, and the caller reads the element with serde_json as a whole: this
+//! reader never accepts an element that serde_json would read differently or refuse.
+//! [`write_head`] writes the same form, byte for byte what serde_json writes.
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::Headers;
+use super::{Headers, JsonHead};
+
+/// Whether serde_json writes and reads `b`, in a string, as itself: printable ASCII other
+/// than `"` and `\`.
+fn plain(b: u8) -> bool {
+    matches!(b, 0x20..=0x7e) && b != b'"' && b != b'\\'
+}
+
+/// Writes `head` as serde_json does, without its closing `}`: by hand when its id and type
+/// are [`plain`], with serde_json otherwise.
+pub(super) fn write_head(out: &mut Vec<u8>, head: &JsonHead<'_>) -> serde_json::Result<()> {
+    if !(head.id.bytes().all(plain) && head.message_type.bytes().all(plain)) {
+        serde_json::to_writer(&mut *out, head)?;
+        out.pop(); // the closing '}'
+        return Ok(());
+    }
+    out.extend_from_slice(br#"{"v":"#);
+    serde_json::to_writer(&mut *out, &head.v)?;
+    out.extend_from_slice(br#","id":""#);
+    out.extend_from_slice(head.id.as_bytes());
+    out.extend_from_slice(br#"","type":""#);
+    out.extend_from_slice(head.message_type.as_bytes());
+    out.extend_from_slice(br#"","sent":"#);
+    serde_json::to_writer(&mut *out, &head.sent)?;
+    if !head.headers.is_empty() {
+        out.extend_from_slice(br#","headers":"#);
+        serde_json::to_writer(&mut *out, head.headers)?;
+    }
+    Ok(())
+}
 
 /// The head of a JSON envelope and its body's text, read from the element.
 #[derive(Debug, PartialEq)]
@@ -90,17 +121,16 @@ impl<'a> Reader<'a> {
         Some(n)
     }
 
-    /// A string of printable ASCII without `"` or `\`: its text is its bytes.
+    /// A string of [`plain`] bytes: its text is its bytes.
     fn plain_string(&mut self) -> Option<&'a str> {
         let rest = self.rest().strip_prefix(b"\"")?;
         for (len, &b) in rest.iter().enumerate() {
-            match b {
-                b'"' => {
-                    self.at += len + 2;
-                    return std::str::from_utf8(&rest[..len]).ok();
-                }
-                b'\\' | ..0x20 | 0x7f.. => return None,
-                _ => {}
+            if b == b'"' {
+                self.at += len + 2;
+                return std::str::from_utf8(&rest[..len]).ok();
+            }
+            if !plain(b) {
+                return None;
             }
         }
         None
@@ -128,7 +158,7 @@ impl<'a> Reader<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::envelope::{Envelope, JsonEnvelope};
+    use crate::envelope::{Envelope, JsonEnvelope, JsonHead};
     use crate::{Format, MessageId};
     use proptest::prelude::*;
 
@@ -180,11 +210,7 @@ mod tests {
             json(),
         )
             .prop_map(|(id, message_type, sent, headers, body)| {
-                let plain = |s: &str| {
-                    s.bytes()
-                        .all(|b| (0x20..0x7f).contains(&b) && b != b'\\' && b != b'"')
-                };
-                let readable = plain(&id) && plain(&message_type);
+                let readable = id.bytes().all(plain) && message_type.bytes().all(plain);
                 let mut envelope = Envelope::new(
                     message_type,
                     Format::Json,
@@ -222,6 +248,22 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn a_head_is_written_as_serde_json_writes_it(
+            id in prop_oneof!["[ -~]{1,30}", ".{1,12}"],
+            message_type in prop_oneof!["[ -~]{1,30}", ".{1,12}"],
+            v in any::<u32>(),
+            sent in any::<u64>(),
+            headers in proptest::collection::btree_map(".{0,12}", ".{0,24}", 0..3),
+        ) {
+            let head = JsonHead { v, id: &id, message_type: &message_type, sent, headers: &headers };
+            let mut by_hand = Vec::new();
+            write_head(&mut by_hand, &head).unwrap();
+            let mut by_serde = serde_json::to_vec(&head).unwrap();
+            by_serde.pop();
+            prop_assert_eq!(String::from_utf8_lossy(&by_hand), String::from_utf8_lossy(&by_serde));
+        }
+
         #[test]
         fn a_written_envelope_is_read_as_serde_json_reads_it((bytes, readable) in written()) {
             let read = read(&bytes);
