@@ -250,6 +250,19 @@ struct JsonEnvelope<'a> {
     body: &'a RawValue,
 }
 
+impl<'a> From<JsonEnvelope<'a>> for canonical::Canonical<'a> {
+    fn from(wire: JsonEnvelope<'a>) -> Self {
+        canonical::Canonical {
+            v: wire.v,
+            id: wire.id,
+            message_type: wire.message_type,
+            sent: wire.sent,
+            headers: wire.headers,
+            body: wire.body.get().as_bytes(),
+        }
+    }
+}
+
 #[derive(Serialize, Deserialize)]
 struct PackedEnvelope<'a> {
     v: u32,
@@ -363,31 +376,23 @@ impl Envelope {
         match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
             None => Err(Error::decode("envelope", "empty element")),
             Some(b'{') => {
-                if let Some(head) = canonical::read(bytes) {
-                    return Self::from_wire(
-                        head.v,
-                        Cow::Borrowed(head.id),
-                        Cow::Borrowed(head.message_type),
-                        head.headers,
-                        head.sent,
-                        Format::Json,
-                        body_of(head.body),
-                    );
-                }
                 // No separate nesting scan: serde_json skips the raw body without
                 // recursing, and refuses more than 128 levels in whatever it does
                 // recurse into (the envelope here, the body's `Deserialize` later).
-                let wire: JsonEnvelope<'_> = serde_json::from_slice(bytes)
-                    .map_err(|e| garbage("not a JSON envelope", e.into()))?;
-                let body = wire.body.get().as_bytes();
+                let head = match canonical::read(bytes) {
+                    Some(head) => head,
+                    None => serde_json::from_slice::<JsonEnvelope<'_>>(bytes)
+                        .map_err(|e| garbage("not a JSON envelope", e.into()))?
+                        .into(),
+                };
                 Self::from_wire(
-                    wire.v,
-                    wire.id,
-                    wire.message_type,
-                    wire.headers,
-                    wire.sent,
+                    head.v,
+                    head.id,
+                    head.message_type,
+                    head.headers,
+                    head.sent,
                     Format::Json,
-                    body_of(body),
+                    body_of(head.body),
                 )
             }
             Some(_) => {
