@@ -250,9 +250,20 @@ struct JsonEnvelope<'a> {
     body: &'a RawValue,
 }
 
-impl<'a> From<JsonEnvelope<'a>> for canonical::Canonical<'a> {
+/// An envelope's fields as read from an element, in either form, and its body's bytes.
+#[derive(Debug, PartialEq)]
+struct WireHead<'a> {
+    v: u32,
+    id: Cow<'a, str>,
+    message_type: Cow<'a, str>,
+    sent: u64,
+    headers: Headers,
+    body: &'a [u8],
+}
+
+impl<'a> From<JsonEnvelope<'a>> for WireHead<'a> {
     fn from(wire: JsonEnvelope<'a>) -> Self {
-        canonical::Canonical {
+        WireHead {
             v: wire.v,
             id: wire.id,
             message_type: wire.message_type,
@@ -385,45 +396,40 @@ impl Envelope {
                         .map_err(|e| garbage("not a JSON envelope", e.into()))?
                         .into(),
                 };
-                Self::from_wire(
-                    head.v,
-                    head.id,
-                    head.message_type,
-                    head.headers,
-                    head.sent,
-                    Format::Json,
-                    body_of(head.body),
-                )
+                Self::from_wire(head, Format::Json, body_of)
             }
             Some(_) => {
                 crate::depth::check(Format::MessagePack, bytes)
                     .map_err(|reason| Error::decode("envelope", reason))?;
                 let wire: PackedEnvelope<'_> = rmp_serde::from_slice(bytes)
                     .map_err(|e| garbage("neither a JSON nor a MessagePack envelope", e.into()))?;
-                let body = wire.body;
-                Self::from_wire(
-                    wire.v,
-                    Cow::Owned(wire.id),
-                    Cow::Owned(wire.message_type),
-                    wire.headers,
-                    wire.sent,
-                    Format::MessagePack,
-                    body_of(body),
-                )
+                let head = WireHead {
+                    v: wire.v,
+                    id: Cow::Owned(wire.id),
+                    message_type: Cow::Owned(wire.message_type),
+                    sent: wire.sent,
+                    headers: wire.headers,
+                    body: wire.body,
+                };
+                Self::from_wire(head, Format::MessagePack, body_of)
             }
         }
     }
 
     /// An envelope from its decoded fields, checked: a known version, a non-empty id.
     fn from_wire<'a>(
-        version: u32,
-        id: Cow<'_, str>,
-        message_type: Cow<'a, str>,
-        headers: Headers,
-        sent_at_ms: u64,
+        head: WireHead<'a>,
         format: Format,
-        body: Bytes,
+        body_of: impl FnOnce(&[u8]) -> Bytes,
     ) -> Result<Incoming<'a>> {
+        let WireHead {
+            v: version,
+            id,
+            message_type,
+            sent: sent_at_ms,
+            headers,
+            body,
+        } = head;
         if version != ENVELOPE_VERSION {
             return Err(Error::decode(
                 "envelope",
@@ -441,7 +447,7 @@ impl Envelope {
             headers,
             sent_at_ms,
             format,
-            body,
+            body: body_of(body),
         })
     }
 }

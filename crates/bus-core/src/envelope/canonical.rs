@@ -21,7 +21,7 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::{Headers, JsonHead};
+use super::{Headers, JsonHead, WireHead};
 
 /// Whether serde_json writes and reads `b`, in a string, as itself: printable ASCII other
 /// than `"` and `\`.
@@ -52,40 +52,28 @@ pub(super) fn write_head(out: &mut Vec<u8>, head: &JsonHead<'_>) -> serde_json::
     Ok(())
 }
 
-/// The head of a JSON envelope and its body's text, read from the element (also what
-/// serde_json reads of any other JSON envelope).
-#[derive(Debug, PartialEq)]
-pub(super) struct Canonical<'a> {
-    pub(super) v: u32,
-    pub(super) id: Cow<'a, str>,
-    pub(super) message_type: Cow<'a, str>,
-    pub(super) sent: u64,
-    pub(super) headers: Headers,
-    pub(super) body: &'a [u8],
-}
-
 /// Reads `bytes` if it is an envelope in the form a bus writes; `None` otherwise.
-pub(super) fn read(bytes: &[u8]) -> Option<Canonical<'_>> {
-    let mut at = Reader { bytes, at: 0 };
-    at.literal(br#"{"v":"#)?;
-    let v = u32::try_from(at.integer()?).ok()?;
-    at.literal(br#","id":"#)?;
-    let id = at.plain_string()?;
-    at.literal(br#","type":"#)?;
-    let message_type = at.plain_string()?;
-    at.literal(br#","sent":"#)?;
-    let sent = at.integer()?;
+pub(super) fn read(bytes: &[u8]) -> Option<WireHead<'_>> {
+    let mut reader = Reader { bytes, at: 0 };
+    reader.literal(br#"{"v":"#)?;
+    let v = u32::try_from(reader.integer()?).ok()?;
+    reader.literal(br#","id":"#)?;
+    let id = reader.plain_string()?;
+    reader.literal(br#","type":"#)?;
+    let message_type = reader.plain_string()?;
+    reader.literal(br#","sent":"#)?;
+    let sent = reader.integer()?;
     let mut headers = Headers::new();
-    if at.literal(br#","headers":"#).is_some() {
+    if reader.literal(br#","headers":"#).is_some() {
         // (`null` means none, as `null_as_none` reads it.)
-        headers = at.value::<Option<Headers>>()?.unwrap_or_default();
+        headers = reader.value::<Option<Headers>>()?.unwrap_or_default();
     }
-    at.literal(br#","body":"#)?;
-    let body = at.value::<&RawValue>()?.get().as_bytes();
-    at.whitespace();
-    at.literal(b"}")?;
-    at.whitespace();
-    (at.at == bytes.len()).then_some(Canonical {
+    reader.literal(br#","body":"#)?;
+    let body = reader.value::<&RawValue>()?.get().as_bytes();
+    reader.whitespace();
+    reader.literal(b"}")?;
+    reader.whitespace();
+    (reader.at == bytes.len()).then_some(WireHead {
         v,
         id: Cow::Borrowed(id),
         message_type: Cow::Borrowed(message_type),
@@ -166,10 +154,10 @@ mod tests {
     use proptest::prelude::*;
 
     /// What serde_json reads of `bytes` as a whole, in the reader's terms.
-    fn by_serde(bytes: &[u8]) -> Option<Canonical<'_>> {
+    fn by_serde(bytes: &[u8]) -> Option<WireHead<'_>> {
         serde_json::from_slice::<JsonEnvelope<'_>>(bytes)
             .ok()
-            .map(Canonical::from)
+            .map(WireHead::from)
     }
 
     fn json() -> impl Strategy<Value = serde_json::Value> {
