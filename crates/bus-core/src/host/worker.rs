@@ -15,10 +15,12 @@
 //! they wait): the worker stops fetching, settles all it holds, then takes them one at
 //! a time, so a message that kills its process is charged only its own deliveries.
 
+use std::future::Future;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
-use futures::future::BoxFuture;
+use futures::future::{BoxFuture, OptionFuture};
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -490,6 +492,11 @@ impl Worker {
     /// Runs a chunk of messages concurrently in one task, each in its own span, its own
     /// panic guard and with its own token. Handler and fetch slots are given back, and
     /// acks queued, for each group of handlers that finish together.
+    ///
+    /// Each message's future is polled once as it is made, in a box the chunk reuses:
+    /// only one that is not done by then gets a box of its own and a place in the set
+    /// polled as they wake. Most handlers finish in their first poll, and a set's entry
+    /// per message was a tenth of the host's instructions per message.
     async fn run_chunk(
         self: Arc<Self>,
         chunk: Vec<(Delivery, Cancel)>,
@@ -500,33 +507,51 @@ impl Worker {
     ) {
         let this = &*self;
         let held = &*held;
-        let mut handling: FuturesUnordered<_> = chunk
-            .into_iter()
-            .map(|(mut delivery, cancel)| {
-                let span = delivery_span(&this.registration.source, &delivery);
-                async move {
-                    let handled = outcome_of(this.dispatch.handle(&mut delivery, cancel.clone()));
-                    let outcome = this.metrics.process(handled).await;
-                    this.dispatch.observe_failure(&delivery.payload, &outcome);
-                    this.settle(delivery.receipt, outcome, &cancel, held).await
-                }
-                .instrument(span)
-            })
-            .collect();
+        let start = |(mut delivery, cancel): (Delivery, Cancel)| {
+            let span = delivery_span(&this.registration.source, &delivery);
+            async move {
+                let handled = outcome_of(this.dispatch.handle(&mut delivery, cancel.clone()));
+                let outcome = this.metrics.process(handled).await;
+                this.dispatch.observe_failure(&delivery.payload, &outcome);
+                this.settle(delivery.receipt, outcome, &cancel, held).await
+            }
+            .instrument(span)
+        };
         let mut acks = Vec::new();
-        while let Some(first) = handling.next().await {
-            let mut done = 1;
-            acks.extend(first);
+        let mut done = 0;
+        let mut handling = FuturesUnordered::new();
+        let mut slot = Box::pin(OptionFuture::from(None));
+        for message in chunk {
+            slot.set(Some(start(message)).into());
+            match std::future::poll_fn(|cx| Poll::Ready(slot.as_mut().poll(cx))).await {
+                Poll::Ready(ack) => {
+                    done += 1;
+                    acks.extend(ack.flatten());
+                }
+                Poll::Pending => {
+                    handling.push(std::mem::replace(&mut slot, Box::pin(None.into())));
+                }
+            }
+        }
+        drop(slot);
+        loop {
+            if done > 0 {
+                drop((running.split(done), slots.split(done)));
+                if !acks.is_empty() {
+                    let batch = std::mem::take(&mut acks);
+                    if let Err(unsent) = ack_tx.send(batch) {
+                        held.remove(&unsent.0);
+                    }
+                }
+            }
+            let Some(first) = handling.next().await else {
+                return;
+            };
+            done = 1;
+            acks.extend(first.flatten());
             while let Some(Some(next)) = handling.next().now_or_never() {
                 done += 1;
-                acks.extend(next);
-            }
-            drop((running.split(done), slots.split(done)));
-            if !acks.is_empty() {
-                let batch = std::mem::take(&mut acks);
-                if let Err(unsent) = ack_tx.send(batch) {
-                    held.remove(&unsent.0);
-                }
+                acks.extend(next.flatten());
             }
         }
     }
