@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 
-use crate::envelope::{encode_json_message, now_ms};
+use crate::envelope::encode_json_message;
 use crate::host::metrics::sent;
 use crate::names::QueueNames;
 use crate::send::{OutgoingMessage, SendMiddleware, SendOptions, Sent};
@@ -211,14 +211,14 @@ impl Bus {
             _ => Destination::Queue(name),
         };
         let wire = self.shared.transport.outgoing_wire_format(destination);
-        let ids = monotonic_ids(1);
+        let (ids, sent_at_ms) = monotonic_ids(1);
         let own = self
             .own_headers::<M>(&ids, destination, Some(options), wire.is_some())
             .await?;
         let trace_id = own.first().and_then(|h| h.get(headers::TRACE_ID).cloned());
         let mut batch = self.encode(
             std::slice::from_ref(message),
-            &ids,
+            (&ids, sent_at_ms),
             Some(&own),
             wire.as_deref(),
         )?;
@@ -376,7 +376,7 @@ impl Bus {
             _ => Destination::Queue(name),
         };
         let wire = self.shared.transport.outgoing_wire_format(destination);
-        let ids = monotonic_ids(messages.len());
+        let (ids, sent_at_ms) = monotonic_ids(messages.len());
         let own = if options.is_some()
             || self.shared.config.time_to_live_of::<M>().is_some()
             || !self.shared.config.send_middleware.is_empty()
@@ -386,8 +386,14 @@ impl Bus {
         } else {
             None
         };
-        let batch =
-            span.in_scope(|| self.encode(messages, &ids, own.as_deref(), wire.as_deref()))?;
+        let batch = span.in_scope(|| {
+            self.encode(
+                messages,
+                (&ids, sent_at_ms),
+                own.as_deref(),
+                wire.as_deref(),
+            )
+        })?;
         // Only the calls with options report it, and they always have headers of their own.
         let trace_id = own
             .as_ref()
@@ -493,16 +499,13 @@ impl Bus {
     fn encode<M: Message>(
         &self,
         messages: &[M],
-        ids: &[MessageId],
+        (ids, sent_at_ms): (&[MessageId], u64),
         own: Option<&[Headers]>,
         wire: Option<&dyn WireFormat>,
     ) -> Result<Vec<Outgoing>> {
         let config = &self.shared.config;
         let format = M::FORMAT.unwrap_or(config.format);
         let shared = self.outgoing_headers();
-        // One clock read per batch; ids come from one process-wide monotonic generator,
-        // so they sort in the order sent, across calls too.
-        let sent_at_ms = now_ms();
         let mut batch = Vec::with_capacity(messages.len());
         for (n, (message, id)) in messages.iter().zip(ids).enumerate() {
             let headers = own.map_or(&*shared, |own| &own[n]);
@@ -561,19 +564,27 @@ impl<T> Produced<T> {
 }
 
 /// `n` new message ids, increasing across every call in this process (ULIDs: a clock
-/// part, then a random part counted up within one millisecond).
-fn monotonic_ids(n: usize) -> Vec<MessageId> {
+/// part, then a random part counted up within one millisecond), and the time they were
+/// made in ms since the epoch, the messages' sent time: one clock read for a batch.
+fn monotonic_ids(n: usize) -> (Vec<MessageId>, u64) {
     static GENERATOR: std::sync::Mutex<ulid::Generator> =
         std::sync::Mutex::new(ulid::Generator::new());
+    let now = std::time::SystemTime::now();
     let mut generator = GENERATOR
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    (0..n)
+    let ids = (0..n)
         .map(|_| {
-            // Fails only when the random part overflows within one millisecond.
-            MessageId::from_ulid(generator.generate().unwrap_or_else(|_| ulid::Ulid::new()))
+            // (A clock behind the last id's counts up from it. Fails only when the
+            // random part overflows within one millisecond.)
+            let id = generator.generate_from_datetime(now);
+            MessageId::from_ulid(id.unwrap_or_else(|_| ulid::Ulid::new()))
         })
-        .collect()
+        .collect();
+    let sent_at_ms = now
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    (ids, sent_at_ms)
 }
 
 /// The span a send or publish runs in: a producer span with the `opentelemetry` feature,

@@ -11,7 +11,6 @@
 //! A durable coalescer (its own connection) follows each `RPUSH` with one `WAIT`
 //! (`durable.rs`), shared by every send the push carried.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::{Bytes, BytesMut};
@@ -135,7 +134,9 @@ pub(crate) struct Coalescer {
     client: Client,
     /// Set on a durable transport's coalescer: each push waits for replicas.
     durability: Option<Durability>,
-    lanes: Arc<Mutex<HashMap<String, Vec<Option<Lane>>>>>,
+    /// (FNV: a queue's short name is hashed on every send, and SipHash's resistance to
+    /// chosen keys buys nothing for names the application picks.)
+    lanes: Arc<Mutex<fnv::FnvHashMap<String, Vec<Option<Lane>>>>>,
     /// The runtime the transport was made on, where flush tasks run: not the runtime of
     /// whichever caller sends first (a host's handler threads stop with the host, and a
     /// flush may carry other callers' sends).
