@@ -218,7 +218,7 @@ pub(crate) fn encode_json_message<T: Serialize>(
     let mut out = SCRATCH.take();
     out.clear();
     let written = write_json_into(&mut out, &head, |out| {
-        Ok(serde_json::to_writer(out, message)?)
+        Ok(crate::json_writer::write(out, message)?)
     });
     let encoded = written.map(|()| Bytes::copy_from_slice(&out));
     // A buffer grown by one huge message is not kept for the thread's life.

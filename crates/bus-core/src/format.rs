@@ -20,7 +20,12 @@ impl Format {
     /// Encodes a body.
     pub fn encode<T: Serialize>(self, message_type: &str, value: &T) -> Result<Vec<u8>> {
         let encoded = match self {
-            Format::Json => serde_json::to_vec(value).map_err(Into::into),
+            Format::Json => {
+                let mut out = Vec::new();
+                crate::json_writer::write(&mut out, value)
+                    .map(|()| out)
+                    .map_err(Into::into)
+            }
             Format::MessagePack => rmp_serde::to_vec_named(value).map_err(Into::into),
         };
         encoded.map_err(|source| Error::Encode {

@@ -86,6 +86,7 @@ mod format;
 pub mod headers;
 pub mod heartbeat;
 mod host;
+mod json_writer;
 mod memory;
 mod message;
 mod middleware;

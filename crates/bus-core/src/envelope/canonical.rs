@@ -24,42 +24,10 @@ use std::borrow::Cow;
 use serde::Deserialize;
 
 use super::{Headers, JsonHead, WireHead};
+use crate::json_writer::{self, unescaped_run};
 
 /// How deeply a body's containers are followed; deeper ones are left to serde_json.
 const DEPTH: u32 = 64;
-
-/// Where the run of bytes that a JSON string holds as themselves ends: the index of the
-/// first `"`, `\\` or control character (or the length); and whether the bytes looked at
-/// (up to seven past that index) were all ASCII. Eight bytes at a time: a byte below 0x20
-/// borrows in `word - 0x20…`, and one equal to `"` or `\\` is zero after the XOR, so
-/// borrows in `- 0x01…`; a borrow can mark bytes above a hit, never below one.
-fn unescaped_run(bytes: &[u8]) -> (usize, bool) {
-    const ONES: u64 = u64::MAX / 255;
-    const HIGH: u64 = ONES << 7;
-    let zero = |w: u64| w.wrapping_sub(ONES) & !w;
-    let mut chunks = bytes.chunks_exact(8);
-    let (mut at, mut seen) = (0, 0);
-    for chunk in &mut chunks {
-        let word = u64::from_le_bytes(chunk.try_into().expect("chunks of 8"));
-        seen |= word;
-        let control = word.wrapping_sub(ONES * 0x20) & !word;
-        let quote = zero(word ^ (ONES * u64::from(b'"')));
-        let backslash = zero(word ^ (ONES * u64::from(b'\\')));
-        let hits = (control | quote | backslash) & HIGH;
-        if hits != 0 {
-            return (at + hits.trailing_zeros() as usize / 8, seen & HIGH == 0);
-        }
-        at += 8;
-    }
-    for &b in chunks.remainder() {
-        seen |= u64::from(b);
-        if b == b'"' || b == b'\\' || b < 0x20 {
-            break;
-        }
-        at += 1;
-    }
-    (at, seen & HIGH == 0)
-}
 
 /// Whether serde_json writes `text` in a string as its bytes (and reads them as it).
 fn unescaped(text: &str) -> bool {
@@ -84,7 +52,7 @@ pub(super) fn write_head(out: &mut Vec<u8>, head: &JsonHead<'_>) -> serde_json::
     serde_json::to_writer(&mut *out, &head.sent)?;
     if !head.headers.is_empty() {
         out.extend_from_slice(br#","headers":"#);
-        serde_json::to_writer(&mut *out, head.headers)?;
+        json_writer::write(out, head.headers)?;
     }
     Ok(())
 }
