@@ -42,6 +42,10 @@ struct Lane {
     ends: Vec<usize>,
     /// Each waiting send: its envelopes' count and where its reply goes.
     sends: Vec<(usize, oneshot::Sender<Reply>)>,
+    /// The buffer of the push before, back from fred and empty: the next batch's sends
+    /// gather in it. Two buffers take turns, so a push allocates none, and no page of a
+    /// fresh one is faulted in as its envelopes are copied.
+    spare: Option<BytesMut>,
 }
 
 impl Lane {
@@ -67,13 +71,21 @@ impl Lane {
             elements += count;
             take += 1;
         }
-        let bytes = self.bytes.split_to(match elements {
-            0 => 0,
-            n => self.ends[n - 1],
-        });
+        let bytes = match self.spare.take() {
+            Some(spare) if elements == self.ends.len() => std::mem::replace(&mut self.bytes, spare),
+            spare => {
+                self.spare = spare;
+                let bytes = self.bytes.split_to(match elements {
+                    0 => 0,
+                    n => self.ends[n - 1],
+                });
+                // Room for a batch like this one: the sends that gather meanwhile grow
+                // nothing.
+                self.bytes.reserve(bytes.len());
+                bytes
+            }
+        };
         let cut = bytes.len();
-        // Room for a batch like this one: the sends that gather meanwhile grow nothing.
-        self.bytes.reserve(cut);
         let ends = self.ends.drain(..elements).collect();
         for end in &mut self.ends {
             *end -= cut;
@@ -236,7 +248,10 @@ impl Coalescer {
             for reply in batch.replies {
                 let _ = reply.send(result.clone());
             }
-            match self.next_batch(&lane) {
+            // (fred has let go of the push's elements once it replied, as a rule; if it
+            // has not, the buffer is simply not reused.)
+            let spare = batch.bytes.try_into_mut().ok();
+            match self.next_batch(&lane, spare) {
                 Some(next) => batch = next,
                 None => return,
             }
@@ -244,14 +259,22 @@ impl Coalescer {
     }
 
     /// The waiting sends that fit one push, oldest first; none (and the lane closed)
-    /// when nothing waits.
-    fn next_batch(&self, (queue, slot): &(String, usize)) -> Option<Batch> {
+    /// when nothing waits. `spare` is the last push's buffer, if fred let go of it.
+    fn next_batch(
+        &self,
+        (queue, slot): &(String, usize),
+        spare: Option<BytesMut>,
+    ) -> Option<Batch> {
         let mut lanes = self.lanes.lock().unwrap_or_else(PoisonError::into_inner);
         let open = lanes.get_mut(queue.as_str())?.get_mut(*slot)?;
         let waiting = open.as_mut()?;
         if waiting.sends.is_empty() {
             *open = None;
             return None;
+        }
+        if let Some(mut spare) = spare {
+            spare.clear();
+            waiting.spare = Some(spare);
         }
         Some(waiting.take())
     }
@@ -306,5 +329,36 @@ mod tests {
         assert_eq!(elements(&lane.take()).len(), MAX_ELEMENTS + 1);
         assert_eq!(elements(&lane.take()), [&b"after"[..]]);
         assert!(lane.take().replies.is_empty());
+    }
+
+    #[test]
+    fn the_buffer_of_the_push_before_takes_the_next_sends() {
+        let mut lane = Lane::default();
+        send(&mut lane, &[b"first", b"push"]);
+        let first = lane.take();
+        let first_buffer = first.bytes.as_ptr();
+        send(&mut lane, &[b"second"]);
+        // Given back once its elements are dropped, it takes the sends after the next.
+        drop(elements(&first));
+        let mut spare = first.bytes.try_into_mut().expect("no element holds it");
+        spare.clear();
+        lane.spare = Some(spare);
+        let second = lane.take();
+        assert_eq!(elements(&second), [&b"second"[..]]);
+        send(&mut lane, &[b"third", b"push"]);
+        assert_eq!(lane.bytes.as_ptr(), first_buffer);
+        let third = lane.take();
+        assert_eq!(third.bytes.as_ptr(), first_buffer);
+        assert_eq!(elements(&third), [&b"third"[..], b"push"]);
+
+        // Sends that do not all fit one push leave the spare for a later one.
+        let big: Vec<&'static [u8]> = vec![b"x"; MAX_ELEMENTS];
+        lane.spare = Some(BytesMut::with_capacity(8));
+        send(&mut lane, &big);
+        send(&mut lane, &[b"next"]);
+        assert_eq!(elements(&lane.take()).len(), MAX_ELEMENTS);
+        assert!(lane.spare.is_some());
+        assert_eq!(elements(&lane.take()), [&b"next"[..]]);
+        assert!(lane.spare.is_none());
     }
 }
