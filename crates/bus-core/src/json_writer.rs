@@ -87,6 +87,24 @@ fn private(name: &str) -> Result {
     }
 }
 
+/// Serializer methods that write a number by `Self::number`.
+macro_rules! numbers {
+    ($($method:ident: $type:ty),* $(,)?) => {$(
+        fn $method(self, v: $type) -> Result {
+            self.number(v)
+        }
+    )*};
+}
+
+/// Serializer methods that leave a value of one argument to serde_json.
+macro_rules! refused {
+    ($($method:ident: $type:ty),* $(,)?) => {$(
+        fn $method(self, _: $type) -> Result {
+            Err(Other)
+        }
+    )*};
+}
+
 struct Writer<'a> {
     out: &'a mut Vec<u8>,
 }
@@ -106,9 +124,10 @@ impl<'a> Writer<'a> {
 
     /// A number, by serde_json itself: exactly its digits (its float formatting is its
     /// own choice, and has changed), at the cost of a call.
-    fn number<N: Serialize>(&mut self, n: N) {
+    fn number<N: Serialize>(&mut self, n: N) -> Result {
         // (Writing a number into a `Vec` cannot fail.)
         let _ = serde_json::to_writer(&mut *self.out, &n);
+        Ok(())
     }
 
     /// Opens a container; its elements follow through a [`Compound`].
@@ -126,6 +145,14 @@ impl<'a> Writer<'a> {
         self.out.push(b'{');
         self.string(variant);
         self.out.push(b':');
+    }
+
+    /// `{"variant":` and a container, closed with the `}` after its own bracket.
+    fn open_variant<'w>(&'w mut self, variant: &str, bracket: u8) -> Compound<'w, 'a> {
+        self.variant(variant);
+        let mut compound = self.open(bracket);
+        compound.close = b"}";
+        compound
     }
 }
 
@@ -180,53 +207,10 @@ impl<'w, 'a> ser::Serializer for &'w mut Writer<'a> {
             .extend_from_slice(if v { b"true" } else { b"false" });
         Ok(())
     }
-    fn serialize_i8(self, v: i8) -> Result {
-        self.number(v);
-        Ok(())
-    }
-    fn serialize_i16(self, v: i16) -> Result {
-        self.number(v);
-        Ok(())
-    }
-    fn serialize_i32(self, v: i32) -> Result {
-        self.number(v);
-        Ok(())
-    }
-    fn serialize_i64(self, v: i64) -> Result {
-        self.number(v);
-        Ok(())
-    }
-    fn serialize_i128(self, v: i128) -> Result {
-        self.number(v);
-        Ok(())
-    }
-    fn serialize_u8(self, v: u8) -> Result {
-        self.number(v);
-        Ok(())
-    }
-    fn serialize_u16(self, v: u16) -> Result {
-        self.number(v);
-        Ok(())
-    }
-    fn serialize_u32(self, v: u32) -> Result {
-        self.number(v);
-        Ok(())
-    }
-    fn serialize_u64(self, v: u64) -> Result {
-        self.number(v);
-        Ok(())
-    }
-    fn serialize_u128(self, v: u128) -> Result {
-        self.number(v);
-        Ok(())
-    }
-    fn serialize_f32(self, v: f32) -> Result {
-        self.number(v);
-        Ok(())
-    }
-    fn serialize_f64(self, v: f64) -> Result {
-        self.number(v);
-        Ok(())
+    numbers! {
+        serialize_i8: i8, serialize_i16: i16, serialize_i32: i32, serialize_i64: i64,
+        serialize_i128: i128, serialize_u8: u8, serialize_u16: u16, serialize_u32: u32,
+        serialize_u64: u64, serialize_u128: u128, serialize_f32: f32, serialize_f64: f64,
     }
     fn serialize_char(self, v: char) -> Result {
         self.string(v.encode_utf8(&mut [0; 4]));
@@ -301,10 +285,7 @@ impl<'w, 'a> ser::Serializer for &'w mut Writer<'a> {
         variant: &'static str,
         _: usize,
     ) -> Result<Self::SerializeTupleVariant> {
-        self.variant(variant);
-        let mut array = self.open(b'[');
-        array.close = b"}";
-        Ok(array)
+        Ok(self.open_variant(variant, b'['))
     }
     fn serialize_map(self, _: Option<usize>) -> Result<Self::SerializeMap> {
         Ok(self.open(b'{'))
@@ -320,55 +301,40 @@ impl<'w, 'a> ser::Serializer for &'w mut Writer<'a> {
         variant: &'static str,
         _: usize,
     ) -> Result<Self::SerializeStructVariant> {
-        self.variant(variant);
-        let mut object = self.open(b'{');
-        object.close = b"}";
-        Ok(object)
+        Ok(self.open_variant(variant, b'{'))
     }
 }
 
-impl ser::SerializeSeq for Compound<'_, '_> {
-    type Ok = ();
-    type Error = Other;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result {
-        self.element(value)
-    }
-    fn end(self) -> Result {
-        Compound::end(self, b']')
-    }
+/// The compounds whose elements come one call each: `$method(value)` or
+/// `$method(key, value)`, closed by `$bracket`.
+macro_rules! elements {
+    ($($trait:ident :: $method:ident ($($key:ident)?) $bracket:literal;)*) => {$(
+        impl ser::$trait for Compound<'_, '_> {
+            type Ok = ();
+            type Error = Other;
+            fn $method<T: Serialize + ?Sized>(
+                &mut self,
+                $($key: &'static str,)?
+                value: &T,
+            ) -> Result {
+                elements!(@one self $($key)? value)
+            }
+            fn end(self) -> Result {
+                Compound::end(self, $bracket)
+            }
+        }
+    )*};
+    (@one $self:ident $value:ident) => { $self.element($value) };
+    (@one $self:ident $key:ident $value:ident) => { $self.field($key, $value) };
 }
 
-impl ser::SerializeTuple for Compound<'_, '_> {
-    type Ok = ();
-    type Error = Other;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result {
-        self.element(value)
-    }
-    fn end(self) -> Result {
-        Compound::end(self, b']')
-    }
-}
-
-impl ser::SerializeTupleStruct for Compound<'_, '_> {
-    type Ok = ();
-    type Error = Other;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result {
-        self.element(value)
-    }
-    fn end(self) -> Result {
-        Compound::end(self, b']')
-    }
-}
-
-impl ser::SerializeTupleVariant for Compound<'_, '_> {
-    type Ok = ();
-    type Error = Other;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result {
-        self.element(value)
-    }
-    fn end(self) -> Result {
-        Compound::end(self, b']')
-    }
+elements! {
+    SerializeSeq::serialize_element() b']';
+    SerializeTuple::serialize_element() b']';
+    SerializeTupleStruct::serialize_field() b']';
+    SerializeTupleVariant::serialize_field() b']';
+    SerializeStruct::serialize_field(key) b'}';
+    SerializeStructVariant::serialize_field(key) b'}';
 }
 
 impl ser::SerializeMap for Compound<'_, '_> {
@@ -388,36 +354,15 @@ impl ser::SerializeMap for Compound<'_, '_> {
     }
 }
 
-impl ser::SerializeStruct for Compound<'_, '_> {
-    type Ok = ();
-    type Error = Other;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, key: &'static str, value: &T) -> Result {
-        self.field(key, value)
-    }
-    fn end(self) -> Result {
-        Compound::end(self, b'}')
-    }
-}
-
-impl ser::SerializeStructVariant for Compound<'_, '_> {
-    type Ok = ();
-    type Error = Other;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, key: &'static str, value: &T) -> Result {
-        self.field(key, value)
-    }
-    fn end(self) -> Result {
-        Compound::end(self, b'}')
-    }
-}
-
 /// A map's key: a string, or an integer in quotes, as serde_json writes them; any other
 /// key is left to serde_json.
 struct Key<'w, 'a>(&'w mut Writer<'a>);
 
 impl Key<'_, '_> {
-    fn integer<N: Serialize>(self, n: N) -> Result {
+    /// An integer key, in quotes.
+    fn number<N: Serialize>(self, n: N) -> Result {
         self.0.out.push(b'"');
-        self.0.number(n);
+        self.0.number(n)?;
         self.0.out.push(b'"');
         Ok(())
     }
@@ -449,51 +394,16 @@ impl ser::Serializer for Key<'_, '_> {
         private(name)?;
         value.serialize(self)
     }
-    fn serialize_i8(self, v: i8) -> Result {
-        self.integer(v)
-    }
-    fn serialize_i16(self, v: i16) -> Result {
-        self.integer(v)
-    }
-    fn serialize_i32(self, v: i32) -> Result {
-        self.integer(v)
-    }
-    fn serialize_i64(self, v: i64) -> Result {
-        self.integer(v)
-    }
-    fn serialize_i128(self, v: i128) -> Result {
-        self.integer(v)
-    }
-    fn serialize_u8(self, v: u8) -> Result {
-        self.integer(v)
-    }
-    fn serialize_u16(self, v: u16) -> Result {
-        self.integer(v)
-    }
-    fn serialize_u32(self, v: u32) -> Result {
-        self.integer(v)
-    }
-    fn serialize_u64(self, v: u64) -> Result {
-        self.integer(v)
-    }
-    fn serialize_u128(self, v: u128) -> Result {
-        self.integer(v)
-    }
-    fn serialize_bool(self, _: bool) -> Result {
-        Err(Other)
-    }
-    fn serialize_f32(self, _: f32) -> Result {
-        Err(Other)
-    }
-    fn serialize_f64(self, _: f64) -> Result {
-        Err(Other)
-    }
-    fn serialize_char(self, _: char) -> Result {
-        Err(Other)
+    numbers! {
+        serialize_i8: i8, serialize_i16: i16, serialize_i32: i32, serialize_i64: i64,
+        serialize_i128: i128, serialize_u8: u8, serialize_u16: u16, serialize_u32: u32,
+        serialize_u64: u64, serialize_u128: u128,
     }
     fn serialize_bytes(self, _: &[u8]) -> Result {
         Err(Other)
     }
+    // (serde_json writes these keys in quotes too; this writer leaves them to it.)
+    refused! { serialize_bool: bool, serialize_f32: f32, serialize_f64: f64, serialize_char: char }
     fn serialize_none(self) -> Result {
         Err(Other)
     }
