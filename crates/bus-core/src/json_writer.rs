@@ -3,9 +3,9 @@
 //!
 //! serde_json escapes a string one byte at a time, through a table: under `valgrind
 //! --tool=callgrind`, a send's ~100-byte body took ~1,200 instructions, more than the
-//! rest of its envelope (docs/performance.md). [`write`] looks for a byte to escape eight
-//! at a time and copies a string that has none whole; a string that has one is escaped by
-//! serde_json itself, and so is a number.
+//! rest of its envelope (docs/performance.md). [`write()`] looks for a byte to escape
+//! eight at a time and copies a string that has none whole; a string that has one is
+//! escaped by serde_json itself, and so is a number.
 //!
 //! What this writer does not write as serde_json would (a map key that is not a string
 //! or an integer, serde_json's own `RawValue`), and any error, starts the body over with
