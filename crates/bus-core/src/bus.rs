@@ -239,7 +239,7 @@ impl Bus {
                 self.shared.transport.send(name, Placement::now(), batch)
             })
             .await?;
-        Ok(produced.ids)
+        Ok(produced.ids.into_vec())
     }
 
     /// Sends a command with a partition key: on a queue partitioned over several shards
@@ -266,7 +266,7 @@ impl Bus {
                 self.shared.transport.send(name, placement, batch)
             })
             .await?;
-        Ok(produced.ids)
+        Ok(produced.ids.into_vec())
     }
 
     /// Sends a command that becomes ready after `delay`.
@@ -328,7 +328,7 @@ impl Bus {
             })
             .await?;
         self.count_unrouted::<E>(&produced);
-        Ok(produced.ids)
+        Ok(produced.ids.into_vec())
     }
 
     /// The queue or topic a message type is sent to: its declared name, or the one
@@ -511,7 +511,7 @@ impl Bus {
             let headers = own.map_or(&*shared, |own| &own[n]);
             let payload = match (format, wire) {
                 (Format::Json, None) => {
-                    encode_json_message(id.as_str(), M::TYPE, headers, sent_at_ms, message)?
+                    encode_json_message(id, M::TYPE, headers, sent_at_ms, message)?
                 }
                 _ => {
                     let mut envelope =
@@ -543,7 +543,7 @@ impl Bus {
 /// What one transport call stored: the ids, the call's answer (`None`: no call, the batch
 /// was empty), and the first message's trace id.
 pub(crate) struct Produced<T> {
-    pub(crate) ids: Vec<MessageId>,
+    pub(crate) ids: Ids,
     pub(crate) out: Option<T>,
     pub(crate) trace_id: Option<String>,
 }
@@ -563,24 +563,52 @@ impl<T> Produced<T> {
     }
 }
 
+/// A call's message ids: a single send's inline (no allocation), a batch's in a `Vec`.
+pub(crate) enum Ids {
+    One([MessageId; 1]),
+    Many(Vec<MessageId>),
+}
+
+impl std::ops::Deref for Ids {
+    type Target = [MessageId];
+
+    fn deref(&self) -> &[MessageId] {
+        match self {
+            Ids::One(one) => one,
+            Ids::Many(many) => many,
+        }
+    }
+}
+
+impl Ids {
+    pub(crate) fn into_vec(self) -> Vec<MessageId> {
+        match self {
+            Ids::One(one) => one.into(),
+            Ids::Many(many) => many,
+        }
+    }
+}
+
 /// `n` new message ids, increasing across every call in this process (ULIDs: a clock
 /// part, then a random part counted up within one millisecond), and the time they were
 /// made in ms since the epoch, the messages' sent time: one clock read for a batch.
-fn monotonic_ids(n: usize) -> (Vec<MessageId>, u64) {
+fn monotonic_ids(n: usize) -> (Ids, u64) {
     static GENERATOR: std::sync::Mutex<ulid::Generator> =
         std::sync::Mutex::new(ulid::Generator::new());
     let now = std::time::SystemTime::now();
     let mut generator = GENERATOR
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let ids = (0..n)
-        .map(|_| {
-            // (A clock behind the last id's counts up from it. Fails only when the
-            // random part overflows within one millisecond.)
-            let id = generator.generate_from_datetime(now);
-            MessageId::from_ulid(id.unwrap_or_else(|_| ulid::Ulid::new()))
-        })
-        .collect();
+    let mut next = || {
+        // (A clock behind the last id's counts up from it. Fails only when the random
+        // part overflows within one millisecond.)
+        let id = generator.generate_from_datetime(now);
+        MessageId::from_ulid(id.unwrap_or_else(|_| ulid::Ulid::new()))
+    };
+    let ids = match n {
+        1 => Ids::One([next()]),
+        n => Ids::Many((0..n).map(|_| next()).collect()),
+    };
     let sent_at_ms = now
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64);

@@ -116,6 +116,7 @@ impl Bus {
         let trace_id = produced.trace_id;
         Ok(produced
             .ids
+            .into_vec()
             .into_iter()
             .zip(firsts)
             .map(|(id, first): (MessageId, Option<MessageId>)| match first {

@@ -58,6 +58,14 @@ impl MessageId {
         }
     }
 
+    /// The id's text as bytes, without the UTF-8 check `as_str` makes of an inline one.
+    pub(crate) fn as_bytes(&self) -> &[u8] {
+        match &self.0 {
+            Repr::Inline(text) => text,
+            Repr::Text(text) => text.as_bytes(),
+        }
+    }
+
     /// The id as text.
     pub fn as_str(&self) -> &str {
         match &self.0 {
@@ -158,7 +166,7 @@ pub struct Envelope {
 #[derive(Serialize)]
 struct JsonHead<'a> {
     v: u32,
-    id: &'a str,
+    id: &'a MessageId,
     #[serde(rename = "type")]
     message_type: &'a str,
     sent: u64,
@@ -197,7 +205,7 @@ fn write_json_into(
 /// an allocation of its exact size: a `Bytes` made from a `Vec` with room to spare
 /// allocates a second block to track it, so this is one allocation per envelope, not two.
 pub(crate) fn encode_json_message<T: Serialize>(
-    id: &str,
+    id: &MessageId,
     message_type: &str,
     headers: &Headers,
     sent_at_ms: u64,
@@ -322,7 +330,7 @@ impl Envelope {
             Format::Json => {
                 let head = JsonHead {
                     v: ENVELOPE_VERSION,
-                    id: self.id.as_str(),
+                    id: &self.id,
                     message_type: &self.message_type,
                     sent: self.sent_at_ms,
                     headers: &self.headers,
@@ -560,7 +568,7 @@ mod tests {
             } else {
                 headers.clone()
             };
-            let encoded = encode_json_message(id.as_str(), "t.y", &shared, 7, &body).unwrap();
+            let encoded = encode_json_message(&id, "t.y", &shared, 7, &body).unwrap();
             let mut envelope = Envelope::new(
                 "t.y",
                 Format::Json,

@@ -37,7 +37,8 @@ fn unescaped(text: &str) -> bool {
 /// Writes `head` as serde_json does, without its closing `}`: by hand when its id and type
 /// are [`unescaped`], with serde_json otherwise.
 pub(super) fn write_head(out: &mut Vec<u8>, head: &JsonHead<'_>) -> serde_json::Result<()> {
-    if !(unescaped(head.id) && unescaped(head.message_type)) {
+    let id = head.id.as_bytes();
+    if !(unescaped_run(id).0 == id.len() && unescaped(head.message_type)) {
         serde_json::to_writer(&mut *out, head)?;
         out.pop(); // the closing '}'
         return Ok(());
@@ -45,7 +46,7 @@ pub(super) fn write_head(out: &mut Vec<u8>, head: &JsonHead<'_>) -> serde_json::
     out.extend_from_slice(br#"{"v":"#);
     serde_json::to_writer(&mut *out, &head.v)?;
     out.extend_from_slice(br#","id":""#);
-    out.extend_from_slice(head.id.as_bytes());
+    out.extend_from_slice(id);
     out.extend_from_slice(br#"","type":""#);
     out.extend_from_slice(head.message_type.as_bytes());
     out.extend_from_slice(br#"","sent":"#);
@@ -387,6 +388,7 @@ mod tests {
             sent in any::<u64>(),
             headers in proptest::collection::btree_map(".{0,12}", ".{0,24}", 0..3),
         ) {
+            let id = MessageId::from(id);
             let head = JsonHead { v, id: &id, message_type: &message_type, sent, headers: &headers };
             let mut by_hand = Vec::new();
             write_head(&mut by_hand, &head).unwrap();
