@@ -161,9 +161,13 @@ impl ContinueSaga<LookAt> for OrderSaga {
     }
 }
 
-/// The saga's state, if it exists.
+/// The saga's state, if it exists and its start handler wrote it (until then the store
+/// holds it empty, marked as starting).
 async fn state(store: &MemorySagaStore, id: &str) -> Option<OrderState> {
     let (data, _) = store.get("order", id).await.ok()?;
+    if data.is_empty() {
+        return None;
+    }
     Some(serde_json::from_slice(&data).unwrap())
 }
 
