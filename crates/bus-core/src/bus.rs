@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 
-use crate::envelope::encode_json_message;
+use crate::envelope::{encode_json_message, epoch_ms};
 use crate::host::metrics::sent;
 use crate::names::QueueNames;
 use crate::send::{OutgoingMessage, SendMiddleware, SendOptions, Sent};
@@ -609,10 +609,7 @@ fn monotonic_ids(n: usize) -> (Ids, u64) {
         1 => Ids::One([next()]),
         n => Ids::Many((0..n).map(|_| next()).collect()),
     };
-    let sent_at_ms = now
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64);
-    (ids, sent_at_ms)
+    (ids, epoch_ms(now))
 }
 
 /// The span a send or publish runs in: a producer span with the `opentelemetry` feature,

@@ -302,8 +302,12 @@ fn null_as_none<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Headers, D::Er
 
 /// Milliseconds since the Unix epoch, now.
 pub fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
+    epoch_ms(SystemTime::now())
+}
+
+/// Milliseconds since the Unix epoch at `at` (0 before it).
+pub(crate) fn epoch_ms(at: SystemTime) -> u64 {
+    at.duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
 }
 

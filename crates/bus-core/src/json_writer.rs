@@ -47,6 +47,28 @@ pub(crate) fn unescaped_run(bytes: &[u8]) -> (usize, bool) {
     (at, seen & HIGH == 0)
 }
 
+/// Writes `text` as serde_json writes a string: its bytes in quotes when none needs an
+/// escape, by serde_json itself otherwise.
+pub(crate) fn string(out: &mut Vec<u8>, text: &str) {
+    if !quoted(out, text.as_bytes()) {
+        // (Writing a `str` into a `Vec` cannot fail.)
+        let _ = serde_json::to_writer(out, text);
+    }
+}
+
+/// Writes `text` (UTF-8) in quotes if serde_json would write it as its bytes; `false`,
+/// and nothing written, if it needs an escape.
+pub(crate) fn quoted(out: &mut Vec<u8>, text: &[u8]) -> bool {
+    if unescaped_run(text).0 != text.len() {
+        return false;
+    }
+    out.reserve(text.len() + 2);
+    out.push(b'"');
+    out.extend_from_slice(text);
+    out.push(b'"');
+    true
+}
+
 /// Writes `value` as JSON after what `out` holds.
 pub(crate) fn write<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) -> serde_json::Result<()> {
     let start = out.len();
@@ -111,15 +133,7 @@ struct Writer<'a> {
 
 impl<'a> Writer<'a> {
     fn string(&mut self, text: &str) {
-        if unescaped_run(text.as_bytes()).0 == text.len() {
-            self.out.reserve(text.len() + 2);
-            self.out.push(b'"');
-            self.out.extend_from_slice(text.as_bytes());
-            self.out.push(b'"');
-        } else {
-            // (Writing a `str` into a `Vec` cannot fail.)
-            let _ = serde_json::to_writer(&mut *self.out, text);
-        }
+        string(self.out, text);
     }
 
     /// A number, by serde_json itself: exactly its digits (its float formatting is its

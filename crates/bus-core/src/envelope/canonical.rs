@@ -29,27 +29,19 @@ use crate::json_writer::{self, unescaped_run};
 /// How deeply a body's containers are followed; deeper ones are left to serde_json.
 const DEPTH: u32 = 64;
 
-/// Whether serde_json writes `text` in a string as its bytes (and reads them as it).
-fn unescaped(text: &str) -> bool {
-    unescaped_run(text.as_bytes()).0 == text.len()
-}
-
-/// Writes `head` as serde_json does, without its closing `}`: by hand when its id and type
-/// are [`unescaped`], with serde_json otherwise.
+/// Writes `head` as serde_json does, without its closing `}`: the keys as written, the id
+/// and the type by [`json_writer::string`] (an id's bytes without the UTF-8 check
+/// `MessageId::as_str` makes).
 pub(super) fn write_head(out: &mut Vec<u8>, head: &JsonHead<'_>) -> serde_json::Result<()> {
-    let id = head.id.as_bytes();
-    if !(unescaped_run(id).0 == id.len() && unescaped(head.message_type)) {
-        serde_json::to_writer(&mut *out, head)?;
-        out.pop(); // the closing '}'
-        return Ok(());
-    }
     out.extend_from_slice(br#"{"v":"#);
     serde_json::to_writer(&mut *out, &head.v)?;
-    out.extend_from_slice(br#","id":""#);
-    out.extend_from_slice(id);
-    out.extend_from_slice(br#"","type":""#);
-    out.extend_from_slice(head.message_type.as_bytes());
-    out.extend_from_slice(br#"","sent":"#);
+    out.extend_from_slice(br#","id":"#);
+    if !json_writer::quoted(out, head.id.as_bytes()) {
+        json_writer::string(out, head.id.as_str());
+    }
+    out.extend_from_slice(br#","type":"#);
+    json_writer::string(out, head.message_type);
+    out.extend_from_slice(br#","sent":"#);
     serde_json::to_writer(&mut *out, &head.sent)?;
     if !head.headers.is_empty() {
         out.extend_from_slice(br#","headers":"#);
@@ -329,6 +321,11 @@ mod tests {
                     .prop_map(|m| serde_json::Value::Object(m.into_iter().collect())),
             ]
         })
+    }
+
+    /// Whether serde_json writes `text` in a string as its bytes.
+    fn unescaped(text: &str) -> bool {
+        unescaped_run(text.as_bytes()).0 == text.len()
     }
 
     /// An envelope as a bus writes it: an id and a type without escapes are read by the

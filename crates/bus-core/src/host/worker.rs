@@ -517,8 +517,16 @@ impl Worker {
             }
             .instrument(span)
         };
-        let mut acks = Vec::new();
-        let mut done = 0;
+        // Gives back the slots of `done` finished handlers and queues their acks.
+        let mut finished = |done: usize, acks: &mut Vec<Receipt>| {
+            drop((running.split(done), slots.split(done)));
+            if !acks.is_empty() {
+                if let Err(unsent) = ack_tx.send(std::mem::take(acks)) {
+                    held.remove(&unsent.0);
+                }
+            }
+        };
+        let (mut done, mut acks) = (0, Vec::new());
         let mut handling = FuturesUnordered::new();
         let mut slot = Box::pin(OptionFuture::from(None));
         for message in chunk {
@@ -534,25 +542,15 @@ impl Worker {
             }
         }
         drop(slot);
-        loop {
-            if done > 0 {
-                drop((running.split(done), slots.split(done)));
-                if !acks.is_empty() {
-                    let batch = std::mem::take(&mut acks);
-                    if let Err(unsent) = ack_tx.send(batch) {
-                        held.remove(&unsent.0);
-                    }
-                }
-            }
-            let Some(first) = handling.next().await else {
-                return;
-            };
-            done = 1;
+        finished(done, &mut acks);
+        while let Some(first) = handling.next().await {
+            let mut done = 1;
             acks.extend(first.flatten());
             while let Some(Some(next)) = handling.next().now_or_never() {
                 done += 1;
                 acks.extend(next.flatten());
             }
+            finished(done, &mut acks);
         }
     }
 

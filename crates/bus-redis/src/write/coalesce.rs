@@ -250,7 +250,10 @@ impl Coalescer {
             }
             // (fred has let go of the push's elements once it replied, as a rule; if it
             // has not, the buffer is simply not reused.)
-            let spare = batch.bytes.try_into_mut().ok();
+            let spare = batch.bytes.try_into_mut().ok().map(|mut spare| {
+                spare.clear();
+                spare
+            });
             match self.next_batch(&lane, spare) {
                 Some(next) => batch = next,
                 None => return,
@@ -259,7 +262,8 @@ impl Coalescer {
     }
 
     /// The waiting sends that fit one push, oldest first; none (and the lane closed)
-    /// when nothing waits. `spare` is the last push's buffer, if fred let go of it.
+    /// when nothing waits. `spare` is the last push's buffer, emptied, if fred let go of
+    /// it.
     fn next_batch(
         &self,
         (queue, slot): &(String, usize),
@@ -272,9 +276,8 @@ impl Coalescer {
             *open = None;
             return None;
         }
-        if let Some(mut spare) = spare {
-            spare.clear();
-            waiting.spare = Some(spare);
+        if spare.is_some() {
+            waiting.spare = spare;
         }
         Some(waiting.take())
     }
