@@ -49,6 +49,7 @@ pub(crate) fn unescaped_run(bytes: &[u8]) -> (usize, bool) {
 
 /// Writes `text` as serde_json writes a string: its bytes in quotes when none needs an
 /// escape, by serde_json itself otherwise.
+#[inline]
 pub(crate) fn string(out: &mut Vec<u8>, text: &str) {
     if !quoted(out, text.as_bytes()) {
         // (Writing a `str` into a `Vec` cannot fail.)
@@ -58,6 +59,7 @@ pub(crate) fn string(out: &mut Vec<u8>, text: &str) {
 
 /// Writes `text` (UTF-8) in quotes if serde_json would write it as its bytes; `false`,
 /// and nothing written, if it needs an escape.
+#[inline]
 pub(crate) fn quoted(out: &mut Vec<u8>, text: &[u8]) -> bool {
     if unescaped_run(text).0 != text.len() {
         return false;
