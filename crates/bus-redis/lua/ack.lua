@@ -4,7 +4,7 @@ if #ARGV < 1 then error({ err = 'ERR bus: ack expects at least 1 ARGV (s), got '
 for _, i in ipairs({ 1 }) do
   if not string.find(ARGV[i], '^%-?%d+$') then error({ err = 'ERR bus: ack expects an integer as ARGV[' .. i .. '], got ' .. string.format('%q', string.sub(ARGV[i], 1, 40)) .. ' (docs/wire-format.md, "The calls")' }) end
 end
-local INFLIGHT, MSGS, DELIVERIES, ERRORS, ISOLATED, LEASES, LEASED, KOF, KBUSY, KREADY, KQ, READY, HOLDERS = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13]
+local INFLIGHT, MSGS, DELIVERIES, ERRORS, ISOLATED, LEASES, LEASED, KOF, KBUSY, KHEADS, KQ, READY, HOLDERS = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13]
 -- (end of the generated shape)
 -- Ack: remove handled messages whose reservation is current.
 -- ARGV: s, then s stored receipts (id, count), then per lease: token, k, the highest
@@ -54,7 +54,7 @@ if s > 0 then
   if redis.call('EXISTS', ERRORS) == 1 then bulk('HDEL', ERRORS, done) end
   if redis.call('EXISTS', ISOLATED) == 1 then bulk('SREM', ISOLATED, done) end
   if acked > 0 and redis.call('EXISTS', KOF) == 1 then
-    keys_freed(KOF, KBUSY, KREADY, KQ, READY, done, now_ms())
+    keys_freed(KOF, KBUSY, KHEADS, KQ, READY, done)
   end
 end
 -- Keyed messages are leased only while some key has a message in flight (`kbusy`).
@@ -126,5 +126,5 @@ while at <= #ARGV do
   at = last + 1
 end
 if left > 0 then unleased(LEASED, left) end
-if #slots > 0 then slots_freed(KBUSY, KREADY, KQ, READY, slots, now_ms()) end
+if #slots > 0 then slots_freed(KBUSY, KHEADS, KQ, READY, slots) end
 return acked + left

@@ -1,6 +1,6 @@
 -- The call's shape, generated from the script's declaration (lua!(..., keys, argv)):
 if #KEYS < 10 then error({ err = 'ERR bus: admin_delete_dead expects at least 10 KEYS, got ' .. #KEYS .. ' (docs/wire-format.md, "The calls")' }) end
-local DEAD, MSGS, DEAD_INFO, ERRORS, DELIVERIES, KOF, KBUSY, KREADY, KQ, READY = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
+local DEAD, MSGS, DEAD_INFO, ERRORS, DELIVERIES, KOF, KBUSY, KHEADS, KQ, READY = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
 -- (end of the generated shape)
 -- Delete dead letters: each id still in the dead list leaves it, and its envelope,
 -- dead-letter info, errors and delivery count are deleted. An id no longer there (requeued
@@ -27,7 +27,7 @@ for _, id in ipairs(ARGV) do
   if redis.call('LREM', DEAD, 1, id) > 0 then deleted[#deleted + 1] = id end
 end
 if #deleted > 0 and redis.call('EXISTS', KOF) == 1 then
-  keys_freed(KOF, KBUSY, KREADY, KQ, READY, deleted, now_ms())
+  keys_freed(KOF, KBUSY, KHEADS, KQ, READY, deleted)
 end
 if KEYS[11] and #deleted > 0 then
   local orphans = {}

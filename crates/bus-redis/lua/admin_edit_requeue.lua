@@ -4,7 +4,7 @@ if #ARGV ~= 4 then error({ err = 'ERR bus: admin_edit_requeue expects 4 ARGV (id
 for _, i in ipairs({ 4 }) do
   if not string.find(ARGV[i], '^%-?%d+$') then error({ err = 'ERR bus: admin_edit_requeue expects an integer as ARGV[' .. i .. '], got ' .. string.format('%q', string.sub(ARGV[i], 1, 40)) .. ' (docs/wire-format.md, "The calls")' }) end
 end
-local DEAD, MSGS, DEAD_INFO, ERRORS, DELIVERIES, READY, EDITED, FLOW, KOF, KBUSY, KREADY, KQ = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12]
+local DEAD, MSGS, DEAD_INFO, ERRORS, DELIVERIES, READY, EDITED, FLOW, KOF, KBUSY, KHEADS, KQ = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12]
 -- (end of the generated shape)
 -- Edit and retry a dead letter: it leaves the dead list, its edited envelope goes to the
 -- tail of the ready list as a fresh element (a new storage id and delivery count, as a
@@ -33,7 +33,7 @@ local key = redis.call('HGET', KOF, id)
 if key then
   redis.call('LPUSH', KQ .. ':' .. key, edited)
   redis.call('HINCRBY', FLOW, 'keyed', 1)
-  keys_freed(KOF, KBUSY, KREADY, KQ, READY, { id }, now_ms())
+  keys_freed(KOF, KBUSY, KHEADS, KQ, READY, { id })
 else
   redis.call('RPUSH', READY, edited)
 end

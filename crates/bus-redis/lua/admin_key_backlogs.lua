@@ -4,34 +4,38 @@ if #ARGV ~= 2 then error({ err = 'ERR bus: admin_key_backlogs expects 2 ARGV (ke
 for _, i in ipairs({ 1, 2 }) do
   if not string.find(ARGV[i], '^%-?%d+$') then error({ err = 'ERR bus: admin_key_backlogs expects an integer as ARGV[' .. i .. '], got ' .. string.format('%q', string.sub(ARGV[i], 1, 40)) .. ' (docs/wire-format.md, "The calls")' }) end
 end
-local KREADY, KBUSY, KQ, KWAIT = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local KHEADS, KBUSY, KQ, KWAIT = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 -- (end of the generated shape)
 -- The keys of an ordered queue with the most messages waiting for them (read only; per-key
--- ordering, docs/redis-layout.md "Per-key ordering"). Looks at the first ARGV[1] keys of
--- `kready` (those whose next message may start), one HSCAN page of about ARGV[1]
--- fields of `kbusy` (keys with messages in flight, those at their limit among them) and the
+-- ordering, docs/redis-layout.md "Per-key ordering"). Looks at the keys of the first
+-- ARGV[1] heads of `kheads` (messages that may start), one HSCAN page of about ARGV[1]
+-- fields of `kbusy` (keys with slots taken, those at their limit among them) and the
 -- first ARGV[1] keys of `kwait` (those over their per-key rate): every key with waiting
--- messages is in one of them. Each with its waiting count (LLEN of
--- its list) and its messages in flight; the ARGV[2] with the most waiting, most first.
--- Bounded: about 3 x ARGV[1] keys looked at; `complete` says whether that was every key.
+-- messages is in one of them. Each with its waiting count (LLEN of its list, plus its
+-- heads among those looked at) and its messages in flight (its slots taken, less those
+-- heads); the ARGV[2] with the most waiting, most first. Bounded: about 3 x ARGV[1] keys looked at;
+-- `complete` says whether that was every key.
 -- ARGV: keys to look at, top n.
 -- Returns { complete (1 or 0), then per key: key, waiting, in flight }.
 local bound, top = math.max(1, tonumber(ARGV[1])), math.max(0, tonumber(ARGV[2]))
 local complete = 1
-local seen, rows = {}, {}
+local seen, rows, heads = {}, {}, {}
 local function look(key)
   if seen[key] then return end
   seen[key] = true
-  local waiting = redis.call('LLEN', KQ .. ':' .. key)
+  local waiting = redis.call('LLEN', KQ .. ':' .. key) + (heads[key] or 0)
   if waiting > 0 then
-    rows[#rows + 1] = { key, waiting, tonumber(redis.call('HGET', KBUSY, key) or '0') or 0 }
+    local taken = tonumber(redis.call('HGET', KBUSY, key) or '0') or 0
+    rows[#rows + 1] = { key, waiting, math.max(0, taken - (heads[key] or 0)) }
   end
 end
-if redis.call('ZCARD', KREADY) > bound then complete = 0 end
-for _, key in ipairs(redis.call('ZRANGE', KREADY, 0, bound - 1)) do look(key) end
-local page = redis.call('HSCAN', KBUSY, '0', 'COUNT', bound)
-if page[1] ~= '0' then complete = 0 end
-for i = 1, #page[2], 2 do look(page[2][i]) end
+if redis.call('LLEN', KHEADS) > 2 * bound then complete = 0 end
+local page = redis.call('LRANGE', KHEADS, 0, 2 * bound - 1)
+for i = 1, #page, 2 do heads[page[i]] = (heads[page[i]] or 0) + 1 end
+for i = 1, #page, 2 do look(page[i]) end
+local scan = redis.call('HSCAN', KBUSY, '0', 'COUNT', bound)
+if scan[1] ~= '0' then complete = 0 end
+for i = 1, #scan[2], 2 do look(scan[2][i]) end
 if redis.call('ZCARD', KWAIT) > bound then complete = 0 end
 for _, key in ipairs(redis.call('ZRANGE', KWAIT, 0, bound - 1)) do look(key) end
 table.sort(rows, function(a, b)

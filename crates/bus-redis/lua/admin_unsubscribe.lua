@@ -1,7 +1,7 @@
 -- The call's shape, generated from the script's declaration (lua!(..., keys, argv)):
-if #KEYS ~= 26 then error({ err = 'ERR bus: admin_unsubscribe expects 26 KEYS, got ' .. #KEYS .. ' (docs/wire-format.md, "The calls")' }) end
+if #KEYS ~= 27 then error({ err = 'ERR bus: admin_unsubscribe expects 27 KEYS, got ' .. #KEYS .. ' (docs/wire-format.md, "The calls")' }) end
 if #ARGV ~= 2 then error({ err = 'ERR bus: admin_unsubscribe expects 2 ARGV (name, force), got ' .. #ARGV .. ' (docs/wire-format.md, "The calls")' }) end
-local SUBS, READY, INFLIGHT, DELAYED, DEAD, LEASES, LEASED, MSGS, DELIVERIES, ERRORS, DEAD_INFO, SEQ, SUSPECTS, ISOLATED, FLOW, FLOW_STARTS, KREADY, KBUSY, KOF, KDUE, KWAIT, HOLDERS, SEEN, SINCE, KQ, KSTARTS = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13], KEYS[14], KEYS[15], KEYS[16], KEYS[17], KEYS[18], KEYS[19], KEYS[20], KEYS[21], KEYS[22], KEYS[23], KEYS[24], KEYS[25], KEYS[26]
+local SUBS, READY, INFLIGHT, DELAYED, DEAD, LEASES, LEASED, MSGS, DELIVERIES, ERRORS, DEAD_INFO, SEQ, SUSPECTS, ISOLATED, FLOW, FLOW_STARTS, KHEADS, KREADY, KBUSY, KOF, KDUE, KWAIT, HOLDERS, SEEN, SINCE, KQ, KSTARTS = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13], KEYS[14], KEYS[15], KEYS[16], KEYS[17], KEYS[18], KEYS[19], KEYS[20], KEYS[21], KEYS[22], KEYS[23], KEYS[24], KEYS[25], KEYS[26], KEYS[27]
 -- (end of the generated shape)
 -- Remove a subscription: drop its name from the topic's subscriptions (so publishes stop
 -- writing to it) and delete its queue's keys, in one step. Unless forced, a subscription
@@ -10,8 +10,8 @@ local SUBS, READY, INFLIGHT, DELAYED, DEAD, LEASES, LEASED, MSGS, DELIVERIES, ER
 -- Its KEYS are the topic's subscriptions and every key of the subscription's queue
 -- (`QueueKeys::all`); the lists and sets of the leases (named by the tokens in `leases`)
 -- are deleted with the rest, and so are an ordered queue's per-key lists and rate windows
--- (`<kq>:<key>`, `<kstarts>:<key>`, the last two KEYS), named by the keys in `kready`,
--- `kbusy` and `kwait`: a key with waiting messages is in one of them. The window of a key
+-- (`<kq>:<key>`, `<kstarts>:<key>`, the last two KEYS), named by the keys in `kbusy`
+-- and `kwait`: a key with waiting messages is in one of them. The window of a key
 -- no longer listed expires by itself (at most one window later).
 -- ARGV: name, force (1 or 0).
 -- Returns { 1, was registered, keys deleted }, or { 0, ready, inflight, delayed, dead }
@@ -33,7 +33,6 @@ for _, token in ipairs(redis.call('ZRANGE', LEASES, 0, -1)) do
   redis.call('UNLINK', lease, lease .. ':done', lease .. ':keys')
 end
 local per_key = {}
-for _, key in ipairs(redis.call('ZRANGE', KREADY, 0, -1)) do per_key[key] = true end
 for _, key in ipairs(redis.call('HKEYS', KBUSY)) do per_key[key] = true end
 for _, key in ipairs(redis.call('ZRANGE', KWAIT, 0, -1)) do per_key[key] = true end
 local deleted = 0

@@ -3,21 +3,19 @@
 
 -- Per-key ordering (docs/redis-layout.md "Per-key ordering"). A keyed message
 -- of an ordered queue waits in `<kq>:<key>` (a list, FIFO) until its key has a free slot;
--- `kready` (sorted set, key -> when it became ready) holds the keys that may start, served
--- oldest first (round robin); `kbusy` (hash) counts each key's messages in flight. Reserve
--- leases keyed messages after the call's fresh envelopes, their keys in the lease's `keys`
--- list (common.lua's "Leases"); one that leaves its lease other than by ack is stored, and
--- `kof` (hash) maps a stored keyed message's storage id to its key. A keyed message holds
--- its key's slot from its first reserve until it is acked or dead-lettered: retries,
--- recovery, release and absolution keep the slot, so later messages of the key wait for it.
+-- then it moves onto `kheads` (a list of key, envelope pairs: the heads that may start,
+-- oldest first, so keys take turns), holding a slot, and reserve pops heads n at a time as
+-- it pops `ready`. `kbusy` (hash) counts each key's slots taken: its messages on `kheads`
+-- and in flight. Reserve leases keyed messages after the call's fresh envelopes, their
+-- keys in the lease's `keys` list (common.lua's "Leases"); one that leaves its lease
+-- other than by ack is stored, and `kof` (hash) maps a stored keyed message's storage id
+-- to its key. A keyed message holds its key's slot from the moment it becomes a head
+-- until it is acked or dead-lettered: retries, recovery, release and absolution keep the
+-- slot, so later messages of the key wait for it.
 
--- Gives back one slot of each key in `keys` (a key listed twice gives back two): each key
--- becomes ready again if it has waiting messages, and idle consumers are woken. One HMGET
--- of the keys' counts and one write of them, one ZADD of the keys made ready: per key only
--- an LLEN. (Numbers go to Redis as strings formatted here, each once: Redis formats a Lua
--- number argument as a double, which costs more than the command.)
-local function slots_freed(kbusy, kready, kq, ready, keys, now)
-  local held, order, at = {}, {}, string.format('%d', now)
+-- The keys of `keys` in order of first listing, and how many times each is listed.
+local function tally(keys)
+  local order, held = {}, {}
   for _, key in ipairs(keys) do
     if not held[key] then
       held[key] = 0
@@ -25,34 +23,101 @@ local function slots_freed(kbusy, kready, kq, ready, keys, now)
     end
     held[key] = held[key] + 1
   end
-  if #order == 0 then return end
-  local busy = bulk_read('HMGET', kbusy, order)
-  local idle, still, woken = {}, {}, {}
-  for i, key in ipairs(order) do
-    -- (A count that is not a number is garbage: the arithmetic fails the call.)
-    local left = (busy[i] == false and 0 or tonumber(busy[i])) - held[key]
-    if left <= 0 then
+  return order, held
+end
+
+-- Writes the slots each key of `order` has taken (`taken`, by key) into `kbusy`, in one
+-- HDEL of the keys at 0 and one HSET of the others. (Numbers go to Redis as strings
+-- formatted here, each once: Redis formats a Lua number argument as a double, which costs
+-- more than the command.)
+local function write_busy(kbusy, order, taken)
+  local idle, still = {}, {}
+  for _, key in ipairs(order) do
+    if taken[key] <= 0 then
       idle[#idle + 1] = key
     else
       still[#still + 1] = key
-      still[#still + 1] = string.format('%d', left)
-    end
-    if redis.call('LLEN', kq .. ':' .. key) > 0 then
-      woken[#woken + 1] = at
-      woken[#woken + 1] = key
+      still[#still + 1] = string.format('%d', taken[key])
     end
   end
   bulk('HDEL', kbusy, idle)
   bulk('HSET', kbusy, still)
-  for i = 1, #woken, 1000 do
-    redis.call('ZADD', kready, 'NX', unpack(woken, i, math.min(i + 999, #woken)))
+end
+
+-- The slots each key of `order` has taken, less its count in `held`. (A count that is
+-- not a number is garbage: the arithmetic fails the call.)
+local function busy_less(kbusy, order, held)
+  local busy, left = bulk_read('HMGET', kbusy, order), {}
+  for i, key in ipairs(order) do
+    left[key] = (busy[i] == false and 0 or tonumber(busy[i])) - held[key]
   end
-  if #woken > 0 and redis.call('LLEN', ready) == 0 then redis.call('RPUSH', ready, WAKE) end
+  return left
+end
+
+-- Gives back one slot of each key in `keys` (a key listed twice gives back two), without
+-- passing it on: for a head that leaves `kheads` other than by reserve (a purge, a key
+-- over its rate).
+local function slots_released(kbusy, keys)
+  local order, held = tally(keys)
+  if #order > 0 then write_busy(kbusy, order, busy_less(kbusy, order, held)) end
+end
+
+-- Gives back one slot of each key in `keys` (a key listed twice gives back two): each
+-- freed slot passes to the next message waiting in the key's list, which becomes a head,
+-- and idle consumers are woken. One HMGET of the keys' counts, one write of them and one
+-- RPUSH of the new heads; per key one LPOP. A freed slot moves at most one message, so a
+-- key keeps the concurrency its limit gave when its messages became heads.
+local function slots_freed(kbusy, kheads, kq, ready, keys)
+  local order, held = tally(keys)
+  if #order == 0 then return end
+  local taken, heads = busy_less(kbusy, order, held), {}
+  for _, key in ipairs(order) do
+    local list = kq .. ':' .. key
+    -- (A list that is not a list is garbage: its key's slot is freed and passed to none,
+    -- and the rest of the call goes on, so that no other key stays blocked.)
+    local ok, next
+    if held[key] == 1 then
+      ok, next = pcall(redis.call, 'LPOP', list)
+      next = { ok and next or nil }
+    else
+      ok, next = pcall(redis.call, 'LPOP', list, held[key])
+      next = ok and next or {}
+    end
+    for _, envelope in ipairs(next) do
+      heads[#heads + 1] = key
+      heads[#heads + 1] = envelope
+      taken[key] = taken[key] + 1
+    end
+  end
+  write_busy(kbusy, order, taken)
+  bulk('RPUSH', kheads, heads)
+  if #heads > 0 and redis.call('LLEN', ready) == 0 then redis.call('RPUSH', ready, WAKE) end
+end
+
+-- Each key of `keys` (listed once each) whose slots are not all taken passes its free
+-- ones to the messages waiting in its list (a key back from its rate window, a key
+-- protocol 7 left ready); `limit` as slots_freed's callers' queue has it.
+local function keys_woken(kbusy, kheads, kq, keys, limit)
+  if #keys == 0 then return end
+  local busy, heads, taken = bulk_read('HMGET', kbusy, keys), {}, {}
+  for i, key in ipairs(keys) do
+    local n = busy[i] == false and 0 or tonumber(busy[i])
+    taken[key] = n
+    if n < limit then
+      for _, envelope in ipairs(redis.call('LPOP', kq .. ':' .. key, limit - n) or {}) do
+        heads[#heads + 1] = key
+        heads[#heads + 1] = envelope
+        taken[key] = taken[key] + 1
+      end
+    end
+  end
+  write_busy(kbusy, keys, taken)
+  bulk('RPUSH', kheads, heads)
 end
 
 -- Gives back the slots the stored keyed messages among `ids` held (an unkeyed one holds
 -- none; their keys are in `kof`, which forgets them): one HMGET and one HDEL for all.
-local function keys_freed(kof, kbusy, kready, kq, ready, ids, now)
+local function keys_freed(kof, kbusy, kheads, kq, ready, ids)
   if #ids == 0 then return end
   local keys = bulk_read('HMGET', kof, ids)
   local freed, slots, seen = {}, {}, {}
@@ -66,7 +131,7 @@ local function keys_freed(kof, kbusy, kready, kq, ready, ids, now)
   end
   if #freed == 0 then return end
   bulk('HDEL', kof, freed)
-  slots_freed(kbusy, kready, kq, ready, slots, now)
+  slots_freed(kbusy, kheads, kq, ready, slots)
 end
 
 -- Whether a dead letter of this queue keeps its key's slot (the `flow` field `on_dead`
@@ -75,16 +140,33 @@ local function dead_letter_blocks(flow)
   return redis.call('HGET', flow, 'on_dead') == 'block'
 end
 
--- Appends `envelopes` to the list of ordering key `key` on a queue ordered with `limit`
--- (> 0) per key (send_keyed.lua, send_once.lua, promotion): counted in the flow hash's
--- `keyed` field; the key becomes ready if it has a free slot, and idle consumers (blocked
--- on an empty `ready`) are woken.
-local function join_key(ready, flow, kready, kbusy, kq, key, envelopes, limit, now)
-  bulk('RPUSH', kq .. ':' .. key, envelopes)
+-- Appends `envelopes` to the messages of ordering key `key` on a queue ordered with
+-- `limit` (> 0) per key (send_keyed.lua, send_once.lua, promotion), counted in the flow
+-- hash's `keyed` field: while the key has free slots and no message waits in its list,
+-- they become heads (idle consumers, blocked on an empty `ready`, are woken); the rest
+-- wait in the key's list.
+local function join_key(ready, flow, kheads, kbusy, kq, key, envelopes, limit)
   redis.call('HINCRBY', flow, 'keyed', #envelopes)
-  if tonumber(redis.call('HGET', kbusy, key) or '0') < limit then
-    redis.call('ZADD', kready, 'NX', now, key)
+  local list = kq .. ':' .. key
+  local busy = tonumber(redis.call('HGET', kbusy, key) or '0')
+  local free = 0
+  if busy < limit and redis.call('LLEN', list) == 0 then
+    free = math.min(limit - busy, #envelopes)
+    local heads = {}
+    for i = 1, free do
+      heads[#heads + 1] = key
+      heads[#heads + 1] = envelopes[i]
+    end
+    bulk('RPUSH', kheads, heads)
+    redis.call('HSET', kbusy, key, string.format('%d', busy + free))
     if redis.call('LLEN', ready) == 0 then redis.call('RPUSH', ready, WAKE) end
+  end
+  if free == 0 then
+    bulk('RPUSH', list, envelopes)
+  elseif free < #envelopes then
+    local rest = {}
+    for i = free + 1, #envelopes do rest[#rest + 1] = envelopes[i] end
+    bulk('RPUSH', list, rest)
   end
 end
 
@@ -94,7 +176,7 @@ end
 -- would: its place among its key's messages is its due time. A delayed retry of a keyed
 -- message is no such send (its storage id is not in `kdue`): it goes onto `ready`,
 -- still holding its key's slot. Unordered queues pay one EXISTS per promoting call.
-local function promote_due(delayed, ready, msgs, kdue, flow, kready, kbusy, kq, now)
+local function promote_due(delayed, ready, msgs, kdue, flow, kheads, kbusy, kq, now)
   local due = redis.call('ZRANGEBYSCORE', delayed, '-inf', now, 'LIMIT', 0, 100)
   if #due == 0 then return end
   bulk('ZREM', delayed, due)
@@ -113,7 +195,7 @@ local function promote_due(delayed, ready, msgs, kdue, flow, kready, kbusy, kq, 
     local envelope = key and limit > 0 and redis.call('HGET', msgs, id)
     if envelope then
       redis.call('HDEL', msgs, id)
-      join_key(ready, flow, kready, kbusy, kq, key, { envelope }, limit, now)
+      join_key(ready, flow, kheads, kbusy, kq, key, { envelope }, limit)
     else
       plain[#plain + 1] = id
     end

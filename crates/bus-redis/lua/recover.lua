@@ -4,7 +4,7 @@ if #ARGV ~= 5 then error({ err = 'ERR bus: recover expects 5 ARGV (delivery_limi
 for _, i in ipairs({ 1, 2, 5 }) do
   if not string.find(ARGV[i], '^%-?%d+$') then error({ err = 'ERR bus: recover expects an integer as ARGV[' .. i .. '], got ' .. string.format('%q', string.sub(ARGV[i], 1, 40)) .. ' (docs/wire-format.md, "The calls")' }) end
 end
-local INFLIGHT, DELIVERIES, ERRORS, SUSPECTS, DEAD, DEAD_INFO, ISOLATED, MSGS, LEASES, LEASED, FLOW, KOF, KBUSY, KREADY, KQ, READY, HOLDERS, SEEN, SINCE = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13], KEYS[14], KEYS[15], KEYS[16], KEYS[17], KEYS[18], KEYS[19]
+local INFLIGHT, DELIVERIES, ERRORS, SUSPECTS, DEAD, DEAD_INFO, ISOLATED, MSGS, LEASES, LEASED, FLOW, KOF, KBUSY, KHEADS, KQ, READY, HOLDERS, SEEN, SINCE = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13], KEYS[14], KEYS[15], KEYS[16], KEYS[17], KEYS[18], KEYS[19]
 -- (end of the generated shape)
 -- Recover: messages whose lock expired, judged by their holder (common.lua's "Holders").
 -- The recovering consumer first marks itself present.
@@ -62,7 +62,7 @@ for i = 1, #expired, 2 do
     elseif alone and tonumber(redis.call('HGET', DELIVERIES, id) or '0') >= limit then
       bury(ERRORS, DEAD, DEAD_INFO, id, 'delivery_limit', ARGV[3], now)
       if not dead_letter_blocks(FLOW) then
-        keys_freed(KOF, KBUSY, KREADY, KQ, READY, { id }, now)
+        keys_freed(KOF, KBUSY, KHEADS, KQ, READY, { id })
       end
     else
       append_error(ERRORS, id, ARGV[3], now)

@@ -1,10 +1,10 @@
 -- The call's shape, generated from the script's declaration (lua!(..., keys, argv)):
-if #KEYS ~= 19 then error({ err = 'ERR bus: reserve expects 19 KEYS, got ' .. #KEYS .. ' (docs/wire-format.md, "The calls")' }) end
+if #KEYS ~= 20 then error({ err = 'ERR bus: reserve expects 20 KEYS, got ' .. #KEYS .. ' (docs/wire-format.md, "The calls")' }) end
 if #ARGV ~= 4 then error({ err = 'ERR bus: reserve expects 4 ARGV (max, lock_ms, holder, start_now), got ' .. #ARGV .. ' (docs/wire-format.md, "The calls")' }) end
 for _, i in ipairs({ 1, 2, 4 }) do
   if not string.find(ARGV[i], '^%-?%d+$') then error({ err = 'ERR bus: reserve expects an integer as ARGV[' .. i .. '], got ' .. string.format('%q', string.sub(ARGV[i], 1, 40)) .. ' (docs/wire-format.md, "The calls")' }) end
 end
-local READY, MSGS, DELIVERIES, INFLIGHT, DELAYED, SEQ, DEAD_INFO, SUSPECTS, LEASES, LEASED, FLOW, FLOW_STARTS, KREADY, KBUSY, KQ, KDUE, KWAIT, KSTARTS, HOLDERS = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13], KEYS[14], KEYS[15], KEYS[16], KEYS[17], KEYS[18], KEYS[19]
+local READY, MSGS, DELIVERIES, INFLIGHT, DELAYED, SEQ, DEAD_INFO, SUSPECTS, LEASES, LEASED, FLOW, FLOW_STARTS, KHEADS, KBUSY, KQ, KDUE, KWAIT, KSTARTS, HOLDERS, KREADY = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13], KEYS[14], KEYS[15], KEYS[16], KEYS[17], KEYS[18], KEYS[19], KEYS[20]
 -- (end of the generated shape)
 -- Reserve: promote due delayed messages, then move up to N ready elements into flight.
 -- ARGV: max (at most LEASE_MAX taken), lock_ms, holder (the reserving consumer's id: every
@@ -30,8 +30,8 @@ local READY, MSGS, DELIVERIES, INFLIGHT, DELAYED, SEQ, DEAD_INFO, SUSPECTS, LEAS
 -- stored message (and a foreign element, stored on the spot) gets its own lock in
 -- `inflight` and its count incremented in `deliveries`.
 --
--- An ordered queue (`per_key` in `flow`) also serves the keys in `kready`, one message per
--- key per turn (take_keyed below), with up to half the call's allowance while `ready`
+-- An ordered queue (`per_key` in `flow`) also serves the heads of its keys on `kheads`
+-- (keyed.lua; take_keyed below), with up to half the call's allowance while `ready`
 -- holds messages too, so that neither side starves the other. Keyed messages join the
 -- call's lease after its fresh envelopes (so they follow the ready part in the reply),
 -- their keys in the lease's `keys` list. With a per-key rate (`key_rate` per
@@ -39,16 +39,18 @@ local READY, MSGS, DELIVERIES, INFLIGHT, DELAYED, SEQ, DEAD_INFO, SUSPECTS, LEAS
 -- leaves it, and the wait hint covers it (a consumer that took nothing waits until then,
 -- no polling).
 local now = now_ms()
-promote_due(DELAYED, READY, MSGS, KDUE, FLOW, KREADY, KBUSY, KQ, now)
+promote_due(DELAYED, READY, MSGS, KDUE, FLOW, KHEADS, KBUSY, KQ, now)
 local want, held, flow_wait, window, per_key, probe =
   flow_allowance(FLOW, FLOW_STARTS, INFLIGHT, LEASED, math.min(tonumber(ARGV[1]), LEASE_MAX),
     tonumber(ARGV[4]), now)
 if held > 0 then return { flow_wait, held } end
 if redis.call('LLEN', SUSPECTS) > 0 then return { -1, PENDING_SUSPECTS } end
--- Per-key ordering: keys waiting to start keep up to half the allowance (a call for one
+-- Per-key ordering: heads waiting to start keep up to half the allowance (a call for one
 -- message alternates by the clock's parity).
 local key_rate, key_per
 if per_key then
+  -- ("0", ordering switched off: the keys still waiting drain one message at a time.)
+  local limit = math.max(1, tonumber(per_key) or 1)
   local r = redis.call('HMGET', FLOW, 'key_rate', 'key_per_ms')
   key_rate, key_per = tonumber(r[1]), tonumber(r[2])
   if not (key_rate and key_per and key_rate > 0 and key_per > 0) then key_rate = nil end
@@ -56,11 +58,17 @@ if per_key then
   -- Keys whose window freed a start take their turn again (all once the rate is gone).
   local cooled = redis.call('ZRANGEBYSCORE', KWAIT, '-inf', key_rate and now or '+inf',
     'LIMIT', 0, 100)
-  for _, key in ipairs(cooled) do redis.call('ZADD', KREADY, 'NX', now, key) end
   bulk('ZREM', KWAIT, cooled)
+  keys_woken(KBUSY, KHEADS, KQ, cooled, limit)
+  -- The keys protocol 7 left ready (a sorted set), drained into heads once.
+  if redis.call('EXISTS', KREADY) == 1 then
+    local old = redis.call('ZRANGE', KREADY, 0, 99)
+    bulk('ZREM', KREADY, old)
+    keys_woken(KBUSY, KHEADS, KQ, old, limit)
+  end
 end
 local keyed_share = 0
-if per_key and redis.call('ZCARD', KREADY) > 0 then
+if per_key and redis.call('LLEN', KHEADS) > 0 then
   keyed_share = math.floor(want / 2)
   if want == 1 and now % 2 == 0 then keyed_share = 1 end
 end
@@ -124,94 +132,63 @@ if not lease then
   bulk('HSET', HOLDERS, owners)
 end
 
--- Takes up to `max` keyed messages, one per key per turn, into the lease (after its fresh
--- envelopes), their keys into `lease_keys` in the same order: keys are popped from the head
--- of `kready`, as many at once as messages are still wanted, and each key that still has
--- a free slot and waiting messages after this one goes back to its tail. A key at its
--- limit leaves `kready` until a slot frees (ack, dead-letter); a key over its rate leaves
--- it for `kwait`, scored when its window frees a start. Bounded: at most `max` messages
--- and 100 keys passed over. Per message one LPOP: the keys' counts are read in one HMGET
--- per round and written in one HSET after the loop. Returns the error of a key whose count,
--- list or window is not of its type (garbage), after putting the keys popped after it
--- back into `kready`: what the loop took before it is leased below all the same, so no
--- popped message is lost.
+-- Takes up to `max` heads of keys (keyed.lua) into the lease (after its fresh envelopes),
+-- their keys into `lease_keys` in the same order, popped from `kheads` as `ready` is.
+-- With a per-key rate, a head whose key's window is full goes back to the head of its
+-- key's list, giving its slot back, and the key waits in `kwait`, scored when its window
+-- frees a start. Returns the error of a `kheads`, or a key's list or window, that is not
+-- of its type (garbage), after putting the heads not yet looked at back onto `kheads`:
+-- what the call took before it is leased below all the same, so no popped message is
+-- lost.
 local lease_keys = {}
-local function take_keyed(max, limit)
-  local taken, passed, busy_now, starter = 0, 0, {}, nil
-  -- (Numbers go to Redis as strings formatted here, each once: keyed.lua's slots_freed.)
-  local at = string.format('%d', now)
-  local keys, at_key, again = {}, 0, {}
+local function take_keyed(max)
+  local heads, taken, at, parked, starter = {}, 0, 1, {}, nil
   local ok, failure = pcall(function()
-    while taken < max and passed < 100 do
-      -- (Not ZPOPMIN: its reply carries each key's score, formatted as a double.)
-      keys = redis.call('ZRANGE', KREADY, 0, max - taken - 1)
-      if #keys == 0 then break end
-      redis.call('ZREMRANGEBYRANK', KREADY, 0, #keys - 1)
-      again, at_key = {}, 0
-      local busies = bulk_read('HMGET', KBUSY, keys)
-      for i, key in ipairs(keys) do
-        at_key = i
-        local list = KQ .. ':' .. key
-        -- (A count that is not a number is garbage: the comparison fails the call.)
-        local busy = busy_now[key] or (busies[i] == false and 0 or tonumber(busies[i]))
-        local free = limit == 0 or busy < limit
-        local starts = key_rate and KSTARTS .. ':' .. key
-        if free and key_rate then
-          redis.call('ZREMRANGEBYSCORE', starts, '-inf', now - key_per)
-          if redis.call('ZCARD', starts) >= key_rate then
-            local oldest = redis.call('ZRANGE', starts, 0, 0, 'WITHSCORES')
-            redis.call('ZADD', KWAIT, tonumber(oldest[2]) + key_per, key)
-            free = false
-          end
-        end
-        local envelope = free and redis.call('LPOP', list)
-        if envelope then
-          if key_rate then
-            -- (A start's member needs only be unique: one id of `seq` per call.)
-            starter = starter or redis.call('INCR', SEQ)
-            redis.call('ZADD', starts, now, string.format('%d:%d', starter, taken))
-            redis.call('PEXPIRE', starts, key_per + 1000)
-          end
-          lease[#lease + 1] = envelope
-          lease_keys[#lease_keys + 1] = key
-          busy_now[key] = busy + 1
-          taken = taken + 1
-          if (limit == 0 or busy + 1 < limit) and redis.call('LLEN', list) > 0 then
-            again[#again + 1] = at
-            again[#again + 1] = key
-          end
+    heads = redis.call('LPOP', KHEADS, 2 * max) or {}
+    while at < #heads do
+      local key, envelope = heads[at], heads[at + 1]
+      local free = true
+      if key_rate then
+        local starts = KSTARTS .. ':' .. key
+        redis.call('ZREMRANGEBYSCORE', starts, '-inf', now - key_per)
+        if redis.call('ZCARD', starts) >= key_rate then
+          local oldest = redis.call('ZRANGE', starts, 0, 0, 'WITHSCORES')
+          redis.call('LPUSH', KQ .. ':' .. key, envelope)
+          redis.call('ZADD', KWAIT, tonumber(oldest[2]) + key_per, key)
+          parked[#parked + 1] = key
+          free = false
         else
-          passed = passed + 1
+          -- (A start's member needs only be unique: one id of `seq` per call.)
+          starter = starter or redis.call('INCR', SEQ)
+          redis.call('ZADD', starts, now, string.format('%d:%d', starter, taken))
+          redis.call('PEXPIRE', starts, key_per + 1000)
         end
       end
-      bulk('ZADD', KREADY, again)
+      if free then
+        lease[#lease + 1] = envelope
+        lease_keys[#lease_keys + 1] = key
+        taken = taken + 1
+      end
+      at = at + 2
     end
   end)
-  if taken > 0 then
-    local busy = {}
-    for key, n in pairs(busy_now) do
-      busy[#busy + 1] = key
-      busy[#busy + 1] = string.format('%d', n)
-    end
-    bulk('HSET', KBUSY, busy)
-    -- The count of messages waiting for their key (send_keyed.lua); gone at zero.
-    if redis.call('HINCRBY', FLOW, 'keyed', -taken) <= 0 then
-      redis.call('HDEL', FLOW, 'keyed')
-    end
-  end
   if not ok then
-    for i = at_key + 1, #keys do
-      again[#again + 1] = at
-      again[#again + 1] = keys[i]
-    end
-    bulk('ZADD', KREADY, again)
-    return failure
+    local back = {}
+    for i = #heads, at, -1 do back[#back + 1] = heads[i] end
+    bulk('LPUSH', KHEADS, back)
   end
+  -- A parked head waits in its key's list again: its slot is given back, not passed on.
+  slots_released(KBUSY, parked)
+  -- The count of messages waiting for their key (send_keyed.lua); gone at zero.
+  if taken > 0 and redis.call('HINCRBY', FLOW, 'keyed', -taken) <= 0 then
+    redis.call('HDEL', FLOW, 'keyed')
+  end
+  if not ok then return failure end
 end
 local failure
 if per_key then
   local delivered = #lease + (#out - 4) / 4
-  if want > delivered then failure = take_keyed(want - delivered, tonumber(per_key) or 1) end
+  if want > delivered then failure = take_keyed(want - delivered) end
 end
 if #lease > 0 then
   local token = string.format('~L%d', redis.call('INCRBY', SEQ, #lease) - #lease + 1)

@@ -1,7 +1,7 @@
 -- The call's shape, generated from the script's declaration (lua!(..., keys, argv)):
 if #KEYS ~= 8 then error({ err = 'ERR bus: send_keyed expects 8 KEYS, got ' .. #KEYS .. ' (docs/wire-format.md, "The calls")' }) end
 if #ARGV < 2 then error({ err = 'ERR bus: send_keyed expects at least 2 ARGV (key, envelope), got ' .. #ARGV .. ' (docs/wire-format.md, "The calls")' }) end
-local READY, FLOW, KREADY, KBUSY, KQ, DELAYED, MSGS, KDUE = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local READY, FLOW, KHEADS, KBUSY, KQ, DELAYED, MSGS, KDUE = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 -- (end of the generated shape)
 -- Keyed send (docs/redis-layout.md "Per-key ordering"): on a queue that asks
 -- for ordering (`per_key` in `flow`, not "0"), the envelopes wait in their key's list and
@@ -21,8 +21,8 @@ local envelopes = {}
 for i = 2, #ARGV do envelopes[i - 1] = ARGV[i] end
 if limit > 0 then
   local now = now_ms()
-  promote_due(DELAYED, READY, MSGS, KDUE, FLOW, KREADY, KBUSY, KQ, now)
-  join_key(READY, FLOW, KREADY, KBUSY, KQ, key, envelopes, limit, now)
+  promote_due(DELAYED, READY, MSGS, KDUE, FLOW, KHEADS, KBUSY, KQ, now)
+  join_key(READY, FLOW, KHEADS, KBUSY, KQ, key, envelopes, limit)
 else
   bulk('RPUSH', READY, envelopes)
 end

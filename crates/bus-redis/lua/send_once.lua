@@ -8,7 +8,7 @@ local DEDUP, READY, DELAYED, MSGS = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 -- (end of the generated shape)
 -- Deduplicated send: store the message unless its deduplication key is held; the check,
 -- the key and the store are one step (docs/redis-layout.md, "Deduplication").
--- A keyed send, on a queue ordered per key, adds the KEYS flow, kready, kbusy, kq and kdue.
+-- A keyed send, on a queue ordered per key, adds the KEYS flow, kheads, kbusy, kq and kdue.
 -- ARGV: window_ms, due_ms ('' : ready now), id, envelope [, key: with the 9 KEYS].
 -- A keyed send on a queue ordered per key is ordered as send_keyed.lua (ready now) or
 -- send_keyed_at.lua (delayed) orders it; on any other queue, or without a key, the
@@ -34,7 +34,7 @@ if ARGV[2] == '' then
   if limit > 0 then
     local now = now_ms()
     promote_due(DELAYED, READY, MSGS, KEYS[9], KEYS[5], KEYS[6], KEYS[7], KEYS[8], now)
-    join_key(READY, KEYS[5], KEYS[6], KEYS[7], KEYS[8], ARGV[5], { ARGV[4] }, limit, now)
+    join_key(READY, KEYS[5], KEYS[6], KEYS[7], KEYS[8], ARGV[5], { ARGV[4] }, limit)
   else
     redis.call('RPUSH', READY, ARGV[4])
   end

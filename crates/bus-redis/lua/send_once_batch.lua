@@ -10,7 +10,7 @@ local READY, DELAYED, MSGS = KEYS[1], KEYS[2], KEYS[3]
 -- of its deduplication key, the key and the store are one step; a key taken by an earlier
 -- message of the same call holds for the later ones (docs/redis-layout.md,
 -- "Deduplication").
--- After ready, delayed and msgs, the KEYS are flow, kready, kbusy, kq and kdue when the
+-- After ready, delayed and msgs, the KEYS are flow, kheads, kbusy, kq and kdue when the
 -- messages have a key, then one dedup:<key> per message, in the messages' order.
 -- ARGV: n, window_ms, due_ms ('' : ready now), key ('' : none), then n id, envelope pairs.
 -- With a key, on a queue ordered per key, the stored messages join the key's order as
@@ -71,7 +71,7 @@ if #envelopes > 0 then
   if limit > 0 then
     local now = now_ms()
     promote_due(DELAYED, READY, MSGS, KEYS[8], KEYS[4], KEYS[5], KEYS[6], KEYS[7], now)
-    join_key(READY, KEYS[4], KEYS[5], KEYS[6], KEYS[7], ARGV[4], envelopes, limit, now)
+    join_key(READY, KEYS[4], KEYS[5], KEYS[6], KEYS[7], ARGV[4], envelopes, limit)
   else
     bulk('RPUSH', READY, envelopes)
   end

@@ -53,8 +53,12 @@ pub struct QueueKeys {
     /// Sorted set: the rate limit's sliding window, one member per start (score: its
     /// time in ms); only written while a rate limit is set.
     pub flow_starts: String,
-    /// Sorted set (per-key ordering): the keys whose next message may start,
-    /// scored by when each became ready (served oldest first: round robin).
+    /// List (per-key ordering): key, envelope, key, envelope, ...: the messages of keys
+    /// with a free slot that may start (each holding its key's slot), oldest first, so
+    /// that keys take turns; reserve pops them as it pops `ready`.
+    pub kheads: String,
+    /// Sorted set: the keys protocol 7 left ready to start, drained into `kheads` by
+    /// reserve (protocol 8 writes it no more).
     pub kready: String,
     /// Hash: key → how many of its messages are in flight (ordered queues).
     pub kbusy: String,
@@ -67,7 +71,7 @@ pub struct QueueKeys {
     /// into its key's list instead of `ready`.
     pub kdue: String,
     /// Sorted set (per-key rate limit): key → when its window frees a start (ms); the
-    /// keys over their rate, out of `kready` until then.
+    /// keys over their rate, their next message back in their list until then.
     pub kwait: String,
     /// The prefix of the keys' rate windows: key `k`'s starts in `<kstarts>:<k>` (a
     /// sorted set, expiring by itself). Not itself a key.
@@ -123,6 +127,7 @@ impl QueueKeys {
             leased: key("leased"),
             flow: key("flow"),
             flow_starts: key("flow-starts"),
+            kheads: key("kheads"),
             kready: key("kready"),
             kbusy: key("kbusy"),
             kof: key("kof"),
@@ -221,6 +226,7 @@ impl QueueKeys {
             "leased" => &self.leased,
             "flow" => &self.flow,
             "flow-starts" => &self.flow_starts,
+            "kheads" => &self.kheads,
             "kready" => &self.kready,
             "kbusy" => &self.kbusy,
             "kof" => &self.kof,
@@ -253,7 +259,7 @@ impl QueueKeys {
     /// Every key, for management and cleanup.
     /// (Not the lists and sets of the leases themselves: [`QueueKeys::lease`] names them,
     /// from the tokens in `leases`; nor the keys' waiting lists, [`QueueKeys::key_queue`].)
-    pub fn all(&self) -> [&str; 23] {
+    pub fn all(&self) -> [&str; 24] {
         [
             &self.ready,
             &self.msgs,
@@ -270,6 +276,7 @@ impl QueueKeys {
             &self.leased,
             &self.flow,
             &self.flow_starts,
+            &self.kheads,
             &self.kready,
             &self.kbusy,
             &self.kof,

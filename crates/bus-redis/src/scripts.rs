@@ -152,7 +152,7 @@ pub(crate) static SEND_KEYED: LazyLock<LuaScript> = LazyLock::new(|| {
     lua!(
         "send_keyed",
         ["common", "keyed"],
-        keys = ["ready", "flow", "kready", "kbusy", "kq", "delayed", "msgs", "kdue"],
+        keys = ["ready", "flow", "kheads", "kbusy", "kq", "delayed", "msgs", "kdue"],
         argv = ["key", "envelope", "envelopes..."],
     )
 });
@@ -248,13 +248,14 @@ pub(crate) static RESERVE: LazyLock<LuaScript> = LazyLock::new(|| {
             "leased",
             "flow",
             "flow-starts",
-            "kready",
+            "kheads",
             "kbusy",
             "kq",
             "kdue",
             "kwait",
             "kstarts",
-            "holders"
+            "holders",
+            "kready"
         ],
         argv = ["max:int", "lock_ms:int", "holder", "start_now:int"],
     )
@@ -321,7 +322,7 @@ pub(crate) static ACK: LazyLock<LuaScript> = LazyLock::new(|| {
             "leased",
             "kof",
             "kbusy",
-            "kready",
+            "kheads",
             "kq",
             "ready",
             "holders"
@@ -383,7 +384,7 @@ pub(crate) static DEAD_LETTER: LazyLock<LuaScript> = LazyLock::new(|| {
             "flow",
             "kof",
             "kbusy",
-            "kready",
+            "kheads",
             "kq",
             "ready",
             "holders"
@@ -430,7 +431,7 @@ pub(crate) static RECOVER: LazyLock<LuaScript> = LazyLock::new(|| {
             "flow",
             "kof",
             "kbusy",
-            "kready",
+            "kheads",
             "kq",
             "ready",
             "holders",
@@ -597,7 +598,7 @@ pub(crate) static ADMIN_EDIT_REQUEUE: LazyLock<LuaScript> = LazyLock::new(|| {
             "flow",
             "kof",
             "kbusy",
-            "kready",
+            "kheads",
             "kq"
         ],
         argv = ["id", "envelope", "who", "kept:int"],
@@ -665,7 +666,7 @@ pub(crate) static ADMIN_MOVE: LazyLock<LuaScript> = LazyLock::new(|| {
             "target-ready",
             "kof",
             "kbusy",
-            "kready",
+            "kheads",
             "kq",
             "ready"
         ],
@@ -692,7 +693,7 @@ pub(crate) static ADMIN_DELETE_DEAD: LazyLock<LuaScript> = LazyLock::new(|| {
             "deliveries",
             "kof",
             "kbusy",
-            "kready",
+            "kheads",
             "kq",
             "ready",
             "orphans..."
@@ -714,7 +715,7 @@ pub(crate) static ADMIN_PURGE: LazyLock<LuaScript> = LazyLock::new(|| {
             "dead-info",
             "suspects",
             "flow",
-            "kready",
+            "kheads",
             "kbusy",
             "kq",
             "kdue",
@@ -745,6 +746,7 @@ pub(crate) static ADMIN_UNSUBSCRIBE: LazyLock<LuaScript> = LazyLock::new(|| {
             "isolated",
             "flow",
             "flow-starts",
+            "kheads",
             "kready",
             "kbusy",
             "kof",
@@ -773,7 +775,7 @@ pub(crate) static ADMIN_KEY_BACKLOGS: LazyLock<LuaScript> = LazyLock::new(|| {
     lua!(
         "admin_key_backlogs",
         ["common", "admin_common"],
-        keys = ["kready", "kbusy", "kq", "kwait"],
+        keys = ["kheads", "kbusy", "kq", "kwait"],
         argv = ["keys:int", "top:int"],
     )
 });

@@ -398,7 +398,7 @@ impl RedisTransport {
                 args.push(Value::from(key));
                 args.extend(messages.into_iter().map(|m| Value::Bytes(m.payload)));
                 let keys = vec![
-                    k.ready, k.flow, k.kready, k.kbusy, k.kq, k.delayed, k.msgs, k.kdue,
+                    k.ready, k.flow, k.kheads, k.kbusy, k.kq, k.delayed, k.msgs, k.kdue,
                 ];
                 (&scripts::SEND_KEYED, keys, args)
             }

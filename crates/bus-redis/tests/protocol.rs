@@ -160,13 +160,14 @@ impl Queue {
                 &k.leased,
                 &k.flow,
                 &k.flow_starts,
-                &k.kready,
+                &k.kheads,
                 &k.kbusy,
                 &k.kq,
                 &k.kdue,
                 &k.kwait,
                 &k.kstarts,
                 &k.holders,
+                &k.kready,
             ],
             "reserve_alone" => vec![
                 &k.suspects,
@@ -189,7 +190,7 @@ impl Queue {
                 &k.leased,
                 &k.kof,
                 &k.kbusy,
-                &k.kready,
+                &k.kheads,
                 &k.kq,
                 &k.ready,
                 &k.holders,
@@ -221,7 +222,7 @@ impl Queue {
                 &k.flow,
                 &k.kof,
                 &k.kbusy,
-                &k.kready,
+                &k.kheads,
                 &k.kq,
                 &k.ready,
                 &k.holders,
@@ -252,7 +253,7 @@ impl Queue {
                 &k.flow,
                 &k.kof,
                 &k.kbusy,
-                &k.kready,
+                &k.kheads,
                 &k.kq,
                 &k.ready,
                 &k.holders,
@@ -263,7 +264,7 @@ impl Queue {
             "breaker_trip" | "breaker_hold" => vec![&k.flow],
             "send_at" => vec![&k.delayed, &k.msgs, &k.ready],
             "send_keyed" => vec![
-                &k.ready, &k.flow, &k.kready, &k.kbusy, &k.kq, &k.delayed, &k.msgs, &k.kdue,
+                &k.ready, &k.flow, &k.kheads, &k.kbusy, &k.kq, &k.delayed, &k.msgs, &k.kdue,
             ],
             "send_keyed_at" => vec![&k.delayed, &k.msgs, &k.ready, &k.flow, &k.kdue],
             "send_once" => vec![&dedup, &k.ready, &k.delayed, &k.msgs],
@@ -287,7 +288,7 @@ impl Queue {
                 &k.deliveries,
                 &k.kof,
                 &k.kbusy,
-                &k.kready,
+                &k.kheads,
                 &k.kq,
                 &k.ready,
                 &self.orphans,
@@ -302,7 +303,7 @@ impl Queue {
                 &k.ready,
                 &k.kof,
                 &k.kbusy,
-                &k.kready,
+                &k.kheads,
                 &k.kq,
                 &k.ready,
             ],
@@ -316,7 +317,7 @@ impl Queue {
                 &k.dead_info,
                 &k.suspects,
                 &k.flow,
-                &k.kready,
+                &k.kheads,
                 &k.kbusy,
                 &k.kq,
                 &k.kdue,
@@ -324,7 +325,7 @@ impl Queue {
                 &k.kof,
             ],
             "admin_requeue" => vec![&k.dead, &k.msgs, &k.dead_info, &k.deliveries, &k.ready],
-            "admin_key_backlogs" => vec![&k.kready, &k.kbusy, &k.kq, &k.kwait],
+            "admin_key_backlogs" => vec![&k.kheads, &k.kbusy, &k.kq, &k.kwait],
             "admin_stats" => vec![
                 &k.ready,
                 &k.inflight,
@@ -835,8 +836,8 @@ async fn connecting_records_the_protocol_version_once() {
     let transport = RedisTransport::connect(&config(&redis.url(), redis.namespace()))
         .await
         .unwrap();
-    assert_eq!(client.get(&key).unwrap().as_deref(), Some(&b"7"[..]));
-    assert_eq!(PROTOCOL, 7);
+    assert_eq!(client.get(&key).unwrap().as_deref(), Some(&b"8"[..]));
+    assert_eq!(PROTOCOL, 8);
     // A second client finds it and agrees.
     RedisTransport::connect(&config(&redis.url(), redis.namespace()))
         .await
@@ -849,20 +850,20 @@ async fn another_protocol_version_is_refused_at_connect_and_nothing_is_written()
     let redis = TestRedis::start().unwrap();
     let key = keys::protocol(redis.namespace());
     let mut client = redis.client();
-    for found in ["8", "1", "two"] {
+    for found in ["9", "1", "two"] {
         client.set(&key, found).unwrap();
         let before = redis.keys();
         let error = RedisTransport::connect(&config(&redis.url(), redis.namespace()))
             .await
             .expect_err("connected to a Redis of another protocol");
         assert!(
-            matches!(&error, Error::ProtocolMismatch { found: f, speaks: 7, .. } if f == found),
+            matches!(&error, Error::ProtocolMismatch { found: f, speaks: 8, .. } if f == found),
             "{error:?}"
         );
         let text = error.to_string();
         assert!(
             text.contains(&format!("bus protocol {found} under {key}"))
-                && text.contains("this build speaks protocol 7")
+                && text.contains("this build speaks protocol 8")
                 && text.contains("docs/operations.md \"Upgrades\""),
             "{text}"
         );
@@ -873,10 +874,11 @@ async fn another_protocol_version_is_refused_at_connect_and_nothing_is_written()
 
 #[tokio::test]
 async fn an_older_protocols_prefix_is_upgraded_and_its_clients_are_then_refused() {
-    // Protocols 3 to 7 only added keys and arguments to the same layout: the first client of
-    // this build records its version, so that older consumers are refused from then on by
-    // their own check (docs/wire-format.md, "Versioning").
-    for old in ["2", "3", "4", "5", "6"] {
+    // Protocols 3 to 7 only added keys and arguments to the same layout, and protocol 8's
+    // reserve drains what protocol 7 left ready: the first client of this build records its
+    // version, so that older consumers are refused from then on by their own check
+    // (docs/wire-format.md, "Versioning").
+    for old in ["2", "3", "4", "5", "6", "7"] {
         let redis = TestRedis::start().unwrap();
         let key = keys::protocol(redis.namespace());
         let mut client = redis.client();
@@ -886,7 +888,7 @@ async fn an_older_protocols_prefix_is_upgraded_and_its_clients_are_then_refused(
             .unwrap();
         assert_eq!(
             client.get(&key).unwrap().as_deref(),
-            Some(&b"7"[..]),
+            Some(&b"8"[..]),
             "{old}"
         );
     }
@@ -1181,8 +1183,8 @@ fn a_delayed_keyed_send_joins_its_keys_list_when_promoted() {
     assert_eq!(q.cmd(&["HLEN", &kdue]), Resp::Integer(0));
 }
 
-/// `send_once` in its keyed form (9 KEYS, the key as ARGV[5]) on an ordered queue puts the
-/// message in its key's list; each form refuses the other's ARGV before any write.
+/// `send_once` in its keyed form (9 KEYS, the key as ARGV[5]) on an ordered queue makes
+/// the message its idle key's head; each form refuses the other's ARGV before any write.
 #[test]
 fn a_keyed_send_once_joins_its_keys_list_and_each_form_has_its_shape() {
     let redis = TestRedis::start().unwrap();
@@ -1191,7 +1193,7 @@ fn a_keyed_send_once_joins_its_keys_list_and_each_form_has_its_shape() {
     q.cmd(&["HSET", &k.flow, "per_key", "1"]);
     let dedup = k.dedup("d");
     let keyed: Vec<String> = [
-        &dedup, &k.ready, &k.delayed, &k.msgs, &k.flow, &k.kready, &k.kbusy, &k.kq, &k.kdue,
+        &dedup, &k.ready, &k.delayed, &k.msgs, &k.flow, &k.kheads, &k.kbusy, &k.kq, &k.kdue,
     ]
     .into_iter()
     .cloned()
@@ -1221,9 +1223,20 @@ fn a_keyed_send_once_joins_its_keys_list_and_each_form_has_its_shape() {
     let argv = ["60000", "", "m1", body.as_str(), "k"];
     assert_eq!(q.eval("send_once", &keyed, &argv), Resp::Integer(1));
     assert_eq!(q.eval("send_once", &keyed, &argv).as_str(), Some("m1"));
-    assert_eq!(q.cmd(&["LLEN", &k.key_queue("k")]), Resp::Integer(1));
+    assert_eq!(q.cmd(&["LLEN", &k.key_queue("k")]), Resp::Integer(0));
     assert_eq!(q.cmd(&["HGET", &k.flow, "keyed"]).as_str(), Some("1"));
-    assert!(q.cmd(&["ZSCORE", &k.kready, "k"]).as_str().is_some());
+    assert_eq!(
+        q.cmd(&["LRANGE", &k.kheads, "0", "-1"])
+            .as_array()
+            .map(|a| a.len()),
+        Some(2)
+    );
+    assert_eq!(q.cmd(&["LINDEX", &k.kheads, "0"]).as_str(), Some("k"));
+    assert_eq!(
+        q.cmd(&["HGET", &k.kbusy, "k"]).as_str(),
+        Some("1"),
+        "a head holds a slot"
+    );
 }
 
 /// The per-key rate as a foreign consumer meets it through `reserve`: the key's second
@@ -1254,7 +1267,12 @@ fn a_key_over_its_rate_is_parked_with_a_wait_hint() {
     let wait = items[0].as_int().unwrap();
     assert!((59_000..=60_050).contains(&wait), "wait hint {wait}");
     assert!(q.cmd(&["ZSCORE", &k.kwait, "k"]).as_str().is_some());
-    assert_eq!(q.cmd(&["ZCARD", &k.kready]), Resp::Integer(0));
+    assert_eq!(q.cmd(&["LLEN", &k.kheads]), Resp::Integer(0));
+    assert_eq!(
+        q.cmd(&["HGET", &k.kbusy, "k"]),
+        Resp::Bulk(None),
+        "a parked head holds no slot"
+    );
     let backlogs = q.call("admin_key_backlogs", &["1000", "20"]);
     let rows = backlogs.as_array().unwrap();
     assert_eq!(rows[1].as_str(), Some("k"), "{backlogs:?}");
@@ -1314,11 +1332,11 @@ fn a_batched_send_once_stores_each_key_once_in_each_form() {
     assert_eq!(q.cmd(&["ZCARD", &k.delayed]), Resp::Integer(1));
     assert_eq!(q.cmd(&["HEXISTS", &k.msgs, "l2"]), Resp::Integer(0));
 
-    // Keyed, on a queue ordered per key: into the key's list; the plain form's KEYS with
+    // Keyed, on a queue ordered per key: the idle key's head; the plain form's KEYS with
     // a key, or the keyed form's without one, are refused.
     q.cmd(&["HSET", &k.flow, "per_key", "1"]);
     let fixed = [
-        &k.ready, &k.delayed, &k.msgs, &k.flow, &k.kready, &k.kbusy, &k.kq, &k.kdue,
+        &k.ready, &k.delayed, &k.msgs, &k.flow, &k.kheads, &k.kbusy, &k.kq, &k.kdue,
     ];
     let keyed = keys(&fixed, &["k1", "k1"]);
     let argv = ["2", "60000", "", "k", "k1", &e1, "k2", &e2];
@@ -1336,7 +1354,8 @@ fn a_batched_send_once_stores_each_key_once_in_each_form() {
     let answers = reply.as_array().unwrap();
     assert_eq!(answers[0], Resp::Integer(1));
     assert_eq!(answers[1].as_str(), Some("k1"));
-    assert_eq!(q.cmd(&["LLEN", &k.key_queue("k")]), Resp::Integer(1));
+    assert_eq!(q.cmd(&["LLEN", &k.key_queue("k")]), Resp::Integer(0));
+    assert_eq!(q.cmd(&["LINDEX", &k.kheads, "0"]).as_str(), Some("k"));
     assert_eq!(q.cmd(&["HGET", &k.flow, "keyed"]).as_str(), Some("1"));
     assert_eq!(
         q.cmd(&["LLEN", &k.ready]),
@@ -1420,10 +1439,11 @@ fn a_leased_keyed_message_keeps_its_slot_through_release_and_recovery() {
     );
     assert_eq!(q.call("ack", &["1", &id, "1"]), Resp::Integer(1));
     assert_eq!(
-        q.cmd(&["HEXISTS", &k.kbusy, "k"]),
-        Resp::Integer(0),
-        "acked: slot free"
+        q.cmd(&["HGET", &k.kbusy, "k"]).as_str(),
+        Some("1"),
+        "acked: its slot passes to the key's next message"
     );
+    assert_eq!(q.cmd(&["LINDEX", &k.kheads, "0"]).as_str(), Some("k"));
     assert_eq!(q.cmd(&["HLEN", &k.kof]), Resp::Integer(0));
 
     // Its lease expired under a holder that is gone: recovered as a stored suspect that
@@ -1459,7 +1479,12 @@ fn a_leased_keyed_message_keeps_its_slot_through_release_and_recovery() {
         q.call("dead_letter", &[&id, &count, "handler", "boom"]),
         Resp::Integer(1)
     );
-    assert_eq!(q.cmd(&["HEXISTS", &k.kbusy, "k"]), Resp::Integer(0));
+    assert_eq!(q.cmd(&["LLEN", &k.key_queue("k")]), Resp::Integer(0));
+    assert_eq!(
+        q.cmd(&["HGET", &k.kbusy, "k"]).as_str(),
+        Some("1"),
+        "the third's"
+    );
     assert_eq!(q.reserve_leased(10, 60_000).1, 1, "the third runs");
 }
 
@@ -1478,11 +1503,37 @@ fn a_leased_keyed_message_gives_its_slot_back_once() {
     assert_eq!(n, 2, "two of the key at a time");
     assert_eq!(q.cmd(&["HGET", &k.kbusy, "k"]).as_str(), Some("2"));
     assert_eq!(q.ack_leased(&token, &[0, 0]), 1);
-    assert_eq!(q.cmd(&["HGET", &k.kbusy, "k"]).as_str(), Some("1"));
+    // The freed slot passed to the third message, once.
+    assert_eq!(q.cmd(&["HGET", &k.kbusy, "k"]).as_str(), Some("2"));
+    assert_eq!(q.cmd(&["LLEN", &k.kheads]), Resp::Integer(2));
     assert_eq!(q.ack_leased(&token, &[0]), 0);
-    assert_eq!(q.cmd(&["HGET", &k.kbusy, "k"]).as_str(), Some("1"));
+    assert_eq!(q.cmd(&["HGET", &k.kbusy, "k"]).as_str(), Some("2"));
+    assert_eq!(q.cmd(&["LLEN", &k.kheads]), Resp::Integer(2));
     assert_eq!(q.ack_leased(&token, &[1]), 1);
-    assert_eq!(q.cmd(&["HEXISTS", &k.kbusy, "k"]), Resp::Integer(0));
+    assert_eq!(
+        q.cmd(&["HGET", &k.kbusy, "k"]).as_str(),
+        Some("1"),
+        "the third's"
+    );
+}
+
+/// A key's waiting list that is garbage (not a list, written by hand) does not fail the ack
+/// that frees the key's slot: that slot is freed and passed to none, and the other keys of
+/// the call move on.
+#[test]
+fn an_ack_frees_a_garbage_keys_slot_and_moves_the_other_keys_on() {
+    let redis = TestRedis::start().unwrap();
+    let mut q = Queue::ordered(&redis, "keyed-garbage", 1);
+    let k = q.k.clone();
+    q.call("send_keyed", &["a", &envelope(1), &envelope(2)]);
+    q.call("send_keyed", &["b", &envelope(3)]);
+    let (token, n) = q.reserve_leased(10, 60_000);
+    assert_eq!(n, 2, "a's and b's heads");
+    q.cmd(&["SET", &k.key_queue("b"), "not a list"]);
+    assert_eq!(q.ack_leased(&token, &[0, 1]), 2);
+    assert_eq!(q.cmd(&["HEXISTS", &k.kbusy, "b"]), Resp::Integer(0));
+    assert_eq!(q.cmd(&["HGET", &k.kbusy, "a"]).as_str(), Some("1"));
+    assert_eq!(q.reserve_leased(10, 60_000).1, 1, "a's second runs");
 }
 
 /// An ordered queue's messages waiting for their key count as held: unsubscribing without
@@ -1510,6 +1561,13 @@ fn unsubscribing_an_ordered_queue_counts_and_deletes_its_keys_lists() {
     let (token, n) = q.reserve_leased(10, 60_000);
     assert_eq!(n, 3, "one message of each key");
     assert_eq!(q.ack_leased(&token, &[0, 1, 2]), 3);
+    // a's and b's second messages are heads; a reserve parks them, over their rate.
+    let reply = q.call("reserve", &["10", "60000", HOLDER, "1000"]);
+    assert_eq!(
+        reply.as_array().unwrap().len(),
+        4,
+        "nothing taken: {reply:?}"
+    );
     // Left: a and b wait for their rate windows (kwait), one message each.
     let refused = q.call("admin_unsubscribe", &["unsub-keyed", "0"]);
     let counts = refused.as_array().unwrap();

@@ -173,7 +173,7 @@ impl Admin {
                             target_shard.keys.ready.clone(),
                             from_keys.kof.clone(),
                             from_keys.kbusy.clone(),
-                            from_keys.kready.clone(),
+                            from_keys.kheads.clone(),
                             from_keys.kq.clone(),
                             from_keys.ready.clone(),
                         ];
@@ -250,7 +250,7 @@ impl Admin {
             keys.deliveries.clone(),
             keys.kof.clone(),
             keys.kbusy.clone(),
-            keys.kready.clone(),
+            keys.kheads.clone(),
             keys.kq.clone(),
             keys.ready.clone(),
         ];

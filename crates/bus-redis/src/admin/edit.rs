@@ -163,7 +163,7 @@ fn edit_keys(keys: &QueueKeys) -> Vec<String> {
         keys.flow.clone(),
         keys.kof.clone(),
         keys.kbusy.clone(),
-        keys.kready.clone(),
+        keys.kheads.clone(),
         keys.kq.clone(),
     ]
 }

@@ -52,7 +52,7 @@ impl Admin {
             let reply = script
                 .run_array(
                     self.client(),
-                    vec![keys.kready, keys.kbusy, keys.kq, keys.kwait],
+                    vec![keys.kheads, keys.kbusy, keys.kq, keys.kwait],
                     vec![Value::from(KEYS_LOOKED_AT as i64), Value::from(n as i64)],
                 )
                 .await?;

@@ -161,14 +161,17 @@ impl Admin {
             client.llen::<u64, _>(&keys.ready),
             client.llen::<u64, _>(&keys.suspects),
             client.zcard::<u64, _>(&keys.delayed),
-            client.zcard::<u64, _>(&keys.kready),
+            client.llen::<u64, _>(&keys.kheads),
         )?;
+        // (Key, envelope pairs: a head per pair.)
+        keys_left = keys_left.div_ceil(2);
         // Recovered messages waiting to run alone are waiting messages too.
         let mut ready_left = ready + suspects;
         let script = &scripts::ADMIN_PURGE;
         let mut purged = Purged::default();
-        // The keys' lists (per-key ordering): the keys ready to start, popped in batches,
-        // then, once, those at their limit (a sweep that ends the keyed part).
+        // The keys' lists (per-key ordering): the heads that may start, popped in batches
+        // with their keys' lists, then, once, those of the keys at their limit (a sweep
+        // that ends the keyed part).
         let mut keys_swept = false;
         while ready_left + delayed_left > 0 || !keys_swept {
             let max_keys = if keys_swept {
@@ -189,7 +192,7 @@ impl Admin {
                         keys.dead_info.clone(),
                         keys.suspects.clone(),
                         keys.flow.clone(),
-                        keys.kready.clone(),
+                        keys.kheads.clone(),
                         keys.kbusy.clone(),
                         keys.kq.clone(),
                         keys.kdue.clone(),

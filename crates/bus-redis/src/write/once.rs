@@ -152,7 +152,7 @@ impl OnceLanes {
     }
 }
 
-/// One `send_once_batch` call: KEYS ready, delayed, msgs [, flow, kready, kbusy, kq,
+/// One `send_once_batch` call: KEYS ready, delayed, msgs [, flow, kheads, kbusy, kq,
 /// kdue], one dedup key per message; ARGV n, window, due, key, then id, envelope pairs.
 pub(crate) async fn call(
     conn: &Connection,
@@ -166,7 +166,7 @@ pub(crate) async fn call(
     if group.partition.is_some() {
         script_keys.extend([
             keys.flow.clone(),
-            keys.kready.clone(),
+            keys.kheads.clone(),
             keys.kbusy.clone(),
             keys.kq.clone(),
             keys.kdue.clone(),

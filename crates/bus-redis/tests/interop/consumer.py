@@ -67,8 +67,8 @@ def main():
             redis,
             [keys.ready, keys.msgs, keys.deliveries, keys.inflight, keys.delayed, keys.seq,
              keys.dead_info, keys.suspects, keys.leases, keys.leased, keys.flow,
-             keys.flow_starts, keys.kready, keys.kbusy, keys.kq, keys.kdue, keys.kwait,
-             keys.kstarts, keys.holders],
+             keys.flow_starts, keys.kheads, keys.kbusy, keys.kq, keys.kdue, keys.kwait,
+             keys.kstarts, keys.holders, keys.kready],
             [min(BATCH, count - received), LOCK_MS, HOLDER, min(BATCH, count - received)],
         )
         # [wait_ms, pending, lease token, [envelope, ...], position, storage_id,
@@ -148,7 +148,7 @@ def main():
             args += [token, len(indices), max(indices)] + indices
         acked = ack.run(
             redis, [keys.inflight, keys.msgs, keys.deliveries, keys.errors, keys.isolated,
-                    keys.leases, keys.leased, keys.kof, keys.kbusy, keys.kready, keys.kq,
+                    keys.leases, keys.leased, keys.kof, keys.kbusy, keys.kheads, keys.kq,
                     keys.ready, keys.holders],
             args)
         if acked != len(messages):

@@ -87,7 +87,7 @@ class QueueKeys:
 
     SUFFIXES = ("ready", "msgs", "deliveries", "inflight", "delayed",
                 "errors", "dead", "dead-info", "seq", "suspects", "isolated", "leases",
-                "leased", "flow", "flow-starts", "kready", "kbusy", "kof", "kq", "kdue", "kwait",
+                "leased", "flow", "flow-starts", "kheads", "kready", "kbusy", "kof", "kq", "kdue", "kwait",
                 "kstarts", "holders", "seen", "since")
 
     def __init__(self, prefix, queue):
