@@ -64,33 +64,33 @@ end
 
 -- Gives back one slot of each key in `keys` (a key listed twice gives back two): each
 -- freed slot passes to the next message waiting in the key's list, which becomes a head,
--- and idle consumers are woken. One HMGET of the keys' counts, one write of them and one
--- RPUSH of the new heads; per key one LPOP. A freed slot moves at most one message, so a
--- key keeps the concurrency its limit gave when its messages became heads.
+-- and idle consumers are woken. Per key one LPOP; one RPUSH of the new heads; only the
+-- keys that passed on fewer slots than they freed have their counts read (one HMGET) and
+-- written (a slot passed on leaves the count as it was). A freed slot moves at most one
+-- message, so a key keeps the concurrency its limit gave when its messages became heads.
 local function slots_freed(kbusy, kheads, kq, ready, keys)
   local order, held = tally(keys)
-  if #order == 0 then return end
-  local taken, heads = busy_less(kbusy, order, held), {}
+  local heads, fewer, unpassed = {}, {}, {}
   for _, key in ipairs(order) do
-    local list = kq .. ':' .. key
+    local list, n = kq .. ':' .. key, held[key]
     -- (A list that is not a list is garbage: its key's slot is freed and passed to none,
     -- and the rest of the call goes on, so that no other key stays blocked.)
-    local ok, next
-    if held[key] == 1 then
-      ok, next = pcall(redis.call, 'LPOP', list)
-      next = { ok and next or nil }
-    else
-      ok, next = pcall(redis.call, 'LPOP', list, held[key])
-      next = ok and next or {}
+    local ok, next = pcall(redis.call, 'LPOP', list, n)
+    local moved = 0
+    if ok and next then
+      for _, envelope in ipairs(next) do
+        heads[#heads + 1] = key
+        heads[#heads + 1] = envelope
+      end
+      moved = #next
     end
-    for _, envelope in ipairs(next) do
-      heads[#heads + 1] = key
-      heads[#heads + 1] = envelope
-      taken[key] = taken[key] + 1
+    if moved < n then
+      fewer[#fewer + 1] = key
+      unpassed[key] = n - moved
     end
   end
-  write_busy(kbusy, order, taken)
   bulk('RPUSH', kheads, heads)
+  if #fewer > 0 then write_busy(kbusy, fewer, busy_less(kbusy, fewer, unpassed)) end
   if #heads > 0 and redis.call('LLEN', ready) == 0 then redis.call('RPUSH', ready, WAKE) end
 end
 
