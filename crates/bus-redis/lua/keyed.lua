@@ -64,7 +64,8 @@ end
 
 -- Gives back one slot of each key in `keys` (a key listed twice gives back two): each
 -- freed slot passes to the next message waiting in the key's list, which becomes a head,
--- and idle consumers are woken. Per key one LPOP; one RPUSH of the new heads; only the
+-- and idle consumers are woken. Per key one LPOP (without a count for one slot: a Lua
+-- number argument is formatted as a double); one RPUSH of the new heads; only the
 -- keys that passed on fewer slots than they freed have their counts read (one HMGET) and
 -- written (a slot passed on leaves the count as it was). A freed slot moves at most one
 -- message, so a key keeps the concurrency its limit gave when its messages became heads.
@@ -75,14 +76,23 @@ local function slots_freed(kbusy, kheads, kq, ready, keys)
     local list, n = kq .. ':' .. key, held[key]
     -- (A list that is not a list is garbage: its key's slot is freed and passed to none,
     -- and the rest of the call goes on, so that no other key stays blocked.)
-    local ok, next = pcall(redis.call, 'LPOP', list, n)
     local moved = 0
-    if ok and next then
-      for _, envelope in ipairs(next) do
+    if n == 1 then
+      local ok, envelope = pcall(redis.call, 'LPOP', list)
+      if ok and envelope then
         heads[#heads + 1] = key
         heads[#heads + 1] = envelope
+        moved = 1
       end
-      moved = #next
+    else
+      local ok, next = pcall(redis.call, 'LPOP', list, n)
+      if ok and next then
+        for _, envelope in ipairs(next) do
+          heads[#heads + 1] = key
+          heads[#heads + 1] = envelope
+        end
+        moved = #next
+      end
     end
     if moved < n then
       fewer[#fewer + 1] = key
