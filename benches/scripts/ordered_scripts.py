@@ -12,7 +12,8 @@ $BUS_LUA_DIR, so that a changed copy can be measured against them.
         # redis-server's instructions per message under callgrind, counted over the
         # reserve/ack loop only: deterministic, for comparing two copies of the scripts
 
-N (100000; 20000 is enough under callgrind) and PORT (6399) come from the environment.
+N (100000; 20000 is enough under callgrind), PORT (6399) and REDIS_SERVER (the binary, for
+one built with symbols) come from the environment.
 """
 
 import os
@@ -47,7 +48,7 @@ def main():
     under = (["valgrind", "--tool=callgrind", "--instr-atstart=no",
               f"--callgrind-out-file={CALLGRIND}"] if CALLGRIND else [])
     server = subprocess.Popen(
-        under + ["redis-server", "--port", str(PORT), "--bind", "127.0.0.1", "--save", "",
+        under + [os.environ.get("REDIS_SERVER", "redis-server"), "--port", str(PORT), "--bind", "127.0.0.1", "--save", "",
                  "--appendonly", "no", "--dir", tempfile.mkdtemp()],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
