@@ -58,7 +58,7 @@ if s > 0 then
   end
 end
 -- Keyed messages are leased only while some key has a message in flight (`kbusy`).
-local keyed, slots = redis.call('EXISTS', KBUSY) == 1, {}
+local keyed, slots, freed = redis.call('EXISTS', KBUSY) == 1, {}, 0
 local left = 0
 at = 2 + 2 * s
 while at <= #ARGV do
@@ -67,54 +67,61 @@ while at <= #ARGV do
   local len = redis.call('LLEN', lease)
   if len > 0 then
     local done = lease .. ':done'
+    local keys = lease .. ':keys'
+    local klen = keyed and last >= at + 3 and redis.call('LLEN', keys) or 0
     -- Per index one pattern match (common.lua's canonical_index, inlined) and, only for
     -- an index with as many digits as the length, a numeric comparison: a canonical
-    -- index with fewer digits is below it.
-    local stale, find, number, digits = false, string.find, tonumber, #tostring(len)
-    for j = at + 3, last do
+    -- index with fewer digits is below it. (A keyed lease's indices are checked one by one
+    -- below instead.)
+    local one_by_one, find, number, digits = klen > 0, string.find, tonumber, #tostring(len)
+    for j = at + 3, klen == 0 and last or 0 do
       local index = ARGV[j]
       if not ((index == '0' or find(index, '^[1-9]%d?%d?$'))
           and (#index < digits or number(index) < len)) then
-        stale = true
+        one_by_one = true
         break
       end
     end
-    local keys = lease .. ':keys'
-    local klen = keyed and last >= at + 3 and redis.call('LLEN', keys) or 0
-    if not (stale or klen > 0) then
+    if not one_by_one then
       -- The common case: every index valid, added straight from ARGV.
       for j = at + 3, last, 1000 do
         left = left + redis.call('SADD', done, unpack(ARGV, j, math.min(j + 999, last)))
       end
     else
-      -- A keyed message (one of the lease's last `klen`) gives its key's slot back the
-      -- first time it is acked.
-      local valid, seen, unkeyed = {}, {}, len - klen
-      local mine, at_key, low, high = {}, {}, len, 0
+      -- Index by index, a stale one skipped; a keyed message (one of the lease's last
+      -- `klen`) gives its key's slot back the first time it is acked.
+      -- (Appends count their table's length: `#t` is a search in Lua 5.1.)
+      local valid, seen, unkeyed, nv = {}, {}, len - klen, 0
+      local mine, at_key, low, high, nm = {}, {}, len, 0, 0
       for j = at + 3, last do
         local index = ARGV[j]
-        -- (Every index passed the check above unless one was stale.)
-        local n = (not stale or canonical_index(index)) and not seen[index] and tonumber(index)
+        -- (common.lua's canonical_index, inlined.)
+        local n = (index == '0' or find(index, '^[1-9]%d?%d?$')) and not seen[index]
+          and number(index)
         if n and n < len then
           seen[index] = true
-          valid[#valid + 1] = index
+          nv = nv + 1
+          valid[nv] = index
           if n >= unkeyed then
-            mine[#mine + 1] = index
-            at_key[#mine] = n
+            nm = nm + 1
+            mine[nm], at_key[nm] = index, n
             if n < low then low = n end
             if n > high then high = n end
           end
         end
       end
-      if #mine > 0 then
+      if nm > 0 then
         local settled = bulk_read('SMISMEMBER', done, mine)
         local of = redis.call('LRANGE', keys, low - unkeyed, high - unkeyed)
-        for i = 1, #mine do
-          if settled[i] == 0 then slots[#slots + 1] = of[at_key[i] - low + 1] end
+        for i = 1, nm do
+          if settled[i] == 0 then
+            freed = freed + 1
+            slots[freed] = of[at_key[i] - low + 1]
+          end
         end
       end
-      for j = 1, #valid, 1000 do
-        left = left + redis.call('SADD', done, unpack(valid, j, math.min(j + 999, #valid)))
+      for j = 1, nv, 1000 do
+        left = left + redis.call('SADD', done, unpack(valid, j, math.min(j + 999, nv)))
       end
     end
     if redis.call('SCARD', done) >= len then
@@ -126,5 +133,5 @@ while at <= #ARGV do
   at = last + 1
 end
 if left > 0 then unleased(LEASED, left) end
-if #slots > 0 then slots_freed(KBUSY, KHEADS, KQ, READY, slots) end
+if freed > 0 then slots_freed(KBUSY, KHEADS, KQ, READY, slots) end
 return acked + left

@@ -14,12 +14,14 @@
 -- slot, so later messages of the key wait for it.
 
 -- The keys of `keys` in order of first listing, and how many times each is listed.
+-- (Appends count their table's length: `#t` is a search in Lua 5.1.)
 local function tally(keys)
-  local order, held = {}, {}
+  local order, held, n = {}, {}, 0
   for _, key in ipairs(keys) do
     if not held[key] then
       held[key] = 0
-      order[#order + 1] = key
+      n = n + 1
+      order[n] = key
     end
     held[key] = held[key] + 1
   end
@@ -71,7 +73,7 @@ end
 -- message, so a key keeps the concurrency its limit gave when its messages became heads.
 local function slots_freed(kbusy, kheads, kq, ready, keys)
   local order, held = tally(keys)
-  local heads, fewer, unpassed = {}, {}, {}
+  local heads, fewer, unpassed, nh = {}, {}, {}, 0
   for _, key in ipairs(order) do
     local list, n = kq .. ':' .. key, held[key]
     -- (A list that is not a list is garbage: its key's slot is freed and passed to none,
@@ -80,16 +82,14 @@ local function slots_freed(kbusy, kheads, kq, ready, keys)
     if n == 1 then
       local ok, envelope = pcall(redis.call, 'LPOP', list)
       if ok and envelope then
-        heads[#heads + 1] = key
-        heads[#heads + 1] = envelope
+        heads[nh + 1], heads[nh + 2], nh = key, envelope, nh + 2
         moved = 1
       end
     else
       local ok, next = pcall(redis.call, 'LPOP', list, n)
       if ok and next then
         for _, envelope in ipairs(next) do
-          heads[#heads + 1] = key
-          heads[#heads + 1] = envelope
+          heads[nh + 1], heads[nh + 2], nh = key, envelope, nh + 2
         end
         moved = #next
       end
@@ -101,7 +101,7 @@ local function slots_freed(kbusy, kheads, kq, ready, keys)
   end
   bulk('RPUSH', kheads, heads)
   if #fewer > 0 then write_busy(kbusy, fewer, busy_less(kbusy, fewer, unpassed)) end
-  if #heads > 0 and redis.call('LLEN', ready) == 0 then redis.call('RPUSH', ready, WAKE) end
+  if nh > 0 and redis.call('LLEN', ready) == 0 then redis.call('RPUSH', ready, WAKE) end
 end
 
 -- Each key of `keys` (listed once each) whose slots are not all taken passes its free

@@ -145,7 +145,9 @@ local function take_keyed(max)
   local heads, taken, at, parked, starter = {}, 0, 1, {}, nil
   local ok, failure = pcall(function()
     heads = redis.call('LPOP', KHEADS, 2 * max) or {}
-    while at < #heads do
+    -- (Appends count their table's length: `#t` is a search in Lua 5.1.)
+    local popped, leased = #heads, #lease
+    while at < popped do
       local key, envelope = heads[at], heads[at + 1]
       local free = true
       if key_rate then
@@ -165,9 +167,8 @@ local function take_keyed(max)
         end
       end
       if free then
-        lease[#lease + 1] = envelope
-        lease_keys[#lease_keys + 1] = key
         taken = taken + 1
+        lease[leased + taken], lease_keys[taken] = envelope, key
       end
       at = at + 2
     end

@@ -521,6 +521,37 @@ fn a_lease_index_in_another_spelling_is_a_stale_receipt_that_changes_nothing() {
     }
 }
 
+/// The same on a lease of keyed messages (their indices checked one by one): an index in
+/// another spelling settles nothing and frees no key; the valid ones beside it do.
+#[test]
+fn a_keyed_lease_index_in_another_spelling_is_stale_and_frees_no_key() {
+    let redis = TestRedis::start().unwrap();
+    for (case, spelling) in SPELLINGS.iter().enumerate() {
+        let mut q = Queue::ordered(&redis, &format!("k{case}"), 1);
+        let k = q.k.clone();
+        for key in ["a", "b", "c"] {
+            q.call("send_keyed", &[key, &envelope(0), &envelope(1)]);
+        }
+        let (token, n) = q.reserve_leased(10, 60_000);
+        assert_eq!(n, 3, "one head of each key");
+        let before = q.snapshot();
+        let reply = q.call("ack", &["0", &token, "1", "2", spelling]);
+        assert_eq!(reply, Resp::Integer(0), "index {spelling:?}: stale");
+        assert_eq!(q.snapshot(), before, "index {spelling:?} changed the queue");
+        let reply = q.call("ack", &["0", &token, "3", "2", "0", spelling, "2"]);
+        assert_eq!(reply, Resp::Integer(2), "ack 0, {spelling:?}, 2");
+        // a's and c's second messages became heads; b still holds its slot with its first.
+        assert_eq!(q.cmd(&["LLEN", &k.kheads]), Resp::Integer(4));
+        assert_eq!(q.cmd(&["LLEN", &k.key_queue("b")]), Resp::Integer(1));
+        assert_eq!(q.ack_leased(&token, &[1]), 1);
+        assert_eq!(
+            q.cmd(&["LLEN", &k.kheads]),
+            Resp::Integer(6),
+            "b's second too"
+        );
+    }
+}
+
 #[test]
 fn a_stored_receipt_with_its_count_in_another_spelling_changes_nothing() {
     let redis = TestRedis::start().unwrap();
