@@ -86,7 +86,7 @@ local function slots_freed(kbusy, kheads, kq, ready, keys)
         moved = 1
       end
     else
-      local ok, next = pcall(redis.call, 'LPOP', list, n)
+      local ok, next = pcall(redis.call, 'LPOP', list, string.format('%d', n))
       if ok and next then
         for _, envelope in ipairs(next) do
           heads[nh + 1], heads[nh + 2], nh = key, envelope, nh + 2
@@ -114,7 +114,8 @@ local function keys_woken(kbusy, kheads, kq, keys, limit)
     local n = busy[i] == false and 0 or tonumber(busy[i])
     taken[key] = n
     if n < limit then
-      for _, envelope in ipairs(redis.call('LPOP', kq .. ':' .. key, limit - n) or {}) do
+      local count = string.format('%d', limit - n)
+      for _, envelope in ipairs(redis.call('LPOP', kq .. ':' .. key, count) or {}) do
         heads[#heads + 1] = key
         heads[#heads + 1] = envelope
         taken[key] = taken[key] + 1
