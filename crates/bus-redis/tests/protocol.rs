@@ -1548,6 +1548,40 @@ fn a_leased_keyed_message_gives_its_slot_back_once() {
     );
 }
 
+/// What protocol 7 left: a key ready in the sorted set `kready`, its messages in its list.
+/// Protocol 8's reserve drains it: the key's first message becomes a head and is served,
+/// and the rest follow in order as their slots pass on.
+#[test]
+fn the_keys_protocol_7_left_ready_are_served_in_order() {
+    let redis = TestRedis::start().unwrap();
+    let mut q = Queue::ordered(&redis, "from-7", 1);
+    let k = q.k.clone();
+    let (first, second) = (envelope(1), envelope(2));
+    q.cmd(&["RPUSH", &k.key_queue("k"), &first, &second]);
+    q.cmd(&["ZADD", &k.kready, "1", "k"]);
+    let reply = q.call("reserve", &["10", "60000", HOLDER, "10"]);
+    let items = reply.as_array().unwrap();
+    let token = items[2].as_str().unwrap().to_owned();
+    let leased: Vec<Option<&str>> = items[3]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(Resp::as_str)
+        .collect();
+    assert_eq!(leased, [Some(first.as_str())], "{reply:?}");
+    assert_eq!(q.cmd(&["EXISTS", &k.kready]), Resp::Integer(0), "drained");
+    assert_eq!(q.ack_leased(&token, &[0]), 1);
+    let reply = q.call("reserve", &["10", "60000", HOLDER, "10"]);
+    let items = reply.as_array().unwrap();
+    let leased: Vec<Option<&str>> = items[3]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(Resp::as_str)
+        .collect();
+    assert_eq!(leased, [Some(second.as_str())], "{reply:?}");
+}
+
 /// A key's waiting list that is garbage (not a list, written by hand) does not fail the ack
 /// that frees the key's slot: that slot is freed and passed to none, and the other keys of
 /// the call move on.
