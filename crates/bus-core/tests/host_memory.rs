@@ -264,6 +264,69 @@ async fn a_circuit_breaker_stops_reserving_then_probes_one_message_and_closes_on
     handle.await.unwrap().unwrap();
 }
 
+/// Always fails; counts its runs. One handler at a time, the default prefetch.
+struct Failing(std::sync::Arc<std::sync::atomic::AtomicU32>);
+
+#[async_trait]
+impl CommandProcessor<Work> for Failing {
+    async fn process(&self, _: Work, _: &Context) -> Result<(), ProcessError> {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Err(ProcessError::retry("the downstream service is down"))
+    }
+    fn settings(&self) -> bus_core::ProcessingSettings {
+        bus_core::ProcessingSettings::default()
+            .max_concurrent_calls(1)
+            .dead_letter_delivery_limit(1_000)
+            .retry(bus_core::Backoff::Immediate)
+            .circuit_breaker(Some(
+                bus_core::CircuitBreaker::default()
+                    .minimum_calls(5)
+                    .failure_ratio(0.5)
+                    .window(Duration::from_secs(10))
+                    .cool_down(Duration::from_secs(60)),
+            ))
+    }
+}
+
+/// With prefetch on (the default), what the host holds unstarted when its breaker opens
+/// goes back to the queue instead of starting during the cool-down.
+#[tokio::test]
+async fn an_open_breaker_sends_prefetched_messages_back_unstarted() {
+    let transport = MemoryTransport::new();
+    let queue = Source::queue("work").unwrap();
+    let runs = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let host = Host::builder()
+        .transport(transport.clone())
+        .command::<Work, _>(Failing(runs.clone()))
+        .build()
+        .unwrap();
+    let (bus, stop, handle) = start(host);
+    for n in 0..40 {
+        bus.send(&Work { n }).await.unwrap();
+    }
+    // Everything back in the queue, nothing held: what did not run was sent back.
+    assert!(
+        eventually(Duration::from_secs(10), || {
+            let stats = transport.stats(&queue);
+            runs.load(std::sync::atomic::Ordering::SeqCst) >= 5
+                && stats.in_flight == 0
+                && stats.ready + stats.delayed == 40
+        })
+        .await,
+        "{:?}",
+        transport.stats(&queue)
+    );
+    // Without the hold, all 8 prefetched ran (13 runs). The dispatcher may still start a
+    // few in the moment between the breaker opening and the worker hearing of it.
+    let ran = runs.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(
+        (5..=10).contains(&ran),
+        "{ran} runs: the breaker opened at 5, and 8 were prefetched"
+    );
+    stop.cancel();
+    handle.await.unwrap().unwrap();
+}
+
 struct Counts(std::sync::Arc<std::sync::atomic::AtomicU32>);
 
 #[async_trait]

@@ -3,7 +3,7 @@
 
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use tokio::sync::Notify;
@@ -13,7 +13,7 @@ use super::{Admit, Breaker};
 use crate::fast_hash::FastSet;
 use crate::host::outcome::error_chain;
 use crate::records::ErrorRecord;
-use crate::transport::{Consumer, ConsumerExtras, DeadLetterReason, Receipt, Received, Want};
+use crate::transport::{Consumer, ConsumerExtras, DeadLetterReason, Hold, Receipt, Received, Want};
 use crate::Result;
 
 /// Longest a receive waits out an open breaker before it returns empty (the worker asks
@@ -26,6 +26,10 @@ const OPEN_WAIT: Duration = Duration::from_secs(1);
 ///   reserves nothing; when the cool-down ends, it waits until every message it handed
 ///   out is settled, then reserves one, the probe. Fleet scope: the transport holds every
 ///   host back and hands out the probe; what its receives saw is shown by the breaker.
+/// - Open (host scope), the first receive of each cool-down, and every peek, answer at
+///   once that no message may start ([`Hold::BreakerOpen`]): the worker then sends back
+///   what it reserved and has not started (its prefetch), as it does for a pause, instead
+///   of starting it during the cool-down. A probe sent back so is no longer running.
 /// - An ack counts as a handler that succeeded, a retry or dead letter as one that failed;
 ///   at the fleet scope, a window that trips stores the trip in the transport.
 pub(crate) struct Guarded {
@@ -34,6 +38,10 @@ pub(crate) struct Guarded {
     /// What this consumer handed out and was not settled yet: a probe waits for none.
     out: Mutex<FastSet<Receipt>>,
     settled: Notify,
+    /// The end of the cool-down whose hold was last answered at once (host scope).
+    announced: Mutex<Option<Instant>>,
+    /// The probe this consumer handed out and that is not settled yet (host scope).
+    probe: Mutex<Option<Receipt>>,
 }
 
 impl fmt::Debug for Guarded {
@@ -52,6 +60,39 @@ impl Guarded {
             breaker,
             out: Mutex::default(),
             settled: Notify::new(),
+            announced: Mutex::default(),
+            probe: Mutex::default(),
+        }
+    }
+
+    /// The hold to answer at once, if any: while the breaker (host scope) is open, for a
+    /// peek, and for the first receive of each cool-down (the others wait it out).
+    fn open_hold(&self, peek: bool) -> Option<Received> {
+        let Admit::Wait(Some(until)) = self.breaker.admit() else {
+            return None;
+        };
+        let mut announced = self
+            .announced
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if !peek && *announced == Some(until) {
+            return None;
+        }
+        *announced = Some(until);
+        let left = until.saturating_duration_since(Instant::now());
+        let until_ms = crate::envelope::now_ms() + u64::try_from(left.as_millis()).unwrap_or(0);
+        Some(Received::new(Vec::new(), Hold::BreakerOpen { until_ms }))
+    }
+
+    /// The probe left this consumer's hands: settled (`used`), or sent back unstarted.
+    fn probe_gone<'a>(&self, receipts: impl IntoIterator<Item = &'a Receipt>, used: bool) {
+        let mut probe = self.probe.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(held) = probe.as_ref() else { return };
+        if receipts.into_iter().any(|r| r == held) {
+            *probe = None;
+            if !used {
+                self.breaker.probe_unused();
+            }
         }
     }
 
@@ -145,6 +186,9 @@ impl Guarded {
 #[async_trait]
 impl Consumer for Guarded {
     async fn receive(&self, want: Want, stop: &CancellationToken) -> Result<Received> {
+        if let Some(held) = self.open_hold(want.max == 0) {
+            return Ok(held);
+        }
         if want.max == 0 {
             return self.inner.receive(want, stop).await;
         }
@@ -167,8 +211,14 @@ impl Consumer for Guarded {
         let received = self.inner.receive(want, stop).await;
         match &received {
             Ok(received) => {
-                if probe && received.deliveries.is_empty() {
-                    self.breaker.probe_unused();
+                if probe {
+                    match received.deliveries.first() {
+                        Some(first) => {
+                            *self.probe.lock().unwrap_or_else(PoisonError::into_inner) =
+                                Some(first.receipt.clone())
+                        }
+                        None => self.breaker.probe_unused(),
+                    }
                 }
                 self.out()
                     .extend(received.deliveries.iter().map(|d| d.receipt.clone()));
@@ -184,6 +234,7 @@ impl Consumer for Guarded {
     async fn ack(&self, receipts: &[Receipt]) -> Result<()> {
         self.inner.ack(receipts).await?;
         self.gone(receipts);
+        self.probe_gone(receipts, true);
         for receipt in receipts {
             self.judge(receipt, true).await;
         }
@@ -200,6 +251,7 @@ impl Consumer for Guarded {
     async fn retry(&self, receipt: &Receipt, delay: Duration, error: &ErrorRecord) -> Result<()> {
         self.inner.retry(receipt, delay, error).await?;
         self.gone([receipt]);
+        self.probe_gone([receipt], true);
         self.judge(receipt, false).await;
         Ok(())
     }
@@ -212,6 +264,7 @@ impl Consumer for Guarded {
     ) -> Result<()> {
         self.inner.dead_letter(receipt, reason, error).await?;
         self.gone([receipt]);
+        self.probe_gone([receipt], true);
         self.judge(receipt, false).await;
         Ok(())
     }
@@ -219,6 +272,7 @@ impl Consumer for Guarded {
     async fn release(&self, receipts: &[Receipt]) -> Result<()> {
         self.inner.release(receipts).await?;
         self.gone(receipts);
+        self.probe_gone(receipts, false);
         Ok(())
     }
 
