@@ -26,10 +26,11 @@ const OPEN_WAIT: Duration = Duration::from_secs(1);
 ///   reserves nothing; when the cool-down ends, it waits until every message it handed
 ///   out is settled, then reserves one, the probe. Fleet scope: the transport holds every
 ///   host back and hands out the probe; what its receives saw is shown by the breaker.
-/// - Open (host scope), the first receive of each cool-down, and every peek, answer at
-///   once that no message may start ([`Hold::BreakerOpen`]): the worker then sends back
-///   what it reserved and has not started (its prefetch), as it does for a pause, instead
-///   of starting it during the cool-down. A probe sent back so is no longer running.
+/// - While the breaker is open (host scope), every peek and the first receive of each
+///   cool-down answer at once that no message may start ([`Hold::BreakerOpen`]): the
+///   worker then sends back what it reserved and has not started (its prefetch), as it
+///   does for a pause, instead of starting it during the cool-down. A probe sent back
+///   unstarted is no longer running.
 /// - An ack counts as a handler that succeeded, a retry or dead letter as one that failed;
 ///   at the fleet scope, a window that trips stores the trip in the transport.
 pub(crate) struct Guarded {
