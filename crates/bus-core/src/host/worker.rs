@@ -392,7 +392,9 @@ impl Worker {
                         next = channel.recv() => next,
                     };
                     let Some(next) = next else { break };
-                    current.insert(next)
+                    // (Looked at above first: it may predate a stop of starts too.)
+                    current = Some(next);
+                    continue;
                 }
             };
             let permit = tokio::select! {
