@@ -64,10 +64,30 @@ local function slots_released(kbusy, keys)
   if #order > 0 then write_busy(kbusy, order, busy_less(kbusy, order, held)) end
 end
 
+-- Makes up to `n` of `key`'s waiting messages heads: pops them from its list onto the end
+-- of `heads` (key, envelope pairs, `nh` long) and returns how many, and the new length.
+-- Without a count for one (a Lua number argument is formatted as a double). A list that is
+-- not a list is garbage: nothing moves, and the caller goes on, so that no other key
+-- stays blocked.
+local function pop_heads(kq, key, n, heads, nh)
+  local list = kq .. ':' .. key
+  if n == 1 then
+    local ok, envelope = pcall(redis.call, 'LPOP', list)
+    if not (ok and envelope) then return 0, nh end
+    heads[nh + 1], heads[nh + 2] = key, envelope
+    return 1, nh + 2
+  end
+  local ok, next = pcall(redis.call, 'LPOP', list, string.format('%d', n))
+  if not (ok and next) then return 0, nh end
+  for _, envelope in ipairs(next) do
+    heads[nh + 1], heads[nh + 2], nh = key, envelope, nh + 2
+  end
+  return #next, nh
+end
+
 -- Gives back one slot of each key in `keys` (a key listed twice gives back two): each
 -- freed slot passes to the next message waiting in the key's list, which becomes a head,
--- and idle consumers are woken. Per key one LPOP (without a count for one slot: a Lua
--- number argument is formatted as a double); one RPUSH of the new heads; only the
+-- and idle consumers are woken. Per key one LPOP; one RPUSH of the new heads; only the
 -- keys that passed on fewer slots than they freed have their counts read (one HMGET) and
 -- written (a slot passed on leaves the count as it was). A freed slot moves at most one
 -- message, so a key keeps the concurrency its limit gave when its messages became heads.
@@ -75,28 +95,11 @@ local function slots_freed(kbusy, kheads, kq, ready, keys)
   local order, held = tally(keys)
   local heads, fewer, unpassed, nh = {}, {}, {}, 0
   for _, key in ipairs(order) do
-    local list, n = kq .. ':' .. key, held[key]
-    -- (A list that is not a list is garbage: its key's slot is freed and passed to none,
-    -- and the rest of the call goes on, so that no other key stays blocked.)
-    local moved = 0
-    if n == 1 then
-      local ok, envelope = pcall(redis.call, 'LPOP', list)
-      if ok and envelope then
-        heads[nh + 1], heads[nh + 2], nh = key, envelope, nh + 2
-        moved = 1
-      end
-    else
-      local ok, next = pcall(redis.call, 'LPOP', list, string.format('%d', n))
-      if ok and next then
-        for _, envelope in ipairs(next) do
-          heads[nh + 1], heads[nh + 2], nh = key, envelope, nh + 2
-        end
-        moved = #next
-      end
-    end
-    if moved < n then
+    local moved
+    moved, nh = pop_heads(kq, key, held[key], heads, nh)
+    if moved < held[key] then
       fewer[#fewer + 1] = key
-      unpassed[key] = n - moved
+      unpassed[key] = held[key] - moved
     end
   end
   bulk('RPUSH', kheads, heads)
@@ -109,18 +112,11 @@ end
 -- protocol 7 left ready); `limit` as slots_freed's callers' queue has it.
 local function keys_woken(kbusy, kheads, kq, keys, limit)
   if #keys == 0 then return end
-  local busy, heads, taken = bulk_read('HMGET', kbusy, keys), {}, {}
+  local busy, heads, taken, nh = bulk_read('HMGET', kbusy, keys), {}, {}, 0
   for i, key in ipairs(keys) do
-    local n = busy[i] == false and 0 or tonumber(busy[i])
-    taken[key] = n
-    if n < limit then
-      local count = string.format('%d', limit - n)
-      for _, envelope in ipairs(redis.call('LPOP', kq .. ':' .. key, count) or {}) do
-        heads[#heads + 1] = key
-        heads[#heads + 1] = envelope
-        taken[key] = taken[key] + 1
-      end
-    end
+    local n, moved = busy[i] == false and 0 or tonumber(busy[i]), 0
+    if n < limit then moved, nh = pop_heads(kq, key, limit - n, heads, nh) end
+    taken[key] = n + moved
   end
   write_busy(kbusy, keys, taken)
   bulk('RPUSH', kheads, heads)
