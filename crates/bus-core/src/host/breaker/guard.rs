@@ -85,6 +85,20 @@ impl Guarded {
         Some(Received::new(Vec::new(), Hold::BreakerOpen { until_ms }))
     }
 
+    /// When the breaker (host scope) opened while a reserve it had let through was on its
+    /// way, the hold to answer instead, once what the reserve took is sent back unstarted:
+    /// else those messages would start during the cool-down, against the failing
+    /// dependency. (A release that fails leaves them locked until recovery returns them.)
+    async fn opened_meanwhile(&self, taken: &Received) -> Option<Received> {
+        let held = self.open_hold(true)?;
+        let receipts: Vec<Receipt> = taken.deliveries.iter().map(|d| d.receipt.clone()).collect();
+        if let Err(e) = self.inner.release(&receipts).await {
+            tracing::warn!(source = %self.breaker.source, error = %error_chain(&e),
+                "could not send back the messages reserved as the circuit breaker opened; they return when their locks expire");
+        }
+        Some(held)
+    }
+
     /// The probe left this consumer's hands: settled (`used`), or sent back unstarted.
     fn probe_gone<'a>(&self, receipts: impl IntoIterator<Item = &'a Receipt>, used: bool) {
         let mut probe = self.probe.lock().unwrap_or_else(PoisonError::into_inner);
@@ -210,6 +224,13 @@ impl Consumer for Guarded {
         // Before the reserve: an answer that predates this host's own trip is stale.
         let epoch = self.breaker.epoch();
         let received = self.inner.receive(want, stop).await;
+        if let Ok(taken) = &received {
+            if !probe && !taken.deliveries.is_empty() {
+                if let Some(held) = self.opened_meanwhile(taken).await {
+                    return Ok(held);
+                }
+            }
+        }
         match &received {
             Ok(received) => {
                 if probe {
@@ -287,5 +308,107 @@ impl Consumer for Guarded {
 
     fn extras(&self) -> ConsumerExtras<'_> {
         self.inner.extras()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+
+    use super::*;
+    use crate::memory::MemoryTransport;
+    use crate::transport::{ConsumerOptions, Outgoing, Placement, Source, Transport};
+    use crate::{CircuitBreaker, MessageId};
+
+    /// The transport's consumer, with the handlers of other messages failing (the breaker
+    /// tripping) while its reserve is on its way.
+    #[derive(Debug)]
+    struct TripsWhileReserving {
+        inner: Box<dyn Consumer>,
+        breaker: Arc<Breaker>,
+    }
+
+    #[async_trait]
+    impl Consumer for TripsWhileReserving {
+        async fn receive(&self, want: Want, stop: &CancellationToken) -> Result<Received> {
+            let received = self.inner.receive(want, stop).await;
+            for _ in 0..4 {
+                self.breaker.record(false);
+            }
+            received
+        }
+        async fn ack(&self, receipts: &[Receipt]) -> Result<()> {
+            self.inner.ack(receipts).await
+        }
+        async fn renew(&self, receipts: &[Receipt]) -> Result<Vec<bool>> {
+            self.inner.renew(receipts).await
+        }
+        async fn retry(
+            &self,
+            receipt: &Receipt,
+            delay: Duration,
+            error: &ErrorRecord,
+        ) -> Result<()> {
+            self.inner.retry(receipt, delay, error).await
+        }
+        async fn dead_letter(
+            &self,
+            receipt: &Receipt,
+            reason: DeadLetterReason,
+            error: Option<&ErrorRecord>,
+        ) -> Result<()> {
+            self.inner.dead_letter(receipt, reason, error).await
+        }
+        async fn release(&self, receipts: &[Receipt]) -> Result<()> {
+            self.inner.release(receipts).await
+        }
+        async fn recover(&self) -> Result<usize> {
+            self.inner.recover().await
+        }
+        async fn close(&self) -> Result<()> {
+            self.inner.close().await
+        }
+        fn extras(&self) -> ConsumerExtras<'_> {
+            self.inner.extras()
+        }
+    }
+
+    #[tokio::test]
+    async fn a_reserve_answered_after_the_breaker_opened_starts_nothing_and_loses_nothing() {
+        let transport = MemoryTransport::new();
+        let source = Source::queue("guarded").unwrap();
+        let messages = (0..3)
+            .map(|n| Outgoing {
+                id: MessageId::from(format!("m{n}")),
+                payload: Bytes::from(format!("{{\"n\":{n}}}")),
+            })
+            .collect();
+        transport
+            .send("guarded", Placement::default(), messages)
+            .await
+            .unwrap();
+        let options = ConsumerOptions::new(Duration::from_secs(30), 5);
+        let settings = CircuitBreaker::default()
+            .minimum_calls(4)
+            .cool_down(Duration::from_secs(60));
+        let breaker = Arc::new(Breaker::new(source.clone(), settings, None));
+        let tripping = TripsWhileReserving {
+            inner: transport.consumer(&source, options.clone()).await.unwrap(),
+            breaker: Arc::clone(&breaker),
+        };
+        let guarded = Guarded::new(Arc::new(tripping), Arc::clone(&breaker));
+        let stop = CancellationToken::new();
+
+        let answer = guarded.receive(Want::new(8), &stop).await.unwrap();
+        assert_eq!(breaker.state(), crate::BreakerState::Open);
+        assert!(answer.deliveries.is_empty(), "{answer:?}");
+        assert!(
+            matches!(answer.hold, Hold::BreakerOpen { .. }),
+            "{answer:?}"
+        );
+        // All three went back: another consumer of the queue takes them.
+        let other = transport.consumer(&source, options).await.unwrap();
+        let again = other.receive(Want::new(8), &stop).await.unwrap();
+        assert_eq!(again.deliveries.len(), 3, "{again:?}");
     }
 }
