@@ -381,7 +381,8 @@ impl Bus {
             || self.shared.config.time_to_live_of::<M>().is_some()
             || !self.shared.config.send_middleware.is_empty()
         {
-            let own = self.own_headers::<M>(&ids, destination, options, wire.is_some());
+            // (Boxed: a send with none of these keeps a small future.)
+            let own = Box::pin(self.own_headers::<M>(&ids, destination, options, wire.is_some()));
             Some(tracing::Instrument::instrument(own, span.clone()).await?)
         } else {
             None
