@@ -579,6 +579,7 @@ impl Host {
                 Some(singleton) => singleton.gate(consumer),
                 None => consumer.into(),
             };
+            let starts = worker::Starts::default();
             let settings = registration.settings.circuit_breaker;
             let metrics = metrics::WorkerMetrics::new(&routes, settings.is_some());
             if let Some(settings) = settings {
@@ -588,7 +589,7 @@ impl Host {
                     Some(metrics.clone()),
                 ));
                 breakers.push((source_name(&registration.source), Arc::clone(&breaker)));
-                consumer = Arc::new(breaker::Guarded::new(consumer, breaker));
+                consumer = Arc::new(breaker::Guarded::new(consumer, breaker, starts.clone()));
             }
             let slots = worker::HandlerSlots::new(registration.settings.max_concurrent_calls);
             handler_slots.push(slots.clone());
@@ -609,6 +610,7 @@ impl Host {
                 },
                 registration,
                 consumer,
+                starts,
                 recovery_interval: self.recovery_interval,
                 shutdown_grace: self.shutdown_grace,
                 handler_runtime: Arc::clone(&handler_runtime),

@@ -65,6 +65,8 @@ pub(super) struct Worker {
     pub(super) handler_runtime: Arc<super::handler_runtime::HandlerRuntime>,
     /// Its `max_concurrent_calls` handler slots.
     pub(super) slots: HandlerSlots,
+    /// Whether what it reserved may start (its consumer's layers may stop it too).
+    pub(super) starts: Starts,
 }
 
 /// A worker's handler slots: one is taken for each handler from its start until its
@@ -98,39 +100,68 @@ struct Fetched {
     epoch: u64,
 }
 
+/// Whether the messages a worker reserved so far may still start. Its source stops them (a
+/// pause, a fleet breaker: the answer to a reserve or a look), and so may a layer around its
+/// consumer (a host's circuit breaker, the moment it opens); the worker's dispatcher then
+/// sends back what it reserved and has not started. Shared, so that a layer needs no more
+/// of the worker than this.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Starts(Arc<StartsInner>);
+
+#[derive(Debug, Default)]
+struct StartsInner {
+    /// How many times starts were stopped: a batch that came in before the last time
+    /// never starts.
+    epoch: AtomicU64,
+    /// Starts were stopped: the dispatcher releases what waits.
+    stopped: Notify,
+}
+
+impl Starts {
+    /// No message reserved so far may start: they go back.
+    pub(crate) fn stop(&self) {
+        self.0.epoch.fetch_add(1, Ordering::SeqCst);
+        self.0.stopped.notify_one();
+    }
+
+    /// The current epoch: batches from now on may start.
+    fn epoch(&self) -> u64 {
+        self.0.epoch.load(Ordering::SeqCst)
+    }
+
+    /// Completes at the next stop (or at once for one no waiter saw yet).
+    fn stopped(&self) -> tokio::sync::futures::Notified<'_> {
+        self.0.stopped.notified()
+    }
+}
+
 /// What the fetcher and the dispatcher share: the handler slots, how many reserved messages
-/// wait unstarted, and the signal to hand those back.
+/// wait unstarted, and whether they may start.
 struct Buffer {
     /// Free handler slots (`max_concurrent_calls` in all).
     running: Arc<Semaphore>,
     /// Reserved messages not started yet.
     waiting: AtomicUsize,
-    /// How many times starts were stopped: a batch that came in before the last time
-    /// never starts.
-    epoch: AtomicU64,
-    /// Starts were stopped: the dispatcher releases what waits.
-    release: Notify,
+    starts: Starts,
 }
 
 impl Buffer {
-    fn new(handlers: &HandlerSlots) -> Self {
+    fn new(handlers: &HandlerSlots, starts: Starts) -> Self {
         Buffer {
             running: Arc::clone(&handlers.free),
             waiting: AtomicUsize::new(0),
-            epoch: AtomicU64::new(0),
-            release: Notify::new(),
+            starts,
         }
     }
 
     /// No message reserved so far may start (its source said so): they go back.
     fn stop_starts(&self) {
-        self.epoch.fetch_add(1, Ordering::SeqCst);
-        self.release.notify_one();
+        self.starts.stop();
     }
 
     /// The current epoch: batches from now on may start.
     fn epoch(&self) -> u64 {
-        self.epoch.load(Ordering::SeqCst)
+        self.starts.epoch()
     }
 
     fn waiting(&self) -> usize {
@@ -176,7 +207,7 @@ impl Worker {
         let background = CancellationToken::new();
         let (buffer_tx, buffer_rx) = mpsc::unbounded_channel();
         let (ack_tx, ack_rx) = mpsc::unbounded_channel();
-        let buffer = Arc::new(Buffer::new(&this.slots));
+        let buffer = Arc::new(Buffer::new(&this.slots, this.starts.clone()));
 
         let fetcher = tokio::spawn(Arc::clone(&this).fetch(
             capacity,
@@ -387,7 +418,7 @@ impl Worker {
                     let next = tokio::select! {
                         biased;
                         () = stop.cancelled() => None,
-                        () = buffer.release.notified() => continue,
+                        () = buffer.starts.stopped() => continue,
                         Some(_) = handlers.join_next(), if !handlers.is_empty() => continue,
                         next = channel.recv() => next,
                     };
@@ -401,7 +432,7 @@ impl Worker {
                 biased;
                 () = stop.cancelled() => break,
                 // Starts were stopped: the batch is looked at again (above).
-                () = buffer.release.notified() => continue,
+                () = buffer.starts.stopped() => continue,
                 Some(_) = handlers.join_next(), if !handlers.is_empty() => continue,
                 p = Arc::clone(&running).acquire_owned() => p,
             };

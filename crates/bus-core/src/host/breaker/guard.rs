@@ -12,8 +12,10 @@ use tokio_util::sync::CancellationToken;
 use super::{Admit, Breaker};
 use crate::fast_hash::FastSet;
 use crate::host::outcome::error_chain;
+use crate::host::worker::Starts;
 use crate::records::ErrorRecord;
 use crate::transport::{Consumer, ConsumerExtras, DeadLetterReason, Hold, Receipt, Received, Want};
+use crate::BreakerState;
 use crate::Result;
 
 /// Longest a receive waits out an open breaker before it returns empty (the worker asks
@@ -33,6 +35,9 @@ const OPEN_WAIT: Duration = Duration::from_secs(1);
 ///   unstarted is no longer running.
 /// - An ack counts as a handler that succeeded, a retry or dead letter as one that failed;
 ///   at the fleet scope, a window that trips stores the trip in the transport.
+/// - The outcome that opens the breaker stops the worker's starts at once (its settle
+///   comes before its handler slot is free): what the worker reserved and has not started
+///   goes back, and no waiting message takes that slot.
 pub(crate) struct Guarded {
     inner: Arc<dyn Consumer>,
     breaker: Arc<Breaker>,
@@ -43,6 +48,8 @@ pub(crate) struct Guarded {
     announced: Mutex<Option<Instant>>,
     /// The probe this consumer handed out and that is not settled yet (host scope).
     probe: Mutex<Option<Receipt>>,
+    /// The worker's starts, stopped when this host's outcomes open the breaker.
+    starts: Starts,
 }
 
 impl fmt::Debug for Guarded {
@@ -55,7 +62,7 @@ impl fmt::Debug for Guarded {
 }
 
 impl Guarded {
-    pub(crate) fn new(inner: Arc<dyn Consumer>, breaker: Arc<Breaker>) -> Self {
+    pub(crate) fn new(inner: Arc<dyn Consumer>, breaker: Arc<Breaker>, starts: Starts) -> Self {
         Guarded {
             inner,
             breaker,
@@ -63,6 +70,7 @@ impl Guarded {
             settled: Notify::new(),
             announced: Mutex::default(),
             probe: Mutex::default(),
+            starts,
         }
     }
 
@@ -177,7 +185,12 @@ impl Guarded {
 
     /// A settle the transport took: counted by the breaker, a trip stored.
     async fn judge(&self, receipt: &Receipt, succeeded: bool) {
-        if let Some(cool_down) = self.breaker.judge(receipt, succeeded) {
+        let was_open = self.breaker.state() == BreakerState::Open;
+        let fleet_trip = self.breaker.judge(receipt, succeeded);
+        if !was_open && self.breaker.state() == BreakerState::Open {
+            self.starts.stop();
+        }
+        if let Some(cool_down) = fleet_trip {
             self.trip(cool_down).await;
         }
     }
@@ -396,7 +409,7 @@ mod tests {
             inner: transport.consumer(&source, options.clone()).await.unwrap(),
             breaker: Arc::clone(&breaker),
         };
-        let guarded = Guarded::new(Arc::new(tripping), Arc::clone(&breaker));
+        let guarded = Guarded::new(Arc::new(tripping), Arc::clone(&breaker), Starts::default());
         let stop = CancellationToken::new();
 
         let answer = guarded.receive(Want::new(8), &stop).await.unwrap();
