@@ -92,14 +92,15 @@ while at <= #ARGV do
       -- `klen`) gives its key's slot back the first time it is acked.
       -- (Appends count their table's length: `#t` is a search in Lua 5.1.)
       local valid, seen, unkeyed, nv = {}, {}, len - klen, 0
+      -- (No `done` set yet: none of the lease's messages was acked before this call.)
+      local fresh = redis.call('EXISTS', done) == 0
       local mine, at_key, low, high, nm = {}, {}, len, 0, 0
       for j = at + 3, last do
         local index = ARGV[j]
         -- (common.lua's canonical_index, inlined.)
-        local n = (index == '0' or find(index, '^[1-9]%d?%d?$')) and not seen[index]
-          and number(index)
-        if n and n < len then
-          seen[index] = true
+        local n = (index == '0' or find(index, '^[1-9]%d?%d?$')) and number(index)
+        if n and n < len and not seen[n] then
+          seen[n] = true
           nv = nv + 1
           valid[nv] = index
           if n >= unkeyed then
@@ -111,10 +112,10 @@ while at <= #ARGV do
         end
       end
       if nm > 0 then
-        local settled = bulk_read('SMISMEMBER', done, mine)
+        local settled = fresh and {} or bulk_read('SMISMEMBER', done, mine)
         local of = redis.call('LRANGE', keys, low - unkeyed, high - unkeyed)
         for i = 1, nm do
-          if settled[i] == 0 then
+          if fresh or settled[i] == 0 then
             freed = freed + 1
             slots[freed] = of[at_key[i] - low + 1]
           end

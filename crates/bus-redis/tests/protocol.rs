@@ -552,6 +552,57 @@ fn a_keyed_lease_index_in_another_spelling_is_stale_and_frees_no_key() {
     }
 }
 
+/// A keyed message acked twice, in one call or in two, gives its key's slot back once:
+/// its key's next message becomes a head once, and the second ack settles nothing.
+#[test]
+fn a_keyed_message_acked_twice_frees_its_slot_once() {
+    let redis = TestRedis::start().unwrap();
+    let mut q = Queue::ordered(&redis, "twice", 1);
+    let k = q.k.clone();
+    for key in ["a", "b"] {
+        q.call(
+            "send_keyed",
+            &[key, &envelope(0), &envelope(1), &envelope(2)],
+        );
+    }
+    let (token, n) = q.reserve_leased(10, 60_000);
+    assert_eq!(n, 2, "one head of each key");
+    // Index 0 twice in one call (the lease's first call: no `done` set yet).
+    assert_eq!(
+        q.call("ack", &["0", &token, "2", "0", "0", "0"]),
+        Resp::Integer(1)
+    );
+    assert_eq!(
+        q.cmd(&["LLEN", &k.kheads]),
+        Resp::Integer(2),
+        "one new head"
+    );
+    assert_eq!(q.cmd(&["LLEN", &k.key_queue("a")]), Resp::Integer(1));
+    // Again in a later call (the `done` set exists now): stale, nothing moves.
+    let before = q.snapshot();
+    assert_eq!(
+        q.call("ack", &["0", &token, "1", "0", "0"]),
+        Resp::Integer(0)
+    );
+    assert_eq!(
+        q.snapshot(),
+        before,
+        "a second ack of index 0 changed the queue"
+    );
+    // b's first, acked with a's again: only b's slot passes on.
+    assert_eq!(
+        q.call("ack", &["0", &token, "2", "1", "0", "1"]),
+        Resp::Integer(1)
+    );
+    assert_eq!(
+        q.cmd(&["LLEN", &k.kheads]),
+        Resp::Integer(4),
+        "b's second too"
+    );
+    assert_eq!(q.cmd(&["LLEN", &k.key_queue("a")]), Resp::Integer(1));
+    assert_eq!(q.cmd(&["LLEN", &k.key_queue("b")]), Resp::Integer(1));
+}
+
 #[test]
 fn a_stored_receipt_with_its_count_in_another_spelling_changes_nothing() {
     let redis = TestRedis::start().unwrap();
