@@ -18,7 +18,7 @@ use fred::util::redis_keyslot;
 use tokio_util::bytes::Bytes;
 use tokio_util::sync::CancellationToken;
 
-use crate::consume::receipts::{merge, receipt_args, receipt_pair, Split};
+use crate::consume::receipts::{merge, number_arg, receipt_args, receipt_pair, Split};
 use crate::keys::{QueueKeys, ScriptKeys};
 use crate::scripts;
 use crate::Error;
@@ -379,10 +379,10 @@ impl Consumer for RedisConsumer {
         for (token, indices) in &split.leases {
             args.push(Value::Bytes((*token).clone()));
             args.push(Value::from(indices.len() as i64));
-            args.push(Value::from(i64::from(
+            args.push(number_arg(
                 indices.iter().copied().max().unwrap_or_default(),
-            )));
-            args.extend(indices.iter().map(|&i| Value::from(i64::from(i))));
+            ));
+            args.extend(indices.iter().map(|&i| number_arg(i)));
         }
         scripts::ACK
             .run_int(&self.client, self.script_keys.ack.clone(), args)

@@ -119,7 +119,26 @@ pub(crate) fn receipt_pair(receipt: &Receipt) -> [Value; 2] {
         Held::Stored { key, delivery } => (key, delivery),
         Held::Leased { lease, index } => (lease, index),
     };
-    [Value::Bytes(key.clone()), Value::from(i64::from(*number))]
+    [Value::Bytes(key.clone()), number_arg(*number)]
+}
+
+/// A lease index or delivery count as a script argument. Below [`SMALL`], its decimal
+/// text comes from a table made once, so that an argument per acked message costs a copy
+/// of a few bytes: fred formats an integer argument itself and measures it with two
+/// `log10` calls (~500 instructions per acked message under callgrind).
+pub(crate) fn number_arg(n: u32) -> Value {
+    /// Every lease index (reserve leases at most 1,000 messages) and any delivery count
+    /// below it.
+    const SMALL: u32 = 1_000;
+    static TEXT: std::sync::LazyLock<Vec<Bytes>> = std::sync::LazyLock::new(|| {
+        (0..SMALL)
+            .map(|n| Bytes::from_static(Box::leak(n.to_string().into_boxed_str()).as_bytes()))
+            .collect()
+    });
+    match TEXT.get(n as usize) {
+        Some(text) => Value::Bytes(text.clone()),
+        None => Value::from(i64::from(n)),
+    }
 }
 
 /// `id, count, id, count, ...` as script arguments (a leased message: token, index).
