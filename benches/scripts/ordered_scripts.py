@@ -13,7 +13,8 @@ $BUS_LUA_DIR, so that a changed copy can be measured against them.
         # reserve/ack loop only: deterministic, for comparing two copies of the scripts
 
 N (100000; 20000 is enough under callgrind), PORT (6399) and REDIS_SERVER (the binary, for
-one built with symbols) come from the environment.
+one built with symbols) come from the environment; UNORDERED=1 runs the same loop on an
+unordered queue (plain `RPUSH` sends), the baseline an ordered message is compared with.
 """
 
 import os
@@ -30,6 +31,7 @@ N = int(os.environ.get("N", "100000"))
 PORT = int(os.environ.get("PORT", "6399"))
 KEYS, BATCH = 10_000, 1_000
 CALLGRIND = os.environ.get("CALLGRIND")
+UNORDERED = os.environ.get("UNORDERED")
 BODY = ('{"v":1,"id":"%s","type":"Order","sent":1,"headers":{},"body":{"order_id":"%d",'
         '"amount":1234,"currency":"EUR","customer":"c-1","lines":[1,2,3]}}')
 
@@ -67,9 +69,13 @@ def main():
 
 def run(r, server):
     k = QueueKeys("bus", "q")
-    r.call("HSET", k.flow, "per_key", "1")
+    if not UNORDERED:
+        r.call("HSET", k.flow, "per_key", "1")
     send, reserve, ack = Script("send_keyed"), Script("reserve"), Script("ack")
     for i in range(N):
+        if UNORDERED:
+            r.call("RPUSH", k.ready, BODY % (f"m{i:07d}", i))
+            continue
         send.run(r, [k.ready, k.flow, k.kheads, k.kbusy, k.kq, k.delayed, k.msgs, k.kdue],
                  [f"key-{i % KEYS}", BODY % (f"m{i:07d}", i)])
     reserve_keys = [k.ready, k.msgs, k.deliveries, k.inflight, k.delayed, k.seq,
