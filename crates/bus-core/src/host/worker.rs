@@ -100,11 +100,10 @@ struct Fetched {
     epoch: u64,
 }
 
-/// Whether the messages a worker reserved so far may still start. Its source stops them (a
-/// pause, a fleet breaker: the answer to a reserve or a look), and so may a layer around its
-/// consumer (a host's circuit breaker, the moment it opens); the worker's dispatcher then
-/// sends back what it reserved and has not started. Shared, so that a layer needs no more
-/// of the worker than this.
+/// Whether the messages a worker reserved so far may still start. A hold in the answer to
+/// a reserve or a look stops them, and so may a layer around its consumer, at the moment
+/// it decides; the worker's dispatcher then sends back what it reserved and has not
+/// started. Shared, so that a layer needs no more of the worker than this.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Starts(Arc<StartsInner>);
 
@@ -152,16 +151,6 @@ impl Buffer {
             waiting: AtomicUsize::new(0),
             starts,
         }
-    }
-
-    /// No message reserved so far may start (its source said so): they go back.
-    fn stop_starts(&self) {
-        self.starts.stop();
-    }
-
-    /// The current epoch: batches from now on may start.
-    fn epoch(&self) -> u64 {
-        self.starts.epoch()
     }
 
     fn waiting(&self) -> usize {
@@ -320,7 +309,7 @@ impl Worker {
                     if let Some(Ok(received)) = finish(&stop, look).await {
                         self.metrics.hold(received.hold);
                         if received.hold.stops_starts() {
-                            buffer.stop_starts();
+                            buffer.starts.stop();
                         }
                     }
                     continue;
@@ -353,7 +342,7 @@ impl Worker {
                     self.metrics.consumed(deliveries.len());
                     outage.ended(&self);
                     if received.hold.stops_starts() {
-                        buffer.stop_starts();
+                        buffer.starts.stop();
                     }
                     // Alone until no recovered message is left to take.
                     alone =
@@ -376,7 +365,7 @@ impl Worker {
                     let _ = channel.send(Fetched {
                         deliveries: deliveries.into_iter(),
                         slots,
-                        epoch: buffer.epoch(),
+                        epoch: buffer.starts.epoch(),
                     });
                 }
                 Err(e) => {
@@ -407,7 +396,7 @@ impl Worker {
         loop {
             let fetched = match current.as_mut() {
                 // A batch that came in before starts were stopped goes back unstarted.
-                Some(fetched) if fetched.epoch < buffer.epoch() => {
+                Some(fetched) if fetched.epoch < buffer.starts.epoch() => {
                     let stale = self.unstarted(current.take(), &buffer);
                     self.release(stale, &held, Instant::now() + SETTLE_BOUND)
                         .await;
