@@ -93,7 +93,8 @@ impl HandlerSlots {
 }
 
 /// One fetched batch waiting for handler slots: each message with its handler's cancellation,
-/// the batch's fetch slots (one per message), and the [`Buffer::epoch`] it came in.
+/// the batch's fetch slots (one per message), and the epoch of [`Starts`] when its reserve
+/// was asked for.
 struct Fetched {
     deliveries: std::vec::IntoIter<(Delivery, Cancel)>,
     slots: OwnedSemaphorePermit,
@@ -332,6 +333,9 @@ impl Worker {
                 }
                 Want::new(permit.num_permits()).now(buffer.startable())
             };
+            // Read before the reserve: a stop of starts while it is on its way (the outcome
+            // that opens a breaker, say) makes what it takes stale, so it goes back unstarted.
+            let epoch = buffer.starts.epoch();
             let Some(received) = finish(&stop, self.consumer.receive(want, &stop)).await else {
                 break;
             };
@@ -365,7 +369,7 @@ impl Worker {
                     let _ = channel.send(Fetched {
                         deliveries: deliveries.into_iter(),
                         slots,
-                        epoch: buffer.starts.epoch(),
+                        epoch,
                     });
                 }
                 Err(e) => {

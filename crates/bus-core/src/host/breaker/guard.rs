@@ -3,7 +3,7 @@
 
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use tokio::sync::Notify;
@@ -14,7 +14,7 @@ use crate::fast_hash::FastSet;
 use crate::host::outcome::error_chain;
 use crate::host::worker::Starts;
 use crate::records::ErrorRecord;
-use crate::transport::{Consumer, ConsumerExtras, DeadLetterReason, Hold, Receipt, Received, Want};
+use crate::transport::{Consumer, ConsumerExtras, DeadLetterReason, Receipt, Received, Want};
 use crate::BreakerState;
 use crate::Result;
 
@@ -28,24 +28,19 @@ const OPEN_WAIT: Duration = Duration::from_secs(1);
 ///   reserves nothing; when the cool-down ends, it waits until every message it handed
 ///   out is settled, then reserves one, the probe. Fleet scope: the transport holds every
 ///   host back and hands out the probe; what its receives saw is shown by the breaker.
-/// - While the breaker is open (host scope), every peek and the first receive of each
-///   cool-down answer at once that no message may start ([`Hold::BreakerOpen`]): the
-///   worker then sends back what it reserved and has not started (its prefetch), as it
-///   does for a pause, instead of starting it during the cool-down. A probe sent back
-///   unstarted is no longer running.
+/// - A probe sent back unstarted is no longer running: the next receive reserves another.
 /// - An ack counts as a handler that succeeded, a retry or dead letter as one that failed;
 ///   at the fleet scope, a window that trips stores the trip in the transport.
 /// - The outcome that opens the breaker stops the worker's starts at once (its settle
 ///   comes before its handler slot is free): what the worker reserved and has not started
-///   goes back, and no waiting message takes that slot.
+///   goes back, and so does what a reserve on its way then brings; no waiting message
+///   takes that slot.
 pub(crate) struct Guarded {
     inner: Arc<dyn Consumer>,
     breaker: Arc<Breaker>,
     /// What this consumer handed out and was not settled yet: a probe waits for none.
     out: Mutex<FastSet<Receipt>>,
     settled: Notify,
-    /// The end of the cool-down whose hold was last answered at once (host scope).
-    announced: Mutex<Option<Instant>>,
     /// The probe this consumer handed out and that is not settled yet (host scope).
     probe: Mutex<Option<Receipt>>,
     /// The worker's starts, stopped when this host's outcomes open the breaker.
@@ -68,43 +63,9 @@ impl Guarded {
             breaker,
             out: Mutex::default(),
             settled: Notify::new(),
-            announced: Mutex::default(),
             probe: Mutex::default(),
             starts,
         }
-    }
-
-    /// The hold to answer at once, if any: while the breaker (host scope) is open, for a
-    /// peek, and for the first receive of each cool-down (the others wait it out).
-    fn open_hold(&self, peek: bool) -> Option<Received> {
-        let Admit::Wait(Some(until)) = self.breaker.admit() else {
-            return None;
-        };
-        let mut announced = self
-            .announced
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if !peek && *announced == Some(until) {
-            return None;
-        }
-        *announced = Some(until);
-        let left = until.saturating_duration_since(Instant::now());
-        let until_ms = crate::envelope::now_ms() + u64::try_from(left.as_millis()).unwrap_or(0);
-        Some(Received::new(Vec::new(), Hold::BreakerOpen { until_ms }))
-    }
-
-    /// When the breaker (host scope) opened while a reserve it had let through was on its
-    /// way, the hold to answer instead, once what the reserve took is sent back unstarted:
-    /// else those messages would start during the cool-down, against the failing
-    /// dependency. (A release that fails leaves them locked until recovery returns them.)
-    async fn opened_meanwhile(&self, taken: &Received) -> Option<Received> {
-        let held = self.open_hold(true)?;
-        let receipts: Vec<Receipt> = taken.deliveries.iter().map(|d| d.receipt.clone()).collect();
-        if let Err(e) = self.inner.release(&receipts).await {
-            tracing::warn!(source = %self.breaker.source, error = %error_chain(&e),
-                "could not send back the messages reserved as the circuit breaker opened; they return when their locks expire");
-        }
-        Some(held)
     }
 
     /// The probe left this consumer's hands: settled (`used`), or sent back unstarted.
@@ -214,9 +175,6 @@ impl Guarded {
 #[async_trait]
 impl Consumer for Guarded {
     async fn receive(&self, want: Want, stop: &CancellationToken) -> Result<Received> {
-        if let Some(held) = self.open_hold(want.max == 0) {
-            return Ok(held);
-        }
         if want.max == 0 {
             return self.inner.receive(want, stop).await;
         }
@@ -237,13 +195,6 @@ impl Consumer for Guarded {
         // Before the reserve: an answer that predates this host's own trip is stale.
         let epoch = self.breaker.epoch();
         let received = self.inner.receive(want, stop).await;
-        if let Ok(taken) = &received {
-            if !probe && !taken.deliveries.is_empty() {
-                if let Some(held) = self.opened_meanwhile(taken).await {
-                    return Ok(held);
-                }
-            }
-        }
         match &received {
             Ok(received) => {
                 if probe {
@@ -321,107 +272,5 @@ impl Consumer for Guarded {
 
     fn extras(&self) -> ConsumerExtras<'_> {
         self.inner.extras()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use bytes::Bytes;
-
-    use super::*;
-    use crate::memory::MemoryTransport;
-    use crate::transport::{ConsumerOptions, Outgoing, Placement, Source, Transport};
-    use crate::{CircuitBreaker, MessageId};
-
-    /// The transport's consumer, with the handlers of other messages failing (the breaker
-    /// tripping) while its reserve is on its way.
-    #[derive(Debug)]
-    struct TripsWhileReserving {
-        inner: Box<dyn Consumer>,
-        breaker: Arc<Breaker>,
-    }
-
-    #[async_trait]
-    impl Consumer for TripsWhileReserving {
-        async fn receive(&self, want: Want, stop: &CancellationToken) -> Result<Received> {
-            let received = self.inner.receive(want, stop).await;
-            for _ in 0..4 {
-                self.breaker.record(false);
-            }
-            received
-        }
-        async fn ack(&self, receipts: &[Receipt]) -> Result<()> {
-            self.inner.ack(receipts).await
-        }
-        async fn renew(&self, receipts: &[Receipt]) -> Result<Vec<bool>> {
-            self.inner.renew(receipts).await
-        }
-        async fn retry(
-            &self,
-            receipt: &Receipt,
-            delay: Duration,
-            error: &ErrorRecord,
-        ) -> Result<()> {
-            self.inner.retry(receipt, delay, error).await
-        }
-        async fn dead_letter(
-            &self,
-            receipt: &Receipt,
-            reason: DeadLetterReason,
-            error: Option<&ErrorRecord>,
-        ) -> Result<()> {
-            self.inner.dead_letter(receipt, reason, error).await
-        }
-        async fn release(&self, receipts: &[Receipt]) -> Result<()> {
-            self.inner.release(receipts).await
-        }
-        async fn recover(&self) -> Result<usize> {
-            self.inner.recover().await
-        }
-        async fn close(&self) -> Result<()> {
-            self.inner.close().await
-        }
-        fn extras(&self) -> ConsumerExtras<'_> {
-            self.inner.extras()
-        }
-    }
-
-    #[tokio::test]
-    async fn a_reserve_answered_after_the_breaker_opened_starts_nothing_and_loses_nothing() {
-        let transport = MemoryTransport::new();
-        let source = Source::queue("guarded").unwrap();
-        let messages = (0..3)
-            .map(|n| Outgoing {
-                id: MessageId::from(format!("m{n}")),
-                payload: Bytes::from(format!("{{\"n\":{n}}}")),
-            })
-            .collect();
-        transport
-            .send("guarded", Placement::default(), messages)
-            .await
-            .unwrap();
-        let options = ConsumerOptions::new(Duration::from_secs(30), 5);
-        let settings = CircuitBreaker::default()
-            .minimum_calls(4)
-            .cool_down(Duration::from_secs(60));
-        let breaker = Arc::new(Breaker::new(source.clone(), settings, None));
-        let tripping = TripsWhileReserving {
-            inner: transport.consumer(&source, options.clone()).await.unwrap(),
-            breaker: Arc::clone(&breaker),
-        };
-        let guarded = Guarded::new(Arc::new(tripping), Arc::clone(&breaker), Starts::default());
-        let stop = CancellationToken::new();
-
-        let answer = guarded.receive(Want::new(8), &stop).await.unwrap();
-        assert_eq!(breaker.state(), crate::BreakerState::Open);
-        assert!(answer.deliveries.is_empty(), "{answer:?}");
-        assert!(
-            matches!(answer.hold, Hold::BreakerOpen { .. }),
-            "{answer:?}"
-        );
-        // All three went back: another consumer of the queue takes them.
-        let other = transport.consumer(&source, options).await.unwrap();
-        let again = other.receive(Want::new(8), &stop).await.unwrap();
-        assert_eq!(again.deliveries.len(), 3, "{again:?}");
     }
 }
