@@ -3,21 +3,18 @@
 //! reach the transport (the message is then delivered again). On the in-memory
 //! transport, with a consumer whose acks can be made to fail.
 
-use bus_core::transport::{Placement, TransportExtras};
+mod common;
+
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use bus_core::records::ErrorRecord;
-use bus_core::transport::{
-    Consumer, ConsumerExtras, ConsumerOptions, DeadLetterReason, Outgoing, Receipt, Received,
-    Source, Transport, Want,
-};
+use bus_core::transport::{Consumer, Receipt, Source};
 use bus_core::{CommandProcessor, Context, Host, MemoryTransport, ProcessError, RedisCommand};
 use bus_test_redis::eventually;
+use common::{Tap, Tapped};
 use serde::{Deserialize, Serialize};
-use tokio_util::sync::CancellationToken;
 
 #[derive(Debug, Serialize, Deserialize, RedisCommand)]
 #[bus(queue = "work")]
@@ -25,95 +22,22 @@ struct Work {
     n: u32,
 }
 
-/// The memory transport, with acks that fail while `fail_acks` is set.
-#[derive(Debug, Clone, Default)]
-struct Flaky {
-    inner: MemoryTransport,
-    fail_acks: Arc<AtomicBool>,
-}
+/// Acks fail while set.
+#[derive(Debug, Default)]
+struct FailAcks(AtomicBool);
 
 #[async_trait]
-impl Transport for Flaky {
-    async fn send(
-        &self,
-        queue: &str,
-        placement: Placement<'_>,
-        messages: Vec<Outgoing>,
-    ) -> bus_core::Result<()> {
-        self.inner.send(queue, placement, messages).await
-    }
-    async fn publish(
-        &self,
-        topic: &str,
-        due: Option<std::time::SystemTime>,
-        messages: Vec<Outgoing>,
-    ) -> bus_core::Result<usize> {
-        self.inner.publish(topic, due, messages).await
-    }
-    async fn consumer(
-        &self,
-        source: &Source,
-        options: ConsumerOptions,
-    ) -> bus_core::Result<Box<dyn Consumer>> {
-        Ok(Box::new(FlakyConsumer {
-            inner: self.inner.consumer(source, options).await?,
-            fail_acks: Arc::clone(&self.fail_acks),
-        }))
-    }
-    fn extras(&self) -> TransportExtras<'_> {
-        self.inner.extras()
-    }
-}
-
-#[derive(Debug)]
-struct FlakyConsumer {
-    inner: Box<dyn Consumer>,
-    fail_acks: Arc<AtomicBool>,
-}
-
-#[async_trait]
-impl Consumer for FlakyConsumer {
-    async fn receive(&self, want: Want, stop: &CancellationToken) -> bus_core::Result<Received> {
-        self.inner.receive(want, stop).await
-    }
-    async fn ack(&self, receipts: &[Receipt]) -> bus_core::Result<()> {
-        if self.fail_acks.load(Ordering::SeqCst) {
+impl Tap for FailAcks {
+    async fn ack(&self, inner: &dyn Consumer, receipts: &[Receipt]) -> bus_core::Result<()> {
+        if self.0.load(Ordering::SeqCst) {
             return Err(bus_core::Error::transport("the ack is lost (test)"));
         }
-        self.inner.ack(receipts).await
-    }
-    async fn renew(&self, receipts: &[Receipt]) -> bus_core::Result<Vec<bool>> {
-        self.inner.renew(receipts).await
-    }
-    async fn retry(
-        &self,
-        receipt: &Receipt,
-        delay: Duration,
-        error: &ErrorRecord,
-    ) -> bus_core::Result<()> {
-        self.inner.retry(receipt, delay, error).await
-    }
-    async fn dead_letter(
-        &self,
-        receipt: &Receipt,
-        reason: DeadLetterReason,
-        error: Option<&ErrorRecord>,
-    ) -> bus_core::Result<()> {
-        self.inner.dead_letter(receipt, reason, error).await
-    }
-    async fn release(&self, receipts: &[Receipt]) -> bus_core::Result<()> {
-        self.inner.release(receipts).await
-    }
-    async fn recover(&self) -> bus_core::Result<usize> {
-        self.inner.recover().await
-    }
-    async fn close(&self) -> bus_core::Result<()> {
-        self.inner.close().await
-    }
-    fn extras(&self) -> ConsumerExtras<'_> {
-        self.inner.extras()
+        inner.ack(receipts).await
     }
 }
+
+/// The memory transport, with acks that fail while its tap is set.
+type Flaky = Tapped<FailAcks>;
 
 /// Registers an after-ack hook on every delivery, then fails the first `fail` deliveries
 /// (a retry) or rejects them (a dead letter).
@@ -231,7 +155,7 @@ async fn a_dead_lettered_message_runs_no_hook() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_ack_that_never_reaches_the_transport_runs_no_hook() {
     let transport = Flaky::default();
-    transport.fail_acks.store(true, Ordering::SeqCst);
+    transport.tap.0.store(true, Ordering::SeqCst);
     let handler = handler(&transport, 0, false);
     run_until(&transport, &handler, 1, |h| {
         h.handled.load(Ordering::SeqCst) == 1

@@ -3,23 +3,21 @@
 //! that envelope and decodes nothing again. The transport here is the in-memory one with
 //! a counting codec, whose consumer decodes each delivery itself.
 
-use bus_core::transport::{Placement, TransportExtras};
+mod common;
+
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use async_trait::async_trait;
-use bus_core::records::ErrorRecord;
-use bus_core::transport::{
-    Consumer, ConsumerExtras, ConsumerOptions, DeadLetterReason, Outgoing, Receipt, Received,
-    Source, Want, WireFormat,
-};
+use bus_core::transport::{Consumer, Outgoing, Placement, Received, Source, Want, WireFormat};
 use bus_core::{
     Command, CommandProcessor, Context, Envelope, Host, MemoryTransport, Message, MessageKind,
     ProcessError, Result, Transport,
 };
 use bus_test_redis::eventually;
 use bytes::Bytes;
+use common::{Tap, Tapped};
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
@@ -39,20 +37,23 @@ impl WireFormat for Counting {
     }
 }
 
-/// The in-memory transport whose consumer decodes every delivery itself.
-#[derive(Debug, Clone, Default)]
-struct Reading {
-    inner: MemoryTransport,
-    format: Arc<Counting>,
-}
-
-#[derive(Debug)]
-struct ReadingConsumer(Box<dyn Consumer>);
+/// Its consumer decodes every delivery itself, and the host gets [`Counting`] as the
+/// queue's wire format.
+#[derive(Debug, Default)]
+struct Reads(Arc<Counting>);
 
 #[async_trait]
-impl Consumer for ReadingConsumer {
-    async fn receive(&self, want: Want, stop: &CancellationToken) -> Result<Received> {
-        let mut received = self.0.receive(want, stop).await?;
+impl Tap for Reads {
+    fn wire_format(&self, _: &MemoryTransport, _: &Source) -> Option<Arc<dyn WireFormat>> {
+        Some(Arc::clone(&self.0) as _)
+    }
+    async fn receive(
+        &self,
+        inner: &dyn Consumer,
+        want: Want,
+        stop: &CancellationToken,
+    ) -> Result<Received> {
+        let mut received = inner.receive(want, stop).await?;
         for delivery in &mut received.deliveries {
             // What a foreign transport does on reserve; an element it cannot read is
             // left to the host's decode (and dead letter).
@@ -62,70 +63,10 @@ impl Consumer for ReadingConsumer {
         }
         Ok(received)
     }
-    async fn ack(&self, receipts: &[Receipt]) -> Result<()> {
-        self.0.ack(receipts).await
-    }
-    async fn renew(&self, receipts: &[Receipt]) -> Result<Vec<bool>> {
-        self.0.renew(receipts).await
-    }
-    async fn retry(&self, receipt: &Receipt, delay: Duration, error: &ErrorRecord) -> Result<()> {
-        self.0.retry(receipt, delay, error).await
-    }
-    async fn dead_letter(
-        &self,
-        receipt: &Receipt,
-        reason: DeadLetterReason,
-        error: Option<&ErrorRecord>,
-    ) -> Result<()> {
-        self.0.dead_letter(receipt, reason, error).await
-    }
-    async fn release(&self, receipts: &[Receipt]) -> Result<()> {
-        self.0.release(receipts).await
-    }
-    async fn recover(&self) -> Result<usize> {
-        self.0.recover().await
-    }
-    async fn close(&self) -> Result<()> {
-        self.0.close().await
-    }
-    fn extras(&self) -> ConsumerExtras<'_> {
-        self.0.extras()
-    }
 }
 
-#[async_trait]
-impl Transport for Reading {
-    async fn send(
-        &self,
-        queue: &str,
-        placement: Placement<'_>,
-        messages: Vec<Outgoing>,
-    ) -> Result<()> {
-        self.inner.send(queue, placement, messages).await
-    }
-    async fn publish(
-        &self,
-        topic: &str,
-        due: Option<SystemTime>,
-        messages: Vec<Outgoing>,
-    ) -> Result<usize> {
-        self.inner.publish(topic, due, messages).await
-    }
-    async fn consumer(
-        &self,
-        source: &Source,
-        options: ConsumerOptions,
-    ) -> Result<Box<dyn Consumer>> {
-        let inner = self.inner.consumer(source, options).await?;
-        Ok(Box::new(ReadingConsumer(inner)))
-    }
-    fn wire_format(&self, _: &Source) -> Option<Arc<dyn WireFormat>> {
-        Some(Arc::clone(&self.format) as _)
-    }
-    fn extras(&self) -> TransportExtras<'_> {
-        self.inner.extras()
-    }
-}
+/// The in-memory transport whose consumer decodes every delivery itself.
+type Reading = Tapped<Reads>;
 
 #[derive(Debug, Serialize, Deserialize)]
 struct Order {
@@ -194,7 +135,7 @@ async fn the_host_runs_what_the_transport_decoded_and_decodes_nothing_again() {
     let expected: Vec<(u32, String)> = (1..=3).zip(ids.iter().map(|i| i.to_string())).collect();
     assert_eq!(runs, expected, "each message ran once, with its id");
     // The garbage element only: what the transport read was not decoded again.
-    assert_eq!(transport.format.decodes.load(Ordering::SeqCst), 1);
+    assert_eq!(transport.tap.0.decodes.load(Ordering::SeqCst), 1);
     let reasons: Vec<_> = transport
         .inner
         .dead_letters(&source)

@@ -4,18 +4,19 @@
 //! explicit registration. Finding processors of another crate is in
 //! samples/tests/register_processors.rs, a binary without deliberate conflicts.
 
+mod common;
+
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use async_trait::async_trait;
-use bus_core::transport::{
-    Capabilities, Consumer, ConsumerOptions, Outgoing, Placement, Source, TransportExtras,
-};
+use bus_core::transport::{Capabilities, Source};
 use bus_core::{
     processor, CommandProcessor, Context, EventProcessor, EventSubscription, Host, MemoryTransport,
-    ProcessError, ProcessingSettings, ProcessorEntry, RedisCommand, RedisEvent, Transport,
+    ProcessError, ProcessingSettings, ProcessorEntry, RedisCommand, RedisEvent,
 };
 use bus_test_redis::eventually;
+use common::{Tap, Tapped};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Serialize, Deserialize, RedisCommand)]
@@ -253,42 +254,18 @@ impl EventProcessor<Mail> for Explicit {
     }
 }
 
-/// A transport without topics (as BabelQueue's), over the in-memory one.
-#[derive(Debug, Clone, Default)]
-struct NoTopics(MemoryTransport);
+/// No topics (as BabelQueue's).
+#[derive(Debug, Default)]
+struct NoTopicsTap;
 
-#[async_trait]
-impl Transport for NoTopics {
-    async fn send(
-        &self,
-        queue: &str,
-        placement: Placement<'_>,
-        messages: Vec<Outgoing>,
-    ) -> bus_core::Result<()> {
-        self.0.send(queue, placement, messages).await
-    }
-    async fn publish(
-        &self,
-        topic: &str,
-        due: Option<SystemTime>,
-        messages: Vec<Outgoing>,
-    ) -> bus_core::Result<usize> {
-        self.0.publish(topic, due, messages).await
-    }
-    async fn consumer(
-        &self,
-        source: &Source,
-        options: ConsumerOptions,
-    ) -> bus_core::Result<Box<dyn Consumer>> {
-        self.0.consumer(source, options).await
-    }
-    fn capabilities(&self) -> Capabilities {
+impl Tap for NoTopicsTap {
+    fn capabilities(&self, _: &MemoryTransport) -> Capabilities {
         Capabilities::ALL.topics(false)
     }
-    fn extras(&self) -> TransportExtras<'_> {
-        self.0.extras()
-    }
 }
+
+/// A transport without topics (as BabelQueue's), over the in-memory one.
+type NoTopics = Tapped<NoTopicsTap>;
 
 #[test]
 fn an_event_processor_on_a_transport_without_topics_is_an_error_naming_it() {

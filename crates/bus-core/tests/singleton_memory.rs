@@ -3,19 +3,20 @@
 //! died is taken over after its ttl, and a singleton that cannot be honoured is refused
 //! when the host is built.
 
+mod common;
+
 use bus_core::transport::Leases;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use bus_core::transport::{
-    Consumer, ConsumerOptions, Outgoing, Placement, Source, TransportExtras,
-};
+use bus_core::transport::TransportExtras;
 use bus_core::{
     CommandProcessor, Context, EventProcessor, EventSubscription, Host, MemoryTransport,
     ProcessError, ProcessingSettings, RedisCommand, RedisEvent, Transport,
 };
 use bus_test_redis::eventually;
+use common::{Tap, Tapped};
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
@@ -167,41 +168,20 @@ async fn a_lease_whose_holder_died_is_taken_over_after_its_ttl() {
     assert!(other.acquire().await.unwrap());
 }
 
-/// A transport without leases (it delegates everything else to the memory one).
-#[derive(Debug, Clone, Default)]
-struct NoLeases(MemoryTransport);
+/// No leases.
+#[derive(Debug, Default)]
+struct NoLeasesTap;
 
-#[async_trait]
-impl Transport for NoLeases {
-    async fn send(
-        &self,
-        queue: &str,
-        placement: Placement<'_>,
-        messages: Vec<Outgoing>,
-    ) -> bus_core::Result<()> {
-        self.0.send(queue, placement, messages).await
-    }
-    async fn publish(
-        &self,
-        topic: &str,
-        due: Option<std::time::SystemTime>,
-        messages: Vec<Outgoing>,
-    ) -> bus_core::Result<usize> {
-        self.0.publish(topic, due, messages).await
-    }
-    async fn consumer(
-        &self,
-        source: &Source,
-        options: ConsumerOptions,
-    ) -> bus_core::Result<Box<dyn Consumer>> {
-        self.0.consumer(source, options).await
-    }
-    fn extras(&self) -> TransportExtras<'_> {
-        let mut extras = self.0.extras();
+impl Tap for NoLeasesTap {
+    fn extras<'a>(&'a self, inner: &'a MemoryTransport) -> TransportExtras<'a> {
+        let mut extras = inner.extras();
         extras.leases = None;
         extras
     }
 }
+
+/// A transport without leases (it delegates everything else to the memory one).
+type NoLeases = Tapped<NoLeasesTap>;
 
 #[test]
 fn a_singleton_that_cannot_be_honoured_is_refused_at_build() {

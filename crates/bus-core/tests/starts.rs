@@ -4,20 +4,17 @@
 //! The transport here is the in-memory one, with a consumer that holds its second reserve's
 //! answer until the breaker has opened.
 
+mod common;
+
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use async_trait::async_trait;
-use bus_core::records::ErrorRecord;
-use bus_core::transport::{
-    Consumer, ConsumerExtras, ConsumerOptions, DeadLetterReason, Outgoing, Placement, Receipt,
-    Received, Source, TransportExtras, Want,
-};
-use bus_core::{
-    CommandProcessor, Context, Host, MemoryTransport, ProcessError, RedisCommand, Result, Transport,
-};
+use bus_core::transport::{Consumer, Receipt, Received, Source, Want};
+use bus_core::{CommandProcessor, Context, Host, ProcessError, RedisCommand, Result};
 use bus_test_redis::eventually;
+use common::{Tap, Tapped};
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
@@ -38,26 +35,22 @@ struct Seen {
     runs: AtomicU32,
 }
 
-/// The in-memory transport whose consumer's second reserve that takes something answers
-/// only once something was released (the breaker opened and its prefetch went back).
-#[derive(Debug, Clone)]
-struct Holding {
-    inner: MemoryTransport,
-    seen: Arc<Seen>,
-}
-
-#[derive(Debug)]
-struct HoldingConsumer {
-    inner: Box<dyn Consumer>,
-    seen: Arc<Seen>,
-}
+/// The second reserve that takes something answers only once something was released (the
+/// breaker opened and its prefetch went back).
+#[derive(Debug, Default)]
+struct Holding(Arc<Seen>);
 
 #[async_trait]
-impl Consumer for HoldingConsumer {
-    async fn receive(&self, want: Want, stop: &CancellationToken) -> Result<Received> {
-        let received = self.inner.receive(want, stop).await?;
-        if !received.deliveries.is_empty() && self.seen.takes.fetch_add(1, Ordering::SeqCst) == 1 {
-            let seen = Arc::clone(&self.seen);
+impl Tap for Holding {
+    async fn receive(
+        &self,
+        inner: &dyn Consumer,
+        want: Want,
+        stop: &CancellationToken,
+    ) -> Result<Received> {
+        let received = inner.receive(want, stop).await?;
+        if !received.deliveries.is_empty() && self.0.takes.fetch_add(1, Ordering::SeqCst) == 1 {
+            let seen = Arc::clone(&self.0);
             eventually(Duration::from_secs(10), move || {
                 seen.releases.load(Ordering::SeqCst) > 0
             })
@@ -65,70 +58,10 @@ impl Consumer for HoldingConsumer {
         }
         Ok(received)
     }
-    async fn ack(&self, receipts: &[Receipt]) -> Result<()> {
-        self.inner.ack(receipts).await
-    }
-    async fn renew(&self, receipts: &[Receipt]) -> Result<Vec<bool>> {
-        self.inner.renew(receipts).await
-    }
-    async fn retry(&self, receipt: &Receipt, delay: Duration, error: &ErrorRecord) -> Result<()> {
-        self.inner.retry(receipt, delay, error).await
-    }
-    async fn dead_letter(
-        &self,
-        receipt: &Receipt,
-        reason: DeadLetterReason,
-        error: Option<&ErrorRecord>,
-    ) -> Result<()> {
-        self.inner.dead_letter(receipt, reason, error).await
-    }
-    async fn release(&self, receipts: &[Receipt]) -> Result<()> {
-        self.inner.release(receipts).await?;
-        self.seen.releases.fetch_add(1, Ordering::SeqCst);
+    async fn release(&self, inner: &dyn Consumer, receipts: &[Receipt]) -> Result<()> {
+        inner.release(receipts).await?;
+        self.0.releases.fetch_add(1, Ordering::SeqCst);
         Ok(())
-    }
-    async fn recover(&self) -> Result<usize> {
-        self.inner.recover().await
-    }
-    async fn close(&self) -> Result<()> {
-        self.inner.close().await
-    }
-    fn extras(&self) -> ConsumerExtras<'_> {
-        self.inner.extras()
-    }
-}
-
-#[async_trait]
-impl Transport for Holding {
-    async fn send(
-        &self,
-        queue: &str,
-        placement: Placement<'_>,
-        messages: Vec<Outgoing>,
-    ) -> Result<()> {
-        self.inner.send(queue, placement, messages).await
-    }
-    async fn publish(
-        &self,
-        topic: &str,
-        due: Option<SystemTime>,
-        messages: Vec<Outgoing>,
-    ) -> Result<usize> {
-        self.inner.publish(topic, due, messages).await
-    }
-    async fn consumer(
-        &self,
-        source: &Source,
-        options: ConsumerOptions,
-    ) -> Result<Box<dyn Consumer>> {
-        let inner = self.inner.consumer(source, options).await?;
-        Ok(Box::new(HoldingConsumer {
-            inner,
-            seen: Arc::clone(&self.seen),
-        }))
-    }
-    fn extras(&self) -> TransportExtras<'_> {
-        self.inner.extras()
     }
 }
 
@@ -166,10 +99,7 @@ impl CommandProcessor<Work> for Failing {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reserve_on_its_way_when_the_breaker_opens_starts_nothing_and_loses_nothing() {
     let seen = Arc::new(Seen::default());
-    let transport = Holding {
-        inner: MemoryTransport::new(),
-        seen: Arc::clone(&seen),
-    };
+    let transport = Tapped::new(Holding(Arc::clone(&seen)));
     let queue = Source::queue("work").unwrap();
     let host = Host::builder()
         .transport(transport.clone())

@@ -3,15 +3,16 @@
 //! that queue to their processors, and keeps the unknown-type rule (dead letter, or the
 //! hook). The foreign transport here is the in-memory one with another envelope.
 
-use bus_core::transport::ConsumerExt;
-use bus_core::transport::{Placement, TransportExtras};
+mod common;
+
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use bus_core::transport::{
-    Consumer, ConsumerOptions, DeadLetterReason, Destination, Outgoing, Source, WireFormat,
+    ConsumerExt, ConsumerOptions, DeadLetterReason, Destination, Outgoing, Placement, Source,
+    WireFormat,
 };
 use bus_core::{
     Command, CommandProcessor, Context, Envelope, Error, Format, Host, MemoryTransport, Message,
@@ -19,6 +20,7 @@ use bus_core::{
 };
 use bus_test_redis::eventually;
 use bytes::Bytes;
+use common::{Tap, Tapped};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
@@ -80,47 +82,25 @@ fn garbage(e: serde_json::Error) -> Error {
     }
 }
 
-/// The in-memory transport, with [`UrnFormat`] on the queue `orders`.
-#[derive(Debug, Clone, Default)]
-struct Foreign {
-    inner: MemoryTransport,
-}
+/// [`UrnFormat`] on the queue `orders`.
+#[derive(Debug, Default)]
+struct OnOrders;
 
-#[async_trait]
-impl Transport for Foreign {
-    async fn send(
-        &self,
-        queue: &str,
-        placement: Placement<'_>,
-        messages: Vec<Outgoing>,
-    ) -> Result<()> {
-        self.inner.send(queue, placement, messages).await
-    }
-    async fn publish(
-        &self,
-        topic: &str,
-        due: Option<SystemTime>,
-        messages: Vec<Outgoing>,
-    ) -> Result<usize> {
-        self.inner.publish(topic, due, messages).await
-    }
-    async fn consumer(
-        &self,
-        source: &Source,
-        options: ConsumerOptions,
-    ) -> Result<Box<dyn Consumer>> {
-        self.inner.consumer(source, options).await
-    }
-    fn wire_format(&self, source: &Source) -> Option<Arc<dyn WireFormat>> {
+impl Tap for OnOrders {
+    fn wire_format(&self, _: &MemoryTransport, source: &Source) -> Option<Arc<dyn WireFormat>> {
         (*source == Source::Queue("orders".into())).then(|| Arc::new(UrnFormat) as _)
     }
-    fn outgoing_wire_format(&self, destination: Destination<'_>) -> Option<Arc<dyn WireFormat>> {
+    fn outgoing_wire_format(
+        &self,
+        _: &MemoryTransport,
+        destination: Destination<'_>,
+    ) -> Option<Arc<dyn WireFormat>> {
         (destination == Destination::Queue("orders")).then(|| Arc::new(UrnFormat) as _)
     }
-    fn extras(&self) -> TransportExtras<'_> {
-        self.inner.extras()
-    }
 }
+
+/// The in-memory transport, with [`UrnFormat`] on the queue `orders`.
+type Foreign = Tapped<OnOrders>;
 
 macro_rules! on_orders {
     ($ty:ident, $urn:literal) => {
