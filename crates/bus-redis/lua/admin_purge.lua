@@ -1,10 +1,10 @@
 -- The call's shape, generated from the script's declaration (lua!(..., keys, argv)):
-if #KEYS ~= 15 then error({ err = 'ERR bus: admin_purge expects 15 KEYS, got ' .. #KEYS .. ' (docs/wire-format.md, "The calls")' }) end
+if #KEYS ~= 16 then error({ err = 'ERR bus: admin_purge expects 16 KEYS, got ' .. #KEYS .. ' (docs/wire-format.md, "The calls")' }) end
 if #ARGV ~= 3 then error({ err = 'ERR bus: admin_purge expects 3 ARGV (max_ready, max_delayed, max_keys), got ' .. #ARGV .. ' (docs/wire-format.md, "The calls")' }) end
 for _, i in ipairs({ 1, 2, 3 }) do
   if not string.find(ARGV[i], '^%-?%d+$') then error({ err = 'ERR bus: admin_purge expects an integer as ARGV[' .. i .. '], got ' .. string.format('%q', string.sub(ARGV[i], 1, 40)) .. ' (docs/wire-format.md, "The calls")' }) end
 end
-local READY, DELAYED, MSGS, DELIVERIES, ERRORS, INFLIGHT, DEAD_INFO, SUSPECTS, FLOW, KHEADS, KBUSY, KQ, KDUE, KWAIT, KOF = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13], KEYS[14], KEYS[15]
+local READY, DELAYED, MSGS, DELIVERIES, ERRORS, INFLIGHT, DEAD_INFO, SUSPECTS, FLOW, KHEADS, KBUSY, KQ, KDUE, KWAIT, KOF, KREADY = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13], KEYS[14], KEYS[15], KEYS[16]
 -- (end of the generated shape)
 -- Purge one batch of waiting messages: up to ARGV[1] elements from the head of the
 -- recovered messages waiting to run alone (`suspects`), then of the ready list, and up to
@@ -18,7 +18,9 @@ local READY, DELAYED, MSGS, DELIVERIES, ERRORS, INFLIGHT, DEAD_INFO, SUSPECTS, F
 -- is all), each head giving its key's slot back; when `kheads` has no more (fewer
 -- popped than asked, or 0 asked), the lists of the keys whose slots are taken (the
 -- fields of `kbusy`, bounded by the messages in flight) and of the keys over their rate
--- too, after which no list is left and the `keyed` count of `flow` is deleted. The
+-- too, and of the keys a protocol-7 client left ready in `kready` (protocol 9: else a
+-- later reserve would drain them back into heads, and purged messages would run), after
+-- which no list is left and the `keyed` count of `flow` is deleted. The
 -- slots of messages in flight are untouched (they still hold them); a purged retry of a
 -- keyed message (on `ready` or delayed, its id in `kof`) gives its key's slot back, as its
 -- ack would, so that the key is not blocked for ever.
@@ -85,6 +87,8 @@ if max_keys >= 0 then
     for _, key in ipairs(redis.call('HKEYS', KBUSY)) do drop_list(key) end
     for _, key in ipairs(redis.call('ZRANGE', KWAIT, 0, -1)) do drop_list(key) end
     redis.call('DEL', KWAIT)
+    for _, key in ipairs(redis.call('ZRANGE', KREADY, 0, -1)) do drop_list(key) end
+    redis.call('DEL', KREADY)
     redis.call('HDEL', FLOW, 'keyed')
     swept = 1
   elseif keyed > 0 and redis.call('HINCRBY', FLOW, 'keyed', -keyed) <= 0 then

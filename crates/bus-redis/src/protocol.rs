@@ -9,14 +9,15 @@ use crate::{keys, Error, Result};
 
 /// The protocol this build speaks (docs/wire-format.md, "Versioning" lists what each
 /// version added).
-pub const PROTOCOL: u32 = 8;
+pub const PROTOCOL: u32 = 9;
 
 /// The protocols this one upgrades in place: every later one only added keys and script
 /// arguments to the same layout, so their queues need no migration (a lock taken by an
 /// older client has no recorded holder, and recovery treats it as it always did; protocol
 /// 6 added workflows' own keys and scripts beside the queues; the keys protocol 7 left
-/// ready to start, reserve drains into protocol 8's heads).
-const UPGRADES: [u32; 6] = [2, 3, 4, 5, 6, 7];
+/// ready to start, reserve drains into protocol 8's heads; protocol 9 only gave purge
+/// those keys too).
+const UPGRADES: [u32; 7] = [2, 3, 4, 5, 6, 7, 8];
 
 /// Records [`PROTOCOL`] under `prefix` if no version is recorded yet (`SET NX`), else
 /// checks it: another version is [`Error::ProtocolMismatch`], except the [`UPGRADES`],

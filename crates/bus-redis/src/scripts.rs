@@ -720,7 +720,8 @@ pub(crate) static ADMIN_PURGE: LazyLock<LuaScript> = LazyLock::new(|| {
             "kq",
             "kdue",
             "kwait",
-            "kof"
+            "kof",
+            "kready"
         ],
         argv = ["max_ready:int", "max_delayed:int", "max_keys:int"],
     )

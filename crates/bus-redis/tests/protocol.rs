@@ -323,6 +323,7 @@ impl Queue {
                 &k.kdue,
                 &k.kwait,
                 &k.kof,
+                &k.kready,
             ],
             "admin_requeue" => vec![&k.dead, &k.msgs, &k.dead_info, &k.deliveries, &k.ready],
             "admin_key_backlogs" => vec![&k.kheads, &k.kbusy, &k.kq, &k.kwait],
@@ -918,8 +919,8 @@ async fn connecting_records_the_protocol_version_once() {
     let transport = RedisTransport::connect(&config(&redis.url(), redis.namespace()))
         .await
         .unwrap();
-    assert_eq!(client.get(&key).unwrap().as_deref(), Some(&b"8"[..]));
-    assert_eq!(PROTOCOL, 8);
+    assert_eq!(client.get(&key).unwrap().as_deref(), Some(&b"9"[..]));
+    assert_eq!(PROTOCOL, 9);
     // A second client finds it and agrees.
     RedisTransport::connect(&config(&redis.url(), redis.namespace()))
         .await
@@ -932,20 +933,20 @@ async fn another_protocol_version_is_refused_at_connect_and_nothing_is_written()
     let redis = TestRedis::start().unwrap();
     let key = keys::protocol(redis.namespace());
     let mut client = redis.client();
-    for found in ["9", "1", "two"] {
+    for found in ["10", "1", "two"] {
         client.set(&key, found).unwrap();
         let before = redis.keys();
         let error = RedisTransport::connect(&config(&redis.url(), redis.namespace()))
             .await
             .expect_err("connected to a Redis of another protocol");
         assert!(
-            matches!(&error, Error::ProtocolMismatch { found: f, speaks: 8, .. } if f == found),
+            matches!(&error, Error::ProtocolMismatch { found: f, speaks: 9, .. } if f == found),
             "{error:?}"
         );
         let text = error.to_string();
         assert!(
             text.contains(&format!("bus protocol {found} under {key}"))
-                && text.contains("this build speaks protocol 8")
+                && text.contains("this build speaks protocol 9")
                 && text.contains("docs/operations.md \"Upgrades\""),
             "{text}"
         );
@@ -956,11 +957,11 @@ async fn another_protocol_version_is_refused_at_connect_and_nothing_is_written()
 
 #[tokio::test]
 async fn an_older_protocols_prefix_is_upgraded_and_its_clients_are_then_refused() {
-    // Protocols 3 to 7 only added keys and arguments to the same layout, and protocol 8's
-    // reserve drains what protocol 7 left ready: the first client of this build records its
-    // version, so that older consumers are refused from then on by their own check
-    // (docs/wire-format.md, "Versioning").
-    for old in ["2", "3", "4", "5", "6", "7"] {
+    // Protocols 3 to 7 only added keys and arguments to the same layout, protocol 8's
+    // reserve drains what protocol 7 left ready, and protocol 9 only gave purge a key: the
+    // first client of this build records its version, so that older consumers are refused
+    // from then on by their own check (docs/wire-format.md, "Versioning").
+    for old in ["2", "3", "4", "5", "6", "7", "8"] {
         let redis = TestRedis::start().unwrap();
         let key = keys::protocol(redis.namespace());
         let mut client = redis.client();
@@ -970,7 +971,7 @@ async fn an_older_protocols_prefix_is_upgraded_and_its_clients_are_then_refused(
             .unwrap();
         assert_eq!(
             client.get(&key).unwrap().as_deref(),
-            Some(&b"8"[..]),
+            Some(&b"9"[..]),
             "{old}"
         );
     }
@@ -1631,6 +1632,35 @@ fn the_keys_protocol_7_left_ready_are_served_in_order() {
         .map(Resp::as_str)
         .collect();
     assert_eq!(leased, [Some(second.as_str())], "{reply:?}");
+}
+
+/// A purge deletes what protocol 7 left ready too (protocol 9): else the next reserve
+/// would drain the key back into heads, and purged messages would run.
+#[test]
+fn a_purge_deletes_the_keys_protocol_7_left_ready() {
+    let redis = TestRedis::start().unwrap();
+    let mut q = Queue::ordered(&redis, "purged-7", 1);
+    let k = q.k.clone();
+    q.cmd(&["RPUSH", &k.key_queue("k"), &envelope(1), &envelope(2)]);
+    q.cmd(&["ZADD", &k.kready, "1", "k"]);
+    q.cmd(&["HSET", &k.flow, "keyed", "2"]);
+    let reply = q.call("admin_purge", &["10", "10", "10"]);
+    let counts: Vec<Option<i64>> = reply.as_array().unwrap().iter().map(Resp::as_int).collect();
+    // ready, delayed, keyed purged, heads popped, every key's list gone.
+    assert_eq!(
+        counts,
+        [Some(0), Some(0), Some(2), Some(0), Some(1)],
+        "{reply:?}"
+    );
+    assert_eq!(q.cmd(&["EXISTS", &k.key_queue("k")]), Resp::Integer(0));
+    assert_eq!(q.cmd(&["EXISTS", &k.kready]), Resp::Integer(0));
+    assert_eq!(q.cmd(&["HEXISTS", &k.flow, "keyed"]), Resp::Integer(0));
+    let (token, stored) = q.reserve(10, 60_000);
+    assert_eq!(
+        (token, stored),
+        (None, vec![]),
+        "a purged message was served"
+    );
 }
 
 /// A key's waiting list that is garbage (not a list, written by hand) does not fail the ack

@@ -198,6 +198,7 @@ impl Admin {
                         keys.kdue.clone(),
                         keys.kwait.clone(),
                         keys.kof.clone(),
+                        keys.kready.clone(),
                     ],
                     vec![
                         Value::from(ready_left.min(PURGE_BATCH) as i64),
