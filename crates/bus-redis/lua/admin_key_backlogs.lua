@@ -1,19 +1,20 @@
 -- The call's shape, generated from the script's declaration (lua!(..., keys, argv)):
-if #KEYS ~= 4 then error({ err = 'ERR bus: admin_key_backlogs expects 4 KEYS, got ' .. #KEYS .. ' (docs/wire-format.md, "The calls")' }) end
+if #KEYS ~= 5 then error({ err = 'ERR bus: admin_key_backlogs expects 5 KEYS, got ' .. #KEYS .. ' (docs/wire-format.md, "The calls")' }) end
 if #ARGV ~= 2 then error({ err = 'ERR bus: admin_key_backlogs expects 2 ARGV (keys, top), got ' .. #ARGV .. ' (docs/wire-format.md, "The calls")' }) end
 for _, i in ipairs({ 1, 2 }) do
   if not string.find(ARGV[i], '^%-?%d+$') then error({ err = 'ERR bus: admin_key_backlogs expects an integer as ARGV[' .. i .. '], got ' .. string.format('%q', string.sub(ARGV[i], 1, 40)) .. ' (docs/wire-format.md, "The calls")' }) end
 end
-local KHEADS, KBUSY, KQ, KWAIT = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local KHEADS, KBUSY, KQ, KWAIT, KREADY = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 -- (end of the generated shape)
 -- The keys of an ordered queue with the most messages waiting for them (read only; per-key
 -- ordering, docs/redis-layout.md "Per-key ordering"). Looks at the keys of the first
 -- ARGV[1] heads of `kheads` (messages that may start), one HSCAN page of about ARGV[1]
 -- fields of `kbusy` (keys with slots taken, those at their limit among them) and the
--- first ARGV[1] keys of `kwait` (those over their per-key rate): every key with waiting
--- messages is in one of them. Each with its waiting count (LLEN of its list, plus its
+-- first ARGV[1] keys of `kwait` (those over their per-key rate) and of `kready` (those a
+-- protocol-7 client left ready, until reserve drained them; protocol 9): every key with
+-- waiting messages is in one of them. Each with its waiting count (LLEN of its list, plus its
 -- heads among those looked at) and its messages in flight (its slots taken, less those
--- heads); the ARGV[2] with the most waiting, most first. Bounded: about 3 x ARGV[1] keys looked at;
+-- heads); the ARGV[2] with the most waiting, most first. Bounded: about 4 x ARGV[1] keys looked at;
 -- `complete` says whether that was every key.
 -- ARGV: keys to look at, top n.
 -- Returns { complete (1 or 0), then per key: key, waiting, in flight }.
@@ -38,6 +39,8 @@ if scan[1] ~= '0' then complete = 0 end
 for i = 1, #scan[2], 2 do look(scan[2][i]) end
 if redis.call('ZCARD', KWAIT) > bound then complete = 0 end
 for _, key in ipairs(redis.call('ZRANGE', KWAIT, 0, bound - 1)) do look(key) end
+if redis.call('ZCARD', KREADY) > bound then complete = 0 end
+for _, key in ipairs(redis.call('ZRANGE', KREADY, 0, bound - 1)) do look(key) end
 table.sort(rows, function(a, b)
   if a[2] ~= b[2] then return a[2] > b[2] end
   if a[3] ~= b[3] then return a[3] > b[3] end

@@ -15,8 +15,8 @@ pub const PROTOCOL: u32 = 9;
 /// arguments to the same layout, so their queues need no migration (a lock taken by an
 /// older client has no recorded holder, and recovery treats it as it always did; protocol
 /// 6 added workflows' own keys and scripts beside the queues; the keys protocol 7 left
-/// ready to start, reserve drains into protocol 8's heads; protocol 9 only gave purge
-/// those keys too).
+/// ready to start, reserve drains into protocol 8's heads; protocol 9 only gave those keys
+/// to the operator's purge and per-key backlogs).
 const UPGRADES: [u32; 7] = [2, 3, 4, 5, 6, 7, 8];
 
 /// Records [`PROTOCOL`] under `prefix` if no version is recorded yet (`SET NX`), else

@@ -776,7 +776,7 @@ pub(crate) static ADMIN_KEY_BACKLOGS: LazyLock<LuaScript> = LazyLock::new(|| {
     lua!(
         "admin_key_backlogs",
         ["common", "admin_common"],
-        keys = ["kheads", "kbusy", "kq", "kwait"],
+        keys = ["kheads", "kbusy", "kq", "kwait", "kready"],
         argv = ["keys:int", "top:int"],
     )
 });

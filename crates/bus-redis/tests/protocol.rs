@@ -326,7 +326,7 @@ impl Queue {
                 &k.kready,
             ],
             "admin_requeue" => vec![&k.dead, &k.msgs, &k.dead_info, &k.deliveries, &k.ready],
-            "admin_key_backlogs" => vec![&k.kheads, &k.kbusy, &k.kq, &k.kwait],
+            "admin_key_backlogs" => vec![&k.kheads, &k.kbusy, &k.kq, &k.kwait, &k.kready],
             "admin_stats" => vec![
                 &k.ready,
                 &k.inflight,
@@ -958,7 +958,7 @@ async fn another_protocol_version_is_refused_at_connect_and_nothing_is_written()
 #[tokio::test]
 async fn an_older_protocols_prefix_is_upgraded_and_its_clients_are_then_refused() {
     // Protocols 3 to 7 only added keys and arguments to the same layout, protocol 8's
-    // reserve drains what protocol 7 left ready, and protocol 9 only gave purge a key: the
+    // reserve drains what protocol 7 left ready, and protocol 9 only gave two admin scripts a key: the
     // first client of this build records its version, so that older consumers are refused
     // from then on by their own check (docs/wire-format.md, "Versioning").
     for old in ["2", "3", "4", "5", "6", "7", "8"] {
@@ -1634,16 +1634,31 @@ fn the_keys_protocol_7_left_ready_are_served_in_order() {
     assert_eq!(leased, [Some(second.as_str())], "{reply:?}");
 }
 
-/// A purge deletes what protocol 7 left ready too (protocol 9): else the next reserve
-/// would drain the key back into heads, and purged messages would run.
+/// What protocol 7 left ready is seen by the operator's key backlogs and deleted by a purge
+/// (protocol 9): else the next reserve would drain the key back into heads, and purged
+/// messages would run.
 #[test]
-fn a_purge_deletes_the_keys_protocol_7_left_ready() {
+fn the_keys_protocol_7_left_ready_are_seen_and_purged() {
     let redis = TestRedis::start().unwrap();
     let mut q = Queue::ordered(&redis, "purged-7", 1);
     let k = q.k.clone();
     q.cmd(&["RPUSH", &k.key_queue("k"), &envelope(1), &envelope(2)]);
     q.cmd(&["ZADD", &k.kready, "1", "k"]);
     q.cmd(&["HSET", &k.flow, "keyed", "2"]);
+    // The operator sees the key's backlog before the purge (protocol 9 too).
+    let backlogs = q.call("admin_key_backlogs", &["1000", "20"]);
+    let rows: Vec<Option<String>> = backlogs
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| {
+            v.as_str()
+                .map(str::to_owned)
+                .or(v.as_int().map(|n| n.to_string()))
+        })
+        .collect();
+    let expected = [Some("1"), Some("k"), Some("2"), Some("0")].map(|v| v.map(str::to_owned));
+    assert_eq!(rows, expected, "{backlogs:?}");
     let reply = q.call("admin_purge", &["10", "10", "10"]);
     let counts: Vec<Option<i64>> = reply.as_array().unwrap().iter().map(Resp::as_int).collect();
     // ready, delayed, keyed purged, heads popped, every key's list gone.

@@ -39,7 +39,7 @@ pub struct KeyBacklogs {
 impl Admin {
     /// The `n` keys of an ordered queue with the most messages waiting for them, with
     /// their messages in flight (`lua/admin_key_backlogs.lua`, read only, one script per
-    /// shard). Bounded: about 3 × [`KEYS_LOOKED_AT`] keys looked at per shard. Empty for a
+    /// shard). Bounded: about 4 × [`KEYS_LOOKED_AT`] keys looked at per shard. Empty for a
     /// queue that is not ordered.
     pub async fn key_backlogs(&self, source: &Source, n: u64) -> Result<KeyBacklogs> {
         let script = &scripts::ADMIN_KEY_BACKLOGS;
@@ -52,7 +52,7 @@ impl Admin {
             let reply = script
                 .run_array(
                     self.client(),
-                    vec![keys.kheads, keys.kbusy, keys.kq, keys.kwait],
+                    vec![keys.kheads, keys.kbusy, keys.kq, keys.kwait, keys.kready],
                     vec![Value::from(KEYS_LOOKED_AT as i64), Value::from(n as i64)],
                 )
                 .await?;
