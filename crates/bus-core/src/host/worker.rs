@@ -333,8 +333,9 @@ impl Worker {
                 }
                 Want::new(permit.num_permits()).now(buffer.startable())
             };
-            // Read before the reserve: a stop of starts while it is on its way (the outcome
-            // that opens a breaker, say) makes what it takes stale, so it goes back unstarted.
+            // Read before the reserve: a stop of starts while it is on its way (by a layer
+            // around the consumer, as a handler's outcome is settled) makes what it takes
+            // stale, so it goes back unstarted.
             let epoch = buffer.starts.epoch();
             let Some(received) = finish(&stop, self.consumer.receive(want, &stop)).await else {
                 break;
