@@ -166,6 +166,32 @@ async fn after_a_10_s_stall_under_steady_load_full_throughput_is_back_within_2_s
             Some(next.at - resumed_at)
         });
     let handled = rate(observed[0], observed[observed.len() - 1]);
+    // The last reading that was not at full throughput (marked) with its neighbours: what
+    // a failure is to be diagnosed from.
+    let show = |r: &Reading| {
+        format!(
+            "+{:.2}s held {} ready {} suspects {}",
+            (r.at - resumed_at).as_secs_f64(),
+            r.held,
+            r.ready,
+            r.suspects
+        )
+    };
+    let last_idle = observed
+        .iter()
+        .rposition(|r| !busy(r))
+        .map_or_else(String::new, |at| {
+            let around: Vec<String> = (at.saturating_sub(2)..(at + 3).min(observed.len()))
+                .map(|i| {
+                    let mark = if i == at { " (this one)" } else { "" };
+                    format!("{}{mark}", show(observed[i]))
+                })
+                .collect();
+            format!(
+                "; the last reading not at full throughput: {}",
+                around.join(", ")
+            )
+        });
     let after: Vec<String> = readings
         .iter()
         .filter(|r| r.at >= resumed_at)
@@ -188,7 +214,7 @@ async fn after_a_10_s_stall_under_steady_load_full_throughput_is_back_within_2_s
     );
     assert!(
         back.is_some_and(|back| back <= BACK_WITHIN),
-        "full throughput back {back:?} after the stall's end (want within {BACK_WITHIN:?}); {}",
+        "full throughput back {back:?} after the stall's end (want within {BACK_WITHIN:?}); {}{last_idle}",
         after.join(", ")
     );
 }
