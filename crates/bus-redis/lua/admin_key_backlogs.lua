@@ -37,10 +37,10 @@ for i = 1, #page, 2 do look(page[i]) end
 local scan = redis.call('HSCAN', KBUSY, '0', 'COUNT', bound)
 if scan[1] ~= '0' then complete = 0 end
 for i = 1, #scan[2], 2 do look(scan[2][i]) end
-if redis.call('ZCARD', KWAIT) > bound then complete = 0 end
-for _, key in ipairs(redis.call('ZRANGE', KWAIT, 0, bound - 1)) do look(key) end
-if redis.call('ZCARD', KREADY) > bound then complete = 0 end
-for _, key in ipairs(redis.call('ZRANGE', KREADY, 0, bound - 1)) do look(key) end
+for _, set in ipairs({ KWAIT, KREADY }) do
+  if redis.call('ZCARD', set) > bound then complete = 0 end
+  for _, key in ipairs(redis.call('ZRANGE', set, 0, bound - 1)) do look(key) end
+end
 table.sort(rows, function(a, b)
   if a[2] ~= b[2] then return a[2] > b[2] end
   if a[3] ~= b[3] then return a[3] > b[3] end

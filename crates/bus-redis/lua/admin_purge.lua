@@ -85,10 +85,11 @@ if max_keys >= 0 then
     local left = redis.call('LLEN', KHEADS)
     if left > 0 then popped = popped + drop_heads(math.ceil(left / 2)) end
     for _, key in ipairs(redis.call('HKEYS', KBUSY)) do drop_list(key) end
-    for _, key in ipairs(redis.call('ZRANGE', KWAIT, 0, -1)) do drop_list(key) end
-    redis.call('DEL', KWAIT)
-    for _, key in ipairs(redis.call('ZRANGE', KREADY, 0, -1)) do drop_list(key) end
-    redis.call('DEL', KREADY)
+    -- The keys over their rate, and those protocol 7 left ready: their lists, then the set.
+    for _, set in ipairs({ KWAIT, KREADY }) do
+      for _, key in ipairs(redis.call('ZRANGE', set, 0, -1)) do drop_list(key) end
+      redis.call('DEL', set)
+    end
     redis.call('HDEL', FLOW, 'keyed')
     swept = 1
   elseif keyed > 0 and redis.call('HINCRBY', FLOW, 'keyed', -keyed) <= 0 then
