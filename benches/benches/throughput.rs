@@ -223,14 +223,18 @@ async fn layout_consume(env: &Env, keys: &QueueKeys, count: u64) {
                     tokio::task::yield_now().await;
                     continue;
                 }
-                let mut receipts = Vec::with_capacity(4 + stored.len() + leased);
+                let mut receipts = Vec::with_capacity(4 + stored.len());
                 receipts.push(Value::from((stored.len() / 2) as i64));
+                receipts.push(Value::from(i64::from(leased > 0)));
                 receipts.extend(stored);
                 if leased > 0 {
+                    // The lease's bits: every index, the high bit of each byte first.
+                    let mut bits = vec![0u8; leased.div_ceil(8)];
+                    for i in 0..leased {
+                        bits[i / 8] |= 0x80 >> (i % 8);
+                    }
                     receipts.push(items[2].clone());
-                    receipts.push(Value::from(leased as i64));
-                    receipts.push(Value::from(leased as i64 - 1));
-                    receipts.extend((0..leased as i64).map(Value::from));
+                    receipts.push(Value::from(bits));
                 }
                 let n = total as u64;
                 ack.run(&client, ack_keys.clone(), receipts).await.unwrap();

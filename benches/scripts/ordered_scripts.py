@@ -36,6 +36,14 @@ BODY = ('{"v":1,"id":"%s","type":"Order","sent":1,"headers":{},"body":{"order_id
         '"amount":1234,"currency":"EUR","customer":"c-1","lines":[1,2,3]}}')
 
 
+def bitmap(n):
+    """ack's bits for indices 0 .. n - 1 of a lease (docs/wire-format.md, "The calls")."""
+    bits = bytearray((n + 7) // 8)
+    for i in range(n):
+        bits[i // 8] |= 0x80 >> (i % 8)
+    return bytes(bits)
+
+
 def wait_for(redis_url, deadline):
     while True:
         try:
@@ -101,8 +109,7 @@ def run(r, server):
         token, leased = reply[2], reply[3]
         if not leased:
             raise SystemExit(f"reserve took nothing after {done} of {N}: {reply[:3]}")
-        indices = list(range(len(leased)))
-        acked = ack.run(r, ack_keys, [0, token, len(indices), max(indices)] + indices)
+        acked = ack.run(r, ack_keys, [0, 1, token, bitmap(len(leased))])
         if acked != len(leased):
             raise SystemExit(f"ack settled {acked} of {len(leased)}")
         done += len(leased)

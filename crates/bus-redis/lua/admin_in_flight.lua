@@ -31,11 +31,11 @@ while #out < 4 * n and (i <= #locked or j <= #leases) do
     i = i + 2
   else
     local token, lease = leases[j], LEASES .. ':' .. leases[j]
-    local settled = {}
-    for _, index in ipairs(redis.call('SMEMBERS', lease .. ':done')) do settled[index] = true end
-    for index, envelope in ipairs(redis.call('LRANGE', lease, 0, -1)) do
+    local envelopes = redis.call('LRANGE', lease, 0, -1)
+    local settled = settled_indices(lease .. ':done', #envelopes)
+    for index, envelope in ipairs(envelopes) do
       if #out >= 4 * n then break end
-      if not settled[tostring(index - 1)] then
+      if not settled[index] then
         add(leased_id(token, index - 1), tonumber(leases[j + 1]), 1, envelope)
       end
     end

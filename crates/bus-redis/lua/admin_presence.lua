@@ -10,14 +10,21 @@ local MSGS, DELIVERIES, INFLIGHT, DEAD_INFO, LEASE, LEASE_DONE = KEYS[1], KEYS[2
 -- workflow member whose settle a crash left unconfirmed). ARGV: the receipt's kind
 -- ('stored' or 'leased'), its key (storage id, or lease token `~L<first>`) and its count
 -- (stored: the delivery count it was reserved at; leased: its index in the lease).
--- LEASE and LEASE_DONE are the lease's list and done set (any key for a stored receipt).
+-- LEASE and LEASE_DONE are the lease's list and done bitmap (a set of indices if protocol 9
+-- or before left it; any key for a stored receipt).
 -- Returns 'held' (still under this reservation), 'stored' (stored under another
 -- reservation, or ready again), 'dead' (a dead letter) or 'gone' (acknowledged or deleted).
 local kind, key, n = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local id = key
 if kind == 'leased' then
-  if n < redis.call('LLEN', LEASE) and redis.call('SISMEMBER', LEASE_DONE, n) == 0 then
-    return 'held'
+  if n >= 0 and n < redis.call('LLEN', LEASE) then
+    local settled
+    if redis.call('TYPE', LEASE_DONE).ok == 'set' then
+      settled = redis.call('SISMEMBER', LEASE_DONE, n)
+    else
+      settled = redis.call('GETBIT', LEASE_DONE, n)
+    end
+    if settled == 0 then return 'held' end
   end
   -- A message leaves its lease other than by ack as the stored id ~<first + index>.
   id = '~' .. (tonumber(string.sub(key, 3)) + n)

@@ -28,7 +28,7 @@ end
 local expired = redis.call('ZCOUNT', INFLIGHT, '-inf', '(' .. now)
 for _, token in ipairs(redis.call('ZRANGEBYSCORE', LEASES, '-inf', '(' .. now, 'LIMIT', 0, 100)) do
   local lease = LEASES .. ':' .. token
-  expired = expired + redis.call('LLEN', lease) - redis.call('SCARD', lease .. ':done')
+  expired = expired + redis.call('LLEN', lease) - settled_count(lease .. ':done')
 end
 return {
   ready,

@@ -147,7 +147,8 @@ end
 
 -- Leases (docs/redis-layout.md): the fresh envelopes of one reservation, and the keyed
 -- messages it took from their keys' lists after them, share one lock, `<leases>:<token>`
--- (a list) with `<leases>:<token>:done` (the indices that left it) and
+-- (a list) with `<leases>:<token>:done` (a bitmap: bit i, in SETBIT's order, is set once
+-- message i left the lease) and
 -- `<leases>:<token>:keys` (a list: the keys of the lease's last messages, in order, each
 -- holding its key's slot until its message leaves; a list, not a hash, because a new
 -- hash of hundreds of fields is a listpack that costs Redis a scan per field).
@@ -159,10 +160,60 @@ local LEASE_MAX = 1000
 
 -- True if `index` is a lease index as reserve hands it out: the exact decimal ("0", or no
 -- leading zero) of an integer below LEASE_MAX. Any other spelling ("01", "3.0", "+3",
--- " 3", "-0", "-1") names no message: the receipt is stale (LINDEX and SADD would read
+-- " 3", "-0", "-1") names no message: the receipt is stale (LINDEX and SETBIT would read
 -- some of them as another index, or fail mid-script).
 local function canonical_index(index)
   return index == '0' or string.find(index, '^[1-9]%d?%d?$') ~= nil
+end
+
+-- The bit of each position within a byte of a `done` bitmap: index i is bit BIT[i % 8 + 1]
+-- of byte i // 8 (SETBIT's order, the high bit first).
+local BIT = { 128, 64, 32, 16, 8, 4, 2, 1 }
+
+-- Protocol 9 and before kept a lease's `done` as a set of index strings. A script that
+-- writes a `done` first rewrites one of those, left by their consumers, as a bitmap.
+-- Returns the type `done` has then: 'none', 'string', or another (garbage: the caller's
+-- next command on it fails).
+local function done_bits(done)
+  local kind = redis.call('TYPE', done).ok
+  if kind ~= 'set' then return kind end
+  local indices = redis.call('SMEMBERS', done)
+  redis.call('DEL', done)
+  for _, index in ipairs(indices) do
+    if canonical_index(index) then redis.call('SETBIT', done, index, 1) end
+  end
+  return redis.call('TYPE', done).ok
+end
+
+-- Which messages of a lease of `len` left it, read from its `done` of either protocol
+-- without writing: settled[i + 1] for index i.
+local function settled_indices(done, len)
+  local settled = {}
+  local kind = redis.call('TYPE', done).ok
+  if kind == 'set' then
+    for _, index in ipairs(redis.call('SMEMBERS', done)) do
+      if canonical_index(index) then settled[tonumber(index) + 1] = true end
+    end
+  elseif kind == 'string' then
+    local bits = redis.call('GET', done)
+    for b = 1, math.min(#bits, math.ceil(len / 8)) do
+      local x = string.byte(bits, b)
+      if x ~= 0 then
+        for j = 1, 8 do
+          if bit.band(x, BIT[j]) ~= 0 then settled[(b - 1) * 8 + j] = true end
+        end
+      end
+    end
+  end
+  return settled
+end
+
+-- How many messages left a lease, from its `done` of either protocol, without writing.
+local function settled_count(done)
+  local kind = redis.call('TYPE', done).ok
+  if kind == 'set' then return redis.call('SCARD', done) end
+  if kind == 'string' then return redis.call('BITCOUNT', done) end
+  return 0
 end
 
 local function is_lease(key)
@@ -198,11 +249,12 @@ local function unlease(leases, leased, holders, token, index)
   local envelope = redis.call('LINDEX', lease, index)
   if not envelope then return nil end
   local done = lease .. ':done'
-  if redis.call('SADD', done, index) == 0 then return nil end
+  done_bits(done)
+  if redis.call('SETBIT', done, index, 1) == 1 then return nil end
   local len = redis.call('LLEN', lease)
   local key = leased_key(lease .. ':keys', len, tonumber(index))
   unleased(leased, 1)
-  if redis.call('SCARD', done) >= len then
+  if redis.call('BITCOUNT', done) >= len then
     redis.call('DEL', lease, done, lease .. ':keys')
     redis.call('ZREM', leases, token)
     redis.call('HDEL', holders, token)

@@ -80,9 +80,8 @@ for i = 1, #leases, 2 do
   if state then
     local lease = LEASES .. ':' .. token
     local done = lease .. ':done'
-    local settled = {}
-    for _, index in ipairs(redis.call('SMEMBERS', done)) do settled[tonumber(index) + 1] = true end
     local envelopes = redis.call('LRANGE', lease, 0, -1)
+    local settled = settled_indices(done, #envelopes)
     -- The keys of the lease's last messages (common.lua's "Leases").
     local key_of = redis.call('LRANGE', lease .. ':keys', 0, -1)
     local unkeyed = #envelopes - #key_of

@@ -9,15 +9,17 @@ use crate::{keys, Error, Result};
 
 /// The protocol this build speaks (docs/wire-format.md, "Versioning" lists what each
 /// version added).
-pub const PROTOCOL: u32 = 9;
+pub const PROTOCOL: u32 = 10;
 
 /// The protocols this one upgrades in place: every later one only added keys and script
 /// arguments to the same layout, so their queues need no migration (a lock taken by an
 /// older client has no recorded holder, and recovery treats it as it always did; protocol
 /// 6 added workflows' own keys and scripts beside the queues; the keys protocol 7 left
 /// ready to start, reserve drains into protocol 8's heads; protocol 9 only gave those keys
-/// to the operator's purge and per-key backlogs).
-const UPGRADES: [u32; 7] = [2, 3, 4, 5, 6, 7, 8];
+/// to the operator's purge and per-key backlogs; a lease's `done` set that protocol 9 and
+/// before left, protocol 10's scripts read as it is and rewrite as a bitmap when they
+/// write it).
+const UPGRADES: [u32; 8] = [2, 3, 4, 5, 6, 7, 8, 9];
 
 /// Records [`PROTOCOL`] under `prefix` if no version is recorded yet (`SET NX`), else
 /// checks it: another version is [`Error::ProtocolMismatch`], except the [`UPGRADES`],

@@ -327,7 +327,7 @@ pub(crate) static ACK: LazyLock<LuaScript> = LazyLock::new(|| {
             "ready",
             "holders"
         ],
-        argv = ["s:int", "receipts..."],
+        argv = ["s:int", "l:int", "receipts..."],
     )
 });
 pub(crate) static RENEW: LazyLock<LuaScript> = LazyLock::new(|| {

@@ -56,14 +56,14 @@ async fn a_batch_of_fresh_envelopes_costs_a_few_calls_not_one_per_message() {
     let calls = command_calls(&redis);
     let call = |name: &str| calls.get(name).copied().unwrap_or(0);
     // No per-message bookkeeping: the batch is one lease (one list, one lock, one holder),
-    // acked by one SADD of its indices.
+    // acked by one SET of its indices' bits.
     for per_message in ["hget", "hincrby", "hexists", "zscore", "zmscore", "zcard"] {
         assert_eq!(call(per_message), 0, "{per_message}: {calls:?}");
     }
     // One HMGET of the (absent) flow hash per reserve call; the lease's holder recorded
     // once and forgotten once.
     for once in [
-        "lpop", "rpush", "zadd", "sadd", "zrem", "hmget", "hset", "hdel",
+        "lpop", "rpush", "zadd", "set", "bitcount", "zrem", "hmget", "hset", "hdel",
     ] {
         assert_eq!(call(once), 1, "{once}: {calls:?}");
     }
@@ -81,7 +81,7 @@ async fn a_batch_of_fresh_envelopes_costs_a_few_calls_not_one_per_message() {
         .sum();
     // reserve: TIME, ZRANGEBYSCORE delayed, HMGET flow, LLEN suspects, LPOP, INCR seq,
     // RPUSH lease, ZADD leases, HSET holders, INCRBY leased; ack: EXISTS kbusy (does any
-    // lease hold keyed messages?), LLEN, SADD, SCARD, DEL, ZREM, HDEL holders, DECRBY (and
+    // lease hold keyed messages?), LLEN, SET, BITCOUNT, DEL, ZREM, HDEL holders, DECRBY (and
     // DEL of the counter, back to 0).
     assert!(inside <= 19, "{inside} calls inside the scripts: {calls:?}");
     assert_eq!(redis.counts("work"), Counts::default());

@@ -368,16 +368,32 @@ impl Queue {
         list.into_iter().cloned().collect()
     }
 
-    fn eval(&mut self, script: &str, keys: &[String], argv: &[&str]) -> Resp {
-        let mut args = vec!["EVAL".to_owned(), text(script), keys.len().to_string()];
-        args.extend(keys.iter().cloned());
-        args.extend(argv.iter().map(|a| (*a).to_owned()));
+    fn eval<A: AsRef<[u8]>>(&mut self, script: &str, keys: &[String], argv: &[A]) -> Resp {
+        let mut args: Vec<Vec<u8>> = vec![
+            b"EVAL".to_vec(),
+            text(script).into_bytes(),
+            keys.len().to_string().into_bytes(),
+        ];
+        args.extend(keys.iter().map(|k| k.as_bytes().to_vec()));
+        args.extend(argv.iter().map(|a| a.as_ref().to_vec()));
         self.client.cmd(&args).unwrap()
     }
 
     fn call(&mut self, script: &str, argv: &[&str]) -> Resp {
         let keys = self.keys(script);
         self.eval(script, &keys, argv)
+    }
+
+    /// `ack` of lease groups `(token, bits)` and no stored receipt.
+    fn ack_bits(&mut self, groups: &[(&str, &[u8])]) -> Resp {
+        let keys = self.keys("ack");
+        let mut argv: Vec<&[u8]> = Vec::new();
+        let l = groups.len().to_string();
+        argv.extend([&b"0"[..], l.as_bytes()]);
+        for (token, bits) in groups {
+            argv.extend([token.as_bytes(), bits]);
+        }
+        self.eval("ack", &keys, &argv)
     }
 
     fn cmd(&mut self, args: &[&str]) -> Resp {
@@ -420,12 +436,7 @@ impl Queue {
 
     /// Acks messages `indices` of lease `token`; returns how many it acked.
     fn ack_leased(&mut self, token: &str, indices: &[usize]) -> i64 {
-        let indices: Vec<String> = indices.iter().map(usize::to_string).collect();
-        let highest = indices.last().cloned().unwrap_or_default();
-        let k = indices.len().to_string();
-        let mut argv = vec!["0", token, &k, &highest];
-        argv.extend(indices.iter().map(String::as_str));
-        self.call("ack", &argv).as_int().unwrap()
+        self.ack_bits(&[(token, &bits(indices))]).as_int().unwrap()
     }
 
     fn push(&mut self, elements: &[&str]) {
@@ -460,6 +471,15 @@ impl Queue {
     }
 }
 
+/// A lease group's bits for `indices`: bit i, the high bit of each byte first.
+fn bits(indices: &[usize]) -> Vec<u8> {
+    let mut bits = vec![0u8; indices.iter().max().map_or(0, |i| i / 8 + 1)];
+    for i in indices {
+        bits[i / 8] |= 0x80 >> (i % 8);
+    }
+    bits
+}
+
 fn envelope(n: u32) -> String {
     format!(r#"{{"v":1,"id":"m{n}","type":"jobs","sent":1,"body":{{"n":{n}}}}}"#)
 }
@@ -473,14 +493,13 @@ const SPELLINGS: &[&str] = &[
 fn a_lease_index_in_another_spelling_is_a_stale_receipt_that_changes_nothing() {
     let redis = TestRedis::start().unwrap();
     for (case, spelling) in SPELLINGS.iter().enumerate() {
-        for script in ["ack", "retry", "dead_letter", "release"] {
+        for script in ["retry", "dead_letter", "release"] {
             let mut q = Queue::new(&redis, &format!("q{case}-{script}"));
             q.push(&[&envelope(0), &envelope(1), &envelope(2)]);
             let (token, _) = q.reserve(10, 60_000);
             let token = token.unwrap();
             let before = q.snapshot();
             let reply = match script {
-                "ack" => q.call("ack", &["0", &token, "1", "2", spelling]),
                 "retry" => q.call("retry", &[&token, spelling, "0", "boom"]),
                 "dead_letter" => q.call("dead_letter", &[&token, spelling, "rejected", "boom"]),
                 _ => q.call("release", &[&token, spelling]),
@@ -496,38 +515,67 @@ fn a_lease_index_in_another_spelling_is_a_stale_receipt_that_changes_nothing() {
                 "{script} with index {spelling:?} changed the queue"
             );
         }
+    }
+}
 
-        // Beside valid indices, only the invalid one is stale: the lease keeps message 1
-        // until it is acked itself.
-        let mut q = Queue::new(&redis, &format!("q{case}-mixed"));
+/// Bits of `ack` that name no message of a lease of three: each index from 3 on, in the
+/// lease's last byte or past it.
+const STALE_BITS: &[&[u8]] = &[
+    &[0b0001_0000],
+    &[0b0000_0001],
+    &[0b0001_1111],
+    &[0, 0b1000_0000],
+    &[0, 0, 0, 0xff],
+    &[0],
+    &[],
+];
+
+#[test]
+fn an_ack_bit_past_the_lease_is_a_stale_receipt_that_changes_nothing() {
+    let redis = TestRedis::start().unwrap();
+    for (case, stale) in STALE_BITS.iter().enumerate() {
+        let mut q = Queue::new(&redis, &format!("q{case}"));
         q.push(&[&envelope(0), &envelope(1), &envelope(2)]);
         let (token, _) = q.reserve(10, 60_000);
         let token = token.unwrap();
-        let reply = q.call("ack", &["0", &token, "3", "2", "0", spelling, "2"]);
-        assert_eq!(reply, Resp::Integer(2), "ack 0, {spelling:?}, 2");
+        let before = q.snapshot();
+        assert_eq!(
+            q.ack_bits(&[(&token, stale)]),
+            Resp::Integer(0),
+            "{stale:?}"
+        );
+        assert_eq!(q.snapshot(), before, "bits {stale:?} changed the queue");
+
+        // Beside valid bits, only the stale ones are: the lease keeps message 1 until it
+        // is acked itself.
+        let mut mixed = stale.to_vec();
+        mixed.resize(mixed.len().max(1), 0);
+        mixed[0] |= 0b1010_0000;
+        assert_eq!(
+            q.ack_bits(&[(&token, &mixed)]),
+            Resp::Integer(2),
+            "0, 2 and {stale:?}"
+        );
         let (lease, done) = q.k.lease(&token);
         assert_eq!(
             q.cmd(&["LLEN", &lease]),
             Resp::Integer(3),
-            "acking 0, {spelling:?} and 2 completed the lease: message 1 was never acked"
+            "acking 0, 2 and {stale:?} completed the lease: message 1 was never acked"
         );
-        assert_eq!(q.cmd(&["SCARD", &done]), Resp::Integer(2));
+        assert_eq!(q.cmd(&["BITCOUNT", &done]), Resp::Integer(2));
         assert_eq!(q.cmd(&["GET", &q.k.leased.clone()]).as_str(), Some("1"));
-        assert_eq!(
-            q.call("ack", &["0", &token, "1", "1", "1"]),
-            Resp::Integer(1)
-        );
+        assert_eq!(q.ack_leased(&token, &[1]), 1);
         let left: Vec<String> = q.snapshot().into_keys().collect();
         assert_eq!(left, [q.k.seq.clone()], "after acking all three");
     }
 }
 
-/// The same on a lease of keyed messages (their indices checked one by one): an index in
-/// another spelling settles nothing and frees no key; the valid ones beside it do.
+/// The same on a lease of keyed messages: a stale bit settles nothing and frees no key;
+/// the valid ones beside it do.
 #[test]
-fn a_keyed_lease_index_in_another_spelling_is_stale_and_frees_no_key() {
+fn a_keyed_lease_bit_past_the_lease_is_stale_and_frees_no_key() {
     let redis = TestRedis::start().unwrap();
-    for (case, spelling) in SPELLINGS.iter().enumerate() {
+    for (case, stale) in STALE_BITS.iter().enumerate() {
         let mut q = Queue::ordered(&redis, &format!("k{case}"), 1);
         let k = q.k.clone();
         for key in ["a", "b", "c"] {
@@ -536,11 +584,20 @@ fn a_keyed_lease_index_in_another_spelling_is_stale_and_frees_no_key() {
         let (token, n) = q.reserve_leased(10, 60_000);
         assert_eq!(n, 3, "one head of each key");
         let before = q.snapshot();
-        let reply = q.call("ack", &["0", &token, "1", "2", spelling]);
-        assert_eq!(reply, Resp::Integer(0), "index {spelling:?}: stale");
-        assert_eq!(q.snapshot(), before, "index {spelling:?} changed the queue");
-        let reply = q.call("ack", &["0", &token, "3", "2", "0", spelling, "2"]);
-        assert_eq!(reply, Resp::Integer(2), "ack 0, {spelling:?}, 2");
+        assert_eq!(
+            q.ack_bits(&[(&token, stale)]),
+            Resp::Integer(0),
+            "{stale:?}"
+        );
+        assert_eq!(q.snapshot(), before, "bits {stale:?} changed the queue");
+        let mut mixed = stale.to_vec();
+        mixed.resize(mixed.len().max(1), 0);
+        mixed[0] |= 0b1010_0000;
+        assert_eq!(
+            q.ack_bits(&[(&token, &mixed)]),
+            Resp::Integer(2),
+            "0, 2 and {stale:?}"
+        );
         // a's and c's second messages became heads; b still holds its slot with its first.
         assert_eq!(q.cmd(&["LLEN", &k.kheads]), Resp::Integer(4));
         assert_eq!(q.cmd(&["LLEN", &k.key_queue("b")]), Resp::Integer(1));
@@ -568,9 +625,10 @@ fn a_keyed_message_acked_twice_frees_its_slot_once() {
     }
     let (token, n) = q.reserve_leased(10, 60_000);
     assert_eq!(n, 2, "one head of each key");
-    // Index 0 twice in one call (the lease's first call: no `done` set yet).
+    // Index 0 twice in one call, in two groups of its lease (the lease's first call: no
+    // `done` yet).
     assert_eq!(
-        q.call("ack", &["0", &token, "2", "0", "0", "0"]),
+        q.ack_bits(&[(&token, &bits(&[0])), (&token, &bits(&[0]))]),
         Resp::Integer(1)
     );
     assert_eq!(
@@ -579,22 +637,16 @@ fn a_keyed_message_acked_twice_frees_its_slot_once() {
         "one new head"
     );
     assert_eq!(q.cmd(&["LLEN", &k.key_queue("a")]), Resp::Integer(1));
-    // Again in a later call (the `done` set exists now): stale, nothing moves.
+    // Again in a later call (`done` exists now): stale, nothing moves.
     let before = q.snapshot();
-    assert_eq!(
-        q.call("ack", &["0", &token, "1", "0", "0"]),
-        Resp::Integer(0)
-    );
+    assert_eq!(q.ack_leased(&token, &[0]), 0);
     assert_eq!(
         q.snapshot(),
         before,
         "a second ack of index 0 changed the queue"
     );
     // b's first, acked with a's again: only b's slot passes on.
-    assert_eq!(
-        q.call("ack", &["0", &token, "2", "1", "0", "1"]),
-        Resp::Integer(1)
-    );
+    assert_eq!(q.ack_leased(&token, &[0, 1]), 1);
     assert_eq!(
         q.cmd(&["LLEN", &k.kheads]),
         Resp::Integer(4),
@@ -602,6 +654,116 @@ fn a_keyed_message_acked_twice_frees_its_slot_once() {
     );
     assert_eq!(q.cmd(&["LLEN", &k.key_queue("a")]), Resp::Integer(1));
     assert_eq!(q.cmd(&["LLEN", &k.key_queue("b")]), Resp::Integer(1));
+}
+
+/// A lease that a protocol-9 consumer left keeps its `done` as a set of indices: protocol
+/// 10's scripts read it as it is, and rewrite it as bits when they write to it.
+#[test]
+fn a_done_set_that_protocol_9_left_is_read_and_rewritten_as_bits() {
+    let redis = TestRedis::start().unwrap();
+    let mut q = Queue::new(&redis, "legacy");
+    q.push(&[&envelope(0), &envelope(1), &envelope(2), &envelope(3)]);
+    let (token, _) = q.reserve(10, 60_000);
+    let token = token.unwrap();
+    let (_, done) = q.k.lease(&token);
+    let leased = q.k.leased.clone();
+    // What protocol 9's ack of index 0 left.
+    q.cmd(&["SADD", &done, "0"]);
+    q.cmd(&["DECRBY", &leased, "1"]);
+    let in_flight = |q: &mut Queue| {
+        let reply = q.call("admin_in_flight", &["10"]);
+        let fields = reply.as_array().unwrap().to_vec();
+        fields
+            .chunks(4)
+            .map(|m| m[0].as_str().unwrap().to_owned())
+            .collect::<Vec<_>>()
+    };
+    let first: u64 = token[2..].parse().unwrap();
+    let id = |i: u64| format!("~{}", first + i);
+    assert_eq!(in_flight(&mut q), [id(1), id(2), id(3)], "read as a set");
+    // A retry of index 1 (in a minute) writes: the set becomes bits 0 and 1.
+    assert_eq!(
+        q.call("retry", &[&token, "1", "60000", "boom"]),
+        Resp::Integer(1)
+    );
+    assert_eq!(q.cmd(&["TYPE", &done]).as_str(), Some("string"));
+    assert_eq!(q.cmd(&["GET", &done]).as_bytes(), Some(&[0b1100_0000][..]));
+    assert_eq!(in_flight(&mut q), [id(2), id(3)], "read as bits");
+    // An ack too: index 0 again is stale.
+    q.cmd(&["DEL", &done]);
+    q.cmd(&["SADD", &done, "0", "1"]);
+    assert_eq!(q.ack_leased(&token, &[0, 2]), 1);
+    assert_eq!(q.cmd(&["GET", &done]).as_bytes(), Some(&[0b1110_0000][..]));
+    assert_eq!(q.ack_leased(&token, &[3]), 1);
+    assert_eq!(
+        q.cmd(&["EXISTS", &done]),
+        Resp::Integer(0),
+        "the lease is done"
+    );
+    assert_eq!(q.cmd(&["EXISTS", &leased]), Resp::Integer(0));
+
+    // Recovery stores the messages the set does not name, and no other.
+    q.push(&[&envelope(4), &envelope(5), &envelope(6)]);
+    let (token, _) = q.reserve(10, 0);
+    let token = token.unwrap();
+    let (_, done) = q.k.lease(&token);
+    q.cmd(&["SADD", &done, "1"]);
+    q.cmd(&["DECRBY", &leased, "1"]);
+    assert_eq!(
+        q.call("recover", &["5", "100", "lost", HOLDER, "0"]),
+        Resp::Integer(2)
+    );
+    let first: u64 = token[2..].parse().unwrap();
+    let suspects = q.k.suspects.clone();
+    let reply = q.cmd(&["LRANGE", &suspects, "0", "-1"]);
+    let recovered: Vec<&str> = reply
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.as_str().unwrap())
+        .collect();
+    assert_eq!(recovered, [format!("~{first}"), format!("~{}", first + 2)]);
+}
+
+/// `Admin::presence` reads a lease's `done` in either form: a leased message whose index
+/// it names has left the lease (here acked: gone), one it does not name is still held.
+#[tokio::test]
+async fn presence_reads_a_done_of_either_protocol() {
+    use bus_core::transport::Receipt;
+    use bus_redis::admin::{Admin, Presence};
+    let redis = TestRedis::start().unwrap();
+    let mut q = Queue::new(&redis, "presence");
+    q.push(&[&envelope(0), &envelope(1)]);
+    let (token, _) = q.reserve(10, 60_000);
+    let token = token.unwrap();
+    let (_, done) = q.k.lease(&token);
+    let transport = RedisTransport::connect(&config(&redis.url(), redis.namespace()))
+        .await
+        .unwrap();
+    let admin = Admin::new(transport);
+    let source = Source::queue("presence").unwrap();
+    let of = |index| Receipt::leased(token.clone().into_bytes().into(), index);
+    // Protocol 9's set, naming index 0.
+    q.cmd(&["SADD", &done, "0"]);
+    assert_eq!(
+        admin.presence(&source, &of(0)).await.unwrap(),
+        Presence::Gone
+    );
+    assert_eq!(
+        admin.presence(&source, &of(1)).await.unwrap(),
+        Presence::Held
+    );
+    // Protocol 10's bits, naming index 1.
+    q.cmd(&["DEL", &done]);
+    assert_eq!(q.ack_leased(&token, &[1]), 1);
+    assert_eq!(
+        admin.presence(&source, &of(0)).await.unwrap(),
+        Presence::Held
+    );
+    assert_eq!(
+        admin.presence(&source, &of(1)).await.unwrap(),
+        Presence::Gone
+    );
 }
 
 #[test]
@@ -615,7 +777,7 @@ fn a_stored_receipt_with_its_count_in_another_spelling_changes_nothing() {
         let id = stored[0].0.clone();
         let before = q.messages_snapshot();
         for (script, argv) in [
-            ("ack", vec!["1", &id, spelling]),
+            ("ack", vec!["1", "0", &id, spelling]),
             ("renew", vec!["60000", HOLDER, "0", "1", &id, spelling]),
             ("retry", vec![&id, spelling, "0", "boom"]),
             ("dead_letter", vec![&id, spelling, "rejected", "boom"]),
@@ -664,7 +826,8 @@ fn good_argv(script: &str, token: &str, id: &str, dead: &str) -> Vec<String> {
     let argv: Vec<&str> = match script {
         "reserve" => vec!["10", "0", HOLDER, "10"],
         "reserve_alone" => vec!["60000", HOLDER],
-        "ack" => vec!["1", id, "1", token, "1", "0", "0"],
+        // (Bits "@": index 1.)
+        "ack" => vec!["1", "1", id, "1", token, "@"],
         "renew" => vec!["60000", HOLDER, "0", "1", id, "1", token],
         "retry" => vec![token, "0", "0", "boom"],
         "dead_letter" => vec![token, "0", "rejected", "boom"],
@@ -713,10 +876,14 @@ fn bad_argvs(script: &str, token: &str, id: &str) -> Vec<Vec<String>> {
         "ack" => vec![
             vec![id, "1"],
             vec![],
-            vec!["2", id, "1"],
-            vec!["0", token, "5", "0", "0"],
-            vec!["0", token, "x", "0"],
-            vec!["0", token, "1", "high", "0"],
+            vec!["1", id, "1"],
+            vec!["2", "0", id, "1"],
+            vec!["0", "1", token],
+            vec!["0", "2", token, "@"],
+            vec!["0", "x", token, "@"],
+            // Protocol 9's lease group (token, k, highest, k indices).
+            vec!["0", token, "1", "0", "0"],
+            vec!["1", id, "1", token, "2", "1", "0", "1"],
         ],
         "renew" => vec![
             vec!["60000", id, "1"],
@@ -919,8 +1086,8 @@ async fn connecting_records_the_protocol_version_once() {
     let transport = RedisTransport::connect(&config(&redis.url(), redis.namespace()))
         .await
         .unwrap();
-    assert_eq!(client.get(&key).unwrap().as_deref(), Some(&b"9"[..]));
-    assert_eq!(PROTOCOL, 9);
+    assert_eq!(client.get(&key).unwrap().as_deref(), Some(&b"10"[..]));
+    assert_eq!(PROTOCOL, 10);
     // A second client finds it and agrees.
     RedisTransport::connect(&config(&redis.url(), redis.namespace()))
         .await
@@ -933,20 +1100,20 @@ async fn another_protocol_version_is_refused_at_connect_and_nothing_is_written()
     let redis = TestRedis::start().unwrap();
     let key = keys::protocol(redis.namespace());
     let mut client = redis.client();
-    for found in ["10", "1", "two"] {
+    for found in ["11", "1", "two"] {
         client.set(&key, found).unwrap();
         let before = redis.keys();
         let error = RedisTransport::connect(&config(&redis.url(), redis.namespace()))
             .await
             .expect_err("connected to a Redis of another protocol");
         assert!(
-            matches!(&error, Error::ProtocolMismatch { found: f, speaks: 9, .. } if f == found),
+            matches!(&error, Error::ProtocolMismatch { found: f, speaks: 10, .. } if f == found),
             "{error:?}"
         );
         let text = error.to_string();
         assert!(
             text.contains(&format!("bus protocol {found} under {key}"))
-                && text.contains("this build speaks protocol 9")
+                && text.contains("this build speaks protocol 10")
                 && text.contains("docs/operations.md \"Upgrades\""),
             "{text}"
         );
@@ -958,10 +1125,11 @@ async fn another_protocol_version_is_refused_at_connect_and_nothing_is_written()
 #[tokio::test]
 async fn an_older_protocols_prefix_is_upgraded_and_its_clients_are_then_refused() {
     // Protocols 3 to 7 only added keys and arguments to the same layout, protocol 8's
-    // reserve drains what protocol 7 left ready, and protocol 9 only gave two admin scripts a key: the
-    // first client of this build records its version, so that older consumers are refused
-    // from then on by their own check (docs/wire-format.md, "Versioning").
-    for old in ["2", "3", "4", "5", "6", "7", "8"] {
+    // reserve drains what protocol 7 left ready, protocol 9 only gave two admin scripts a
+    // key, and protocol 10 reads the `done` sets of older leases: the first client of this
+    // build records its version, so that older consumers are refused from then on by their
+    // own check (docs/wire-format.md, "Versioning").
+    for old in ["2", "3", "4", "5", "6", "7", "8", "9"] {
         let redis = TestRedis::start().unwrap();
         let key = keys::protocol(redis.namespace());
         let mut client = redis.client();
@@ -971,7 +1139,7 @@ async fn an_older_protocols_prefix_is_upgraded_and_its_clients_are_then_refused(
             .unwrap();
         assert_eq!(
             client.get(&key).unwrap().as_deref(),
-            Some(&b"9"[..]),
+            Some(&b"10"[..]),
             "{old}"
         );
     }
@@ -1520,7 +1688,7 @@ fn a_leased_keyed_message_keeps_its_slot_through_release_and_recovery() {
         vec![(id.clone(), "1".to_owned())],
         "served again, first delivery"
     );
-    assert_eq!(q.call("ack", &["1", &id, "1"]), Resp::Integer(1));
+    assert_eq!(q.call("ack", &["1", "0", &id, "1"]), Resp::Integer(1));
     assert_eq!(
         q.cmd(&["HGET", &k.kbusy, "k"]).as_str(),
         Some("1"),

@@ -18,7 +18,7 @@ use fred::util::redis_keyslot;
 use tokio_util::bytes::Bytes;
 use tokio_util::sync::CancellationToken;
 
-use crate::consume::receipts::{merge, number_arg, receipt_args, receipt_pair, Split};
+use crate::consume::receipts::{merge, receipt_args, receipt_pair, Split};
 use crate::keys::{QueueKeys, ScriptKeys};
 use crate::scripts;
 use crate::Error;
@@ -374,15 +374,13 @@ impl Consumer for RedisConsumer {
 
     async fn ack(&self, receipts: &[Receipt]) -> Result<()> {
         let split = Split::new(receipts);
-        let mut args = Vec::with_capacity(1 + receipts.len() + 3 * split.leases.len());
-        split.stored_args(&mut args);
-        for (token, indices) in &split.leases {
-            args.push(Value::Bytes((*token).clone()));
-            args.push(Value::from(indices.len() as i64));
-            args.push(number_arg(
-                indices.iter().copied().max().unwrap_or_default(),
-            ));
-            args.extend(indices.iter().map(|&i| number_arg(i)));
+        let mut args = Vec::with_capacity(2 + 2 * receipts.len());
+        args.push(Value::from(split.stored.len() as i64));
+        args.push(Value::from(split.leases.len() as i64));
+        split.pairs(&mut args);
+        for (token, bits) in split.leases {
+            args.push(Value::Bytes(token.clone()));
+            args.push(Value::Bytes(Bytes::from(bits)));
         }
         scripts::ACK
             .run_int(&self.client, self.script_keys.ack.clone(), args)

@@ -76,11 +76,17 @@ pub(crate) fn merge(
 
 /// Receipts split for ack.lua and renew.lua: the stored ones as `id, count` pairs, the
 /// leased ones grouped per lease, in first-seen order (a fetched batch is one lease, so a
-/// receipt's group is almost always the last one; the map finds the others).
+/// receipt's group is almost always the last one; the map finds the others), each
+/// lease's indices as ack.lua takes them: a bitmap, bit `i` (the high bit first) set for
+/// index `i`.
 pub(crate) struct Split<'a> {
     pub(crate) stored: Vec<&'a Receipt>,
-    pub(crate) leases: Vec<(&'a Bytes, Vec<u32>)>,
+    pub(crate) leases: Vec<(&'a Bytes, Vec<u8>)>,
 }
+
+/// Reserve leases at most this many messages: an index at or past it names none (a stale
+/// receipt, which the script would ignore), and would only make a bitmap long.
+const LEASE_MAX: u32 = 1_000;
 
 impl<'a> Split<'a> {
     pub(crate) fn new(receipts: &'a [Receipt]) -> Self {
@@ -101,7 +107,14 @@ impl<'a> Split<'a> {
                     split.leases.len() - 1
                 }),
             };
-            split.leases[group].1.push(*index);
+            if *index < LEASE_MAX {
+                let bits = &mut split.leases[group].1;
+                let byte = (*index / 8) as usize;
+                if bits.len() <= byte {
+                    bits.resize(byte + 1, 0);
+                }
+                bits[byte] |= 0x80 >> (*index % 8);
+            }
         }
         split
     }
@@ -109,6 +122,11 @@ impl<'a> Split<'a> {
     /// `s, (id, count) × s`: the stored receipts as script arguments.
     pub(crate) fn stored_args(&self, args: &mut Vec<Value>) {
         args.push(Value::from(self.stored.len() as i64));
+        self.pairs(args);
+    }
+
+    /// `(id, count) × s`.
+    pub(crate) fn pairs(&self, args: &mut Vec<Value>) {
         args.extend(self.stored.iter().flat_map(|r| receipt_pair(r)));
     }
 }
@@ -123,10 +141,11 @@ pub(crate) fn receipt_pair(receipt: &Receipt) -> [Value; 2] {
 }
 
 /// A lease index or delivery count as a script argument. Below [`SMALL`], its decimal
-/// text comes from a table made once, so that an argument per acked message costs a copy
-/// of a few bytes: fred formats an integer argument itself and measures it with two
-/// `log10` calls (~500 instructions per acked message under callgrind).
-pub(crate) fn number_arg(n: u32) -> Value {
+/// text comes from a table made once, so that an argument per message (a stored receipt
+/// acked, a message retried or released) costs a copy of a few bytes: fred formats an
+/// integer argument itself and measures it with two `log10` calls (~500 instructions per
+/// argument under callgrind).
+fn number_arg(n: u32) -> Value {
     /// Every lease index (reserve leases at most 1,000 messages) and any delivery count
     /// below it.
     const SMALL: u32 = 1_000;
@@ -210,11 +229,34 @@ mod tests {
         ];
         let split = Split::new(&receipts);
         assert_eq!(split.stored.len(), 1);
-        let groups: Vec<(&[u8], &[u32])> = split
+        let groups: Vec<(&[u8], &[u8])> = split
             .leases
             .iter()
-            .map(|(token, indices)| (&token[..], &indices[..]))
+            .map(|(token, bits)| (&token[..], &bits[..]))
             .collect();
-        assert_eq!(groups, [(&b"~L1"[..], &[0, 2][..]), (b"~L9", &[4, 5])]);
+        assert_eq!(
+            groups,
+            [(&b"~L1"[..], &[0b1010_0000][..]), (b"~L9", &[0b0000_1100])]
+        );
+    }
+
+    #[test]
+    fn a_lease_index_is_its_bit_the_high_bit_first() {
+        let receipts = [
+            receipt("~L1", 9),
+            receipt("~L1", 0),
+            receipt("~L1", 9),
+            receipt("~L1", 999),
+            receipt("~L1", 1_000),
+            receipt("~L1", u32::MAX),
+        ];
+        let split = Split::new(&receipts);
+        let bits = &split.leases[0].1;
+        // 0 and 9 (acked twice, set once), 999 the last bit of byte 124; past the largest
+        // lease, nothing.
+        assert_eq!(bits.len(), 125);
+        assert_eq!(&bits[..2], &[0b1000_0000, 0b0100_0000]);
+        assert_eq!(bits[124], 0b0000_0001);
+        assert_eq!(bits.iter().map(|b| b.count_ones()).sum::<u32>(), 3);
     }
 }

@@ -143,9 +143,13 @@ def main():
                 stored_receipts += [storage_id, delivery]
             else:
                 indices.append(message[3])
-        args = [len(stored_receipts) // 2] + stored_receipts
+        args = [len(stored_receipts) // 2, 1 if indices else 0] + stored_receipts
         if indices:
-            args += [token, len(indices), max(indices)] + indices
+            # The lease's bits: bit i (the high bit of each byte first) for index i.
+            bits = bytearray(max(indices) // 8 + 1)
+            for index in indices:
+                bits[index // 8] |= 0x80 >> (index % 8)
+            args += [token, bytes(bits)]
         acked = ack.run(
             redis, [keys.inflight, keys.msgs, keys.deliveries, keys.errors, keys.isolated,
                     keys.leases, keys.leased, keys.kof, keys.kbusy, keys.kheads, keys.kq,
