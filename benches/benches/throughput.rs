@@ -234,7 +234,7 @@ async fn layout_consume(env: &Env, keys: &QueueKeys, count: u64) {
                         bits[i / 8] |= 0x80 >> (i % 8);
                     }
                     receipts.push(items[2].clone());
-                    receipts.push(Value::from(bits));
+                    receipts.push(Value::Bytes(bits.into()));
                 }
                 let n = total as u64;
                 ack.run(&client, ack_keys.clone(), receipts).await.unwrap();
