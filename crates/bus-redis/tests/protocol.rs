@@ -530,6 +530,22 @@ const STALE_BITS: &[&[u8]] = &[
     &[],
 ];
 
+/// Acks `stale` alone on a lease of three (stale: it answers 0 and changes nothing), then
+/// `stale` beside indices 0 and 2 (those two are acked).
+fn ack_stale_then_beside_valid(q: &mut Queue, token: &str, stale: &[u8]) {
+    let before = q.snapshot();
+    assert_eq!(q.ack_bits(&[(token, stale)]), Resp::Integer(0), "{stale:?}");
+    assert_eq!(q.snapshot(), before, "bits {stale:?} changed the queue");
+    let mut mixed = stale.to_vec();
+    mixed.resize(mixed.len().max(1), 0);
+    mixed[0] |= 0b1010_0000;
+    assert_eq!(
+        q.ack_bits(&[(token, &mixed)]),
+        Resp::Integer(2),
+        "0, 2 and {stale:?}"
+    );
+}
+
 #[test]
 fn an_ack_bit_past_the_lease_is_a_stale_receipt_that_changes_nothing() {
     let redis = TestRedis::start().unwrap();
@@ -538,24 +554,9 @@ fn an_ack_bit_past_the_lease_is_a_stale_receipt_that_changes_nothing() {
         q.push(&[&envelope(0), &envelope(1), &envelope(2)]);
         let (token, _) = q.reserve(10, 60_000);
         let token = token.unwrap();
-        let before = q.snapshot();
-        assert_eq!(
-            q.ack_bits(&[(&token, stale)]),
-            Resp::Integer(0),
-            "{stale:?}"
-        );
-        assert_eq!(q.snapshot(), before, "bits {stale:?} changed the queue");
-
         // Beside valid bits, only the stale ones are: the lease keeps message 1 until it
         // is acked itself.
-        let mut mixed = stale.to_vec();
-        mixed.resize(mixed.len().max(1), 0);
-        mixed[0] |= 0b1010_0000;
-        assert_eq!(
-            q.ack_bits(&[(&token, &mixed)]),
-            Resp::Integer(2),
-            "0, 2 and {stale:?}"
-        );
+        ack_stale_then_beside_valid(&mut q, &token, stale);
         let (lease, done) = q.k.lease(&token);
         assert_eq!(
             q.cmd(&["LLEN", &lease]),
@@ -583,21 +584,7 @@ fn a_keyed_lease_bit_past_the_lease_is_stale_and_frees_no_key() {
         }
         let (token, n) = q.reserve_leased(10, 60_000);
         assert_eq!(n, 3, "one head of each key");
-        let before = q.snapshot();
-        assert_eq!(
-            q.ack_bits(&[(&token, stale)]),
-            Resp::Integer(0),
-            "{stale:?}"
-        );
-        assert_eq!(q.snapshot(), before, "bits {stale:?} changed the queue");
-        let mut mixed = stale.to_vec();
-        mixed.resize(mixed.len().max(1), 0);
-        mixed[0] |= 0b1010_0000;
-        assert_eq!(
-            q.ack_bits(&[(&token, &mixed)]),
-            Resp::Integer(2),
-            "0, 2 and {stale:?}"
-        );
+        ack_stale_then_beside_valid(&mut q, &token, stale);
         // a's and c's second messages became heads; b still holds its slot with its first.
         assert_eq!(q.cmd(&["LLEN", &k.kheads]), Resp::Integer(4));
         assert_eq!(q.cmd(&["LLEN", &k.key_queue("b")]), Resp::Integer(1));
