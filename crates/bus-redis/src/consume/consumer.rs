@@ -13,12 +13,12 @@ use bus_core::transport::{
 };
 use bus_core::Result;
 use fred::prelude::{Client, ClientLike, HashesInterface, SortedSetsInterface};
-use fred::types::{ClusterHash, CustomCommand, Value};
+use fred::types::{ClusterHash, CustomCommand, Resp3Frame, Value};
 use fred::util::redis_keyslot;
 use tokio_util::bytes::Bytes;
 use tokio_util::sync::CancellationToken;
 
-use crate::consume::receipts::{merge, receipt_args, receipt_pair, Split};
+use crate::consume::receipts::{bytes, int, merge, receipt_args, receipt_pair, unexpected, Split};
 use crate::keys::{QueueKeys, ScriptKeys};
 use crate::scripts;
 use crate::Error;
@@ -159,20 +159,22 @@ impl RedisConsumer {
         ];
         let script = &scripts::RESERVE;
         let reply = script
-            .run(&self.client, self.script_keys.reserve.clone(), args)
+            .run_raw(&self.client, self.slot, &self.script_keys.reserve, &args)
             .await
             .map_err(Error::from)?;
-        let Value::Array(items) = reply else {
-            return Err(script.unexpected(&reply).into());
+        let Resp3Frame::Array { data: items, .. } = reply else {
+            return Err(unexpected(script, reply).into());
         };
         let mut items = items.into_iter();
-        let wait = items.next().and_then(|v| v.as_i64()).unwrap_or(-1);
-        let pending = items.next().and_then(|v| v.as_i64());
-        let token = items.next().and_then(Value::into_bytes);
+        let wait = items.next().as_ref().and_then(int).unwrap_or(-1);
+        let pending = items.next().as_ref().and_then(int);
+        let token = items.next().and_then(bytes);
         let leased = match items.next() {
-            Some(Value::Array(envelopes)) => envelopes,
-            None | Some(Value::Null) => Vec::new(),
-            Some(other) => return Err(script.unexpected(&other).into()),
+            Some(Resp3Frame::Array {
+                data: envelopes, ..
+            }) => envelopes,
+            None | Some(Resp3Frame::Null) => Vec::new(),
+            Some(other) => return Err(unexpected(script, other).into()),
         };
         let deliveries = merge(script, token, leased, items)?;
         let hold = hold_of(pending, wait, !deliveries.is_empty());

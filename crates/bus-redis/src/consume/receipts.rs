@@ -4,7 +4,7 @@
 
 use bus_core::transport::{Delivery, Held, Receipt};
 use bus_core::Result;
-use fred::types::Value;
+use fred::types::{Resp3Frame, Value};
 use std::collections::HashMap;
 use tokio_util::bytes::Bytes;
 
@@ -17,8 +17,8 @@ use crate::Error;
 pub(crate) fn merge(
     script: &scripts::LuaScript,
     token: Option<Bytes>,
-    leased: Vec<Value>,
-    mut stored: impl ExactSizeIterator<Item = Value>,
+    leased: Vec<Resp3Frame>,
+    mut stored: impl ExactSizeIterator<Item = Resp3Frame>,
 ) -> Result<Vec<Delivery>> {
     let malformed = || Error::Protocol {
         script: script.name(),
@@ -34,7 +34,7 @@ pub(crate) fn merge(
         let Some((index, envelope)) = leased.next() else {
             return Ok(false);
         };
-        let (Some(token), Some(payload)) = (&token, envelope.into_bytes()) else {
+        let (Some(token), Some(payload)) = (&token, bytes(envelope)) else {
             return Err(malformed());
         };
         out.push(Delivery {
@@ -50,10 +50,10 @@ pub(crate) fn merge(
     };
     while let Some(position) = stored.next() {
         let (Some(position), Some(id), Some(count), Some(payload)) = (
-            position.as_i64(),
-            stored.next().and_then(Value::into_bytes),
-            stored.next().and_then(|v| v.as_i64()),
-            stored.next().and_then(Value::into_bytes),
+            int(&position),
+            stored.next().and_then(bytes),
+            stored.next().as_ref().and_then(int),
+            stored.next().and_then(bytes),
         ) else {
             return Err(malformed().into());
         };
@@ -72,6 +72,27 @@ pub(crate) fn merge(
     }
     while lease(&mut out)? {}
     Ok(out)
+}
+
+/// A string of a script's reply, as fred read it.
+pub(crate) fn bytes(frame: Resp3Frame) -> Option<Bytes> {
+    match frame {
+        Resp3Frame::BlobString { data, .. } | Resp3Frame::SimpleString { data, .. } => Some(data),
+        _ => None,
+    }
+}
+
+/// An integer of a script's reply, as fred read it.
+pub(crate) fn int(frame: &Resp3Frame) -> Option<i64> {
+    match frame {
+        Resp3Frame::Number { data, .. } => Some(*data),
+        _ => None,
+    }
+}
+
+/// The error of a reply of another shape than `script` gives.
+pub(crate) fn unexpected(script: &scripts::LuaScript, reply: Resp3Frame) -> Error {
+    script.unexpected(&Value::try_from(reply).unwrap_or(Value::Null))
 }
 
 /// Receipts split for ack.lua and renew.lua: the stored ones as `id, count` pairs, the
@@ -169,6 +190,20 @@ pub(crate) fn receipt_args(receipts: &[Receipt]) -> impl Iterator<Item = Value> 
 mod tests {
     use super::*;
 
+    fn blob(text: &'static str) -> Resp3Frame {
+        Resp3Frame::BlobString {
+            data: Bytes::from_static(text.as_bytes()),
+            attributes: None,
+        }
+    }
+
+    fn number(n: i64) -> Resp3Frame {
+        Resp3Frame::Number {
+            data: n,
+            attributes: None,
+        }
+    }
+
     fn receipt(key: &'static str, number: u32) -> Receipt {
         let key = Bytes::from_static(key.as_bytes());
         if key.starts_with(b"~L") {
@@ -181,14 +216,9 @@ mod tests {
     #[test]
     fn a_reply_keeps_the_ready_order_of_leased_and_stored_messages() {
         let script = &scripts::RESERVE;
-        let leased = vec![Value::from("a"), Value::from("b")];
+        let leased = vec![blob("a"), blob("b")];
         // A stored message at position 1, between the two leased ones.
-        let stored = vec![
-            Value::from(1),
-            Value::from("~7"),
-            Value::from(3),
-            Value::from("s"),
-        ];
+        let stored = vec![number(1), blob("~7"), number(3), blob("s")];
         let out = merge(
             script,
             Some(Bytes::from_static(b"~L5")),
@@ -209,12 +239,7 @@ mod tests {
             ]
         );
         // A position past the leased envelopes is a malformed reply, not a panic.
-        let bad = vec![
-            Value::from(5),
-            Value::from("~7"),
-            Value::from(3),
-            Value::from("s"),
-        ];
+        let bad = vec![number(5), blob("~7"), number(3), blob("s")];
         assert!(merge(script, None, Vec::new(), bad.into_iter()).is_err());
     }
 
