@@ -18,7 +18,9 @@ use fred::util::redis_keyslot;
 use tokio_util::bytes::Bytes;
 use tokio_util::sync::CancellationToken;
 
-use crate::consume::receipts::{bytes, int, merge, receipt_args, receipt_pair, unexpected, Split};
+use crate::consume::receipts::{
+    bytes, int, merge, receipt_args, receipt_pair, unexpected, Split, LEASE_MAX,
+};
 use crate::keys::{QueueKeys, ScriptKeys};
 use crate::scripts;
 use crate::Error;
@@ -27,9 +29,6 @@ use crate::Error;
 const IDLE_WAIT_MS: i64 = 1_000;
 /// Expired locks recovered per sweep; bounded so a sweep never blocks Redis for long.
 const RECOVER_BATCH: i64 = 100;
-/// Most fresh envelopes one reserve leases together (reserve.lua's LEASE_MAX): bounds
-/// the recovery of one lease.
-const LEASE_MAX: usize = 1_000;
 const LOCK_EXPIRED: &str = "lock expired: the consumer stopped or lost its connection";
 /// How often a consumer of a paused queue looks whether it was resumed (and one held back
 /// by a fleet circuit breaker whether its probe closed it).

@@ -105,9 +105,10 @@ pub(crate) struct Split<'a> {
     pub(crate) leases: Vec<(&'a Bytes, Vec<u8>)>,
 }
 
-/// Reserve leases at most this many messages: an index at or past it names none (a stale
-/// receipt, which the script would ignore), and would only make a bitmap long.
-const LEASE_MAX: u32 = 1_000;
+/// Most messages one reserve leases together (common.lua's LEASE_MAX): bounds a reserve
+/// and the recovery of one lease, and an index at or past it names no message (a stale
+/// receipt, which ack.lua would ignore, and which would only make a bitmap long).
+pub(crate) const LEASE_MAX: usize = 1_000;
 
 impl<'a> Split<'a> {
     pub(crate) fn new(receipts: &'a [Receipt]) -> Self {
@@ -128,7 +129,7 @@ impl<'a> Split<'a> {
                     split.leases.len() - 1
                 }),
             };
-            if *index < LEASE_MAX {
+            if (*index as usize) < LEASE_MAX {
                 let bits = &mut split.leases[group].1;
                 let byte = (*index / 8) as usize;
                 if bits.len() <= byte {
