@@ -228,12 +228,8 @@ async fn layout_consume(env: &Env, keys: &QueueKeys, count: u64) {
                 receipts.push(Value::from(i64::from(leased > 0)));
                 receipts.extend(stored);
                 if leased > 0 {
-                    // The lease's bits: every index, the high bit of each byte first.
-                    let mut bits = vec![0u8; leased.div_ceil(8)];
-                    for i in 0..leased {
-                        bits[i / 8] |= 0x80 >> (i % 8);
-                    }
                     receipts.push(items[2].clone());
+                    let bits = bus_redis::raw::lease_bits(0..leased);
                     receipts.push(Value::Bytes(bits.into()));
                 }
                 let n = total as u64;

@@ -73,6 +73,7 @@ for at = 3 + 2 * s, #ARGV, 2 do
     -- not before give their keys' slots back.
     local klen = keyed and redis.call('LLEN', keys) or 0
     if klen > 0 then
+      -- (Read before it is written: first rewritten, if protocol 9 left it.)
       done_bits(done)
       local first = len - klen
       local from, to = math.floor(first / 8), #bits - 1
@@ -101,7 +102,7 @@ for at = 3 + 2 * s, #ARGV, 2 do
     -- The lease's first ack writes `done`; a later one ORs its bits in.
     local count = 0
     if not redis.call('SET', done, bits, 'NX') then
-      done_bits(done)
+      if klen == 0 then done_bits(done) end -- (a keyed lease's was, above)
       count = redis.call('BITCOUNT', done)
       local acking = lease .. ':acking'
       redis.call('SET', acking, bits)

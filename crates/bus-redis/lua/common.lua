@@ -171,18 +171,15 @@ end
 local BIT = { 128, 64, 32, 16, 8, 4, 2, 1 }
 
 -- Protocol 9 and before kept a lease's `done` as a set of index strings. A script that
--- writes a `done` first rewrites one of those, left by their consumers, as a bitmap.
--- Returns the type `done` has then: 'none', 'string', or another (garbage: the caller's
--- next command on it fails).
+-- writes a `done` first rewrites one of those, left by their consumers, as a bitmap (any
+-- other type is garbage: the caller's next command on it fails).
 local function done_bits(done)
-  local kind = redis.call('TYPE', done).ok
-  if kind ~= 'set' then return kind end
+  if redis.call('TYPE', done).ok ~= 'set' then return end
   local indices = redis.call('SMEMBERS', done)
   redis.call('DEL', done)
   for _, index in ipairs(indices) do
     if canonical_index(index) then redis.call('SETBIT', done, index, 1) end
   end
-  return redis.call('TYPE', done).ok
 end
 
 -- Which messages of a lease of `len` left it, read from its `done` of either protocol

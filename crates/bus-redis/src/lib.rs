@@ -108,6 +108,15 @@ pub mod raw {
         &scripts::ACK
     }
 
+    /// A lease group's bits for `ack.lua`: bit `i` set for each index `i`.
+    pub fn lease_bits(indices: impl IntoIterator<Item = usize>) -> Vec<u8> {
+        let mut bits = Vec::new();
+        for index in indices {
+            crate::consume::receipts::set_bit(&mut bits, index);
+        }
+        bits
+    }
+
     pub use crate::scripts::{catalog, PRELUDES};
 }
 

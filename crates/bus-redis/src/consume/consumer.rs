@@ -375,7 +375,7 @@ impl Consumer for RedisConsumer {
 
     async fn ack(&self, receipts: &[Receipt]) -> Result<()> {
         let split = Split::new(receipts);
-        let mut args = Vec::with_capacity(2 + 2 * receipts.len());
+        let mut args = Vec::with_capacity(2 + 2 * (split.stored.len() + split.leases.len()));
         args.push(Value::from(split.stored.len() as i64));
         args.push(Value::from(split.leases.len() as i64));
         split.pairs(&mut args);

@@ -130,12 +130,7 @@ impl<'a> Split<'a> {
                 }),
             };
             if (*index as usize) < LEASE_MAX {
-                let bits = &mut split.leases[group].1;
-                let byte = (*index / 8) as usize;
-                if bits.len() <= byte {
-                    bits.resize(byte + 1, 0);
-                }
-                bits[byte] |= 0x80 >> (*index % 8);
+                set_bit(&mut split.leases[group].1, *index as usize);
             }
         }
         split
@@ -160,6 +155,15 @@ pub(crate) fn receipt_pair(receipt: &Receipt) -> [Value; 2] {
         Held::Leased { lease, index } => (lease, index),
     };
     [Value::Bytes(key.clone()), number_arg(*number)]
+}
+
+/// Sets bit `index` of a lease group's bits as ack.lua takes them (SETBIT's order: the high
+/// bit of each byte first), growing them as needed.
+pub(crate) fn set_bit(bits: &mut Vec<u8>, index: usize) {
+    if bits.len() <= index / 8 {
+        bits.resize(index / 8 + 1, 0);
+    }
+    bits[index / 8] |= 0x80 >> (index % 8);
 }
 
 /// A lease index or delivery count as a script argument. Below [`SMALL`], its decimal
