@@ -495,7 +495,8 @@ fn main() {
         .ok()
         .and_then(|r| r.parse().ok())
         .unwrap_or(if smoke { 1 } else { 2 });
-    // ONLY=memory_prefilled or ONLY=layout,backlog (parts of phase names) runs just those.
+    // ONLY=memory_prefilled or ONLY=layout,backlog (parts of phase names) runs just those;
+    // ONLY=bus_prefilled runs the pre-filled bus phases, `_observed` or `_bare` one kind.
     let only = std::env::var("ONLY").ok();
     let wanted = |phase: &str| {
         only.as_ref()
@@ -513,10 +514,10 @@ fn main() {
             let layout_pre = if wanted("layout_prefilled") { let f = layout_prefilled(&env, 0).await; row("raw layout (reserve.lua+ack.lua), pre-filled", f); f } else { Figure::NONE };
             // The default observers' cost: the same phase on a bare host, run before and
             // after it (the first phase of a process runs on a colder client).
-            let bare_before = if wanted("bus_prefilled") { let f = bus_prefilled_bare(&env).await; row("bus, pre-filled, bare host", f); f } else { Figure::NONE };
-            let bus_pre = if wanted("bus_prefilled") { let f = bus_prefilled(&env).await; row("bus, pre-filled", f); f } else { Figure::NONE };
-            let bare_after = if wanted("bus_prefilled") { let f = bus_prefilled_bare(&env).await; row("bus, pre-filled, bare host", f); f } else { Figure::NONE };
-            if bare_after.rate > 0.0 {
+            let bare_before = if wanted("bus_prefilled_bare") { let f = bus_prefilled_bare(&env).await; row("bus, pre-filled, bare host", f); f } else { Figure::NONE };
+            let bus_pre = if wanted("bus_prefilled_observed") { let f = bus_prefilled(&env).await; row("bus, pre-filled", f); f } else { Figure::NONE };
+            let bare_after = if wanted("bus_prefilled_bare") { let f = bus_prefilled_bare(&env).await; row("bus, pre-filled, bare host", f); f } else { Figure::NONE };
+            if bare_after.rate > 0.0 && bus_pre.rate > 0.0 {
                 let bare_rate = (bare_before.rate + bare_after.rate) / 2.0;
                 let bare_cpu = (bare_before.client_us + bare_after.client_us) / 2.0;
                 println!(
