@@ -6,7 +6,8 @@
 //! `COMMANDSTATS=1` prints Redis's `INFO commandstats` of each Redis phase; `MESSAGES=n`
 //! changes the number of messages per phase; `E2E_TIMING=off` runs the end-to-end phase
 //! without per-type timing). The pre-filled bus phase runs between two runs of a bare host
-//! (no per-type timing, no heartbeat): the cost of the observers a host runs by default.
+//! (no per-type timing, no heartbeat), and `OBSERVER_PAIRS=n` (3) alternations of the two in
+//! all: the cost of the observers a host runs by default.
 //!
 //! Every phase moves 100,000 messages with a ~100-byte JSON body, and reports msg/s and
 //! the CPU that the redis-server and this process spent per message over the timed phase
@@ -495,6 +496,10 @@ fn main() {
         .ok()
         .and_then(|r| r.parse().ok())
         .unwrap_or(if smoke { 1 } else { 2 });
+    let observer_pairs: usize = std::env::var("OBSERVER_PAIRS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(if smoke { 1 } else { 3 });
     // ONLY=memory_prefilled or ONLY=layout,backlog (parts of phase names) runs just those;
     // ONLY=bus_prefilled runs the pre-filled bus phases, `_observed` or `_bare` one kind.
     let only = std::env::var("ONLY").ok();
@@ -518,13 +523,23 @@ fn main() {
             let bus_pre = if wanted("bus_prefilled_observed") { let f = bus_prefilled(&env).await; row("bus, pre-filled", f); f } else { Figure::NONE };
             let bare_after = if wanted("bus_prefilled_bare") { let f = bus_prefilled_bare(&env).await; row("bus, pre-filled, bare host", f); f } else { Figure::NONE };
             if bare_after.rate > 0.0 && bus_pre.rate > 0.0 {
-                let bare_rate = (bare_before.rate + bare_after.rate) / 2.0;
-                let bare_cpu = (bare_before.client_us + bare_after.client_us) / 2.0;
+                // More alternations than one: the rate of two runs of one phase differs by
+                // ±10% on a shared machine, more than the observers are to cost.
+                let (mut with, mut without) = (vec![bus_pre], vec![bare_before, bare_after]);
+                for _ in 1..observer_pairs {
+                    with.push(bus_prefilled(&env).await);
+                    without.push(bus_prefilled_bare(&env).await);
+                }
+                let mean = |figures: &[Figure], of: fn(&Figure) -> f64| {
+                    figures.iter().map(of).sum::<f64>() / figures.len() as f64
+                };
                 println!(
-                    "   timing and heartbeat: with / without (mean of before and after) {:>6.1}% of the rate, client CPU {:.2} vs {:.2} us/msg",
-                    bus_pre.rate / bare_rate * 100.0,
-                    bus_pre.client_us,
-                    bare_cpu
+                    "   timing and heartbeat: with / without ({} with, {} without, alternated) {:>6.1}% of the rate, client CPU {:.2} vs {:.2} us/msg",
+                    with.len(),
+                    without.len(),
+                    mean(&with, |f| f.rate) / mean(&without, |f| f.rate) * 100.0,
+                    mean(&with, |f| f.client_us),
+                    mean(&without, |f| f.client_us)
                 );
             }
             let circ_e2e = if wanted("circular_end_to_end") { let f = circular_end_to_end(&env).await; row("circular list, end to end (producer process)", f); f } else { Figure::NONE };
