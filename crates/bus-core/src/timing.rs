@@ -10,8 +10,8 @@
 //! message the host reads the clock twice (quanta's, from the CPU's time-stamp counter
 //! where it is invariant: the OS clock's reads were most of timing's cost) and adds to
 //! counters made at start-up, one set per type and a shard per thread: no lock, no
-//! allocation, no I/O, no contended cache line. It times the run around the middleware and the handler, not as a middleware, so
-//! it adds no boxed future to the pipeline.
+//! allocation, no I/O, no contended cache line. It times the run around the middleware
+//! and the handler, not as a middleware, so it adds no boxed future to the pipeline.
 
 use std::collections::{BTreeMap, HashMap};
 use std::hash::BuildHasherDefault;
