@@ -95,34 +95,44 @@ impl ServerProcess {
         program: &Path,
         args: impl Fn(u16, &Path) -> Vec<String>,
     ) -> Result<ServerProcess, HarnessError> {
-        let name = program.display().to_string();
         let mut last = None;
         for _ in 0..PORT_ATTEMPTS {
-            let dir = TempDir::new().map_err(|e| HarnessError::io("creating a temp dir", e))?;
             let port = free_port().map_err(|e| HarnessError::io("finding a free port", e))?;
-            let out = std::fs::File::create(dir.path().join("server.out"))
-                .map_err(|e| HarnessError::io("creating server.out", e))?;
-            let err = out
-                .try_clone()
-                .map_err(|e| HarnessError::io("cloning server.out", e))?;
-            let child = Command::new(program)
-                .args(args(port, dir.path()))
-                .stdin(Stdio::null())
-                .stdout(out)
-                .stderr(err)
-                .spawn()
-                .map_err(|e| HarnessError::io(format!("spawning `{name}`"), e))?;
-            let mut server = ServerProcess { child, port, dir };
-            match server.wait_ready(&name) {
-                Ok(()) => return Ok(server),
+            match Self::start_on(program, &args, port) {
+                Ok(server) => return Ok(server),
                 // Exited early: the port may have been taken; try another.
                 Err(e) => last = Some(e),
             }
         }
         Err(last.unwrap_or_else(|| HarnessError::NotReady {
-            message: format!("`{name}` did not start"),
+            message: format!("`{}` did not start", program.display()),
             log_tail: String::new(),
         }))
+    }
+
+    /// Starts `program` on `port` and waits until it listens there itself.
+    fn start_on(
+        program: &Path,
+        args: &impl Fn(u16, &Path) -> Vec<String>,
+        port: u16,
+    ) -> Result<ServerProcess, HarnessError> {
+        let name = program.display().to_string();
+        let dir = TempDir::new().map_err(|e| HarnessError::io("creating a temp dir", e))?;
+        let out = std::fs::File::create(dir.path().join("server.out"))
+            .map_err(|e| HarnessError::io("creating server.out", e))?;
+        let err = out
+            .try_clone()
+            .map_err(|e| HarnessError::io("cloning server.out", e))?;
+        let child = Command::new(program)
+            .args(args(port, dir.path()))
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .map_err(|e| HarnessError::io(format!("spawning `{name}`"), e))?;
+        let mut server = ServerProcess { child, port, dir };
+        server.wait_ready(&name)?;
+        Ok(server)
     }
 
     fn wait_ready(&mut self, name: &str) -> Result<(), HarnessError> {
@@ -135,7 +145,11 @@ impl ServerProcess {
                     log_tail: self.output(),
                 });
             }
-            if TcpStream::connect_timeout(&addr, Duration::from_millis(500)).is_ok() {
+            // (Another test's server may hold the port that was free when it was picked:
+            // its answer is not ours, and our child then exits on the bind and is retried.)
+            if listens(self.child.id(), self.port)
+                && TcpStream::connect_timeout(&addr, Duration::from_millis(500)).is_ok()
+            {
                 return Ok(());
             }
             if Instant::now() >= deadline {
@@ -163,6 +177,33 @@ impl Drop for ServerProcess {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Whether process `pid` holds the socket listening on 127.0.0.1:`port`: the listener's
+/// inode in `/proc/net/tcp`, found among the process's descriptors.
+fn listens(pid: u32, port: u16) -> bool {
+    let Ok(table) = std::fs::read_to_string("/proc/net/tcp") else {
+        return false;
+    };
+    let local = format!("0100007F:{port:04X}");
+    // Fields: slot, local address, remote address, state (0A: listening), ..., inode.
+    let sockets: Vec<String> = table
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            (fields.get(1) == Some(&local.as_str()) && fields.get(3) == Some(&"0A"))
+                .then(|| fields.get(9).map(|inode| format!("socket:[{inode}]")))?
+        })
+        .collect();
+    let Ok(descriptors) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    !sockets.is_empty()
+        && descriptors.flatten().any(|fd| {
+            std::fs::read_link(fd.path())
+                .is_ok_and(|target| sockets.iter().any(|s| target.as_os_str() == s.as_str()))
+        })
 }
 
 /// Runs a Python 3 standard-library script (what makes buckets: no SDK needed).
@@ -296,5 +337,58 @@ impl MotoS3 {
     /// The TCP port.
     pub fn port(&self) -> u16 {
         self.server.port
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_server_that_lost_its_port_is_not_taken_for_the_one_there() {
+        // Another test's server on the port that was free when it was picked.
+        let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = taken.local_addr().unwrap().port();
+        let http = |port: u16, _: &Path| {
+            [
+                "-m",
+                "http.server",
+                "--bind",
+                "127.0.0.1",
+                &port.to_string(),
+            ]
+            .map(String::from)
+            .to_vec()
+        };
+        let started = ServerProcess::start_on(Path::new("python3"), &http, port);
+        assert!(
+            matches!(&started, Err(HarnessError::NotReady { .. })),
+            "a server that could not bind {port} was taken as ready: {started:?}"
+        );
+        drop(taken);
+    }
+
+    #[test]
+    fn a_listener_belongs_to_its_own_process_only() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        assert!(
+            listens(std::process::id(), port),
+            "our own listener on {port}"
+        );
+        // Another process (a child that holds no socket) does not own it.
+        let mut other = Command::new("sleep").arg("30").spawn().unwrap();
+        let others = listens(other.id(), port);
+        let _ = other.kill();
+        let _ = other.wait();
+        assert!(
+            !others,
+            "the listener on {port} taken for another process's"
+        );
+        drop(listener);
+        assert!(
+            !listens(std::process::id(), port),
+            "a closed listener on {port}"
+        );
     }
 }

@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
 
-use crate::client::{info_field, Resp, SyncClient};
+use crate::client::{info_field, SyncClient};
 use crate::error::HarnessError;
 use crate::proxy::Proxy;
-use crate::server::{free_port, RedisServer, ServerBuilder};
+use crate::server::{answers_as, free_port, RedisServer, ServerBuilder};
 
 /// Sentinels that must agree the master is down (of three).
 const QUORUM: u32 = 2;
@@ -317,8 +317,7 @@ fn spawn(dir: &Path, port: u16, service: &str, master: u16) -> Result<Child, Har
                 log_tail: tail(dir),
             });
         }
-        let pong = SyncClient::connect(port).and_then(|mut c| c.cmd(&["PING"]));
-        if matches!(pong, Ok(Resp::Simple(ref s)) if s == "PONG") {
+        if answers_as(port, child.id()) {
             return Ok(child);
         }
         if Instant::now() >= deadline {

@@ -278,9 +278,9 @@ fn spawn_ready(config: &ServerBuilder, dir: &Path, port: u16) -> Result<Child, S
     }
 }
 
-/// True when PING answers PONG (not `-LOADING`) and the server is our child, not
-/// another process that won a race for the port.
-fn answers_as(port: u16, pid: u32) -> bool {
+/// True when PING answers PONG (not `-LOADING`) and the server (or sentinel) is our
+/// child, not another process that won a race for the port.
+pub(crate) fn answers_as(port: u16, pid: u32) -> bool {
     let Ok(mut client) = SyncClient::connect(port) else {
         return false;
     };
