@@ -17,14 +17,8 @@ local MSGS, DELIVERIES, INFLIGHT, DEAD_INFO, LEASE, LEASE_DONE = KEYS[1], KEYS[2
 local kind, key, n = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local id = key
 if kind == 'leased' then
-  if n >= 0 and n < redis.call('LLEN', LEASE) then
-    local settled
-    if redis.call('TYPE', LEASE_DONE).ok == 'set' then
-      settled = redis.call('SISMEMBER', LEASE_DONE, n)
-    else
-      settled = redis.call('GETBIT', LEASE_DONE, n)
-    end
-    if settled == 0 then return 'held' end
+  if n >= 0 and n < redis.call('LLEN', LEASE) and not settled_at(LEASE_DONE, n) then
+    return 'held'
   end
   -- A message leaves its lease other than by ack as the stored id ~<first + index>.
   id = '~' .. (tonumber(string.sub(key, 3)) + n)

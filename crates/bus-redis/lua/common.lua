@@ -205,6 +205,15 @@ local function settled_indices(done, len)
   return settled
 end
 
+-- Whether message `index` left a lease, from its `done` of either protocol, without
+-- writing.
+local function settled_at(done, index)
+  if redis.call('TYPE', done).ok == 'set' then
+    return redis.call('SISMEMBER', done, index) == 1
+  end
+  return redis.call('GETBIT', done, index) == 1
+end
+
 -- How many messages left a lease, from its `done` of either protocol, without writing.
 local function settled_count(done)
   local kind = redis.call('TYPE', done).ok

@@ -829,6 +829,7 @@ pub(crate) static ADMIN_IN_FLIGHT: LazyLock<LuaScript> = LazyLock::new(|| {
 pub(crate) static ADMIN_PRESENCE: LazyLock<LuaScript> = LazyLock::new(|| {
     lua!(
         "admin_presence",
+        ["common"],
         keys = [
             "msgs",
             "deliveries",

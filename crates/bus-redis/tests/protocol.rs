@@ -439,6 +439,16 @@ impl Queue {
         self.ack_bits(&[(token, &bits(indices))]).as_int().unwrap()
     }
 
+    /// A list's elements, as text.
+    fn list(&mut self, key: &str) -> Vec<String> {
+        let reply = self.cmd(&["LRANGE", key, "0", "-1"]);
+        let items = reply.as_array().unwrap_or_else(|| panic!("{reply:?}"));
+        items
+            .iter()
+            .map(|r| r.as_str().unwrap().to_owned())
+            .collect()
+    }
+
     fn push(&mut self, elements: &[&str]) {
         let ready = self.k.ready.clone();
         let mut args = vec!["RPUSH", ready.as_str()];
@@ -702,14 +712,10 @@ fn a_done_set_that_protocol_9_left_is_read_and_rewritten_as_bits() {
     );
     let first: u64 = token[2..].parse().unwrap();
     let suspects = q.k.suspects.clone();
-    let reply = q.cmd(&["LRANGE", &suspects, "0", "-1"]);
-    let recovered: Vec<&str> = reply
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r.as_str().unwrap())
-        .collect();
-    assert_eq!(recovered, [format!("~{first}"), format!("~{}", first + 2)]);
+    assert_eq!(
+        q.list(&suspects),
+        [format!("~{first}"), format!("~{}", first + 2)]
+    );
 }
 
 /// `Admin::presence` reads a lease's `done` in either form: a leased message whose index
@@ -730,27 +736,20 @@ async fn presence_reads_a_done_of_either_protocol() {
     let admin = Admin::new(transport);
     let source = Source::queue("presence").unwrap();
     let of = |index| Receipt::leased(token.clone().into_bytes().into(), index);
+    // Where messages 0 and 1 of the lease are.
+    let both = || async {
+        (
+            admin.presence(&source, &of(0)).await.unwrap(),
+            admin.presence(&source, &of(1)).await.unwrap(),
+        )
+    };
     // Protocol 9's set, naming index 0.
     q.cmd(&["SADD", &done, "0"]);
-    assert_eq!(
-        admin.presence(&source, &of(0)).await.unwrap(),
-        Presence::Gone
-    );
-    assert_eq!(
-        admin.presence(&source, &of(1)).await.unwrap(),
-        Presence::Held
-    );
+    assert_eq!(both().await, (Presence::Gone, Presence::Held));
     // Protocol 10's bits, naming index 1.
     q.cmd(&["DEL", &done]);
     assert_eq!(q.ack_leased(&token, &[1]), 1);
-    assert_eq!(
-        admin.presence(&source, &of(0)).await.unwrap(),
-        Presence::Held
-    );
-    assert_eq!(
-        admin.presence(&source, &of(1)).await.unwrap(),
-        Presence::Gone
-    );
+    assert_eq!(both().await, (Presence::Held, Presence::Gone));
 }
 
 #[test]
@@ -1184,20 +1183,11 @@ fn absolve_returns_only_the_holders_suspects_to_the_ready_list() {
         format!("~{}", first + 1),
         format!("~{}", first + 2),
     );
-    let list = |q: &mut Queue, key: &str| -> Vec<String> {
-        let reply = q.cmd(&["LRANGE", key, "0", "-1"]);
-        reply
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|r| r.as_str().unwrap().to_owned())
-            .collect()
-    };
-    assert_eq!(list(&mut q, &ready), [id0.clone(), id2.clone()], "in order");
-    assert_eq!(list(&mut q, &suspects), [id1]);
+    assert_eq!(q.list(&ready), [id0.clone(), id2.clone()], "in order");
+    assert_eq!(q.list(&suspects), [id1]);
     // Absolved again: no longer a suspect, nothing moves.
     assert_eq!(q.call("absolve", &[&token, "0"]), Resp::Integer(0));
-    assert_eq!(list(&mut q, &ready), [id0, id2]);
+    assert_eq!(q.list(&ready), [id0, id2]);
 }
 
 /// The reply of a reserve held back by flow control: `[wait_ms, why]`.
