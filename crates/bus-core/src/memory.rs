@@ -132,9 +132,20 @@ fn mark_key(source: &Source, id: &MessageId, step: &str) -> String {
 }
 
 /// New messages, not yet placed. As in Redis, a repeated id is a message of its own.
+/// A message id as the `Bytes` of its storage key. Made as shared bytes that own the id:
+/// reserve clones the key into the receipt, and cloning a `Bytes` made from a `String`
+/// allocates (its first clone makes it shared), where cloning this one only counts.
+struct IdKey(MessageId);
+
+impl AsRef<[u8]> for IdKey {
+    fn as_ref(&self) -> &[u8] {
+        self.0.as_bytes()
+    }
+}
+
 fn entries(messages: Vec<Outgoing>) -> impl Iterator<Item = Entry> {
     messages.into_iter().map(|m| Entry {
-        key: Bytes::from(m.id.into_string()),
+        key: Bytes::from_owner(IdKey(m.id)),
         stored: Stored {
             payload: m.payload,
             deliveries: 0,
