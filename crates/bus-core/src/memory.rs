@@ -131,7 +131,6 @@ fn mark_key(source: &Source, id: &MessageId, step: &str) -> String {
     format!("{source}\0{id}\0{step}")
 }
 
-/// New messages, not yet placed. As in Redis, a repeated id is a message of its own.
 /// A message id as the `Bytes` of its storage key. Made as shared bytes that own the id:
 /// reserve clones the key into the receipt, and cloning a `Bytes` made from a `String`
 /// allocates (its first clone makes it shared), where cloning this one only counts.
@@ -143,6 +142,7 @@ impl AsRef<[u8]> for IdKey {
     }
 }
 
+/// New messages, not yet placed. As in Redis, a repeated id is a message of its own.
 fn entries(messages: Vec<Outgoing>) -> impl Iterator<Item = Entry> {
     messages.into_iter().map(|m| Entry {
         key: Bytes::from_owner(IdKey(m.id)),
