@@ -378,22 +378,49 @@ async fn bus_end_to_end(env: &Env) -> Figure {
     figure
 }
 
+/// Where a single-send phase's caller runs: on the bench's `block_on` thread, as the
+/// phases have always been measured, or in a task on the runtime, as an application's
+/// handlers and request tasks send.
+#[derive(Clone, Copy)]
+enum Caller {
+    BlockOn,
+    Task,
+}
+
+/// Runs `send(0) .. send(count() - 1)`, [`IN_FLIGHT`] at a time, from `caller`.
+async fn single_sends<F, Fut>(caller: Caller, send: F)
+where
+    F: Fn(usize) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    let all = async move {
+        futures::stream::iter(0..count() as usize)
+            .map(send)
+            .buffer_unordered(IN_FLIGHT)
+            .for_each(|()| async {})
+            .await
+    };
+    match caller {
+        Caller::BlockOn => all.await,
+        Caller::Task => tokio::spawn(all).await.unwrap(),
+    }
+}
+
 /// Single sends, 1,000 in flight, nobody consuming.
-async fn bus_sends(env: &Env) -> Figure {
+async fn bus_sends(env: &Env, caller: Caller) -> Figure {
     let transport = env.transport('b').await;
     let ready = transport.keys(&Source::queue("bench").unwrap()).ready;
     let bus = Bus::new(transport.clone(), BusConfig::default());
-    let orders: Vec<Order> = (0..count()).map(order).collect();
+    let orders: Arc<Vec<Order>> = Arc::new((0..count()).map(order).collect());
     env.reset_stats().await;
     let started = env.meter.start();
-    futures::stream::iter(&orders)
-        .map(|o| bus.send(o))
-        .buffer_unordered(IN_FLIGHT)
-        .for_each(|r| {
-            r.unwrap();
-            async {}
-        })
-        .await;
+    single_sends(caller, move |n| {
+        let (bus, orders) = (bus.clone(), Arc::clone(&orders));
+        async move {
+            bus.send(&orders[n]).await.unwrap();
+        }
+    })
+    .await;
     let mut figure = env.meter.stop(started, count());
     figure.command_us = env.command_us("bus sends", count(), CLIENT_COMMANDS).await;
     let _: i64 = env.admin.del(&ready).await.unwrap();
@@ -424,22 +451,25 @@ async fn raw_sends(env: &Env) -> Figure {
 
 /// The same `RPUSH`es through a lean pipelined writer on one connection
 /// (`benches::lean`): what a single push costs the client without fred.
-async fn lean_sends(env: &Env) -> Figure {
+async fn lean_sends(env: &Env, caller: Caller) -> Figure {
     let writer = benches::lean::LeanWriter::connect(&env.redis.url).await;
-    let key = format!("{}:ready", env.namespace('l'));
-    let payloads = envelopes(count());
+    let key: Arc<str> = format!("{}:ready", env.namespace('l')).into();
+    let payloads = Arc::new(envelopes(count()));
     env.reset_stats().await;
     let started = env.meter.start();
-    futures::stream::iter(&payloads)
-        .map(|p| writer.rpush(&key, p))
-        .buffer_unordered(IN_FLIGHT)
-        .for_each(|_| async {})
-        .await;
+    let (pushing, list) = (writer.clone(), Arc::clone(&key));
+    single_sends(caller, move |n| {
+        let (writer, key, payloads) = (pushing.clone(), Arc::clone(&list), Arc::clone(&payloads));
+        async move {
+            writer.rpush(&key, &payloads[n]).await;
+        }
+    })
+    .await;
     let mut figure = env.meter.stop(started, count());
     figure.command_us = env.command_us("lean RPUSH", count(), CLIENT_COMMANDS).await;
-    let stored: i64 = env.admin.llen(&key).await.unwrap();
+    let stored: i64 = env.admin.llen(&*key).await.unwrap();
     assert_eq!(stored as u64, count(), "every lean push stored");
-    let _: i64 = env.admin.del(&key).await.unwrap();
+    let _: i64 = env.admin.del(&*key).await.unwrap();
     figure
 }
 
@@ -545,8 +575,11 @@ fn main() {
             let circ_e2e = if wanted("circular_end_to_end") { let f = circular_end_to_end(&env).await; row("circular list, end to end (producer process)", f); f } else { Figure::NONE };
             let bus_e2e = if wanted("bus_end_to_end") { let f = bus_end_to_end(&env).await; row("bus, end to end (producer process)", f); f } else { Figure::NONE };
             let raw_send = if wanted("raw_sends") { let f = raw_sends(&env).await; row("bare fred RPUSH, single", f); f } else { Figure::NONE };
-            let lean_send = if wanted("lean_sends") { let f = lean_sends(&env).await; row("lean pipelined RPUSH, single", f); f } else { Figure::NONE };
-            let bus_send = if wanted("bus_sends") { let f = bus_sends(&env).await; row("bus send, single", f); f } else { Figure::NONE };
+            let lean_send = if wanted("lean_sends") { let f = lean_sends(&env, Caller::BlockOn).await; row("lean pipelined RPUSH, single", f); f } else { Figure::NONE };
+            let bus_send = if wanted("bus_sends") { let f = bus_sends(&env, Caller::BlockOn).await; row("bus send, single", f); f } else { Figure::NONE };
+            // The same from a task on the runtime (ONLY=from_task runs just these two).
+            let lean_task = if wanted("lean_sends_from_task") { let f = lean_sends(&env, Caller::Task).await; row("lean pipelined RPUSH, single, from a task", f); f } else { Figure::NONE };
+            let bus_task = if wanted("bus_sends_from_task") { let f = bus_sends(&env, Caller::Task).await; row("bus send, single, from a task", f); f } else { Figure::NONE };
             let memory = if wanted("memory_prefilled") { let f = memory_prefilled(&env).await; row("in-memory transport, pre-filled", f); f } else { Figure::NONE };
             let backlog = if wanted("backlog") {
                 let f = layout_prefilled(&env, backlog_size).await;
@@ -583,6 +616,10 @@ fn main() {
                 bus_send.client_us / raw_send.client_us,
                 lean_send.client_us,
                 raw_send.client_us / lean_send.client_us
+            );
+            println!(
+                "   client CPU per single send from a task on the runtime: bus {:.2} us, lean pipelined RPUSH {:.2} us",
+                bus_task.client_us, lean_task.client_us
             );
             println!(
                 "   in-memory transport: {:.0} msg/s (>= 1,500,000)",

@@ -108,7 +108,8 @@ impl OnceLanes {
                 None => drop(tokio::spawn(flush)),
             }
         }
-        let Ok((outcome, at, n)) = replied.await else {
+        // (Unconstrained, as a coalesced send's reply is: write/coalesce.rs.)
+        let Ok((outcome, at, n)) = tokio::task::unconstrained(replied).await else {
             return Err(bus_core::Error::OutcomeUnknown(
                 "the call carrying this deduplicated send was dropped".into(),
             ));
