@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use benches::cpu::Figure;
-use benches::env::BenchEnv as Env;
+use benches::env::{env_number, BenchEnv as Env};
 use benches::layout::unsettled;
 use benches::messages::{envelopes, order, Noop, Order};
 use benches::producer::{Produce, Producer};
@@ -515,21 +515,12 @@ fn main() {
         .unwrap();
     let smoke = !std::env::args().any(|a| a == "--bench");
     // MESSAGES=n changes the phases' size (a longer phase for `perf record`).
-    let messages = std::env::var("MESSAGES").ok().and_then(|n| n.parse().ok());
+    let messages = env_number("MESSAGES");
     let _ = COUNT_SET.set(messages.unwrap_or(if smoke { 2_000 } else { 100_000 }));
     // BACKLOG=10000000 for the backlog scaling figures (about 2 GB of Redis memory).
-    let backlog_size: u64 = std::env::var("BACKLOG")
-        .ok()
-        .and_then(|r| r.parse().ok())
-        .unwrap_or(if smoke { 2_000 } else { 1_000_000 });
-    let rounds: usize = std::env::var("ROUNDS")
-        .ok()
-        .and_then(|r| r.parse().ok())
-        .unwrap_or(if smoke { 1 } else { 2 });
-    let observer_pairs: usize = std::env::var("OBSERVER_PAIRS")
-        .ok()
-        .and_then(|r| r.parse().ok())
-        .unwrap_or(if smoke { 1 } else { 3 });
+    let backlog_size = env_number("BACKLOG").unwrap_or(if smoke { 2_000 } else { 1_000_000 });
+    let rounds = env_number("ROUNDS").unwrap_or(if smoke { 1 } else { 2 });
+    let observer_pairs = env_number("OBSERVER_PAIRS").unwrap_or(if smoke { 1 } else { 3 });
     // ONLY=memory_prefilled or ONLY=layout,backlog (parts of phase names) runs just those;
     // ONLY=bus_prefilled runs the pre-filled bus phases, `_observed` or `_bare` one kind.
     let only = std::env::var("ONLY").ok();

@@ -20,8 +20,8 @@ if kind == 'leased' then
   if n >= 0 and n < redis.call('LLEN', LEASE) and not settled_at(LEASE_DONE, n) then
     return 'held'
   end
-  -- A message leaves its lease other than by ack as the stored id ~<first + index>.
-  id = '~' .. (tonumber(string.sub(key, 3)) + n)
+  -- A message leaves its lease other than by ack as its stored id (common.lua).
+  id = leased_id(key, n)
 end
 if redis.call('HEXISTS', MSGS, id) == 0 then
   return 'gone'

@@ -190,11 +190,9 @@ fn listens(pid: u32, port: u16) -> bool {
     let sockets: Vec<String> = table
         .lines()
         .skip(1)
-        .filter_map(|line| {
-            let fields: Vec<&str> = line.split_whitespace().collect();
-            (fields.get(1) == Some(&local.as_str()) && fields.get(3) == Some(&"0A"))
-                .then(|| fields.get(9).map(|inode| format!("socket:[{inode}]")))?
-        })
+        .map(|line| line.split_whitespace().collect::<Vec<_>>())
+        .filter(|fields| fields.get(1) == Some(&local.as_str()) && fields.get(3) == Some(&"0A"))
+        .filter_map(|fields| fields.get(9).map(|inode| format!("socket:[{inode}]")))
         .collect();
     let Ok(descriptors) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
         return false;
